@@ -1,0 +1,58 @@
+"""The one exception tree of kinesis_spout.
+
+Every error the library raises is a :class:`SpoutError`. Errors from botocore and kazoo are wrapped at the I/O
+boundary (``raise KinesisError(...) from exc``) so callers catch one family. ``retriable`` says whether trying the
+same thing again later may succeed; the library's own loops retry only retriable errors, and only a bounded number
+of times.
+"""
+
+from __future__ import annotations
+
+
+class SpoutError(Exception):
+    """Base class of every error raised by kinesis_spout."""
+
+    retriable: bool = False
+
+    def __init__(self, message: str, *, retriable: bool | None = None) -> None:
+        super().__init__(message)
+        if retriable is not None:
+            self.retriable = retriable
+
+
+class ConfigError(SpoutError, ValueError):
+    """A configuration value is missing, of the wrong type, or out of range. The message names the field."""
+
+
+class SpoutStateError(SpoutError, RuntimeError):
+    """A method was called in the wrong state, e.g. ``next_tuple()`` before ``open()`` or after ``close()``."""
+
+
+class KinesisError(SpoutError):
+    """A Kinesis call failed. ``code`` is the AWS error code when there is one."""
+
+    def __init__(self, message: str, *, code: str | None = None, retriable: bool | None = None) -> None:
+        super().__init__(message, retriable=retriable)
+        self.code = code
+
+
+class StreamNotFoundError(KinesisError):
+    """The stream (or shard) does not exist, or is being deleted."""
+
+
+class ThrottledError(KinesisError):
+    """Kinesis refused the call for throughput or rate limits; the reader backs off and tries again."""
+
+    retriable = True
+
+
+class CheckpointError(SpoutError):
+    """A checkpoint could not be read, parsed or written. The message names the shard and where it is stored."""
+
+
+class CheckpointConflict(CheckpointError):
+    """Another writer stored a checkpoint at or beyond ours; our (lower) write lost and was not applied."""
+
+
+class ServerStartError(SpoutError):
+    """A local server (ZooKeeper, moto, an emulator) used by the testing fixtures or the demo did not start."""
