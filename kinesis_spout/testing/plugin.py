@@ -1,0 +1,161 @@
+"""pytest fixtures with real servers, registered as the ``kinesis_spout`` pytest plugin.
+
+Servers start once per test session on free loopback ports and stop at the end (their children die with the
+test process even when it is killed). Each test gets isolated state: a fresh ZooKeeper prefix, a reset moto,
+uniquely named streams on the emulators.
+
+=================  ========  ============================================================================
+fixture            scope     what it gives
+=================  ========  ============================================================================
+zookeeper_server   session   :class:`ZooKeeperServer` (``hosts``, ``stop()``, ``kill()``, ``start()``)
+zookeeper          function  :class:`ZooKeeperHandle`: ``hosts``, a unique ``prefix``, ``client()``
+moto_kinesis       function  :class:`KinesisEndpoint` on moto's server, state reset before the test
+kinesalite         function  :class:`KinesisEndpoint` on kinesalite (real sequence numbers)
+kinesis_local      function  :class:`KinesisEndpoint` on kinesis-local (kinesis-mock)
+kinesis_backend    function  parametrized over moto and kinesalite: write a test once, run it on both
+=================  ========  ============================================================================
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import pytest
+
+from kinesis_spout.testing.emulators import KinesaliteServer, KinesisLocalServer
+from kinesis_spout.testing.kinesis import KinesisEndpoint
+from kinesis_spout.testing.moto_server import MotoKinesisServer
+from kinesis_spout.testing.zookeeper import ZooKeeperServer
+
+KINESIS_BACKENDS = ("moto_kinesis", "kinesalite")
+
+
+def _use_dummy_aws_credentials() -> None:
+    """Let clients built by code under test (default credential chain) talk to local servers."""
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "test")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "test")
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+
+
+@dataclass
+class ZooKeeperHandle:
+    """A test's view of the shared ZooKeeper: ``hosts`` and a ``prefix`` no other test uses."""
+
+    server: ZooKeeperServer
+    prefix: str
+    _clients: list[Any] = field(default_factory=list, repr=False)
+
+    @property
+    def hosts(self) -> str:
+        return self.server.hosts
+
+    def client(self) -> Any:
+        """A started kazoo client (closed after the test) with bounded retries."""
+        from kazoo.client import KazooClient
+        from kazoo.retry import KazooRetry
+
+        client = KazooClient(hosts=self.hosts, timeout=10.0,
+                             connection_retry=KazooRetry(max_tries=3, delay=0.1, max_delay=1.0),
+                             command_retry=KazooRetry(max_tries=3, delay=0.1, max_delay=1.0))
+        client.start(timeout=15)
+        self._clients.append(client)
+        return client
+
+    def close(self) -> None:
+        for client in self._clients:
+            try:
+                client.stop()
+                client.close()
+            except Exception:  # noqa: BLE001 - best effort at teardown; the server may have been stopped
+                pass
+        self._clients.clear()
+
+
+def _test_slug(request: pytest.FixtureRequest) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", request.node.name)[:60] + "-" + uuid.uuid4().hex[:8]
+
+
+@pytest.fixture(scope="session")
+def zookeeper_server() -> Iterator[ZooKeeperServer]:
+    """A real ZooKeeper server for the whole test session."""
+    server = ZooKeeperServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def zookeeper(zookeeper_server: ZooKeeperServer, request: pytest.FixtureRequest) -> Iterator[ZooKeeperHandle]:
+    """The shared ZooKeeper (restarted if an earlier test left it stopped) and a prefix of this test's own."""
+    zookeeper_server.start()
+    handle = ZooKeeperHandle(zookeeper_server, f"/kinesis-spout-tests/{_test_slug(request)}")
+    try:
+        yield handle
+    finally:
+        handle.close()
+        zookeeper_server.start()
+
+
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[MotoKinesisServer]:
+    server = MotoKinesisServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def moto_kinesis(moto_server: MotoKinesisServer) -> KinesisEndpoint:
+    """moto's Kinesis server, reset before the test."""
+    _use_dummy_aws_credentials()
+    moto_server.reset()
+    return KinesisEndpoint("moto", moto_server.endpoint_url, real_sequence_numbers=False)
+
+
+@pytest.fixture(scope="session")
+def kinesalite_server() -> Iterator[KinesaliteServer]:
+    server = KinesaliteServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def kinesalite(kinesalite_server: KinesaliteServer) -> KinesisEndpoint:
+    """kinesalite, with real sequence numbers. Streams persist across tests: use unique names."""
+    _use_dummy_aws_credentials()
+    return KinesisEndpoint("kinesalite", kinesalite_server.endpoint_url)
+
+
+@pytest.fixture(scope="session")
+def kinesis_local_server() -> Iterator[KinesisLocalServer]:
+    server = KinesisLocalServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def kinesis_local(kinesis_local_server: KinesisLocalServer) -> KinesisEndpoint:
+    """kinesis-local (kinesis-mock), the most faithful emulator. Streams persist across tests: use unique names."""
+    _use_dummy_aws_credentials()
+    return KinesisEndpoint("kinesis-local", kinesis_local_server.endpoint_url)
+
+
+@pytest.fixture(params=KINESIS_BACKENDS)
+def kinesis_backend(request: pytest.FixtureRequest) -> KinesisEndpoint:
+    """Each test using it runs once on moto and once on kinesalite."""
+    endpoint: KinesisEndpoint = request.getfixturevalue(request.param)
+    return endpoint

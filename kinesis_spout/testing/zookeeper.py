@@ -1,0 +1,144 @@
+"""A private ZooKeeper server (Debian's ``zookeeper`` package) on a free loopback port."""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import socket
+import tempfile
+from pathlib import Path
+from types import TracebackType
+
+from kinesis_spout.errors import ServerStartError
+from kinesis_spout.testing.process import ServerProcess, free_port, stop_all
+
+DEFAULT_JAR = Path("/usr/share/java/zookeeper.jar")
+INSTALL_HINT = "install Debian's zookeeper package (apt-get update && apt-get install -y zookeeper), or run `make setup`"
+
+
+def four_letter(host: str, port: int, command: str, timeout_s: float = 1.0) -> str:
+    """Send a ZooKeeper four-letter command and return the reply ('' when the server does not answer)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as sock:
+            sock.sendall(command.encode())
+            chunks = []
+            while True:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        return b"".join(chunks).decode(errors="replace")
+    except OSError:
+        return ""
+
+
+class ZooKeeperServer:
+    """A standalone ZooKeeper 3.8 server with a temporary data dir.
+
+    The constructor does no I/O. ``start()`` launches it and waits until ``srvr`` answers with a ``Mode:`` line;
+    ``stop()`` and ``kill()`` end it, keeping the data dir so that ``start()`` again serves the same data on the same
+    port (fault tests use that); ``close()`` stops it and removes the data dir.
+    """
+
+    def __init__(self, port: int | None = None, data_dir: Path | None = None, jar: Path = DEFAULT_JAR,
+                 start_timeout_s: float = 30.0) -> None:
+        self._port = port
+        self._data_dir = data_dir
+        self._owns_dir = data_dir is None
+        self.jar = jar
+        self.start_timeout_s = start_timeout_s
+        self._process: ServerProcess | None = None
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise ServerStartError("ZooKeeper server not started yet")
+        return self._port
+
+    @property
+    def hosts(self) -> str:
+        """The connect string, ``127.0.0.1:PORT``."""
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.running
+
+    def _write_config(self, data_dir: Path) -> Path:
+        cfg = data_dir / "zoo.cfg"
+        cfg.write_text(
+            "\n".join([
+                "tickTime=500",
+                "initLimit=10",
+                "syncLimit=5",
+                f"dataDir={data_dir / 'data'}",
+                f"clientPort={self._port}",
+                "clientPortAddress=127.0.0.1",
+                "maxClientCnxns=200",
+                "admin.enableServer=false",
+                "4lw.commands.whitelist=srvr,ruok,stat,mntr",
+                "minSessionTimeout=1000",
+                "maxSessionTimeout=60000",
+                "",
+            ])
+        )
+        return cfg
+
+    def _classpath(self) -> str:
+        """The server jar (its manifest names its dependencies) plus a simple slf4j binding for a readable log."""
+        binding = self.jar.parent / "slf4j-simple.jar"
+        return f"{self.jar}:{binding}" if binding.exists() else str(self.jar)
+
+    def start(self) -> "ZooKeeperServer":
+        """Start (or restart on the same port and data) and wait until it serves."""
+        if self.running:
+            return self
+        if not self.jar.exists():
+            raise ServerStartError(f"ZooKeeper is not installed: {self.jar} is missing; {INSTALL_HINT}")
+        if shutil.which("java") is None:
+            raise ServerStartError("java is not on PATH: ZooKeeper needs a Java runtime (17 works)")
+        if self._data_dir is None:
+            self._data_dir = Path(tempfile.mkdtemp(prefix="kinesis-spout-zk-"))
+        if self._port is None:
+            self._port = free_port()
+        cfg = self._write_config(self._data_dir)
+        argv = [
+            "java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+            "-cp", self._classpath(),
+            "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg),
+        ]
+        self._process = ServerProcess("ZooKeeper", argv, self._data_dir / "zookeeper.log")
+        self._process.start()
+        self._process.wait_ready(lambda: "Mode:" in four_letter("127.0.0.1", self.port, "srvr"),
+                                 self.start_timeout_s)
+        return self
+
+    def stop(self) -> None:
+        """Stop gracefully (SIGTERM); the data dir and port are kept for a restart. Idempotent."""
+        if self._process is not None:
+            self._process.stop()
+
+    def kill(self) -> None:
+        """SIGKILL the server, as a crash would. Idempotent."""
+        if self._process is not None:
+            self._process.kill()
+
+    def close(self) -> None:
+        """Stop and remove the temporary data dir. Idempotent."""
+        self.stop()
+        if self._owns_dir and self._data_dir is not None:
+            shutil.rmtree(self._data_dir, ignore_errors=True)
+            self._data_dir = None
+
+    def log_tail(self, lines: int = 30) -> str:
+        return self._process.log_tail(lines) if self._process else "(not started)"
+
+    def __enter__(self) -> "ZooKeeperServer":
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+atexit.register(stop_all)

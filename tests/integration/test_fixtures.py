@@ -1,0 +1,80 @@
+"""The shipped fixtures start real servers that behave as the rest of the suite relies on."""
+
+from __future__ import annotations
+
+import pytest
+
+from kinesis_spout.errors import ServerStartError
+from kinesis_spout.testing import KinesaliteServer, ZooKeeperServer
+from kinesis_spout.testing.zookeeper import four_letter
+
+
+def test_zookeeper_serves_and_isolates_prefixes(zookeeper) -> None:
+    client = zookeeper.client()
+    client.ensure_path(zookeeper.prefix)
+    client.create(f"{zookeeper.prefix}/node", b"hello")
+    assert client.get(f"{zookeeper.prefix}/node")[0] == b"hello"
+    assert zookeeper.prefix.startswith("/kinesis-spout-tests/test_zookeeper_serves")
+    assert "Mode: standalone" in four_letter("127.0.0.1", zookeeper.server.port, "srvr")
+
+
+def test_zookeeper_data_survives_kill_and_restart(zookeeper) -> None:
+    client = zookeeper.client()
+    client.create(f"{zookeeper.prefix}/kept", b"42", makepath=True)
+    port = zookeeper.server.port
+    zookeeper.server.kill()
+    assert not zookeeper.server.running
+    assert four_letter("127.0.0.1", port, "srvr") == ""
+    zookeeper.server.start()
+    assert zookeeper.server.port == port
+    assert zookeeper.client().get(f"{zookeeper.prefix}/kept")[0] == b"42"
+
+
+def test_moto_kinesis_is_reset_between_tests(moto_kinesis) -> None:
+    client = moto_kinesis.client()
+    assert client.list_streams()["StreamNames"] == []
+    name = moto_kinesis.create_stream("fixture-moto", shards=2)
+    placed = moto_kinesis.put(name, [b"a", b"b", b"c", b"d"])
+    assert len(placed) == 4
+    assert {shard for shard, _ in placed} <= set(moto_kinesis.shard_ids(name))
+    assert not moto_kinesis.real_sequence_numbers
+
+
+def test_kinesalite_has_real_sequence_numbers(kinesalite) -> None:
+    name = kinesalite.create_stream(shards=1)
+    placed = kinesalite.put(name, [b"x", b"y", b"z"])
+    seqs = [int(seq) for _, seq in placed]
+    assert all(len(seq) >= 50 for _, seq in placed), placed
+    assert seqs == sorted(seqs) and seqs[1] - seqs[0] > 1  # sparse and increasing
+
+
+def test_kinesis_local_serves_puts_and_reads(kinesis_local) -> None:
+    name = kinesis_local.create_stream(shards=1)
+    placed = kinesis_local.put(name, [b"one", b"two"])
+    client = kinesis_local.client()
+    shard = placed[0][0]
+    it = client.get_shard_iterator(StreamName=name, ShardId=shard, ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+    data = [r["Data"] for r in client.get_records(ShardIterator=it)["Records"]]
+    assert data == [b"one", b"two"]
+    assert len(placed[0][1]) >= 50
+
+
+@pytest.mark.parametrize("stream_shards", [3])
+def test_kinesis_backend_runs_on_each_emulator(kinesis_backend, stream_shards: int) -> None:
+    name = kinesis_backend.create_stream(shards=stream_shards)
+    assert len(kinesis_backend.shard_ids(name)) == stream_shards
+
+
+def test_missing_server_fails_fast_with_reason(tmp_path) -> None:
+    with pytest.raises(ServerStartError, match="zookeeper is not installed|apt-get install -y zookeeper"):
+        ZooKeeperServer(jar=tmp_path / "missing.jar").start()
+    with pytest.raises(ServerStartError, match="kinesalite is not installed"):
+        KinesaliteServer(node_modules=tmp_path).start()
+
+
+def test_server_that_dies_reports_its_log_tail(tmp_path) -> None:
+    bogus = tmp_path / "kinesalite"
+    bogus.mkdir()
+    (bogus / "cli.js").write_text("console.error('boom: cannot listen'); process.exit(3)\n")
+    with pytest.raises(ServerStartError, match=r"exited with code 3[\s\S]*boom: cannot listen"):
+        KinesaliteServer(node_modules=tmp_path, start_timeout_s=10).start()
