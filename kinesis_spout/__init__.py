@@ -1,3 +1,55 @@
-"""kinesis_spout: read Amazon Kinesis into Apache Spark from Python."""
+"""kinesis_spout: read Amazon Kinesis into Apache Spark from Python.
+
+A port of the Amazon Kinesis Storm spout: round-robin buffered shard readers, an in-flight record tracker with
+retries and a safe checkpoint per shard, checkpoints in ZooKeeper, and adapters for Spark.
+"""
+
+from kinesis_spout.checkpoint import Checkpoint, CheckpointStore, MemoryCheckpointStore
+from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
+from kinesis_spout.config import InitialPosition, SpoutConfig
+from kinesis_spout.errors import (
+    CheckpointConflict,
+    CheckpointError,
+    ConfigError,
+    KinesisError,
+    SpoutError,
+    SpoutStateError,
+    StreamNotFoundError,
+    ThrottledError,
+)
+from kinesis_spout.records import Record, SequenceKey, SpoutTuple
+from kinesis_spout.schemes import JsonScheme, RawScheme, RecordScheme, TextScheme
+from kinesis_spout.spout import KinesisSpout, ShardMetrics
+from kinesis_spout.tracker import FailOutcome, InflightRecordTracker, RetryBackoff
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "Checkpoint",
+    "CheckpointConflict",
+    "CheckpointError",
+    "CheckpointStore",
+    "ConfigError",
+    "FailOutcome",
+    "InflightRecordTracker",
+    "InitialPosition",
+    "JsonScheme",
+    "KinesisError",
+    "KinesisSpout",
+    "MemoryCheckpointStore",
+    "RawScheme",
+    "Record",
+    "RecordScheme",
+    "RetryBackoff",
+    "SequenceKey",
+    "ShardMetrics",
+    "SpoutConfig",
+    "SpoutError",
+    "SpoutStateError",
+    "SpoutTuple",
+    "StreamNotFoundError",
+    "TextScheme",
+    "ThrottledError",
+    "ZooKeeperCheckpointStore",
+    "__version__",
+]

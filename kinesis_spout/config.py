@@ -1,0 +1,243 @@
+"""SpoutConfig: the frozen, validated configuration of a spout, and the one parser of string options.
+
+Every option has a Python name (``checkpoint_interval_s``) and a string option name (``checkpointIntervalS``)
+used by ``spark.readStream.option(...)`` and the command line; :meth:`SpoutConfig.from_options` is the only place
+strings become values.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import socket
+from dataclasses import dataclass, field, fields
+from datetime import datetime, timezone
+from typing import Any, Callable, Mapping
+
+from kinesis_spout.errors import ConfigError
+from kinesis_spout.records import Record
+from kinesis_spout.schemes import SCHEMES, RawScheme, RecordScheme
+from kinesis_spout.tracker import RetryBackoff
+
+log = logging.getLogger("kinesis_spout")
+
+#: Called with the record and the reason when a record's retries ran out (or it cannot be decoded).
+DeadLetterHandler = Callable[[Record, str], None]
+
+#: Kinesis allows 5 GetRecords calls per second per shard; a reader never polls a shard faster than this.
+MIN_POLL_INTERVAL_S = 0.2
+#: Kinesis returns at most 10,000 records per GetRecords call.
+MAX_RECORDS_PER_CALL_LIMIT = 10_000
+
+
+class InitialPosition(str, enum.Enum):
+    """Where a shard without a checkpoint starts."""
+
+    TRIM_HORIZON = "TRIM_HORIZON"
+    LATEST = "LATEST"
+    AT_TIMESTAMP = "AT_TIMESTAMP"
+
+
+def log_dead_letter(record: Record, reason: str) -> None:
+    """The default dead-letter handler: log the record's id and size at ERROR level."""
+    log.error("dead letter %s (%d bytes, partition key %r): %s", record.message_id, len(record.data),
+              record.partition_key, reason)
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class SpoutConfig:
+    """Configuration of a :class:`~kinesis_spout.KinesisSpout`. Validated on construction (``ConfigError``).
+
+    Per-shard limits (``max_inflight_*``, ``prefetch_*``) apply to each shard the spout owns.
+    """
+
+    stream_name: str
+    app_name: str
+    zookeeper: str = "127.0.0.1:2181"
+    zookeeper_prefix: str = "/kinesis_spout"
+    zookeeper_session_timeout_s: float = 10.0
+    region: str | None = None
+    endpoint_url: str | None = None
+    initial_position: InitialPosition = InitialPosition.LATEST
+    initial_timestamp: datetime | None = None
+    max_records_per_call: int = 10_000
+    empty_record_backoff_s: float = 1.0
+    checkpoint_interval_s: float = 1.0
+    retry_limit: int = 3
+    retry_backoff: RetryBackoff = field(default_factory=RetryBackoff)
+    message_timeout_s: float | None = 30.0
+    max_inflight_records: int = 10_000
+    max_inflight_bytes: int = 64 << 20
+    prefetch_records: int = 20_000
+    prefetch_bytes: int = 32 << 20
+    reliable: bool = True
+    scheme: RecordScheme = field(default_factory=RawScheme)
+    dead_letter: DeadLetterHandler = log_dead_letter
+    task_index: int = 0
+    task_count: int = 1
+    worker_id: str = field(default_factory=default_worker_id)
+
+    def __post_init__(self) -> None:
+        _require_text("stream_name", self.stream_name)
+        _require_text("app_name", self.app_name)
+        for name in ("stream_name", "app_name"):
+            if "/" in getattr(self, name):
+                raise ConfigError(f"{name} must not contain '/', got {getattr(self, name)!r}")
+        _require_text("zookeeper", self.zookeeper)
+        if not self.zookeeper_prefix.startswith("/") or self.zookeeper_prefix.endswith("/") and \
+                self.zookeeper_prefix != "/":
+            raise ConfigError(f"zookeeper_prefix must be an absolute path without a trailing '/', "
+                              f"e.g. '/kinesis_spout', got {self.zookeeper_prefix!r}")
+        if isinstance(self.initial_position, str) and not isinstance(self.initial_position, InitialPosition):
+            object.__setattr__(self, "initial_position", _parse_position(self.initial_position))
+        if not isinstance(self.initial_position, InitialPosition):
+            raise ConfigError(f"initial_position must be an InitialPosition, got {self.initial_position!r}")
+        if self.initial_position is InitialPosition.AT_TIMESTAMP:
+            if not isinstance(self.initial_timestamp, datetime):
+                raise ConfigError("initial_position AT_TIMESTAMP needs initial_timestamp (a datetime)")
+            if self.initial_timestamp.tzinfo is None:
+                object.__setattr__(self, "initial_timestamp", self.initial_timestamp.replace(tzinfo=timezone.utc))
+        elif self.initial_timestamp is not None:
+            raise ConfigError("initial_timestamp is only used with initial_position AT_TIMESTAMP; "
+                              f"initial_position is {self.initial_position.value}")
+        _require_int("max_records_per_call", self.max_records_per_call, 1, MAX_RECORDS_PER_CALL_LIMIT)
+        _require_float("zookeeper_session_timeout_s", self.zookeeper_session_timeout_s, 1.0, 3600.0)
+        _require_float("empty_record_backoff_s", self.empty_record_backoff_s, MIN_POLL_INTERVAL_S, 3600.0)
+        _require_float("checkpoint_interval_s", self.checkpoint_interval_s, 0.0, 3600.0)
+        _require_int("retry_limit", self.retry_limit, 0, 1_000_000)
+        if not isinstance(self.retry_backoff, RetryBackoff):
+            raise ConfigError(f"retry_backoff must be a RetryBackoff, got {self.retry_backoff!r}")
+        _require_float("retry_backoff.initial_s", self.retry_backoff.initial_s, 0.0, 3600.0)
+        _require_float("retry_backoff.multiplier", self.retry_backoff.multiplier, 1.0, 100.0)
+        _require_float("retry_backoff.max_s", self.retry_backoff.max_s, self.retry_backoff.initial_s, 86400.0)
+        if self.message_timeout_s is not None:
+            _require_float("message_timeout_s", self.message_timeout_s, 0.001, 86400.0)
+        _require_int("max_inflight_records", self.max_inflight_records, 1, 100_000_000)
+        _require_int("max_inflight_bytes", self.max_inflight_bytes, 1, 1 << 40)
+        _require_int("prefetch_records", self.prefetch_records, 1, 10_000_000)
+        _require_int("prefetch_bytes", self.prefetch_bytes, 1, 1 << 40)
+        if not isinstance(self.reliable, bool):
+            raise ConfigError(f"reliable must be True or False, got {self.reliable!r}")
+        if not callable(self.scheme) or not isinstance(getattr(self.scheme, "fields", None), tuple):
+            raise ConfigError(f"scheme must be a callable with a 'fields' tuple (see kinesis_spout.schemes), "
+                              f"got {self.scheme!r}")
+        if not callable(self.dead_letter):
+            raise ConfigError(f"dead_letter must be a callable (record, reason) -> None, got {self.dead_letter!r}")
+        _require_int("task_count", self.task_count, 1, 100_000)
+        _require_int("task_index", self.task_index, 0, self.task_count - 1)
+        _require_text("worker_id", self.worker_id)
+
+    @property
+    def checkpoint_path(self) -> str:
+        """The ZooKeeper path under which this app's checkpoints of this stream live."""
+        base = "" if self.zookeeper_prefix == "/" else self.zookeeper_prefix
+        return f"{base}/{self.app_name}/{self.stream_name}/checkpoints"
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str], **overrides: Any) -> "SpoutConfig":
+        """Build a config from string options (camelCase names, see :data:`OPTION_NAMES`).
+
+        Unknown option names are an error that lists the known ones. ``overrides`` are Python values for fields
+        that have no string form (``dead_letter``, custom ``scheme``).
+        """
+        values: dict[str, Any] = {}
+        backoff: dict[str, float] = {}
+        for option, raw in options.items():
+            name = OPTION_NAMES.get(option) or OPTION_NAMES.get(_camel(option))
+            if name is None:
+                raise ConfigError(f"unknown option {option!r}; known options: {', '.join(sorted(OPTION_NAMES))}")
+            if name.startswith("retry_backoff."):
+                backoff[name.split(".", 1)[1]] = _to_float(option, raw)
+            else:
+                values[name] = _convert(name, option, raw)
+        if backoff:
+            values["retry_backoff"] = RetryBackoff(**backoff)
+        for key in ("stream_name", "app_name"):
+            if key not in values and key not in overrides:
+                raise ConfigError(f"option {_camel(key)!r} is required")
+        return cls(**{**values, **overrides})
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.replace(".", "_").split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+_STRING_FIELDS = [f.name for f in fields(SpoutConfig) if f.name not in ("retry_backoff", "dead_letter")]
+#: String option name -> SpoutConfig field (``retry_backoff.*`` for the backoff's own fields).
+OPTION_NAMES: dict[str, str] = {_camel(n): n for n in _STRING_FIELDS}
+OPTION_NAMES.update({"retryBackoffInitialS": "retry_backoff.initial_s",
+                     "retryBackoffMultiplier": "retry_backoff.multiplier",
+                     "retryBackoffMaxS": "retry_backoff.max_s"})
+
+_INT_FIELDS = {"max_records_per_call", "retry_limit", "max_inflight_records", "max_inflight_bytes",
+               "prefetch_records", "prefetch_bytes", "task_index", "task_count"}
+_FLOAT_FIELDS = {"zookeeper_session_timeout_s", "empty_record_backoff_s", "checkpoint_interval_s"}
+
+
+def _convert(name: str, option: str, raw: str) -> Any:
+    if not isinstance(raw, str):
+        return raw
+    if name in _INT_FIELDS:
+        try:
+            return int(raw.replace("_", ""))
+        except ValueError:
+            raise ConfigError(f"option {option!r} must be a whole number, got {raw!r}") from None
+    if name in _FLOAT_FIELDS:
+        return _to_float(option, raw)
+    if name == "message_timeout_s":
+        return None if raw.strip().lower() in ("", "none", "off") else _to_float(option, raw)
+    if name == "reliable":
+        lowered = raw.strip().lower()
+        if lowered not in ("true", "false", "1", "0", "yes", "no"):
+            raise ConfigError(f"option {option!r} must be true or false, got {raw!r}")
+        return lowered in ("true", "1", "yes")
+    if name == "initial_position":
+        return _parse_position(raw)
+    if name == "initial_timestamp":
+        try:
+            return datetime.fromisoformat(raw.replace("Z", "+00:00"))
+        except ValueError:
+            raise ConfigError(f"option {option!r} must be an ISO-8601 time such as 2026-01-31T12:00:00Z, "
+                              f"got {raw!r}") from None
+    if name == "scheme":
+        scheme = SCHEMES.get(raw.strip().lower())
+        if scheme is None:
+            raise ConfigError(f"option {option!r} must be one of {', '.join(SCHEMES)}, got {raw!r}")
+        return scheme()
+    return raw
+
+
+def _parse_position(raw: str) -> InitialPosition:
+    try:
+        return InitialPosition(raw.strip().upper().replace("-", "_"))
+    except ValueError:
+        allowed = ", ".join(p.value for p in InitialPosition)
+        raise ConfigError(f"initial_position must be one of {allowed}, got {raw!r}") from None
+
+
+def _to_float(option: str, raw: str) -> float:
+    try:
+        return float(raw)
+    except ValueError:
+        raise ConfigError(f"option {option!r} must be a number, got {raw!r}") from None
+
+
+def _require_text(name: str, value: Any) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{name} must be a non-empty string, got {value!r}")
+
+
+def _require_int(name: str, value: Any, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ConfigError(f"{name} must be a whole number from {low:,} to {high:,}, got {value!r}")
+
+
+def _require_float(name: str, value: Any, low: float, high: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        raise ConfigError(f"{name} must be a number from {low:g} to {high:g}, got {value!r}")

@@ -1,0 +1,374 @@
+"""KinesisSpout: the facade that wires shard readers, per-shard trackers and the checkpoint store.
+
+Storm's spout contract, in Python: ``open()``, ``next_tuple()``, ``ack(message_id)``, ``fail(message_id)``,
+``close()``. Records are emitted round-robin across the owned shards; failed records are emitted again (same
+message id) before new records of their shard once their backoff is due; each shard's safe checkpoint is
+persisted as it advances.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import warnings
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from kinesis_spout.checkpoint.base import Checkpoint, CheckpointStore
+from kinesis_spout.checkpoint.writer import CheckpointWriter
+from kinesis_spout.config import InitialPosition, SpoutConfig
+from kinesis_spout.errors import SpoutError, SpoutStateError
+from kinesis_spout.kinesis.client import make_client
+from kinesis_spout.kinesis.getter import ShardGetter, StartPosition
+from kinesis_spout.kinesis.reader import BufferedShardReader, RoundRobinReader
+from kinesis_spout.kinesis.shards import Shard, list_shards, owned_shards
+from kinesis_spout.records import Record, SequenceKey, SpoutTuple, message_id, parse_message_id
+from kinesis_spout.tracker import FailOutcome, InflightRecordTracker
+
+log = logging.getLogger("kinesis_spout")
+
+_EXPIRE_EVERY_S = 0.05
+
+
+@dataclass
+class ShardState:
+    """Everything the spout keeps for one owned shard."""
+
+    shard: Shard
+    tracker: InflightRecordTracker
+    reader: BufferedShardReader
+    start: StartPosition
+    offered: SequenceKey | None = None
+    finished: bool = False
+
+
+@dataclass(frozen=True)
+class ShardMetrics:
+    shard_id: str
+    checkpoint: str | None
+    inflight: int
+    buffered: int
+    retry_queue: int
+    millis_behind_latest: int | None
+    emitted: int
+    acked: int
+    failed: int
+    dead_lettered: int
+    finished: bool
+
+
+class KinesisSpout:
+    """Reads a Kinesis stream with per-record ack/fail and checkpoints.
+
+    ``checkpoint_store`` defaults to ZooKeeper at ``config.zookeeper``; pass a
+    :class:`~kinesis_spout.MemoryCheckpointStore` for tests or embedded use. The constructor does no I/O;
+    ``open()`` connects, lists the shards and starts one prefetching reader per owned shard; ``close()`` stops
+    them, flushes the last safe checkpoints and is idempotent. Methods may be called from any thread; they are
+    serialized by one lock.
+    """
+
+    def __init__(self, config: SpoutConfig, checkpoint_store: CheckpointStore | None = None, *,
+                 client: Any = None) -> None:
+        if not isinstance(config, SpoutConfig):
+            raise TypeError(f"config must be a SpoutConfig, got {type(config).__name__}")
+        self.config = config
+        self._store = checkpoint_store
+        self._client = client
+        self._shards: dict[str, ShardState] = {}
+        self._rr = RoundRobinReader()
+        self._writer: CheckpointWriter | None = None
+        self._lock = threading.RLock()
+        self._state = "new"
+        self._last_expire = 0.0
+        self._retry_cursor = 0
+        self.unknown_message_ids = 0
+        self.poison_records = 0
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+    def open(self) -> "KinesisSpout":
+        """Connect, list the owned shards, read their checkpoints and start the readers. Idempotent."""
+        with self._lock:
+            if self._state == "open":
+                return self
+            if self._state == "closed":
+                raise SpoutStateError("this spout was closed; create a new KinesisSpout to read again")
+            cfg = self.config
+            if self._client is None:
+                self._client = make_client(cfg.region, cfg.endpoint_url)
+            if self._store is None:
+                from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
+
+                self._store = ZooKeeperCheckpointStore.from_config(cfg)
+            self._store.open()
+            try:
+                all_shards = list_shards(self._client, cfg.stream_name)
+                mine = owned_shards(all_shards, cfg.task_index, cfg.task_count)
+                known = {s.shard_id for s in all_shards}
+                self._writer = CheckpointWriter(self._store, cfg.checkpoint_interval_s, cfg.worker_id)
+                for shard in mine:
+                    self._add_shard(shard, known)
+            except BaseException:
+                self._store.close()
+                raise
+            self._writer.start()
+            for state in self._shards.values():
+                state.reader.start()
+            self._state = "open"
+            log.info("spout %s opened stream %r: task %d/%d owns %d of %d shards (%s)", cfg.app_name,
+                     cfg.stream_name, cfg.task_index, cfg.task_count, len(mine), len(all_shards),
+                     ", ".join(f"{s.shard.shard_id} from {s.start.describe()}" for s in self._shards.values())
+                     or "none")
+            return self
+
+    def _start_position(self, shard: Shard, checkpoint: Checkpoint | None, known: set[str]) -> StartPosition:
+        cfg = self.config
+        if checkpoint is not None and checkpoint.sequence_number is not None:
+            return StartPosition.after(checkpoint.sequence_number)
+        if any(p in known for p in shard.parents):
+            return StartPosition("TRIM_HORIZON")  # a child of a reshard: its data follows its parents'
+        if cfg.initial_position is InitialPosition.AT_TIMESTAMP:
+            return StartPosition("AT_TIMESTAMP", timestamp=cfg.initial_timestamp)
+        return StartPosition(cfg.initial_position.value)
+
+    def _add_shard(self, shard: Shard, known: set[str]) -> None:
+        cfg = self.config
+        assert self._store is not None
+        checkpoint = self._store.load(shard.shard_id)
+        if checkpoint is not None and checkpoint.shard_end:
+            log.info("shard %s was finished earlier (shard_end); not reading it again", shard.shard_id)
+            return
+        start = self._start_position(shard, checkpoint, known)
+        tracker = InflightRecordTracker(
+            shard.shard_id, retry_limit=cfg.retry_limit, backoff=cfg.retry_backoff,
+            message_timeout_s=cfg.message_timeout_s, checkpoint=checkpoint.key if checkpoint else None)
+        getter = ShardGetter(self._client, cfg.stream_name, shard.shard_id, start, cfg.max_records_per_call)
+        reader = BufferedShardReader(getter, max_records=cfg.prefetch_records, max_bytes=cfg.prefetch_bytes,
+                                     empty_backoff_s=cfg.empty_record_backoff_s, on_data=self._rr.notify)
+        state = ShardState(shard, tracker, reader, start, offered=checkpoint.key if checkpoint else None)
+        self._shards[shard.shard_id] = state
+        self._rr.add([reader])
+
+    def close(self) -> None:
+        """Stop the readers, flush the last safe checkpoints, release the store. Idempotent."""
+        with self._lock:
+            if self._state == "closed":
+                return
+            was_open = self._state == "open"
+            self._state = "closed"
+        self._rr.close()
+        if self._writer is not None:
+            self._writer.close()
+        if was_open and self._store is not None:
+            self._store.close()
+        log.info("spout %s closed", self.config.app_name)
+
+    def __enter__(self) -> "KinesisSpout":
+        return self.open()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_state", "closed") == "open":
+            warnings.warn(f"KinesisSpout for {self.config.stream_name!r} was never closed; call close() or use "
+                          f"'with KinesisSpout(...)'", ResourceWarning, stacklevel=1)
+
+    # -- emitting ---------------------------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._state != "open":
+            raise SpoutStateError(f"spout is {self._state}: call open() (or use 'with KinesisSpout(...)') first"
+                                  if self._state == "new" else "spout is closed")
+
+    def next_tuple(self) -> SpoutTuple | None:
+        """The next tuple to process, or None at once when nothing is ready (it never waits on Kinesis).
+
+        Due retries go first; then new records round-robin across shards that are under their in-flight
+        limits. An error of a background reader (e.g. the stream was deleted) is raised here.
+        """
+        with self._lock:
+            self._check_open()
+            now = time.monotonic()
+            if now - self._last_expire >= _EXPIRE_EVERY_S:
+                self._maintain(now)
+            retry = self._next_retry(now)
+            if retry is not None:
+                return retry
+            while True:
+                record = self._rr.next_record(self._admit)
+                if record is None:
+                    return None
+                emitted = self._emit(record, now)
+                if emitted is not None:
+                    return emitted
+
+    def next_batch(self, max_records: int = 500, timeout_s: float = 1.0) -> list[SpoutTuple]:
+        """Up to ``max_records`` tuples; waits up to ``timeout_s`` for the first one, then returns what is ready."""
+        deadline = time.monotonic() + timeout_s
+        batch: list[SpoutTuple] = []
+        while len(batch) < max_records:
+            tup = self.next_tuple()
+            if tup is not None:
+                batch.append(tup)
+                continue
+            if batch:
+                break
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            due = self._next_due()
+            self._rr.wait(min(left, due if due is not None else left))
+        return batch
+
+    def _next_due(self) -> float | None:
+        now = time.monotonic()
+        dues = [d for s in self._shards.values() if (d := s.tracker.next_due(now)) is not None]
+        return min(dues, default=None)
+
+    def _admit(self, shard_id: str) -> bool:
+        state = self._shards[shard_id]
+        tracker = state.tracker
+        cfg = self.config
+        return tracker.inflight_count < cfg.max_inflight_records and tracker.inflight_bytes < cfg.max_inflight_bytes
+
+    def _next_retry(self, now: float) -> SpoutTuple | None:
+        states = list(self._shards.values())
+        n = len(states)
+        for i in range(n):
+            state = states[(self._retry_cursor + i) % n]
+            if state.tracker.retry_queue_len and state.tracker.has_due_retry(now):
+                got = state.tracker.next_retry(now)
+                if got is None:
+                    continue
+                key, record, attempt = got
+                self._retry_cursor = (self._retry_cursor + i + 1) % n
+                return SpoutTuple(message_id(state.shard.shard_id, key), record, self.config.scheme(record), attempt)
+        return None
+
+    def _emit(self, record: Record, now: float) -> SpoutTuple | None:
+        state = self._shards[record.shard_id]
+        tracker = state.tracker
+        if not tracker.emit(record.key, now, record, record.size):
+            return None  # a duplicate of something already emitted (replay after a re-seek)
+        try:
+            values = self.config.scheme(record)
+        except ValueError as exc:
+            self.poison_records += 1
+            self._dead_letter(state, record, f"poison record: {exc}")
+            return None
+        if not self.config.reliable:
+            tracker.ack(record.key)
+            self._offer_checkpoint(state)
+        return SpoutTuple(record.message_id, record, values, 1)
+
+    def _deliver_dead_letters(self, state: ShardState, how: str) -> None:
+        """Hand records whose retries ran out to the dead-letter handler, then persist the moved checkpoint."""
+        try:
+            for _key, record, attempts in state.tracker.take_dead_letters():
+                self.config.dead_letter(record, f"{how} on attempt {attempts} of {self.config.retry_limit + 1}")
+        finally:
+            self._offer_checkpoint(state)
+
+    def _dead_letter(self, state: ShardState, record: Record, reason: str) -> None:
+        """Give up on a record: hand it to the dead-letter handler, then count it done."""
+        try:
+            self.config.dead_letter(record, reason)
+        finally:
+            state.tracker.ack(record.key)
+            self._offer_checkpoint(state)
+
+    # -- ack / fail -------------------------------------------------------------------------------------------
+    def _lookup(self, mid: str) -> tuple[ShardState, SequenceKey] | None:
+        try:
+            shard_id, key = parse_message_id(mid)
+        except ValueError:
+            self.unknown_message_ids += 1
+            log.debug("ignoring malformed message id %r", mid)
+            return None
+        state = self._shards.get(shard_id)
+        if state is None:
+            self.unknown_message_ids += 1
+            return None
+        return state, key
+
+    def ack(self, mid: str) -> None:
+        """The tuple ``mid`` was fully processed. Unknown or repeated ids are ignored and counted."""
+        with self._lock:
+            self._check_open()
+            found = self._lookup(mid)
+            if found is None:
+                return
+            state, key = found
+            if state.tracker.ack(key):
+                self._offer_checkpoint(state)
+
+    def fail(self, mid: str) -> None:
+        """The tuple ``mid`` failed: it is emitted again after a backoff, or dead-lettered once retries run out."""
+        with self._lock:
+            self._check_open()
+            found = self._lookup(mid)
+            if found is None:
+                return
+            state, key = found
+            self._handle_fail(state, key, time.monotonic())
+
+    def _handle_fail(self, state: ShardState, key: SequenceKey, now: float) -> None:
+        if state.tracker.fail(key, now) is FailOutcome.DEAD_LETTER:
+            self._deliver_dead_letters(state, "failed")
+
+    # -- housekeeping -----------------------------------------------------------------------------------------
+    def _maintain(self, now: float) -> None:
+        self._last_expire = now
+        for state in list(self._shards.values()):
+            tracker = state.tracker
+            if self.config.message_timeout_s is not None and tracker.inflight_count:
+                expired = tracker.expire(now)
+                if expired:
+                    log.warning("%d records of %s timed out after %.1f s and were failed", len(expired),
+                                state.shard.shard_id, self.config.message_timeout_s)
+                    self._deliver_dead_letters(state, "timed out")
+            if not state.finished and state.reader.ended and state.reader.exhausted and not tracker.inflight_count:
+                self._finish_shard(state)
+
+    def _finish_shard(self, state: ShardState) -> None:
+        state.finished = True
+        key = state.tracker.checkpoint
+        assert self._writer is not None
+        self._writer.offer(Checkpoint(state.shard.shard_id, str(key.sequence) if key else None,
+                                      key.sub_sequence or None if key else None, shard_end=True))
+        self._rr.remove(state.reader)
+        log.info("shard %s finished: every record is done", state.shard.shard_id)
+
+    def _offer_checkpoint(self, state: ShardState) -> None:
+        key = state.tracker.checkpoint
+        if key is not None and key != state.offered:
+            state.offered = key
+            assert self._writer is not None
+            self._writer.offer(Checkpoint(state.shard.shard_id, str(key.sequence), key.sub_sequence or None))
+
+    # -- observability ----------------------------------------------------------------------------------------
+    @property
+    def shard_ids(self) -> list[str]:
+        return list(self._shards)
+
+    def metrics(self) -> list[ShardMetrics]:
+        """A snapshot per owned shard: checkpoint, in-flight, buffered, retry queue, lag and counters."""
+        with self._lock:
+            out = []
+            for shard_id, s in self._shards.items():
+                st = s.tracker.stats
+                key = s.tracker.checkpoint
+                out.append(ShardMetrics(shard_id, str(key.sequence) if key else None, s.tracker.inflight_count,
+                                        s.reader.buffered, s.tracker.retry_queue_len, s.reader.millis_behind_latest,
+                                        st.emitted, st.acked, st.failed, st.dead_lettered, s.finished))
+            return out
+
+    def flush_checkpoints(self, timeout_s: float = 10.0) -> bool:
+        """Write every pending checkpoint now; True when all were written."""
+        return self._writer.flush(timeout_s) if self._writer else True
+
+    @property
+    def checkpoint_errors(self) -> SpoutError | None:
+        return self._writer.last_error if self._writer else None
