@@ -1,0 +1,165 @@
+"""The demo: Storm's streaming word count, read from Kinesis through the spout, on embedded servers.
+
+``make demo`` (or ``kinesis-spout demo``) starts moto's Kinesis server and a private ZooKeeper unless the
+environment points at real ones, creates a 4-shard stream, produces sentences while the spout reads them, counts
+words, acks every record, prints progress each second (records/s and each shard's checkpoint) and the top words
+at the end. It stops on its own after ``--duration`` seconds, or on Ctrl-C.
+
+Environment (or flags): ``KINESIS_SPOUT_ENDPOINT_URL``, ``KINESIS_SPOUT_ZOOKEEPER``, ``KINESIS_SPOUT_STREAM``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import random
+import signal
+import sys
+import threading
+import time
+from collections import Counter
+from typing import Iterator
+
+from kinesis_spout.config import InitialPosition, SpoutConfig
+from kinesis_spout.schemes import TextScheme
+from kinesis_spout.spout import KinesisSpout
+from kinesis_spout.testing.kinesis import kinesis_client, put_records, wait_for_stream
+
+SENTENCES = (
+    "the cow jumped over the moon",
+    "an apple a day keeps the doctor away",
+    "four score and seven years ago",
+    "snow white and the seven dwarfs",
+    "i am at two with nature",
+)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    env = os.environ.get
+    p = argparse.ArgumentParser(prog="kinesis-spout demo", description=__doc__.split("\n\n")[0])
+    p.add_argument("--duration", type=float, default=float(env("KINESIS_SPOUT_DEMO_SECONDS", "15")),
+                   help="seconds to produce and read (default 15)")
+    p.add_argument("--rate", type=int, default=2000, help="sentences produced per second (default 2000)")
+    p.add_argument("--shards", type=int, default=4, help="shards of the stream when it is created (default 4)")
+    p.add_argument("--stream", default=env("KINESIS_SPOUT_STREAM", "sentences"))
+    p.add_argument("--app", default=env("KINESIS_SPOUT_APP", "wordcount"))
+    p.add_argument("--endpoint-url", default=env("KINESIS_SPOUT_ENDPOINT_URL"),
+                   help="Kinesis endpoint; default: start moto's server embedded")
+    p.add_argument("--region", default=env("AWS_DEFAULT_REGION", "us-east-1"))
+    p.add_argument("--zookeeper", default=env("KINESIS_SPOUT_ZOOKEEPER"),
+                   help="ZooKeeper connect string; default: start a private server embedded")
+    return p.parse_args(argv)
+
+
+@contextlib.contextmanager
+def servers(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
+    """Yield (endpoint_url, zookeeper hosts), starting embedded servers for whatever was not given."""
+    with contextlib.ExitStack() as stack:
+        endpoint = args.endpoint_url
+        if not endpoint:
+            from kinesis_spout.testing.moto_server import MotoKinesisServer
+
+            os.environ.setdefault("AWS_ACCESS_KEY_ID", "test")
+            os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "test")
+            endpoint = stack.enter_context(MotoKinesisServer()).endpoint_url
+            print(f"[demo] embedded Kinesis (moto server) at {endpoint}")
+        zk = args.zookeeper
+        if not zk:
+            from kinesis_spout.testing.zookeeper import ZooKeeperServer
+
+            zk = stack.enter_context(ZooKeeperServer()).hosts
+            print(f"[demo] embedded ZooKeeper at {zk}")
+        yield endpoint, zk
+
+
+def ensure_stream(client: object, name: str, shards: int) -> None:
+    try:
+        client.create_stream(StreamName=name, ShardCount=shards)  # type: ignore[attr-defined]
+        print(f"[demo] created stream {name!r} with {shards} shards")
+    except client.exceptions.ResourceInUseException:  # type: ignore[attr-defined]
+        print(f"[demo] using existing stream {name!r}")
+    wait_for_stream(client, name)
+
+
+def produce(client: object, stream: str, rate: int, stop: threading.Event, produced: list[int]) -> None:
+    """Put ``rate`` sentences per second in batches of 100 until ``stop`` is set."""
+    rng = random.Random(42)
+    interval = 100 / max(rate, 1)
+    next_at = time.monotonic()
+    while not stop.is_set():
+        batch = [rng.choice(SENTENCES) for _ in range(100)]
+        keys = [f"pk-{rng.randrange(1 << 30)}" for _ in batch]
+        put_records(client, stream, batch, keys)
+        produced[0] += len(batch)
+        next_at += interval
+        stop.wait(max(0.0, next_at - time.monotonic()))
+
+
+def short(seq: str | None) -> str:
+    return "-" if seq is None else (seq if len(seq) <= 12 else f"…{seq[-8:]}")
+
+
+def run(args: argparse.Namespace) -> int:
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        print(f"\n[demo] {signal.Signals(signum).name}: stopping cleanly")
+        stop.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    with servers(args) as (endpoint, zk):
+        client = kinesis_client(endpoint, args.region)
+        ensure_stream(client, args.stream, args.shards)
+        config = SpoutConfig(stream_name=args.stream, app_name=args.app, zookeeper=zk, endpoint_url=endpoint,
+                             region=args.region, initial_position=InitialPosition.TRIM_HORIZON,
+                             scheme=TextScheme(), checkpoint_interval_s=1.0, empty_record_backoff_s=0.2)
+        produced = [0]
+        producer_stop = threading.Event()
+        producer = threading.Thread(target=produce, args=(client, args.stream, args.rate, producer_stop, produced),
+                                    name="demo-producer", daemon=True)
+        counts: Counter[str] = Counter()
+        consumed = 0
+        started = time.monotonic()
+        with KinesisSpout(config) as spout:
+            producer.start()
+            last_report, last_consumed = started, 0
+            while not stop.is_set():
+                now = time.monotonic()
+                if now - started >= args.duration and not producer_stop.is_set():
+                    producer_stop.set()
+                    producer.join()
+                if producer_stop.is_set() and consumed >= produced[0]:
+                    break
+                for tup in spout.next_batch(max_records=1000, timeout_s=0.25):
+                    counts.update(tup.values[1].split())
+                    spout.ack(tup.message_id)
+                    consumed += 1
+                if now - last_report >= 1.0:
+                    rate = (consumed - last_consumed) / (now - last_report)
+                    cps = " ".join(f"{m.shard_id[-3:]}={short(m.checkpoint)}" for m in spout.metrics())
+                    print(f"[demo] t={now - started:5.1f}s produced={produced[0]:>7} read={consumed:>7} "
+                          f"({rate:7.0f} rec/s)  checkpoints: {cps}", flush=True)
+                    last_report, last_consumed = now, consumed
+            producer_stop.set()
+            producer.join()
+            spout.flush_checkpoints()
+            elapsed = time.monotonic() - started
+            print(f"[demo] read {consumed} of {produced[0]} sentences in {elapsed:.1f} s "
+                  f"({consumed / max(elapsed, 1e-9):.0f} rec/s); checkpoints stored in ZooKeeper at "
+                  f"{config.checkpoint_path}")
+        print("[demo] top words:")
+        for word, n in counts.most_common(10):
+            print(f"[demo]   {word:<10} {n}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return run(parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
