@@ -1,0 +1,93 @@
+"""SpoutConfig validation and the string-option parser: bad input names the field and the fix."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from kinesis_spout import ConfigError, InitialPosition, JsonScheme, RetryBackoff, SpoutConfig
+from kinesis_spout.config import OPTION_NAMES
+
+
+def test_defaults_are_sane() -> None:
+    cfg = SpoutConfig(stream_name="s", app_name="a")
+    assert cfg.initial_position is InitialPosition.LATEST
+    assert cfg.retry_limit == 3 and cfg.message_timeout_s == 30.0 and cfg.reliable
+    assert cfg.checkpoint_path == "/kinesis_spout/a/s/checkpoints"
+    with pytest.raises(Exception):
+        cfg.retry_limit = 5  # type: ignore[misc]  # frozen
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"stream_name": ""}, "stream_name must be a non-empty string"),
+    ({"app_name": "a/b"}, "app_name must not contain '/'"),
+    ({"max_records_per_call": 0}, "max_records_per_call must be a whole number from 1 to 10,000, got 0"),
+    ({"max_records_per_call": 10_001}, "from 1 to 10,000"),
+    ({"retry_limit": -1}, "retry_limit must be a whole number from 0"),
+    ({"retry_limit": True}, "retry_limit must be a whole number"),
+    ({"empty_record_backoff_s": 0.05}, "empty_record_backoff_s must be a number from 0.2"),
+    ({"checkpoint_interval_s": -1}, "checkpoint_interval_s must be a number from 0"),
+    ({"message_timeout_s": 0}, "message_timeout_s must be a number"),
+    ({"zookeeper_prefix": "relative"}, "zookeeper_prefix must be an absolute path"),
+    ({"initial_position": "EARLIEST"}, "initial_position must be one of TRIM_HORIZON, LATEST, AT_TIMESTAMP"),
+    ({"initial_position": InitialPosition.AT_TIMESTAMP}, "AT_TIMESTAMP needs initial_timestamp"),
+    ({"initial_timestamp": datetime(2026, 1, 1)}, "only used with initial_position AT_TIMESTAMP"),
+    ({"task_index": 2, "task_count": 2}, "task_index must be a whole number from 0 to 1, got 2"),
+    ({"scheme": lambda r: r}, "scheme must be a callable with a 'fields' tuple"),
+    ({"dead_letter": "log"}, "dead_letter must be a callable"),
+    ({"retry_backoff": (0.1, 2.0, 10.0)}, "retry_backoff must be a RetryBackoff"),
+])
+def test_bad_values_raise_config_error_naming_the_field(kwargs: dict, message: str) -> None:
+    base = {"stream_name": "s", "app_name": "a"}
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        SpoutConfig(**{**base, **kwargs})
+
+
+def test_retry_backoff_validates_itself() -> None:
+    with pytest.raises(ConfigError, match="multiplier must be >= 1"):
+        RetryBackoff(initial_s=0.1, multiplier=0.5, max_s=1.0)
+
+
+def test_initial_position_accepts_strings_and_naive_timestamps_become_utc() -> None:
+    cfg = SpoutConfig(stream_name="s", app_name="a", initial_position="trim-horizon")  # type: ignore[arg-type]
+    assert cfg.initial_position is InitialPosition.TRIM_HORIZON
+    cfg = SpoutConfig(stream_name="s", app_name="a", initial_position=InitialPosition.AT_TIMESTAMP,
+                      initial_timestamp=datetime(2026, 1, 2, 3, 4, 5))
+    assert cfg.initial_timestamp == datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+
+
+def test_from_options_parses_every_kind_of_value() -> None:
+    cfg = SpoutConfig.from_options({
+        "streamName": "sentences", "appName": "wordcount", "zookeeper": "zk:2181", "endpointUrl": "http://x",
+        "initialPosition": "AT_TIMESTAMP", "initialTimestamp": "2026-03-01T00:00:00Z", "maxRecordsPerCall": "500",
+        "checkpointIntervalS": "0.5", "retryLimit": "0", "retryBackoffInitialS": "0.2", "retryBackoffMaxS": "4",
+        "messageTimeoutS": "none", "reliable": "false", "scheme": "json", "taskIndex": "1", "taskCount": "3",
+    })
+    assert cfg.stream_name == "sentences" and cfg.endpoint_url == "http://x"
+    assert cfg.initial_timestamp == datetime(2026, 3, 1, tzinfo=timezone.utc)
+    assert cfg.max_records_per_call == 500 and cfg.checkpoint_interval_s == 0.5 and cfg.retry_limit == 0
+    assert cfg.retry_backoff == RetryBackoff(initial_s=0.2, multiplier=2.0, max_s=4.0)
+    assert cfg.message_timeout_s is None and cfg.reliable is False and isinstance(cfg.scheme, JsonScheme)
+    assert (cfg.task_index, cfg.task_count) == (1, 3)
+    # snake_case names work too
+    assert SpoutConfig.from_options({"stream_name": "s", "app_name": "a"}).stream_name == "s"
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"streamName": "s", "appName": "a", "maxRecords": "5"}, "unknown option 'maxRecords'; known options: "),
+    ({"streamName": "s", "appName": "a", "retryLimit": "three"}, "option 'retryLimit' must be a whole number"),
+    ({"streamName": "s", "appName": "a", "reliable": "maybe"}, "option 'reliable' must be true or false"),
+    ({"streamName": "s", "appName": "a", "scheme": "avro"}, "option 'scheme' must be one of raw, text, json"),
+    ({"streamName": "s", "appName": "a", "initialTimestamp": "yesterday"}, "must be an ISO-8601 time"),
+    ({"appName": "a"}, "option 'streamName' is required"),
+])
+def test_from_options_errors_name_the_option(options: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        SpoutConfig.from_options(options)
+
+
+def test_every_field_with_a_string_form_has_an_option_name() -> None:
+    assert OPTION_NAMES["checkpointIntervalS"] == "checkpoint_interval_s"
+    assert "deadLetter" not in OPTION_NAMES  # Python-only
+    assert len(set(OPTION_NAMES.values())) == len(OPTION_NAMES)

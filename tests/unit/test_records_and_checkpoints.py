@@ -1,0 +1,63 @@
+"""Value types and the checkpoint's stored form."""
+
+from __future__ import annotations
+
+import pytest
+
+from kinesis_spout import Checkpoint, CheckpointError, MemoryCheckpointStore, SequenceKey
+from kinesis_spout.errors import CheckpointConflict
+from kinesis_spout.records import message_id, parse_message_id
+
+BIG = "49590338271490256608559692538361571095921575989136588898"
+
+
+def test_sequence_keys_compare_as_integers_not_strings() -> None:
+    assert SequenceKey.parse("9") < SequenceKey.parse("10")
+    assert SequenceKey.parse(BIG) < SequenceKey.parse(str(int(BIG) + 1))
+    assert SequenceKey.parse(BIG, 2) > SequenceKey.parse(BIG, 1) > SequenceKey.parse(BIG)
+    with pytest.raises(ValueError, match="decimal digits"):
+        SequenceKey.parse("12a")
+
+
+def test_message_ids_round_trip() -> None:
+    key = SequenceKey(int(BIG))
+    assert message_id("shardId-000000000001", key) == f"shardId-000000000001:{BIG}"
+    assert parse_message_id(f"shardId-000000000001:{BIG}") == ("shardId-000000000001", key)
+    assert parse_message_id(f"s:{BIG}:3") == ("s", SequenceKey(int(BIG), 3))
+    for bad in ("", "shard", "shard:", ":12", "s:1:2:3", "s:x"):
+        with pytest.raises(ValueError, match="malformed message id"):
+            parse_message_id(bad)
+
+
+def test_checkpoint_json_round_trip() -> None:
+    cp = Checkpoint("shardId-0", BIG, None, shard_end=True).stamped("host:1")
+    back = Checkpoint.from_json("shardId-0", cp.to_json(), "here")
+    assert back == cp
+
+
+@pytest.mark.parametrize("raw, message", [
+    (b"\xff", "not valid UTF-8 JSON"),
+    (b"{", "not valid UTF-8 JSON"),
+    (b'{"version": 2, "sequence_number": "1"}', "has version 2"),
+    (b'{"version": 1, "sequence_number": "12x"}', "non-numeric sequence_number"),
+    (b'{"version": 1, "sequence_number": 12}', "non-numeric sequence_number"),
+    (b'{"version": 1}', "has no sequence_number"),
+    (b'{"version": 1, "sequence_number": "1", "shard_end": "yes"}', "non-boolean shard_end"),
+    (b'{"version": 1, "sequence_number": "1", "sub_sequence_number": -1}', "bad sub_sequence_number"),
+])
+def test_unreadable_checkpoints_are_errors_naming_where(raw: bytes, message: str) -> None:
+    with pytest.raises(CheckpointError, match=f"checkpoint at /zk/path.*{message}|{message}") as info:
+        Checkpoint.from_json("s", raw, "/zk/path")
+    assert "/zk/path" in str(info.value)
+
+
+def test_memory_store_never_moves_backwards() -> None:
+    store = MemoryCheckpointStore()
+    store.save(Checkpoint("s", "100"))
+    store.save(Checkpoint("s", "100"))  # same value is fine
+    with pytest.raises(CheckpointConflict, match="not moved back from 100 to 99"):
+        store.save(Checkpoint("s", "99"))
+    store.save(Checkpoint("s", "100", shard_end=True))
+    with pytest.raises(CheckpointConflict):
+        store.save(Checkpoint("s", "100"))  # un-finishing a shard is moving back
+    assert store.load("s") == Checkpoint("s", "100", shard_end=True)
