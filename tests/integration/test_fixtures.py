@@ -78,3 +78,43 @@ def test_server_that_dies_reports_its_log_tail(tmp_path) -> None:
     (bogus / "cli.js").write_text("console.error('boom: cannot listen'); process.exit(3)\n")
     with pytest.raises(ServerStartError, match=r"exited with code 3[\s\S]*boom: cannot listen"):
         KinesaliteServer(node_modules=tmp_path, start_timeout_s=10).start()
+
+
+def test_servers_die_with_a_killed_test_process(tmp_path) -> None:
+    """A test run killed with SIGKILL leaves no orphan ZooKeeper or emulator behind."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from kinesis_spout.testing.process import wait_until
+
+    script = tmp_path / "holder.py"
+    script.write_text(
+        "import sys, time\n"
+        "from kinesis_spout.testing import ZooKeeperServer, KinesaliteServer\n"
+        "zk = ZooKeeperServer().start(); k = KinesaliteServer().start()\n"
+        "print(zk._process.pid, k._process.pid, flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    holder = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        line = holder.stdout.readline() if holder.stdout else ""
+        children = [int(pid) for pid in line.split()]
+        assert len(children) == 2, line
+
+        def alive(pid: int) -> bool:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return False
+            with open(f"/proc/{pid}/stat") as stat:  # a zombie awaiting its reaper is dead too
+                return stat.read().split(") ", 1)[1][0] != "Z"
+
+        assert all(alive(pid) for pid in children)
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(10)
+        assert wait_until(lambda: not any(alive(pid) for pid in children), 10)
+    finally:
+        if holder.poll() is None:
+            holder.kill()
