@@ -7,7 +7,15 @@ from typing import Any
 
 import botocore.session
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectionError as BotoConnectionError,
+    HTTPClientError,
+    NoCredentialsError,
+    PartialCredentialsError,
+    ReadTimeoutError,
+)
 
 from kinesis_spout.errors import KinesisError, StreamNotFoundError, ThrottledError
 
@@ -20,6 +28,8 @@ RETRIABLE_CODES = frozenset({
     "KMSThrottlingException", "RequestTimeout", "RequestTimeoutException",
 })
 NOT_FOUND_CODES = frozenset({"ResourceNotFoundException"})
+# ConnectionError covers endpoint, connect-timeout and proxy errors; HTTPClientError covers closed connections.
+_TRANSIENT = (BotoConnectionError, HTTPClientError, ReadTimeoutError)
 
 
 def _fast_timestamp(value: Any) -> datetime:
@@ -66,6 +76,11 @@ def translate(exc: Exception, what: str) -> KinesisError:
         if code in ("AccessDeniedException", "UnrecognizedClientException", "InvalidSignatureException"):
             hint = "; check the AWS credentials and their IAM permissions for Kinesis"
         return KinesisError(f"{what}: {message} ({code}){hint}", code=code, retriable=retriable)
+    if isinstance(exc, NoCredentialsError | PartialCredentialsError):
+        return KinesisError(f"{what}: {exc}; configure AWS credentials (environment, profile or instance role)",
+                            code=type(exc).__name__, retriable=False)
     if isinstance(exc, BotoCoreError):
-        return KinesisError(f"{what}: {exc}", code=type(exc).__name__, retriable=True)
+        # connection loss and time-outs may pass; anything else (bad parameters, no region...) will not
+        retriable = isinstance(exc, _TRANSIENT)
+        return KinesisError(f"{what}: {exc}", code=type(exc).__name__, retriable=retriable)
     return KinesisError(f"{what}: {exc!r}", retriable=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -14,6 +14,9 @@ from kinesis_spout.kinesis.client import translate
 from kinesis_spout.records import Record, SequenceKey
 
 log = logging.getLogger("kinesis_spout.kinesis")
+
+#: How far before a LATEST iterator was taken a re-seek after its expiry starts (allows for clock skew).
+LATEST_MARGIN = timedelta(seconds=1)
 
 ITERATOR_TYPES = ("TRIM_HORIZON", "LATEST", "AT_TIMESTAMP", "AT_SEQUENCE_NUMBER", "AFTER_SEQUENCE_NUMBER")
 
@@ -81,11 +84,17 @@ class ShardGetter:
             kwargs["StartingSequenceNumber"] = pos.sequence_number
         if pos.timestamp is not None:
             kwargs["Timestamp"] = pos.timestamp
+        asked_at = datetime.now(timezone.utc) - LATEST_MARGIN
         try:
-            return str(self.client.get_shard_iterator(**kwargs)["ShardIterator"])
+            iterator = str(self.client.get_shard_iterator(**kwargs)["ShardIterator"])
         except (ClientError, BotoCoreError) as exc:
             raise translate(exc, f"getting a shard iterator for {self.shard_id} of {self.stream_name!r} at "
                                  f"{pos.describe()}") from exc
+        if pos.kind == "LATEST":
+            # Pin "latest" to a time: if this iterator expires before a record arrives, re-seeking at LATEST
+            # again would skip what arrived in between. Records of the margin may be delivered; none are lost.
+            self.position = StartPosition("AT_TIMESTAMP", timestamp=asked_at)
+        return iterator
 
     def fetch(self) -> FetchResult:
         """One GetRecords call. Raises a ``KinesisError`` (``retriable`` for throttling and server errors)."""

@@ -13,6 +13,7 @@ moto_kinesis       function  :class:`KinesisEndpoint` on moto's server, state re
 kinesalite         function  :class:`KinesisEndpoint` on kinesalite (real sequence numbers)
 kinesis_local      function  :class:`KinesisEndpoint` on kinesis-local (kinesis-mock)
 kinesis_backend    function  parametrized over moto and kinesalite: write a test once, run it on both
+fault_proxy        function  ``(FaultProxy, KinesisEndpoint)``: the backend behind a fault-injecting proxy
 =================  ========  ============================================================================
 """
 
@@ -27,6 +28,7 @@ from typing import Any, Iterator
 import pytest
 
 from kinesis_spout.testing.emulators import KinesaliteServer, KinesisLocalServer
+from kinesis_spout.testing.faults import fault_proxy  # noqa: F401 - a fixture of this plugin
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.moto_server import MotoKinesisServer
 from kinesis_spout.testing.zookeeper import ZooKeeperServer

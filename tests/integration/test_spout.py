@@ -271,3 +271,22 @@ def test_checkpoints_reach_zookeeper_in_the_documented_layout(kinesalite: Kinesi
         doc = json.loads(client.get(f"{base}/{shard}")[0])
         assert doc["version"] == 1 and doc["sequence_number"] == seq and doc["shard_end"] is False
         assert doc["owner"] == config.worker_id and doc["updated_at"]
+
+
+def test_spout_loses_nothing_through_throttling_expired_iterators_and_dropped_connections(fault_proxy) -> None:
+    proxy, through = fault_proxy
+    stream = through.create_stream(shards=2)
+    placed = through.put(stream, [f"f{i}".encode() for i in range(200)])
+    for shard in through.shard_ids(stream):
+        proxy.inject("GetRecords", "ProvisionedThroughputExceededException", times=2, shard_id=shard)
+    proxy.inject("GetRecords", "ExpiredIteratorException", times=2)
+    proxy.drop_connections("GetRecords", times=1)
+    config = make_config(through, stream, max_records_per_call=25)
+    store = MemoryCheckpointStore()
+    with KinesisSpout(config, store) as spout:
+        got = drain(spout, 200, timeout_s=30)
+        assert spout.next_batch(max_records=10, timeout_s=0.5) == []
+        spout.flush_checkpoints()
+    assert proxy.pending() == 0  # every fault was delivered
+    assert sorted(t.message_id for t in got) == sorted(f"{s}:{q}" for s, q in placed)
+    assert {shard: cp.sequence_number for shard, cp in store.list().items()} == last_sequence_by_shard(placed)
