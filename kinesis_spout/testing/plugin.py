@@ -56,13 +56,14 @@ class ZooKeeperHandle:
         return self.server.hosts
 
     def client(self) -> Any:
-        """A started kazoo client (closed after the test) with bounded retries."""
+        """A started kazoo client (closed after the test): it reconnects after a server restart, and its
+        commands retry a bounded number of times."""
         from kazoo.client import KazooClient
         from kazoo.retry import KazooRetry
 
         client = KazooClient(hosts=self.hosts, timeout=10.0,
-                             connection_retry=KazooRetry(max_tries=3, delay=0.1, max_delay=1.0),
-                             command_retry=KazooRetry(max_tries=3, delay=0.1, max_delay=1.0))
+                             connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0),
+                             command_retry=KazooRetry(max_tries=20, delay=0.1, max_delay=1.0))
         client.start(timeout=15)
         self._clients.append(client)
         return client

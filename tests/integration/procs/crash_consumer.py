@@ -1,0 +1,51 @@
+"""A consumer process for the crash tests: reads a stream through KinesisSpout with ZooKeeper checkpoints.
+
+It writes one line per processed record, ``message_id attempt``, to the log file *before* acking it (process,
+then ack), fails every record whose data ends in "7" once, and exits cleanly when it has seen ``--stop-after``
+distinct records in total across runs and none is in flight, or on SIGTERM. The crash tests SIGKILL it at random moments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+
+from kinesis_spout import InitialPosition, KinesisSpout, RetryBackoff, SpoutConfig
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--stream", required=True)
+    p.add_argument("--endpoint-url", required=True)
+    p.add_argument("--zookeeper", required=True)
+    p.add_argument("--prefix", required=True)
+    p.add_argument("--log", required=True)
+    p.add_argument("--total", type=int, required=True)
+    p.add_argument("--checkpoint-interval", type=float, default=0.2)
+    args = p.parse_args()
+
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
+    seen = set()
+    with open(args.log) as log:
+        seen.update(line.split()[0] for line in log if line.strip())
+    config = SpoutConfig(stream_name=args.stream, app_name="crash", zookeeper=args.zookeeper,
+                         zookeeper_prefix=args.prefix, endpoint_url=args.endpoint_url, region="us-east-1",
+                         initial_position=InitialPosition.TRIM_HORIZON, checkpoint_interval_s=args.checkpoint_interval,
+                         empty_record_backoff_s=0.2, max_records_per_call=100, max_inflight_records=200,
+                         retry_backoff=RetryBackoff(initial_s=0.01, multiplier=2.0, max_s=0.1))
+    with KinesisSpout(config) as spout, open(args.log, "a", buffering=1) as log:
+        while not stop and (len(seen) < args.total or any(m.inflight for m in spout.metrics())):
+            for tup in spout.next_batch(max_records=50, timeout_s=0.5):
+                log.write(f"{tup.message_id} {tup.attempt}\n")
+                seen.add(tup.message_id)
+                if tup.attempt == 1 and tup.record.data.endswith(b"7"):
+                    spout.fail(tup.message_id)
+                else:
+                    spout.ack(tup.message_id)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
