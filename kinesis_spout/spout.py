@@ -281,6 +281,8 @@ class KinesisSpout:
 
     # -- ack / fail -------------------------------------------------------------------------------------------
     def _lookup(self, mid: str) -> tuple[ShardState, SequenceKey] | None:
+        """The shard state and key of a message id; None (counted) for ids this spout does not own."""
+        self._check_open()
         try:
             shard_id, key = parse_message_id(mid)
         except ValueError:
@@ -296,27 +298,16 @@ class KinesisSpout:
     def ack(self, mid: str) -> None:
         """The tuple ``mid`` was fully processed. Unknown or repeated ids are ignored and counted."""
         with self._lock:
-            self._check_open()
             found = self._lookup(mid)
-            if found is None:
-                return
-            state, key = found
-            if state.tracker.ack(key):
-                self._offer_checkpoint(state)
+            if found is not None and found[0].tracker.ack(found[1]):
+                self._offer_checkpoint(found[0])
 
     def fail(self, mid: str) -> None:
         """The tuple ``mid`` failed: it is emitted again after a backoff, or dead-lettered once retries run out."""
         with self._lock:
-            self._check_open()
             found = self._lookup(mid)
-            if found is None:
-                return
-            state, key = found
-            self._handle_fail(state, key, time.monotonic())
-
-    def _handle_fail(self, state: ShardState, key: SequenceKey, now: float) -> None:
-        if state.tracker.fail(key, now) is FailOutcome.DEAD_LETTER:
-            self._deliver_dead_letters(state, "failed")
+            if found is not None and found[0].tracker.fail(found[1], time.monotonic()) is FailOutcome.DEAD_LETTER:
+                self._deliver_dead_letters(found[0], "failed")
 
     # -- housekeeping -----------------------------------------------------------------------------------------
     def _maintain(self, now: float) -> None:

@@ -78,6 +78,15 @@ class ZooKeeperHandle:
         self._clients.clear()
 
 
+def _running(server: Any) -> Iterator[Any]:
+    """Start a server for a session fixture; close it at the end, also when the run is interrupted."""
+    try:
+        server.start()
+        yield server
+    finally:
+        server.close()
+
+
 def _test_slug(request: pytest.FixtureRequest) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "-", request.node.name)[:60] + "-" + uuid.uuid4().hex[:8]
 
@@ -85,12 +94,7 @@ def _test_slug(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(scope="session")
 def zookeeper_server() -> Iterator[ZooKeeperServer]:
     """A real ZooKeeper server for the whole test session."""
-    server = ZooKeeperServer()
-    try:
-        server.start()
-        yield server
-    finally:
-        server.close()
+    yield from _running(ZooKeeperServer())
 
 
 @pytest.fixture
@@ -107,12 +111,7 @@ def zookeeper(zookeeper_server: ZooKeeperServer, request: pytest.FixtureRequest)
 
 @pytest.fixture(scope="session")
 def moto_server() -> Iterator[MotoKinesisServer]:
-    server = MotoKinesisServer()
-    try:
-        server.start()
-        yield server
-    finally:
-        server.close()
+    yield from _running(MotoKinesisServer())
 
 
 @pytest.fixture
@@ -125,12 +124,7 @@ def moto_kinesis(moto_server: MotoKinesisServer) -> KinesisEndpoint:
 
 @pytest.fixture(scope="session")
 def kinesalite_server() -> Iterator[KinesaliteServer]:
-    server = KinesaliteServer()
-    try:
-        server.start()
-        yield server
-    finally:
-        server.close()
+    yield from _running(KinesaliteServer())
 
 
 @pytest.fixture
@@ -142,12 +136,7 @@ def kinesalite(kinesalite_server: KinesaliteServer) -> KinesisEndpoint:
 
 @pytest.fixture(scope="session")
 def kinesis_local_server() -> Iterator[KinesisLocalServer]:
-    server = KinesisLocalServer()
-    try:
-        server.start()
-        yield server
-    finally:
-        server.close()
+    yield from _running(KinesisLocalServer())
 
 
 @pytest.fixture
