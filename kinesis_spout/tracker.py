@@ -11,8 +11,8 @@ pending key is h, the safe checkpoint is the key emitted immediately before h. T
 - ``_pending``: a dict ``key -> (item, size, emitted_at)`` of records not yet done, in emission order;
   ``emitted_at`` is ``None`` while the record waits in the retry queue;
 - ``_order``: the emitted keys in emission order, with done keys removed lazily. ``_order[0]`` is the initial
-  checkpoint; compaction keeps every pending key together with the key emitted just before it, so the key in
-  front of the first pending one is the checkpoint. Compaction runs when done keys outnumber twice the pending
+  checkpoint; compaction keeps every pending key together with the key emitted just before it, and the last
+  emitted key, so the key in front of the first pending one (or the last one) is the checkpoint. Compaction runs when done keys outnumber twice the pending
   ones, so memory follows what is pending, not what was acked;
 - a heap of ``(due, key)`` for the retry queue and a heap of ``(emitted_at, key)`` for the timeouts of
   re-emitted records, both with lazy deletion. Timeouts of first emissions need no extra structure: emission order
@@ -36,7 +36,8 @@ from kinesis_spout.records import SequenceKey
 
 __all__ = ["FailOutcome", "InflightRecordTracker", "RetryBackoff", "TrackerStats"]
 
-_COMPACT_SLACK = 1024  # done keys tolerated in _order beyond twice the pending ones
+_COMPACT_FACTOR = 3  # _order is compacted when longer than _COMPACT_FACTOR * pending + _COMPACT_SLACK
+_COMPACT_SLACK = 1024
 _HEAP_SLACK = 64  # stale heap entries tolerated beyond twice the live ones
 
 
@@ -173,7 +174,7 @@ class InflightRecordTracker:
         if self._attempts:
             self._attempts.pop(key, None)
         self.stats.acked += 1
-        if len(self._order) > 3 * len(pending) + _COMPACT_SLACK:
+        if len(self._order) > _COMPACT_FACTOR * len(pending) + _COMPACT_SLACK:
             self._compact()
         return True
 
@@ -204,7 +205,7 @@ class InflightRecordTracker:
         self._bytes -= entry[1]
         self._dead.append((key, entry[0], attempt))
         self.stats.dead_lettered += 1
-        if len(self._order) > 3 * len(self._pending) + _COMPACT_SLACK:
+        if len(self._order) > _COMPACT_FACTOR * len(self._pending) + _COMPACT_SLACK:
             self._compact()
         return FailOutcome.DEAD_LETTER
 
@@ -369,7 +370,8 @@ class InflightRecordTracker:
         return None
 
     def _compact(self) -> None:
-        """Rebuild ``_order`` with only the pending keys, each preceded by the key emitted just before it."""
+        """Rebuild ``_order`` with only the pending keys, each preceded by the key emitted just before it, and the
+        last emitted key."""
         order, pending = self._order, self._pending
         if not pending:  # everything done: only the checkpoint is left
             self._order, self._lo = [order[-1]], 1
@@ -389,8 +391,8 @@ class InflightRecordTracker:
             else:
                 prev_kept = False
             prev = key
-        if not new:
-            new.append(prev)
+        if not prev_kept:  # the last emitted key stays: it is the checkpoint once everything is done
+            append(prev)
         self._order = new
         self._lo = 1
         self._tpos = len(new) if tkey is None else bisect_left(new, tkey, 1)

@@ -1,0 +1,445 @@
+"""Table and example tests of the pure per-shard InflightRecordTracker (no server, no clock, no sleep)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from kinesis_spout.errors import ConfigError
+from kinesis_spout.records import SequenceKey
+from kinesis_spout.tracker import FailOutcome, InflightRecordTracker, RetryBackoff
+
+# A real Kinesis sequence number (56 digits); the keys below are sparse, with large gaps.
+BASE = 49590338271490256608559692538361571095921575989136588898
+K0 = SequenceKey(BASE)
+A = SequenceKey(BASE + 10**20 + 17)
+B = SequenceKey(BASE + 3 * 10**21 + 5)
+C = SequenceKey(BASE + 7 * 10**24 + 1)
+D = SequenceKey(BASE + 9 * 10**25 + 3)
+
+
+def sparse_keys(n: int, seed: int = 0, start: int = BASE) -> list[SequenceKey]:
+    rng = random.Random(seed)
+    keys, seq = [], start
+    for _ in range(n):
+        seq += rng.randint(1, 10**30)
+        keys.append(SequenceKey(seq))
+    return keys
+
+
+# ------------------------------------------------------------------ the original's 3x3 ack cases
+
+PREV = ["none", "pending", "acked"]
+NEXT = ["none", "pending", "acked"]
+
+
+def _expected(prev: str, nxt: str, initial: SequenceKey | None) -> tuple[SequenceKey | None, int]:
+    if prev == "pending":
+        return initial, 1 + (nxt == "pending")
+    if nxt == "acked":
+        return C, 0
+    return B, int(nxt == "pending")
+
+
+@pytest.mark.parametrize("initial", [None, K0], ids=["no-initial", "initial"])
+@pytest.mark.parametrize("nxt", NEXT)
+@pytest.mark.parametrize("prev", PREV)
+def test_ack_with_neighbours(prev: str, nxt: str, initial: SequenceKey | None) -> None:
+    """Ack the middle record B with its previous neighbour A and next neighbour C in each state."""
+    tr = InflightRecordTracker("shardId-000000000000", checkpoint=initial)
+    if prev != "none":
+        assert tr.emit(A, 0.0)
+    assert tr.emit(B, 0.0)
+    if nxt != "none":
+        assert tr.emit(C, 0.0)
+    if prev == "acked":
+        assert tr.ack(A)
+        assert tr.checkpoint == A
+    if nxt == "acked":
+        assert tr.ack(C)
+        assert tr.checkpoint == (initial if prev == "pending" else A if prev == "acked" else initial)
+
+    assert tr.ack(B)
+
+    checkpoint, remaining = _expected(prev, nxt, initial)
+    assert tr.checkpoint == checkpoint
+    assert tr.inflight_count == remaining
+    # Finishing everything moves the checkpoint to the last emitted key.
+    for key in (A, C):
+        tr.ack(key)
+    assert tr.inflight_count == 0
+    assert tr.checkpoint == (C if nxt != "none" else B)
+
+
+def test_nothing_emitted_checkpoint_is_initial() -> None:
+    assert InflightRecordTracker("s").checkpoint is None
+    assert InflightRecordTracker("s", checkpoint=K0).checkpoint == K0
+
+
+def test_out_of_order_acks_checkpoint_moves_only_past_contiguous_done_records() -> None:
+    keys = sparse_keys(6, seed=1)
+    tr = InflightRecordTracker("s")
+    for k in keys:
+        tr.emit(k, 0.0)
+    history = []
+    for idx in (3, 1, 4, 0, 5, 2):
+        tr.ack(keys[idx])
+        history.append(tr.checkpoint)
+    assert history == [None, None, None, keys[1], keys[1], keys[5]]
+
+
+# ------------------------------------------------------------------ bugs of the original
+
+
+def test_retry_limit_zero_tracks_and_checkpoints() -> None:
+    tr = InflightRecordTracker("s", retry_limit=0)
+    assert tr.emit(A, 0.0, item="a")
+    assert tr.emit(B, 0.0, item="b")
+    assert tr.inflight_count == 2
+    assert tr.fail(A, 1.0) is FailOutcome.DEAD_LETTER
+    assert tr.retry_queue_len == 0
+    assert tr.checkpoint == A
+    assert tr.take_dead_letters() == [(A, "a", 1)]
+    assert tr.ack(B)
+    assert tr.checkpoint == B
+    assert tr.inflight_count == 0
+
+
+def test_fail_then_ack_before_retry_leaves_no_stale_queue_entry() -> None:
+    tr = InflightRecordTracker("s", message_timeout_s=None)
+    tr.emit(A, 0.0)
+    tr.emit(B, 0.0)
+    assert tr.fail(A, 0.0) is FailOutcome.RETRY
+    assert tr.retry_queue_len == 1
+    assert tr.ack(A)
+    assert tr.retry_queue_len == 0
+    assert tr.inflight_count == 1
+    assert tr.checkpoint == A
+    assert not tr.has_due_retry(1000.0)
+    assert tr.next_retry(1000.0) is None
+    assert tr.next_due(1000.0) is None
+    assert tr._retry_heap == []
+    # The shard is not stalled: later records still move the checkpoint.
+    tr.ack(B)
+    tr.emit(C, 1.0)
+    tr.ack(C)
+    assert tr.checkpoint == C
+    # A late fail of the acked record changes nothing.
+    assert tr.fail(A, 2.0) is FailOutcome.UNKNOWN
+    assert tr.retry_queue_len == 0
+
+
+def test_removing_the_tail_keeps_the_structure_intact() -> None:
+    tr = InflightRecordTracker("s")
+    for k in (A, B, C):
+        tr.emit(k, 0.0)
+    tr.ack(C)  # the tail, which has a predecessor
+    tr.emit(D, 0.0)
+    tr.ack(B)
+    tr.ack(A)
+    assert tr.checkpoint == C
+    tr.ack(D)
+    assert tr.checkpoint == D
+    assert tr.inflight_count == 0
+
+
+# ------------------------------------------------------------------ retries, backoff, dead letters
+
+
+def test_backoff_grows_and_is_capped() -> None:
+    b = RetryBackoff(initial_s=0.1, multiplier=2.0, max_s=1.0)
+    assert [b.delay(n) for n in range(1, 7)] == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.0, 1.0])
+    assert b.delay(10_000) == 1.0  # no OverflowError
+    with pytest.raises(ValueError):
+        b.delay(0)
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"initial_s": -1.0}, {"multiplier": 0.5}, {"initial_s": 2.0, "max_s": 1.0}, {"max_s": float("nan")}]
+)
+def test_backoff_rejects_bad_values(kwargs: dict[str, float]) -> None:
+    with pytest.raises(ConfigError):
+        RetryBackoff(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs", [{"retry_limit": -1}, {"message_timeout_s": 0.0}, {"message_timeout_s": -5.0}])
+def test_tracker_rejects_bad_values(kwargs: dict[str, float]) -> None:
+    with pytest.raises(ConfigError):
+        InflightRecordTracker("s", **kwargs)  # type: ignore[arg-type]
+
+
+def test_retries_come_out_in_due_order() -> None:
+    tr = InflightRecordTracker("s", backoff=RetryBackoff(0.1, 2.0, 10.0), message_timeout_s=None)
+    for k in (A, B, C):
+        tr.emit(k, 0.0)
+    tr.fail(B, 0.0)  # due 0.1
+    tr.fail(A, 0.05)  # due 0.15
+    assert tr.next_due(0.0) == pytest.approx(0.1)
+    assert not tr.has_due_retry(0.09)
+    assert tr.next_retry(0.09) is None
+    assert tr.next_retry(0.12) == (B, None, 2)
+    assert tr.next_retry(0.12) is None
+    assert tr.has_due_retry(0.16)
+    # B fails again on its 2nd attempt: backoff 0.2, due 0.32; C fails on its 1st at 0.2: due 0.3.
+    tr.fail(B, 0.12)
+    tr.fail(C, 0.2)
+    assert [tr.next_retry(1.0)[0] for _ in range(3)] == [A, C, B]  # type: ignore[index]
+    assert tr.retry_queue_len == 0
+
+
+def test_backoff_in_tracker_capped_at_max() -> None:
+    tr = InflightRecordTracker("s", retry_limit=10, backoff=RetryBackoff(1.0, 2.0, 5.0), message_timeout_s=None)
+    tr.emit(A, 0.0)
+    now, delays = 0.0, []
+    for _ in range(6):
+        assert tr.fail(A, now) is FailOutcome.RETRY
+        delays.append(tr.next_due(now))
+        now += 100.0
+        assert tr.next_retry(now) is not None
+    assert delays == [1.0, 2.0, 4.0, 5.0, 5.0, 5.0]
+
+
+def test_next_retry_keeps_key_and_item_and_increments_attempt() -> None:
+    tr = InflightRecordTracker("s", retry_limit=3, backoff=RetryBackoff(0.0, 1.0, 0.0))
+    tr.emit(A, 0.0, item={"payload": 1}, size=10)
+    for attempt in (2, 3, 4):
+        assert tr.fail(A, 1.0) is FailOutcome.RETRY
+        assert tr.inflight_count == 1 and tr.inflight_bytes == 10 and tr.retry_queue_len == 1
+        assert tr.next_retry(1.0) == (A, {"payload": 1}, attempt)
+        assert tr.retry_queue_len == 0
+    assert tr.stats.retried == 3
+
+
+def test_dead_letter_after_retry_limit_moves_checkpoint() -> None:
+    tr = InflightRecordTracker("s", retry_limit=2, backoff=RetryBackoff(0.0, 1.0, 0.0))
+    tr.emit(A, 0.0, item="a", size=3)
+    tr.emit(B, 0.0, item="b", size=4)
+    tr.ack(B)
+    outcomes = []
+    for _ in range(3):
+        outcomes.append(tr.fail(A, 1.0))
+        tr.next_retry(1.0)
+    assert outcomes == [FailOutcome.RETRY, FailOutcome.RETRY, FailOutcome.DEAD_LETTER]
+    assert tr.checkpoint == B
+    assert tr.inflight_count == 0 and tr.inflight_bytes == 0
+    assert tr.take_dead_letters() == [(A, "a", 3)]
+    assert tr.take_dead_letters() == []
+    assert tr.stats.dead_lettered == 1 and tr.stats.failed == 3
+    assert tr.ack(A) is False  # already done
+
+
+def test_fail_of_a_record_waiting_for_retry_is_unknown() -> None:
+    tr = InflightRecordTracker("s")
+    tr.emit(A, 0.0)
+    assert tr.fail(A, 0.0) is FailOutcome.RETRY
+    assert tr.fail(A, 0.0) is FailOutcome.UNKNOWN
+    assert tr.retry_queue_len == 1
+    assert tr.stats.unknown_fails == 1 and tr.stats.failed == 1
+
+
+# ------------------------------------------------------------------ message timeout
+
+
+def test_message_timeout_expires_only_overdue_records_and_restarts_on_re_emit() -> None:
+    tr = InflightRecordTracker("s", message_timeout_s=30.0, backoff=RetryBackoff(0.1, 2.0, 10.0))
+    tr.emit(A, 0.0)
+    tr.emit(B, 10.0)
+    tr.emit(C, 12.0)
+    tr.ack(C)
+    assert tr.next_due(0.0) == 30.0
+    assert tr.expire(29.9) == []
+    assert tr.expire(30.0) == [(A, FailOutcome.RETRY)]
+    assert tr.retry_queue_len == 1 and tr.inflight_count == 2
+    assert tr.next_due(30.0) == pytest.approx(0.1)  # A's retry, before B's timeout at 40
+    assert tr.next_retry(30.1) == (A, None, 2)
+    assert tr.next_due(30.1) == pytest.approx(9.9)  # B's timeout
+    assert tr.expire(45.0) == [(B, FailOutcome.RETRY)]  # not A: re-emitted at 30.1, deadline 60.1
+    assert tr.next_retry(45.1) == (B, None, 2)
+    assert tr.next_due(45.1) == pytest.approx(15.0)  # A's deadline 60.1
+    assert tr.expire(60.0) == []
+    assert tr.expire(60.1) == [(A, FailOutcome.RETRY)]
+    assert tr.stats.timed_out == 3
+    assert tr.checkpoint is None
+
+
+def test_waiting_records_do_not_time_out_and_acked_ones_never_expire() -> None:
+    tr = InflightRecordTracker("s", message_timeout_s=5.0, backoff=RetryBackoff(100.0, 1.0, 100.0))
+    tr.emit(A, 0.0)
+    tr.emit(B, 0.0)
+    tr.fail(A, 1.0)  # waits until 101
+    tr.ack(B)
+    assert tr.expire(50.0) == []
+    assert tr.next_due(50.0) == 51.0
+    assert tr.stats.timed_out == 0
+
+
+def test_timeout_dead_letters_when_no_retries_left() -> None:
+    tr = InflightRecordTracker("s", retry_limit=0, message_timeout_s=1.0)
+    tr.emit(A, 0.0, item="a")
+    tr.emit(B, 0.5, item="b")
+    assert tr.expire(1.5) == [(A, FailOutcome.DEAD_LETTER), (B, FailOutcome.DEAD_LETTER)]
+    assert tr.checkpoint == B
+    assert tr.take_dead_letters() == [(A, "a", 1), (B, "b", 1)]
+
+
+def test_timeout_disabled() -> None:
+    tr = InflightRecordTracker("s", message_timeout_s=None)
+    tr.emit(A, 0.0)
+    assert tr.expire(1e12) == []
+    assert tr.next_due(1e12) is None
+    assert tr.inflight_count == 1
+
+
+# ------------------------------------------------------------------ duplicates, unknown keys, counters
+
+
+def test_duplicates_and_unknown_keys_are_counted_and_ignored() -> None:
+    tr = InflightRecordTracker("s")
+    assert tr.emit(B, 0.0, size=5)
+    assert tr.emit(B, 0.0, size=5) is False
+    assert tr.emit(A, 0.0, size=5) is False  # below the greatest emitted key: a replay
+    assert tr.inflight_count == 1 and tr.inflight_bytes == 5
+    assert tr.ack(C) is False
+    assert tr.fail(C, 0.0) is FailOutcome.UNKNOWN
+    assert tr.ack(B)
+    assert tr.ack(B) is False
+    s = tr.stats
+    assert (s.emitted, s.duplicates_ignored, s.acked, s.unknown_acks, s.unknown_fails) == (1, 2, 1, 2, 1)
+    assert tr.checkpoint == B and tr.inflight_bytes == 0
+
+
+def test_initial_checkpoint_respected() -> None:
+    tr = InflightRecordTracker("s", checkpoint=B)
+    assert tr.checkpoint == B
+    assert tr.emit(A, 0.0) is False
+    assert tr.emit(B, 0.0) is False
+    assert tr.emit(C, 0.0)
+    assert tr.checkpoint == B
+    tr.ack(C)
+    assert tr.checkpoint == C
+
+
+def test_sparse_56_digit_keys_compare_as_ints() -> None:
+    nines = SequenceKey(10**56 - 1)  # as strings, "1000..." (57 digits) sorts before "999..." (56 digits)
+    tr = InflightRecordTracker("s", checkpoint=SequenceKey(BASE))
+    assert tr.emit(nines, 0.0)
+    assert tr.emit(SequenceKey(10**56), 0.0)
+    assert tr.emit(SequenceKey(10**56 + 1), 0.0)
+    tr.ack(SequenceKey(10**56))
+    assert tr.checkpoint == SequenceKey(BASE)
+    tr.ack(nines)
+    assert tr.checkpoint == SequenceKey(10**56)
+
+
+def test_random_sparse_keys_with_big_gaps() -> None:
+    keys = sparse_keys(500, seed=7)
+    tr = InflightRecordTracker("s", checkpoint=K0)
+    for k in keys:
+        assert tr.emit(k, 0.0)
+    order = list(range(500))
+    random.Random(3).shuffle(order)
+    done: set[int] = set()
+    for idx in order:
+        tr.ack(keys[idx])
+        done.add(idx)
+        n = 0
+        while n in done:
+            n += 1
+        assert tr.checkpoint == (keys[n - 1] if n else K0)
+
+
+def test_kpl_sub_sequence_keys() -> None:
+    s = BASE + 12345
+    k1, k2, k3 = SequenceKey(s, 1), SequenceKey(s, 2), SequenceKey(s, 3)
+    nxt = SequenceKey(s + 10**22, 0)
+    tr = InflightRecordTracker("s", checkpoint=SequenceKey(s - 10**20))
+    for k in (k1, k2, k3):
+        assert tr.emit(k, 0.0)
+    assert tr.emit(SequenceKey(s, 2), 0.0) is False
+    assert tr.emit(nxt, 0.0)
+    tr.ack(k2)
+    assert tr.checkpoint == SequenceKey(s - 10**20)
+    tr.ack(k1)
+    assert tr.checkpoint == k2
+    tr.ack(nxt)
+    assert tr.checkpoint == k2
+    tr.ack(k3)
+    assert tr.checkpoint == nxt
+
+
+# ------------------------------------------------------------------ memory follows what is pending
+
+
+def test_acked_runs_do_not_accumulate() -> None:
+    keys = sparse_keys(100_000, seed=11)
+    tr = InflightRecordTracker("s")
+    for k in keys:
+        tr.emit(k, 0.0)
+        if k is not keys[0]:
+            tr.ack(k)
+    assert tr.inflight_count == 1
+    assert len(tr._pending) == 1
+    assert len(tr._order) < 2_000
+    assert tr.checkpoint is None
+    tr.ack(keys[0])
+    assert tr.checkpoint == keys[-1]
+    assert len(tr._order) < 2_000
+
+
+def test_compaction_keeps_checkpoints_and_timeouts_right() -> None:
+    """Many records with every 30th pending: compaction must keep each pending key's predecessor and the
+    timeout cursor."""
+    keys = sparse_keys(9_000, seed=5)
+    tr = InflightRecordTracker("s", message_timeout_s=100.0)
+    for i, k in enumerate(keys):
+        tr.emit(k, float(i // 1000))
+    assert tr.next_due(0.0) == 100.0  # puts the timeout cursor on keys[0]
+    tr.ack(keys[0])
+    for i, k in enumerate(keys):
+        if i % 30:
+            tr.ack(k)
+    assert tr.inflight_count == 299
+    assert len(tr._order) < 1_000  # compacted (9,001 otherwise)
+    assert tr.checkpoint == keys[29]
+    expired = tr.expire(101.0)  # those emitted at 0 and 1
+    assert [k for k, _ in expired] == [k for i, k in enumerate(keys) if i % 30 == 0 and 0 < i < 2000]
+    assert tr.next_due(101.0) == pytest.approx(0.1)  # the first retry
+    for i in range(30, 9_000, 30):
+        tr.ack(keys[i])
+        assert tr.checkpoint == keys[i + 29]
+    assert tr.retry_queue_len == 0 and tr.inflight_count == 0
+
+
+@pytest.mark.parametrize("finish", ["ack", "dead_letter"])
+def test_compaction_keeps_the_acked_tail(finish: str) -> None:
+    """The last emitted key, acked before a compaction, is still the checkpoint once the rest is done."""
+    keys = sparse_keys(2_000, seed=13)
+    tr = InflightRecordTracker("s", retry_limit=0)
+    for k in keys:
+        tr.emit(k, 0.0)
+    tr.ack(keys[-1])
+    for k in keys[1:-1]:
+        tr.ack(k)
+    assert len(tr._order) < 1_000  # a compaction ran after the tail was acked
+    assert tr.checkpoint is None
+    if finish == "ack":
+        tr.ack(keys[0])
+    else:
+        assert tr.fail(keys[0], 1.0) is FailOutcome.DEAD_LETTER
+    assert tr.checkpoint == keys[-1]
+
+
+def test_compaction_with_nothing_pending_keeps_the_last_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("kinesis_spout.tracker._COMPACT_SLACK", 0)
+    tr = InflightRecordTracker("s", retry_limit=0, message_timeout_s=None)
+    for k in (A, B, C):
+        tr.emit(k, 0.0)
+    tr.ack(A)
+    tr.ack(C)
+    assert tr.fail(B, 0.0) is FailOutcome.DEAD_LETTER
+    assert tr.checkpoint == C
+    tr.emit(D, 1.0)
+    assert tr.checkpoint == C
+    tr.ack(D)
+    assert tr.checkpoint == D

@@ -1,0 +1,263 @@
+"""Hypothesis stateful test: InflightRecordTracker against a plain, obviously-correct reference model.
+
+The model keeps every emitted record, in emission order, with its state; the checkpoint is a linear scan.
+Random emit/ack/fail/next_retry/expire calls, random clock advances, sparse 56-digit keys with random gaps and
+KPL sub-sequences, retry limits 0..3, and tiny compaction thresholds (down to compacting on every ack) so that the compaction paths run too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+import kinesis_spout.tracker as tracker_mod
+from kinesis_spout.records import SequenceKey
+from kinesis_spout.tracker import FailOutcome, InflightRecordTracker, RetryBackoff
+
+BASE = 49590338271490256608559692538361571095921575989136588898
+_DEFAULTS = (tracker_mod._COMPACT_FACTOR, tracker_mod._COMPACT_SLACK, tracker_mod._HEAP_SLACK)
+
+INFLIGHT, WAITING, DONE = "inflight", "waiting", "done"
+GAPS = st.one_of(st.integers(1, 3), st.integers(1, 10**30))  # sparse: tiny or huge gaps between sequence numbers
+
+
+@dataclass
+class ModelRecord:
+    key: SequenceKey
+    item: Any
+    size: int
+    emitted_at: float
+    state: str = INFLIGHT
+    attempt: int = 1
+    due: float = 0.0
+
+
+class TrackerMachine(RuleBasedStateMachine):
+    """Drives one tracker and one model with the same calls and compares every answer and every counter."""
+
+    @initialize(
+        retry_limit=st.integers(0, 3),
+        timeout=st.sampled_from([None, 0.5, 1.0, 3.0]),
+        initial_s=st.sampled_from([0.0, 0.1, 0.5, 1.0]),
+        multiplier=st.sampled_from([1.0, 2.0, 3.0]),
+        extra_max=st.sampled_from([0.0, 0.4, 2.0]),
+        initial=st.one_of(st.none(), st.integers(0, 10**40).map(lambda d: SequenceKey(BASE - d))),
+        compact_factor=st.sampled_from([1, 2, 3]),
+        compact_slack=st.sampled_from([0, 1, 3, 1024]),
+        heap_slack=st.sampled_from([0, 2, 64]),
+        check_checkpoint_every_step=st.booleans(),
+        first_batch=st.lists(st.tuples(GAPS, st.booleans(), st.integers(0, 5000)), max_size=20),
+    )
+    def setup(
+        self,
+        retry_limit: int,
+        timeout: float | None,
+        initial_s: float,
+        multiplier: float,
+        extra_max: float,
+        initial: SequenceKey | None,
+        compact_factor: int,
+        compact_slack: int,
+        heap_slack: int,
+        check_checkpoint_every_step: bool,
+        first_batch: list[tuple[int, bool, int]],
+    ) -> None:
+        tracker_mod._COMPACT_FACTOR, tracker_mod._COMPACT_SLACK = compact_factor, compact_slack
+        tracker_mod._HEAP_SLACK = heap_slack
+        self.backoff = RetryBackoff(initial_s, multiplier, initial_s + extra_max)
+        self.retry_limit = retry_limit
+        self.timeout = timeout
+        self.tr = InflightRecordTracker(
+            "shardId-000000000001",
+            retry_limit=retry_limit,
+            backoff=self.backoff,
+            message_timeout_s=timeout,
+            checkpoint=initial,
+        )
+        self.initial = initial
+        self.records: list[ModelRecord] = []
+        self.by_key: dict[SequenceKey, ModelRecord] = {}
+        self.dead: list[tuple[SequenceKey, Any, int]] = []
+        self.now = 1000.0
+        self.last_checkpoint = initial
+        self.every_step = check_checkpoint_every_step
+        self.counts = {"acked": 0, "unknown_acks": 0, "unknown_fails": 0, "dead_lettered": 0, "timed_out": 0}
+        for gap, kpl, size in first_batch:  # rules are switched on and off per example: start with records
+            self._emit_one(gap, kpl, size)
+
+    def teardown(self) -> None:
+        tracker_mod._COMPACT_FACTOR, tracker_mod._COMPACT_SLACK, tracker_mod._HEAP_SLACK = _DEFAULTS
+
+    # ------------------------------------------------------------------ model
+
+    def model_checkpoint(self) -> SequenceKey | None:
+        checkpoint = self.initial
+        for rec in self.records:
+            if rec.state != DONE:
+                break
+            checkpoint = rec.key
+        return checkpoint
+
+    def model_fail(self, rec: ModelRecord | None, now: float) -> FailOutcome:
+        if rec is None or rec.state != INFLIGHT:
+            self.counts["unknown_fails"] += 1
+            return FailOutcome.UNKNOWN
+        if rec.attempt <= self.retry_limit:
+            rec.state, rec.due = WAITING, now + self.backoff.delay(rec.attempt)
+            return FailOutcome.RETRY
+        rec.state = DONE
+        self.dead.append((rec.key, rec.item, rec.attempt))
+        self.counts["dead_lettered"] += 1
+        return FailOutcome.DEAD_LETTER
+
+    def pick_key(self, data: st.DataObject) -> SequenceKey:
+        """An emitted key (any state) or, sometimes, a key never emitted."""
+        rec = data.draw(st.sampled_from(self.records))
+        if data.draw(st.booleans()) and data.draw(st.booleans()):
+            unknown = SequenceKey(rec.key.sequence, rec.key.sub_sequence + 10**9)
+            if unknown not in self.by_key:
+                return unknown
+        return rec.key
+
+    # ------------------------------------------------------------------ rules
+
+    def _emit_one(self, gap: int, kpl: bool, size: int) -> None:
+        last = self.records[-1].key if self.records else self.initial
+        if last is None:
+            key = SequenceKey(BASE + gap)
+        elif kpl:
+            key = SequenceKey(last.sequence, last.sub_sequence + 1)
+        else:
+            key = SequenceKey(last.sequence + gap)
+        item = ("item", key)
+        assert self.tr.emit(key, self.now, item, size) is True
+        rec = ModelRecord(key, item, size, self.now)
+        self.records.append(rec)
+        self.by_key[key] = rec
+
+    @rule(batch=st.lists(st.tuples(GAPS, st.booleans(), st.integers(0, 5000)), min_size=1, max_size=8))
+    def emit_new(self, batch: list[tuple[int, bool, int]]) -> None:
+        for gap, kpl, size in batch:
+            self._emit_one(gap, kpl, size)
+
+    @rule(data=st.data())
+    def emit_duplicate(self, data: st.DataObject) -> None:
+        candidates = [r.key for r in self.records] + ([self.initial] if self.initial is not None else [])
+        if not candidates:
+            return
+        key = data.draw(st.sampled_from(candidates))
+        if data.draw(st.booleans()):  # below the key, never emitted, still a replay
+            key = SequenceKey(key.sequence - data.draw(st.integers(1, 10**20)), 0)
+        before = self.tr.stats.duplicates_ignored
+        assert self.tr.emit(key, self.now, "dup", 7) is False
+        assert self.tr.stats.duplicates_ignored == before + 1
+
+    def _ack(self, key: SequenceKey) -> None:
+        rec = self.by_key.get(key)
+        expected = rec is not None and rec.state != DONE
+        if expected:
+            rec.state = DONE  # type: ignore[union-attr]
+            self.counts["acked"] += 1
+        else:
+            self.counts["unknown_acks"] += 1
+        assert self.tr.ack(key) is expected
+
+    @precondition(lambda self: self.records)
+    @rule(data=st.data())
+    def ack(self, data: st.DataObject) -> None:
+        self._ack(self.pick_key(data))
+
+    @precondition(lambda self: any(r.state != DONE for r in self.records))
+    @rule(data=st.data())
+    def ack_several(self, data: st.DataObject) -> None:
+        """Ack a random subset of the records not done, in a random order (as a downstream batch would)."""
+        pending = [r.key for r in self.records if r.state != DONE]
+        for key in data.draw(st.permutations(pending)).copy()[: data.draw(st.integers(1, len(pending)))]:
+            self._ack(key)
+
+    @precondition(lambda self: self.records)
+    @rule(data=st.data())
+    def fail(self, data: st.DataObject) -> None:
+        key = self.pick_key(data)
+        expected = self.model_fail(self.by_key.get(key), self.now)
+        assert self.tr.fail(key, self.now) is expected
+
+    @rule()
+    def next_retry(self) -> None:
+        due = [r for r in self.records if r.state == WAITING and r.due <= self.now]
+        got = self.tr.next_retry(self.now)
+        if not due:
+            assert got is None
+            return
+        rec = min(due, key=lambda r: (r.due, r.key))
+        rec.state, rec.attempt, rec.emitted_at = INFLIGHT, rec.attempt + 1, self.now
+        assert got == (rec.key, rec.item, rec.attempt)
+
+    @rule()
+    def expire(self) -> None:
+        expected: list[tuple[SequenceKey, FailOutcome]] = []
+        if self.timeout is not None:
+            overdue = [r for r in self.records if r.state == INFLIGHT and r.emitted_at + self.timeout <= self.now]
+            expected = [(r.key, self.model_fail(r, self.now)) for r in overdue]
+            self.counts["timed_out"] += len(expected)
+        assert self.tr.expire(self.now) == expected
+
+    @rule(dt=st.one_of(st.sampled_from([0.0, 0.05, 0.1, 0.3, 0.5, 1.0, 2.5, 10.0]), st.floats(0.0, 20.0)))
+    def advance_clock(self, dt: float) -> None:
+        self.now += dt
+
+    @rule()
+    def observe(self) -> None:
+        """What an event loop asks between calls: next_due, has_due_retry, dead letters, the checkpoint."""
+        times = [r.due for r in self.records if r.state == WAITING]
+        if self.timeout is not None:
+            times += [r.emitted_at + self.timeout for r in self.records if r.state == INFLIGHT]
+        expected_due = max(0.0, min(times) - self.now) if times else None
+        assert self.tr.next_due(self.now) == expected_due
+        expected_has_due = any(r.state == WAITING and r.due <= self.now for r in self.records)
+        assert self.tr.has_due_retry(self.now) is expected_has_due
+        got = self.tr.take_dead_letters()
+        assert sorted(got) == sorted(self.dead)
+        self.dead = []
+        self._check_checkpoint()
+
+    # ------------------------------------------------------------------ invariants
+
+    def _check_checkpoint(self) -> None:
+        checkpoint = self.tr.checkpoint
+        assert checkpoint == self.model_checkpoint()
+        if self.last_checkpoint is not None:
+            assert checkpoint is not None and checkpoint >= self.last_checkpoint  # never moves backwards
+        self.last_checkpoint = checkpoint
+        for rec in self.records:
+            if rec.state != DONE:
+                assert checkpoint is None or rec.key > checkpoint  # never passes a pending record
+
+    @invariant()
+    def checkpoint_matches_model(self) -> None:
+        if self.every_step:
+            self._check_checkpoint()
+
+    @invariant()
+    def counts_match_model(self) -> None:
+        pending = [r for r in self.records if r.state != DONE]
+        assert self.tr.inflight_count == len(pending)
+        assert self.tr.inflight_bytes == sum(r.size for r in pending)
+        assert self.tr.retry_queue_len == sum(r.state == WAITING for r in self.records)
+        stats = self.tr.stats
+        assert stats.emitted == len(self.records)
+        for name, value in self.counts.items():
+            assert getattr(stats, name) == value, name
+
+
+TrackerMachine.TestCase.settings = settings(
+    max_examples=200,
+    stateful_step_count=50,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestTracker = TrackerMachine.TestCase
