@@ -12,8 +12,8 @@ pending key is h, the safe checkpoint is the key emitted immediately before h. T
   ``emitted_at`` is ``None`` while the record waits in the retry queue;
 - ``_order``: the emitted keys in emission order, with done keys removed lazily. ``_order[0]`` is the initial
   checkpoint; compaction keeps every pending key together with the key emitted just before it, and the last
-  emitted key, so the key in front of the first pending one (or the last one) is the checkpoint. Compaction runs when done keys outnumber twice the pending
-  ones, so memory follows what is pending, not what was acked;
+  emitted key, so the key in front of the first pending one (or the last key) is the checkpoint. Compaction runs
+  when done keys outnumber twice the pending ones, so memory follows what is pending, not what was acked;
 - a heap of ``(due, key)`` for the retry queue and a heap of ``(emitted_at, key)`` for the timeouts of
   re-emitted records, both with lazy deletion. Timeouts of first emissions need no extra structure: emission order
   is time order, and a cursor walks ``_order`` forward.

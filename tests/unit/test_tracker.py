@@ -209,6 +209,8 @@ def test_next_retry_keeps_key_and_item_and_increments_attempt() -> None:
         assert tr.next_retry(1.0) == (A, {"payload": 1}, attempt)
         assert tr.retry_queue_len == 0
     assert tr.stats.retried == 3
+    assert tr.ack(A)
+    assert (tr._pending, tr._attempts, tr.inflight_bytes) == ({}, {}, 0)  # nothing left behind
 
 
 def test_dead_letter_after_retry_limit_moves_checkpoint() -> None:
@@ -261,6 +263,18 @@ def test_message_timeout_expires_only_overdue_records_and_restarts_on_re_emit() 
     assert tr.expire(60.1) == [(A, FailOutcome.RETRY)]
     assert tr.stats.timed_out == 3
     assert tr.checkpoint is None
+
+
+def test_timeout_counts_from_the_latest_re_emission() -> None:
+    tr = InflightRecordTracker("s", retry_limit=3, message_timeout_s=10.0, backoff=RetryBackoff(0.0, 1.0, 0.0))
+    tr.emit(A, 0.0)
+    tr.fail(A, 1.0)
+    assert tr.next_retry(1.0) == (A, None, 2)
+    tr.fail(A, 5.0)
+    assert tr.next_retry(5.0) == (A, None, 3)
+    assert tr.expire(11.0) == []  # the re-emission at 1.0 no longer counts
+    assert tr.next_due(11.0) == 4.0
+    assert tr.expire(15.0) == [(A, FailOutcome.RETRY)]
 
 
 def test_waiting_records_do_not_time_out_and_acked_ones_never_expire() -> None:
@@ -385,6 +399,16 @@ def test_acked_runs_do_not_accumulate() -> None:
     tr.ack(keys[0])
     assert tr.checkpoint == keys[-1]
     assert len(tr._order) < 2_000
+
+
+def test_in_order_acks_without_reading_the_checkpoint() -> None:
+    keys = sparse_keys(5_000, seed=17)
+    tr = InflightRecordTracker("s")
+    for k in keys:
+        tr.emit(k, 0.0)
+        tr.ack(k)
+    assert len(tr._order) < 2_000
+    assert tr.checkpoint == keys[-1]
 
 
 def test_compaction_keeps_checkpoints_and_timeouts_right() -> None:

@@ -2,7 +2,8 @@
 
 The model keeps every emitted record, in emission order, with its state; the checkpoint is a linear scan.
 Random emit/ack/fail/next_retry/expire calls, random clock advances, sparse 56-digit keys with random gaps and
-KPL sub-sequences, retry limits 0..3, and tiny compaction thresholds (down to compacting on every ack) so that the compaction paths run too.
+KPL sub-sequences, retry limits 0..3, and tiny compaction thresholds (down to compacting on every ack) so that
+the compaction paths run too. Hypothesis switches rules on and off per example, so setup emits a first batch.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ BASE = 49590338271490256608559692538361571095921575989136588898
 _DEFAULTS = (tracker_mod._COMPACT_FACTOR, tracker_mod._COMPACT_SLACK, tracker_mod._HEAP_SLACK)
 
 INFLIGHT, WAITING, DONE = "inflight", "waiting", "done"
+DT = st.one_of(st.sampled_from([0.0, 0.05, 0.1, 0.3, 0.5, 1.0, 2.5, 10.0]), st.floats(0.0, 20.0))
 GAPS = st.one_of(st.integers(1, 3), st.integers(1, 10**30))  # sparse: tiny or huge gaps between sequence numbers
 
 
@@ -107,7 +109,8 @@ class TrackerMachine(RuleBasedStateMachine):
             self.counts["unknown_fails"] += 1
             return FailOutcome.UNKNOWN
         if rec.attempt <= self.retry_limit:
-            rec.state, rec.due = WAITING, now + self.backoff.delay(rec.attempt)
+            b = self.backoff
+            rec.state, rec.due = WAITING, now + min(b.initial_s * b.multiplier ** (rec.attempt - 1), b.max_s)
             return FailOutcome.RETRY
         rec.state = DONE
         self.dead.append((rec.key, rec.item, rec.attempt))
@@ -206,9 +209,18 @@ class TrackerMachine(RuleBasedStateMachine):
             self.counts["timed_out"] += len(expected)
         assert self.tr.expire(self.now) == expected
 
-    @rule(dt=st.one_of(st.sampled_from([0.0, 0.05, 0.1, 0.3, 0.5, 1.0, 2.5, 10.0]), st.floats(0.0, 20.0)))
+    @rule(dt=DT)
     def advance_clock(self, dt: float) -> None:
         self.now += dt
+
+    @rule(dt=DT)
+    def loop_tick(self, dt: float) -> None:
+        """One turn of the spout's loop: time passes, overdue records fail, due retries go out again."""
+        self.now += dt
+        self.expire()
+        while any(r.state == WAITING and r.due <= self.now for r in self.records):
+            self.next_retry()
+        assert self.tr.next_retry(self.now) is None
 
     @rule()
     def observe(self) -> None:
