@@ -179,7 +179,7 @@ class TrackerMachine(RuleBasedStateMachine):
     def ack_several(self, data: st.DataObject) -> None:
         """Ack a random subset of the records not done, in a random order (as a downstream batch would)."""
         pending = [r.key for r in self.records if r.state != DONE]
-        for key in data.draw(st.permutations(pending)).copy()[: data.draw(st.integers(1, len(pending)))]:
+        for key in data.draw(st.permutations(pending))[: data.draw(st.integers(1, len(pending)))]:
             self._ack(key)
 
     @precondition(lambda self: self.records)
@@ -188,6 +188,14 @@ class TrackerMachine(RuleBasedStateMachine):
         key = self.pick_key(data)
         expected = self.model_fail(self.by_key.get(key), self.now)
         assert self.tr.fail(key, self.now) is expected
+
+    @precondition(lambda self: any(r.state == INFLIGHT for r in self.records))
+    @rule(data=st.data())
+    def fail_several(self, data: st.DataObject) -> None:
+        """Fail a random subset of the records in flight (a downstream outage)."""
+        inflight = [r for r in self.records if r.state == INFLIGHT]
+        for rec in data.draw(st.permutations(inflight))[: data.draw(st.integers(1, len(inflight)))]:
+            assert self.tr.fail(rec.key, self.now) is self.model_fail(rec, self.now)
 
     @rule()
     def next_retry(self) -> None:
@@ -253,6 +261,15 @@ class TrackerMachine(RuleBasedStateMachine):
     def checkpoint_matches_model(self) -> None:
         if self.every_step:
             self._check_checkpoint()
+
+    @invariant()
+    def memory_follows_pending(self) -> None:
+        """White-box: the internal structures hold what is pending, not what was acked."""
+        pending = [r for r in self.records if r.state != DONE]
+        assert len(self.tr._pending) == len(pending)
+        assert self.tr._attempts == {r.key: r.attempt for r in pending if r.attempt > 1}
+        bound = max(tracker_mod._COMPACT_FACTOR * len(pending) + tracker_mod._COMPACT_SLACK, 2 * len(pending) + 1)
+        assert len(self.tr._order) <= bound
 
     @invariant()
     def counts_match_model(self) -> None:
