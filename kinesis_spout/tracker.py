@@ -28,7 +28,8 @@ import enum
 from bisect import bisect_left
 from dataclasses import dataclass
 from heapq import heapify, heappop, heappush
-from itertools import islice
+from itertools import compress, islice
+from operator import or_
 from typing import Any
 
 from kinesis_spout.errors import ConfigError
@@ -81,10 +82,12 @@ class FailOutcome(enum.Enum):
 
 @dataclass(slots=True)
 class TrackerStats:
-    """Counters of one tracker, for metrics. Only the tracker writes them.
+    """Counters of one tracker, for metrics, read through :attr:`InflightRecordTracker.stats`. Only the tracker
+    writes them.
 
-    ``emitted`` counts new records (not re-emissions, which are ``retried``); ``failed`` counts every failure
-    that was acted upon, timeouts included (``timed_out`` is the part caused by the message timeout).
+    ``emitted`` counts new records (not re-emissions, which are ``retried``); ``acked`` counts successful acks;
+    ``failed`` counts every failure that was acted upon, timeouts included (``timed_out`` is the part caused by the
+    message timeout); ``unknown_*`` count acks and fails that changed nothing.
     """
 
     emitted: int = 0
@@ -123,18 +126,21 @@ class InflightRecordTracker:
         self.retry_limit = retry_limit
         self.backoff = backoff
         self.message_timeout_s = message_timeout_s
-        self.stats = TrackerStats()
+        self._stats = TrackerStats()
         self._last: SequenceKey | None = checkpoint  # greatest key emitted (or the initial checkpoint)
         self._pending: dict[SequenceKey, tuple[Any, int, float | None]] = {}
         self._order: list[SequenceKey | None] = [checkpoint]
         self._lo = 1  # every key in _order[1:_lo] is done
         self._tpos = 1  # keys in _order[:_tpos] need no first-emission timeout
-        self._attempts: dict[SequenceKey, int] = {}  # attempt number of pending records past their first
+        self._attempts: dict[SequenceKey, int] = {}  # pending records that failed once: current attempt number
         self._retry_heap: list[tuple[float, SequenceKey]] = []  # (due, key); stale unless the key is waiting
         self._waiting = 0  # live entries of _retry_heap
         self._reemit_heap: list[tuple[float, SequenceKey]] = []  # (re-emitted at, key), for timeouts
         self._bytes = 0
         self._dead: list[tuple[SequenceKey, Any, int]] = []
+        self._dropped = 0  # keys dropped from _order by compactions: emitted = _dropped + len(_order) - 1
+        self._budget = 0  # acks left before _order may need compacting
+        self._check_compaction()
 
     # ------------------------------------------------------------------ emission and completion
 
@@ -148,13 +154,12 @@ class InflightRecordTracker:
         """
         last = self._last
         if last is not None and key <= last:
-            self.stats.duplicates_ignored += 1
+            self._stats.duplicates_ignored += 1
             return False
         self._last = key
         self._pending[key] = (item, size, now)
         self._order.append(key)
         self._bytes += size
-        self.stats.emitted += 1
         return True
 
     def ack(self, key: SequenceKey) -> bool:
@@ -163,19 +168,16 @@ class InflightRecordTracker:
         Acking a record waiting in the retry queue removes it from the queue. Unknown or already-done keys
         return ``False`` and are counted in ``unknown_acks``.
         """
-        pending = self._pending
-        entry = pending.pop(key, None)
+        entry = self._pending.pop(key, None)
         if entry is None:
-            self.stats.unknown_acks += 1
+            self._stats.unknown_acks += 1
             return False
         self._bytes -= entry[1]
-        if entry[2] is None:
+        if self._attempts and self._attempts.pop(key, None) is not None and entry[2] is None:
             self._waiting -= 1
-        if self._attempts:
-            self._attempts.pop(key, None)
-        self.stats.acked += 1
-        if len(self._order) > _COMPACT_FACTOR * len(pending) + _COMPACT_SLACK:
-            self._compact()
+        self._budget -= 1
+        if self._budget < 0:
+            self._check_compaction()
         return True
 
     def fail(self, key: SequenceKey, now: float) -> FailOutcome:
@@ -188,12 +190,13 @@ class InflightRecordTracker:
         """
         entry = self._pending.get(key)
         if entry is None or entry[2] is None:
-            self.stats.unknown_fails += 1
+            self._stats.unknown_fails += 1
             return FailOutcome.UNKNOWN
-        self.stats.failed += 1
+        self._stats.failed += 1
         attempt = self._attempts.get(key, 1)
         if attempt <= self.retry_limit:
             self._pending[key] = (entry[0], entry[1], None)
+            self._attempts[key] = attempt
             heappush(self._retry_heap, (now + self.backoff.delay(attempt), key))
             self._waiting += 1
             if len(self._retry_heap) > 2 * self._waiting + _HEAP_SLACK:
@@ -204,9 +207,10 @@ class InflightRecordTracker:
         self._attempts.pop(key, None)
         self._bytes -= entry[1]
         self._dead.append((key, entry[0], attempt))
-        self.stats.dead_lettered += 1
-        if len(self._order) > _COMPACT_FACTOR * len(self._pending) + _COMPACT_SLACK:
-            self._compact()
+        self._stats.dead_lettered += 1
+        self._budget -= 1
+        if self._budget < 0:
+            self._check_compaction()
         return FailOutcome.DEAD_LETTER
 
     def take_dead_letters(self) -> list[tuple[SequenceKey, Any, int]]:
@@ -233,7 +237,7 @@ class InflightRecordTracker:
         key = heappop(heap)[1]
         self._waiting -= 1
         item, size, _ = self._pending[key]
-        attempt = self._attempts.get(key, 1) + 1
+        attempt = self._attempts[key] + 1
         self._attempts[key] = attempt
         self._pending[key] = (item, size, now)
         if self.message_timeout_s is not None:
@@ -241,7 +245,7 @@ class InflightRecordTracker:
             if len(self._reemit_heap) > 2 * len(self._attempts) + _HEAP_SLACK:
                 self._reemit_heap = [e for e in self._reemit_heap if self._is_reemitted_at(e)]
                 heapify(self._reemit_heap)
-        self.stats.retried += 1
+        self._stats.retried += 1
         return key, item, attempt
 
     def has_due_retry(self, now: float) -> bool:
@@ -275,7 +279,7 @@ class InflightRecordTracker:
             else:
                 heappop(heap)
                 out.append((entry[1], self.fail(entry[1], now)))
-        self.stats.timed_out += len(out)
+        self._stats.timed_out += len(out)
         out.sort()
         return out
 
@@ -307,11 +311,23 @@ class InflightRecordTracker:
         """The safe checkpoint: the greatest emitted key at or below which every record is done; the initial
         checkpoint while none is. Never moves backwards. Read by the spout to persist it when it advances."""
         order, pending, lo = self._order, self._pending, self._lo
+        if not pending:  # everything done: the last emitted key (or the initial checkpoint)
+            return order[-1]
         n = len(order)
         while lo < n and order[lo] not in pending:
             lo += 1
         self._lo = lo
         return order[lo - 1]
+
+    @property
+    def stats(self) -> TrackerStats:
+        """The counters, for metrics. The same object each time; ``emitted`` and ``acked`` are derived (emitted =
+        acked + dead-lettered + in flight) and brought up to date when this property is read, so that the hot
+        paths count nothing."""
+        stats = self._stats
+        stats.emitted = self._dropped + len(self._order) - 1
+        stats.acked = stats.emitted - stats.dead_lettered - len(self._pending)
+        return stats
 
     @property
     def inflight_count(self) -> int:
@@ -329,10 +345,7 @@ class InflightRecordTracker:
         return self._waiting
 
     def __repr__(self) -> str:
-        return (
-            f"InflightRecordTracker(shard_id={self.shard_id!r}, inflight={len(self._pending)}, "
-            f"retry_queue={self._waiting}, checkpoint={self.checkpoint!r})"
-        )
+        return f"InflightRecordTracker({self.shard_id!r}, inflight={len(self._pending)}, retry={self._waiting})"
 
     # ------------------------------------------------------------------ internals
 
@@ -369,30 +382,29 @@ class InflightRecordTracker:
         self._tpos = n
         return None
 
+    def _check_compaction(self) -> None:
+        """Compact ``_order`` if it is longer than ``_COMPACT_FACTOR * pending + _COMPACT_SLACK``, then set the
+        number of acks that can follow before that can be true again (an emit grows both sides)."""
+        if len(self._order) > _COMPACT_FACTOR * len(self._pending) + _COMPACT_SLACK:
+            self._compact()
+        self._budget = (_COMPACT_FACTOR * len(self._pending) + _COMPACT_SLACK - len(self._order)) // _COMPACT_FACTOR
+
     def _compact(self) -> None:
         """Rebuild ``_order`` with only the pending keys, each preceded by the key emitted just before it, and the
         last emitted key."""
         order, pending = self._order, self._pending
-        if not pending:  # everything done: only the checkpoint is left
-            self._order, self._lo = [order[-1]], 1
-            self._tpos = 1
-            return
         tkey = order[self._tpos] if self._tpos < len(order) else None
-        new: list[SequenceKey | None] = []
-        append = new.append
-        prev = order[self._lo - 1]
-        prev_kept = False
-        for key in islice(order, self._lo, None):
-            if key in pending:
-                if not prev_kept:
-                    append(prev)
-                append(key)
-                prev_kept = True
-            else:
-                prev_kept = False
-            prev = key
-        if not prev_kept:  # the last emitted key stays: it is the checkpoint once everything is done
-            append(prev)
-        self._order = new
-        self._lo = 1
+        if not pending:  # everything done: only the checkpoint is left
+            new = [order[-1]]
+        else:  # everything before the smallest pending key is done: drop it without hashing keys
+            seq = order[bisect_left(order, next(iter(pending)), self._lo) - 1 :]  # seq[0]: the candidate, done
+            if len(seq) - 1 == len(pending):  # no done key after the head (in-order acks)
+                new = seq
+            else:  # keep seq[j] if it or seq[j + 1] is pending, and the last key; C-speed passes
+                flags = list(map(pending.__contains__, seq))
+                keep = list(map(or_, flags, islice(flags, 1, None)))
+                keep.append(True)
+                new = list(compress(seq, keep))
+        self._dropped += len(order) - len(new)
+        self._order, self._lo = new, 1
         self._tpos = len(new) if tkey is None else bisect_left(new, tkey, 1)

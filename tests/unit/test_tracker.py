@@ -30,21 +30,23 @@ def sparse_keys(n: int, seed: int = 0, start: int = BASE) -> list[SequenceKey]:
 
 # ------------------------------------------------------------------ the original's 3x3 ack cases
 
-PREV = ["none", "pending", "acked"]
-NEXT = ["none", "pending", "acked"]
-
-
-def _expected(prev: str, nxt: str, initial: SequenceKey | None) -> tuple[SequenceKey | None, int]:
-    if prev == "pending":
-        return initial, 1 + (nxt == "pending")
-    if nxt == "acked":
-        return C, 0
-    return B, int(nxt == "pending")
+# (previous neighbour A, next neighbour C) -> (checkpoint after acking B, records left in flight).
+# "initial" stands for the initial checkpoint (None or K0).
+ACK_TABLE = {
+    ("none", "none"): (B, 0),
+    ("none", "pending"): (B, 1),
+    ("none", "acked"): (C, 0),
+    ("pending", "none"): ("initial", 1),
+    ("pending", "pending"): ("initial", 2),
+    ("pending", "acked"): ("initial", 1),
+    ("acked", "none"): (B, 0),
+    ("acked", "pending"): (B, 1),
+    ("acked", "acked"): (C, 0),
+}
 
 
 @pytest.mark.parametrize("initial", [None, K0], ids=["no-initial", "initial"])
-@pytest.mark.parametrize("nxt", NEXT)
-@pytest.mark.parametrize("prev", PREV)
+@pytest.mark.parametrize(("prev", "nxt"), list(ACK_TABLE), ids=[f"prev-{p}-next-{n}" for p, n in ACK_TABLE])
 def test_ack_with_neighbours(prev: str, nxt: str, initial: SequenceKey | None) -> None:
     """Ack the middle record B with its previous neighbour A and next neighbour C in each state."""
     tr = InflightRecordTracker("shardId-000000000000", checkpoint=initial)
@@ -58,12 +60,12 @@ def test_ack_with_neighbours(prev: str, nxt: str, initial: SequenceKey | None) -
         assert tr.checkpoint == A
     if nxt == "acked":
         assert tr.ack(C)
-        assert tr.checkpoint == (initial if prev == "pending" else A if prev == "acked" else initial)
+        assert tr.checkpoint == (A if prev == "acked" else initial)  # B still pends
 
     assert tr.ack(B)
 
-    checkpoint, remaining = _expected(prev, nxt, initial)
-    assert tr.checkpoint == checkpoint
+    checkpoint, remaining = ACK_TABLE[prev, nxt]
+    assert tr.checkpoint == (initial if checkpoint == "initial" else checkpoint)
     assert tr.inflight_count == remaining
     # Finishing everything moves the checkpoint to the last emitted key.
     for key in (A, C):
@@ -228,6 +230,7 @@ def test_dead_letter_after_retry_limit_moves_checkpoint() -> None:
     assert tr.take_dead_letters() == [(A, "a", 3)]
     assert tr.take_dead_letters() == []
     assert tr.stats.dead_lettered == 1 and tr.stats.failed == 3
+    assert (tr.stats.emitted, tr.stats.acked, tr.stats.retried) == (2, 1, 2)
     assert tr.ack(A) is False  # already done
 
 
@@ -396,9 +399,11 @@ def test_acked_runs_do_not_accumulate() -> None:
     assert len(tr._pending) == 1
     assert len(tr._order) < 2_000
     assert tr.checkpoint is None
+    assert (tr.stats.emitted, tr.stats.acked) == (100_000, 99_999)
     tr.ack(keys[0])
     assert tr.checkpoint == keys[-1]
     assert len(tr._order) < 2_000
+    assert (tr.stats.emitted, tr.stats.acked) == (100_000, 100_000)
 
 
 def test_in_order_acks_without_reading_the_checkpoint() -> None:

@@ -267,7 +267,7 @@ class TrackerMachine(RuleBasedStateMachine):
         """White-box: the internal structures hold what is pending, not what was acked."""
         pending = [r for r in self.records if r.state != DONE]
         assert len(self.tr._pending) == len(pending)
-        assert self.tr._attempts == {r.key: r.attempt for r in pending if r.attempt > 1}
+        assert self.tr._attempts == {r.key: r.attempt for r in pending if r.attempt > 1 or r.state == WAITING}
         bound = max(tracker_mod._COMPACT_FACTOR * len(pending) + tracker_mod._COMPACT_SLACK, 2 * len(pending) + 1)
         assert len(self.tr._order) <= bound
 
