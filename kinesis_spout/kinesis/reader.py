@@ -69,7 +69,7 @@ class BufferedShardReader:
         self.ended = False
         self.millis_behind_latest: int | None = None
         self.calls = 0
-        self.throttled = 0
+        self.retried_errors = 0  # throttles, 5xx, lost connections: retried after a backoff
         self.records_read = 0
 
     def start(self) -> None:
@@ -134,7 +134,7 @@ class BufferedShardReader:
                         if exc.retriable:
                             exc = KinesisError(f"{exc} (gave up after {backoff.failures} retries)", code=exc.code)
                         raise exc
-                    self.throttled += 1
+                    self.retried_errors += 1
                     pause = backoff.next_delay()
                     log.warning("%s; retrying %s in %.2f s", exc, self.shard_id, pause)
                     next_poll = time.monotonic() + pause

@@ -70,6 +70,17 @@ def _drain(reader: BufferedShardReader, signal: threading.Event, count: int,
     return out
 
 
+def _read_all(getter: ShardGetter, count: int) -> tuple[BufferedShardReader, list[Record]]:
+    """Start a reader on ``getter``, take ``count`` records from it, close it."""
+    signal = threading.Event()
+    reader = _new_reader(getter, signal)
+    reader.start()
+    try:
+        return reader, _drain(reader, signal, count)
+    finally:
+        reader.close()
+
+
 def _reader_threads(shard_id: str) -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == f"kinesis-reader-{shard_id}" and t.is_alive()]
 
@@ -249,15 +260,9 @@ def test_reader_rides_out_throttling(fault_proxy: Proxied, kinesis_backend: Kine
     stream, placed = _stream_with_records(kinesis_backend, 30)
     shard = placed[0][0]
     proxy.inject("GetRecords", PTEE, times=3)
-    signal = threading.Event()
-    reader = _new_reader(ShardGetter(_client(through), stream, shard, StartPosition("TRIM_HORIZON")), signal)
-    reader.start()
-    try:
-        records = _drain(reader, signal, 30)
-    finally:
-        reader.close()
+    reader, records = _read_all(ShardGetter(_client(through), stream, shard, StartPosition("TRIM_HORIZON")), 30)
     assert [r.key.sequence for r in records] == _expected(placed, shard)
-    assert reader.throttled == 3
+    assert reader.retried_errors == 3
     assert proxy.injected == {f"GetRecords:{PTEE}": 3}
     assert reader.take(10) == []  # no error stored
 
@@ -295,7 +300,7 @@ def test_reader_stops_promptly_on_access_denied(fault_proxy: Proxied, kinesis_ba
     assert "AccessDenied" in str(error) and "credentials" in str(error)
     assert elapsed < 5.0
     assert proxy.calls["GetRecords"] == 1  # not retried
-    assert reader.throttled == 0
+    assert reader.retried_errors == 0
     assert reader.exhausted
     with pytest.raises(KinesisError, match="AccessDenied"):
         reader.take_one()  # and it stays raised
@@ -306,15 +311,9 @@ def test_reader_recovers_from_internal_failures(fault_proxy: Proxied, kinesis_ba
     stream, placed = _stream_with_records(kinesis_backend, 12)
     shard = placed[0][0]
     proxy.inject("GetRecords", "InternalFailure", status=500, times=2)
-    signal = threading.Event()
-    reader = _new_reader(ShardGetter(_client(through), stream, shard, StartPosition("TRIM_HORIZON")), signal)
-    reader.start()
-    try:
-        records = _drain(reader, signal, 12)
-    finally:
-        reader.close()
+    reader, records = _read_all(ShardGetter(_client(through), stream, shard, StartPosition("TRIM_HORIZON")), 12)
     assert [r.key.sequence for r in records] == _expected(placed, shard)
-    assert reader.throttled == 2
+    assert reader.retried_errors == 2
     assert proxy.injected == {"GetRecords:InternalFailure": 2}
 
 
@@ -323,16 +322,10 @@ def test_reader_recovers_from_a_dropped_connection(fault_proxy: Proxied, kinesis
     stream, placed = _stream_with_records(kinesis_backend, 20)
     shard = placed[0][0]
     getter = ShardGetter(_client(through), stream, shard, StartPosition("TRIM_HORIZON"), max_records=7)
-    signal = threading.Event()
-    reader = _new_reader(getter, signal)
     proxy.drop_connections("GetRecords", times=1)
-    reader.start()
-    try:
-        records = _drain(reader, signal, 20)
-    finally:
-        reader.close()
+    reader, records = _read_all(getter, 20)
     assert [r.key.sequence for r in records] == _expected(placed, shard)
-    assert reader.throttled == 1
+    assert reader.retried_errors == 1
     assert proxy.injected == {f"GetRecords:{DROPPED}": 1}
     assert reader.take(10) == []
 
