@@ -15,6 +15,7 @@ class MemoryCheckpointStore:
         self._data: dict[str, Checkpoint] = {}
         self._lock = threading.Lock()
         self.writes = 0
+        self._batch_id = 0
 
     def open(self) -> None:
         """Nothing to connect to."""
@@ -39,6 +40,16 @@ class MemoryCheckpointStore:
     def delete(self, shard_id: str) -> None:
         with self._lock:
             self._data.pop(shard_id, None)
+
+    def load_batch_id(self) -> int:
+        with self._lock:
+            return self._batch_id
+
+    def save_batch_id(self, batch_id: int) -> None:
+        with self._lock:
+            if batch_id < self._batch_id:
+                raise CheckpointConflict(f"batch id not moved back from {self._batch_id} to {batch_id}")
+            self._batch_id = batch_id
 
     def close(self) -> None:
         """Nothing to release; the data stays for a later spout sharing this store."""

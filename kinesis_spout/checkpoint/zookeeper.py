@@ -138,6 +138,47 @@ class ZooKeeperCheckpointStore:
         except NoNodeError:
             pass
 
+    @property
+    def batch_id_node(self) -> str:
+        """``{prefix}/{app}/{stream}/batch_id``: a pipeline's last batch id, next to its checkpoints."""
+        return self.path.rsplit("/", 1)[0] + "/batch_id"
+
+    def load_batch_id(self) -> int:
+        from kazoo.exceptions import NoNodeError
+
+        node = self.batch_id_node
+        try:
+            data, _ = self._call(f"reading {node}", self._client.get, node)
+        except NoNodeError:
+            return 0
+        return _parse_batch_id(data, node)
+
+    def save_batch_id(self, batch_id: int) -> None:
+        """Compare-and-set like :meth:`save`: a lower batch id than the stored one raises ``CheckpointConflict``."""
+        from kazoo.exceptions import BadVersionError, NoNodeError, NodeExistsError
+
+        node = self.batch_id_node
+        payload = str(batch_id).encode()
+        for _ in range(_CAS_ATTEMPTS):
+            try:
+                data, stat = self._call(f"reading {node}", self._client.get, node)
+            except NoNodeError:
+                try:
+                    self._call(f"creating {node}", self._client.create, node, payload, makepath=True)
+                    return
+                except NodeExistsError:
+                    continue
+            stored = _parse_batch_id(data, node)
+            if batch_id < stored:
+                raise CheckpointConflict(f"batch id at {node} is {stored}; refusing to move it back to {batch_id}")
+            try:
+                self._call(f"writing {node}", self._client.set, node, payload, version=stat.version)
+                return
+            except (BadVersionError, NoNodeError):
+                continue
+        raise CheckpointError(f"batch id at {node}: gave up after {_CAS_ATTEMPTS} concurrent updates",
+                              retriable=True)
+
     def close(self) -> None:
         client, self._client = self._client, None
         if client is not None:
@@ -145,3 +186,11 @@ class ZooKeeperCheckpointStore:
                 client.stop()
             finally:
                 client.close()
+
+
+def _parse_batch_id(data: bytes, node: str) -> int:
+    text = data.decode("utf-8", "replace").strip()
+    if not text.isdigit():
+        raise CheckpointError(f"unreadable batch id at ZooKeeper node {node}: {text[:40]!r} is not a whole number; "
+                              f"fix or delete the node")
+    return int(text)

@@ -14,6 +14,7 @@ kinesalite         function  :class:`KinesisEndpoint` on kinesalite (real sequen
 kinesis_local      function  :class:`KinesisEndpoint` on kinesis-local (kinesis-mock)
 kinesis_backend    function  parametrized over moto and kinesalite: write a test once, run it on both
 fault_proxy        function  ``(FaultProxy, KinesisEndpoint)``: the backend behind a fault-injecting proxy
+spark              session   a ``local[2]`` SparkSession (pyspark imported only when a test asks for it)
 =================  ========  ============================================================================
 """
 
@@ -31,6 +32,7 @@ from kinesis_spout.testing.emulators import KinesaliteServer, KinesisLocalServer
 from kinesis_spout.testing.faults import fault_proxy  # noqa: F401 - a fixture of this plugin
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.moto_server import MotoKinesisServer
+from kinesis_spout.testing.spark import spark  # noqa: F401 - a fixture of this plugin
 from kinesis_spout.testing.zookeeper import ZooKeeperServer
 
 KINESIS_BACKENDS = ("moto_kinesis", "kinesalite")

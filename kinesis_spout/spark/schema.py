@@ -1,0 +1,64 @@
+"""The columns every Spark adapter gives a batch of records, and their Arrow form.
+
+Only the schema and the conversion live here (pyarrow, no Spark session), so both the micro-batch pipeline and
+the Structured Streaming source build rows the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+from kinesis_spout.records import Record
+
+#: Column names in order, with their Spark SQL types (a DDL string Spark accepts as a schema).
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("stream_name", "string"),
+    ("shard_id", "string"),
+    ("sequence_number", "string"),
+    ("sub_sequence_number", "bigint"),
+    ("partition_key", "string"),
+    ("data", "binary"),
+    ("approximate_arrival_timestamp", "timestamp"),
+    ("message_id", "string"),
+    ("attempt", "int"),
+)
+
+#: ``"stream_name string, shard_id string, ..."``: the schema as Spark DDL.
+SCHEMA_DDL = ", ".join(f"{name} {kind}" for name, kind in COLUMNS)
+
+
+def arrow_schema() -> Any:
+    """The columns as a ``pyarrow.Schema`` (timestamps in microseconds, UTC)."""
+    import pyarrow as pa
+
+    kinds = {"string": pa.string(), "bigint": pa.int64(), "binary": pa.binary(),
+             "timestamp": pa.timestamp("us", tz="UTC"), "int": pa.int32()}
+    return pa.schema([pa.field(name, kinds[kind], nullable=True) for name, kind in COLUMNS])
+
+
+def record_row(stream_name: str, record: Record, attempt: int = 1) -> tuple[Any, ...]:
+    """One record as a row tuple in :data:`COLUMNS` order."""
+    return (stream_name, record.shard_id, record.sequence_number, record.sub_sequence_number,
+            record.partition_key, record.data, record.approximate_arrival_timestamp, record.message_id, attempt)
+
+
+def records_to_arrow(stream_name: str, records: Sequence[Record], attempts: Iterable[int] | None = None) -> Any:
+    """A ``pyarrow.Table`` of ``records`` (``attempts`` defaults to 1 for each), built column by column."""
+    import pyarrow as pa
+
+    attempt_list = list(attempts) if attempts is not None else [1] * len(records)
+    if len(attempt_list) != len(records):
+        raise ValueError(f"{len(records)} records but {len(attempt_list)} attempts")
+    columns = [
+        [stream_name] * len(records),
+        [r.shard_id for r in records],
+        [r.sequence_number for r in records],
+        [r.sub_sequence_number for r in records],
+        [r.partition_key for r in records],
+        [r.data for r in records],
+        [r.approximate_arrival_timestamp for r in records],
+        [r.message_id for r in records],
+        attempt_list,
+    ]
+    schema = arrow_schema()
+    return pa.Table.from_arrays([pa.array(col, type=f.type) for col, f in zip(columns, schema)], schema=schema)
