@@ -11,6 +11,7 @@ from types import TracebackType
 
 from kinesis_spout.errors import ServerStartError
 from kinesis_spout.testing.process import ServerProcess, free_port, stop_all
+from kinesis_spout.testing.tls import TlsFiles, make_tls_files
 
 DEFAULT_JAR = Path("/usr/share/java/zookeeper.jar")
 INSTALL_HINT = "install Debian's zookeeper package (apt-get update && apt-get install -y zookeeper), or run `make setup`"
@@ -41,8 +42,11 @@ class ZooKeeperServer:
     """
 
     def __init__(self, port: int | None = None, data_dir: Path | None = None, jar: Path = DEFAULT_JAR,
-                 start_timeout_s: float = 30.0) -> None:
+                 start_timeout_s: float = 30.0, *, tls: bool = False) -> None:
         self._port = port
+        self.tls = tls
+        self._tls_port: int | None = None
+        self.tls_files: TlsFiles | None = None
         self._data_dir = data_dir
         self._owns_dir = data_dir is None
         self.jar = jar
@@ -59,6 +63,14 @@ class ZooKeeperServer:
     def hosts(self) -> str:
         """The connect string, ``127.0.0.1:PORT``."""
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def tls_hosts(self) -> str:
+        """The connect string of the TLS port (a server started with ``tls=True``); clients must present a
+        certificate signed by ``tls_files.ca_cert`` (``tls_files.client_cert``)."""
+        if self._tls_port is None:
+            raise ServerStartError("this ZooKeeper server has no TLS port: create it with tls=True and start it")
+        return f"127.0.0.1:{self._tls_port}"
 
     @property
     def running(self) -> bool:
@@ -79,15 +91,37 @@ class ZooKeeperServer:
                 "4lw.commands.whitelist=srvr,ruok,stat,mntr",
                 "minSessionTimeout=1000",
                 "maxSessionTimeout=60000",
+                *self._tls_config(data_dir),
                 "",
             ])
         )
         return cfg
 
+    def _tls_config(self, data_dir: Path) -> list[str]:
+        """Lines for a second, TLS-only client port with client certificates required (PEM stores)."""
+        if not self.tls:
+            return []
+        if self.tls_files is None:
+            self.tls_files = make_tls_files(data_dir / "tls")
+        if self._tls_port is None:
+            self._tls_port = free_port()
+        return [
+            "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
+            f"secureClientPort={self._tls_port}",
+            "secureClientPortAddress=127.0.0.1",
+            f"ssl.keyStore.location={self.tls_files.server_bundle}",
+            "ssl.keyStore.type=PEM",
+            f"ssl.trustStore.location={self.tls_files.ca_cert}",
+            "ssl.trustStore.type=PEM",
+            "ssl.clientAuth=need",
+        ]
+
     def _classpath(self) -> str:
         """The server jar (its manifest names its dependencies) plus a simple slf4j binding for a readable log."""
-        binding = self.jar.parent / "slf4j-simple.jar"
-        return f"{self.jar}:{binding}" if binding.exists() else str(self.jar)
+        extra = [self.jar.parent / "slf4j-simple.jar"]
+        if self.tls:  # the Netty connection factory needs jars the server's manifest does not name
+            extra += [self.jar.parent / f"netty-{name}.jar" for name in ("codec", "resolver")]
+        return ":".join([str(self.jar)] + [str(p) for p in extra if p.exists()])
 
     def start(self) -> "ZooKeeperServer":
         """Start (or restart on the same port and data) and wait until it serves."""
