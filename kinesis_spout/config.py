@@ -61,6 +61,13 @@ class SpoutConfig:
     zookeeper: str = "127.0.0.1:2181"
     zookeeper_prefix: str = "/kinesis_spout"
     zookeeper_session_timeout_s: float = 10.0
+    zookeeper_deadline_s: float = 60.0
+    zookeeper_auth: str | None = field(default=None, repr=False)
+    zookeeper_world_readable: bool = True
+    zookeeper_tls: bool = False
+    zookeeper_tls_ca_file: str | None = None
+    zookeeper_tls_cert_file: str | None = None
+    zookeeper_tls_key_file: str | None = None
     region: str | None = None
     endpoint_url: str | None = None
     initial_position: InitialPosition = InitialPosition.LATEST
@@ -107,6 +114,27 @@ class SpoutConfig:
                               f"initial_position is {self.initial_position.value}")
         _require_int("max_records_per_call", self.max_records_per_call, 1, MAX_RECORDS_PER_CALL_LIMIT)
         _require_float("zookeeper_session_timeout_s", self.zookeeper_session_timeout_s, 1.0, 3600.0)
+        _require_float("zookeeper_deadline_s", self.zookeeper_deadline_s, 1.0, 86400.0)
+        if self.zookeeper_auth is not None:
+            user, sep, password = self.zookeeper_auth.partition(":") if isinstance(self.zookeeper_auth, str) \
+                else ("", "", "")
+            if not sep or not user.strip() or not password:  # never echo the value: it holds a password
+                raise ConfigError("zookeeper_auth must be 'user:password' (ZooKeeper digest auth) with a "
+                                  "non-empty user and password; the value given is not shown")
+        for name in ("zookeeper_world_readable", "zookeeper_tls"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        for name in ("zookeeper_tls_ca_file", "zookeeper_tls_cert_file", "zookeeper_tls_key_file"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if not self.zookeeper_tls:
+                raise ConfigError(f"{name} is set but zookeeper_tls is False; set zookeeper_tls=True to use TLS")
+            if not isinstance(value, str) or not os.path.isfile(value):
+                raise ConfigError(f"{name} must name a readable PEM file, got {value!r}")
+        if (self.zookeeper_tls_cert_file is None) != (self.zookeeper_tls_key_file is None):
+            raise ConfigError("zookeeper_tls_cert_file and zookeeper_tls_key_file go together (a client "
+                              "certificate and its key); set both or neither")
         _require_float("empty_record_backoff_s", self.empty_record_backoff_s, MIN_POLL_INTERVAL_S, 3600.0)
         _require_float("checkpoint_interval_s", self.checkpoint_interval_s, 0.0, 3600.0)
         _require_int("retry_limit", self.retry_limit, 0, 1_000_000)
@@ -177,7 +205,9 @@ OPTION_NAMES.update({"retryBackoffInitialS": "retry_backoff.initial_s",
 
 _INT_FIELDS = {"max_records_per_call", "retry_limit", "max_inflight_records", "max_inflight_bytes",
                "prefetch_records", "prefetch_bytes", "task_index", "task_count"}
-_FLOAT_FIELDS = {"zookeeper_session_timeout_s", "empty_record_backoff_s", "checkpoint_interval_s"}
+_FLOAT_FIELDS = {"zookeeper_session_timeout_s", "zookeeper_deadline_s", "empty_record_backoff_s",
+                 "checkpoint_interval_s"}
+_BOOL_FIELDS = {"reliable", "zookeeper_world_readable", "zookeeper_tls"}
 
 
 def _convert(name: str, option: str, raw: str) -> Any:
@@ -192,7 +222,7 @@ def _convert(name: str, option: str, raw: str) -> Any:
         return _to_float(option, raw)
     if name == "message_timeout_s":
         return None if raw.strip().lower() in ("", "none", "off") else _to_float(option, raw)
-    if name == "reliable":
+    if name in _BOOL_FIELDS:
         lowered = raw.strip().lower()
         if lowered not in ("true", "false", "1", "0", "yes", "no"):
             raise ConfigError(f"option {option!r} must be true or false, got {raw!r}")

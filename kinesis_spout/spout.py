@@ -17,7 +17,7 @@ from types import TracebackType
 from typing import Any
 
 from kinesis_spout.checkpoint.base import Checkpoint, CheckpointStore
-from kinesis_spout.checkpoint.writer import CheckpointWriter
+from kinesis_spout.checkpoint.writer import CheckpointWriter, ConflictHandler
 from kinesis_spout.config import InitialPosition, SpoutConfig
 from kinesis_spout.errors import SpoutError, SpoutStateError
 from kinesis_spout.kinesis.client import make_client
@@ -70,12 +70,13 @@ class KinesisSpout:
     """
 
     def __init__(self, config: SpoutConfig, checkpoint_store: CheckpointStore | None = None, *,
-                 client: Any = None) -> None:
+                 client: Any = None, on_checkpoint_conflict: ConflictHandler | None = None) -> None:
         if not isinstance(config, SpoutConfig):
             raise TypeError(f"config must be a SpoutConfig, got {type(config).__name__}")
         self.config = config
         self._store = checkpoint_store
         self._client = client
+        self._on_conflict = on_checkpoint_conflict
         self._shards: dict[str, ShardState] = {}
         self._rr = RoundRobinReader()
         self._writer: CheckpointWriter | None = None
@@ -106,7 +107,8 @@ class KinesisSpout:
                 all_shards = list_shards(self._client, cfg.stream_name)
                 mine = owned_shards(all_shards, cfg.task_index, cfg.task_count)
                 known = {s.shard_id for s in all_shards}
-                self._writer = CheckpointWriter(self._store, cfg.checkpoint_interval_s, cfg.worker_id)
+                self._writer = CheckpointWriter(self._store, cfg.checkpoint_interval_s, cfg.worker_id,
+                                                deadline_s=cfg.zookeeper_deadline_s, on_conflict=self._on_conflict)
                 for shard in mine:
                     self._add_shard(shard, known)
             except BaseException:
@@ -126,6 +128,8 @@ class KinesisSpout:
         cfg = self.config
         if checkpoint is not None and checkpoint.sequence_number is not None:
             return StartPosition.after(checkpoint.sequence_number)
+        if checkpoint is not None and checkpoint.reset_to is not None:
+            return StartPosition(checkpoint.reset_to)  # an operator reset the shard to this position
         if any(p in known for p in shard.parents):
             return StartPosition("TRIM_HORIZON")  # a child of a reshard: its data follows its parents'
         if cfg.initial_position is InitialPosition.AT_TIMESTAMP:
@@ -186,10 +190,14 @@ class KinesisSpout:
         """The next tuple to process, or None at once when nothing is ready (it never waits on Kinesis).
 
         Due retries go first; then new records round-robin across shards that are under their in-flight
-        limits. An error of a background reader (e.g. the stream was deleted) is raised here.
+        limits. An error of a background reader (e.g. the stream was deleted) is raised here, and so is a
+        ``CheckpointError`` while checkpoints could not be stored for ``zookeeper_deadline_s`` (acks keep working
+        and nothing pending is dropped; the error clears once writes succeed again).
         """
         with self._lock:
             self._check_open()
+            if self._writer is not None and self._writer.unreachable is not None:
+                raise self._writer.unreachable
             now = time.monotonic()
             if now - self._last_expire >= _EXPIRE_EVERY_S:
                 self._maintain(now)
@@ -362,4 +370,10 @@ class KinesisSpout:
 
     @property
     def checkpoint_errors(self) -> SpoutError | None:
+        """The last error of the checkpoint writer (a conflict or a failed write), or None."""
         return self._writer.last_error if self._writer else None
+
+    @property
+    def checkpoint_conflicts(self) -> int:
+        """How many checkpoint writes lost to a higher stored checkpoint (another writer on the same shard)."""
+        return self._writer.conflicts if self._writer else 0

@@ -11,13 +11,17 @@ from kinesis_spout.errors import CheckpointError
 from kinesis_spout.records import SequenceKey
 
 FORMAT_VERSION = 1
+#: Positions a checkpoint can be reset to (``kinesis-spout checkpoints reset --to ...``) instead of a sequence number.
+RESET_POSITIONS = ("TRIM_HORIZON", "LATEST")
 
 
 @dataclass(frozen=True, slots=True)
 class Checkpoint:
     """A shard's safe checkpoint: every record at or below ``key`` is done.
 
-    ``sequence_number`` is None only for a finished shard in which nothing was read (``shard_end`` True).
+    ``sequence_number`` is None only for a finished shard in which nothing was read (``shard_end`` True), or for
+    a checkpoint reset to a position: ``reset_to`` is then ``"TRIM_HORIZON"`` or ``"LATEST"`` and the shard
+    restarts there. A reset checkpoint is behind every checkpoint with a sequence number.
     """
 
     shard_id: str
@@ -26,6 +30,7 @@ class Checkpoint:
     shard_end: bool = False
     owner: str = ""
     updated_at: datetime | None = None
+    reset_to: str | None = None
 
     @property
     def key(self) -> SequenceKey | None:
@@ -44,14 +49,17 @@ class Checkpoint:
         return replace(self, owner=owner, updated_at=datetime.now(timezone.utc))
 
     def to_json(self) -> bytes:
-        return json.dumps({
+        doc = {
             "version": FORMAT_VERSION,
             "sequence_number": self.sequence_number,
             "sub_sequence_number": self.sub_sequence_number,
             "shard_end": self.shard_end,
             "owner": self.owner,
             "updated_at": (self.updated_at or datetime.now(timezone.utc)).isoformat(),
-        }, separators=(",", ":")).encode()
+        }
+        if self.reset_to is not None:
+            doc["reset_to"] = self.reset_to
+        return json.dumps(doc, separators=(",", ":")).encode()
 
     @classmethod
     def from_json(cls, shard_id: str, raw: bytes, where: str) -> "Checkpoint":
@@ -70,7 +78,11 @@ class Checkpoint:
         shard_end = doc.get("shard_end", False)
         if seq is not None and (not isinstance(seq, str) or not seq.isdigit()):
             raise CheckpointError(f"checkpoint at {where} has a non-numeric sequence_number {seq!r}")
-        if seq is None and not shard_end:
+        reset_to = doc.get("reset_to")
+        if reset_to is not None and (reset_to not in RESET_POSITIONS or seq is not None):
+            raise CheckpointError(f"checkpoint at {where} has a bad reset_to {reset_to!r}: expected one of "
+                                  f"{', '.join(RESET_POSITIONS)} and no sequence_number")
+        if seq is None and not shard_end and reset_to is None:
             raise CheckpointError(f"checkpoint at {where} has no sequence_number")
         if sub is not None and (isinstance(sub, bool) or not isinstance(sub, int) or sub < 0):
             raise CheckpointError(f"checkpoint at {where} has a bad sub_sequence_number {sub!r}")
@@ -81,7 +93,7 @@ class Checkpoint:
             updated_at = datetime.fromisoformat(updated) if isinstance(updated, str) else None
         except ValueError:
             updated_at = None
-        return cls(shard_id, seq, sub, shard_end, str(doc.get("owner", "")), updated_at)
+        return cls(shard_id, seq, sub, shard_end, str(doc.get("owner", "")), updated_at, reset_to)
 
 
 @runtime_checkable
@@ -97,7 +109,9 @@ class CheckpointStore(Protocol):
 
     def load(self, shard_id: str) -> Checkpoint | None: ...
 
-    def save(self, checkpoint: Checkpoint) -> None: ...
+    def save(self, checkpoint: Checkpoint, *, force: bool = False) -> None:
+        """Store ``checkpoint``; ``force`` overwrites even a higher one (only for an operator's reset)."""
+        ...
 
     def list(self) -> dict[str, Checkpoint]: ...
 

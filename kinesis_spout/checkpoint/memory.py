@@ -24,10 +24,10 @@ class MemoryCheckpointStore:
         with self._lock:
             return self._data.get(shard_id)
 
-    def save(self, checkpoint: Checkpoint) -> None:
+    def save(self, checkpoint: Checkpoint, *, force: bool = False) -> None:
         with self._lock:
             stored = self._data.get(checkpoint.shard_id)
-            if stored is not None and checkpoint.is_behind(stored):
+            if stored is not None and not force and checkpoint.is_behind(stored):
                 raise CheckpointConflict(f"checkpoint of {checkpoint.shard_id} not moved back from "
                                          f"{stored.sequence_number} to {checkpoint.sequence_number}")
             self._data[checkpoint.shard_id] = checkpoint

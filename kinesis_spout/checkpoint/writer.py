@@ -5,11 +5,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Callable
 
 from kinesis_spout.checkpoint.base import Checkpoint, CheckpointStore
-from kinesis_spout.errors import CheckpointConflict, SpoutError
+from kinesis_spout.errors import CheckpointConflict, CheckpointError, SpoutError
 
 log = logging.getLogger("kinesis_spout.checkpoint")
+
+#: Called (on the writer's thread) when a write lost to a higher stored checkpoint.
+ConflictHandler = Callable[[CheckpointConflict], None]
 
 
 class CheckpointWriter:
@@ -19,24 +23,35 @@ class CheckpointWriter:
     thread writes the latest offered value of a shard at most once per ``interval_s`` (0 = every advance, as
     fast as the store allows), so the newest value reaches the store within ``interval_s`` of its offer even when
     nothing else happens. ``flush`` writes everything pending now; ``close`` flushes and joins (idempotent).
-    A conflict (someone stored a higher checkpoint) is logged and counted; the value is dropped. Other store
-    errors keep the value pending and are retried with backoff; the last one is kept in ``last_error``.
+
+    Trouble: a conflict (someone stored a higher checkpoint) is counted, logged, passed to ``on_conflict`` and the
+    value dropped. While the store says it is disconnected (ZooKeeper SUSPENDED or LOST) writes wait; other store
+    errors keep the value pending and are retried with backoff. Nothing pending is ever dropped for an outage: if
+    the store stays unusable for ``deadline_s``, ``unreachable`` holds a ``CheckpointError`` (the spout raises it)
+    until a write succeeds again. After a lost session the writer re-reads the stored checkpoints and reports any
+    that another writer moved past ours.
     """
 
-    def __init__(self, store: CheckpointStore, interval_s: float, owner: str) -> None:
+    def __init__(self, store: CheckpointStore, interval_s: float, owner: str, *, deadline_s: float = 60.0,
+                 on_conflict: ConflictHandler | None = None) -> None:
         self.store = store
         self.interval_s = interval_s
         self.owner = owner
+        self.deadline_s = deadline_s
+        self.on_conflict = on_conflict
         self._pending: dict[str, Checkpoint] = {}
         self._last_write: dict[str, float] = {}
         self._cond = threading.Condition()
         self._stop = False
         self._busy = False
         self._thread: threading.Thread | None = None
+        self._failing_since: float | None = None
+        self._waited_for_connection = False
         self.writes = 0
         self.conflicts = 0
         self.failures = 0
         self.last_error: SpoutError | None = None
+        self.unreachable: CheckpointError | None = None
         self.written: dict[str, Checkpoint] = {}
 
     def start(self) -> None:
@@ -73,7 +88,7 @@ class CheckpointWriter:
                         self._busy = True
                         break
                     self._cond.wait(wait)
-            ok = self._write(checkpoint)
+            ok = self._wait_for_store() and self._write(checkpoint)
             with self._cond:
                 self._busy = False
                 if not ok:
@@ -81,31 +96,100 @@ class CheckpointWriter:
                 self._cond.notify_all()
             if ok:
                 retry_delay = 0.1
-            else:
-                if self._stop:
-                    with self._cond:  # closing and the store is failing: give up, the error is kept
-                        self._pending.clear()
-                    return
-                time.sleep(retry_delay)
-                retry_delay = min(retry_delay * 2, 5.0)
+                continue
+            self._check_deadline()
+            if self._waited_for_connection:
+                continue  # the wait for the connection was the pause
+            if self._stop:
+                with self._cond:  # closing and the store is failing: give up, the error is kept
+                    self._pending.clear()
+                return
+            time.sleep(retry_delay)
+            retry_delay = min(retry_delay * 2, 5.0)
+
+    def _wait_for_store(self) -> bool:
+        """Wait (in short slices, so close() is not held up) while the store reports a lost connection; after a
+        lost session, re-read the stored checkpoints first. False when the store is still down."""
+        self._waited_for_connection = False
+        wait_connected = getattr(self.store, "wait_connected", None)
+        if wait_connected is not None and not wait_connected(0.0):
+            if self._failing_since is None:
+                self._failing_since = time.monotonic()
+            if not wait_connected(0.5 if self._stop else 2.0):
+                self._waited_for_connection = not self._stop
+                self.failures += 1
+                return False
+        take_lost = getattr(self.store, "take_session_lost", None)
+        if take_lost is not None and take_lost():
+            self._resync()
+        return True
+
+    def _resync(self) -> None:
+        """After a lost session: re-read the store and report shards another writer moved past our writes."""
+        try:
+            stored = self.store.list()
+        except SpoutError as exc:
+            log.warning("could not re-read checkpoints after the ZooKeeper session was lost: %s", exc)
+            return
+        log.info("ZooKeeper session re-established; re-read %d stored checkpoints", len(stored))
+        for shard_id, mine in list(self.written.items()):
+            theirs = stored.get(shard_id)
+            if theirs is not None and mine.is_behind(theirs) and theirs.owner != self.owner:
+                self._conflict(CheckpointConflict(
+                    f"checkpoint of {shard_id} was moved to {theirs.sequence_number} by {theirs.owner or 'unknown'} "
+                    f"while our ZooKeeper session was lost (we had written {mine.sequence_number}); is another "
+                    f"worker reading this shard?"))
+
+    def _check_deadline(self) -> None:
+        now = time.monotonic()
+        if self._failing_since is None:
+            self._failing_since = now
+        elapsed = now - self._failing_since
+        if elapsed >= self.deadline_s and self.unreachable is None:
+            cause = f": {self.last_error}" if self.last_error else ""
+            self.unreachable = CheckpointError(
+                f"checkpoints could not be written for {elapsed:.0f} s (deadline {self.deadline_s:g} s){cause}. "
+                f"Nothing is lost: the newest checkpoints stay pending and are written when the store is back; "
+                f"records since the last stored checkpoint are replayed after a restart. Check that ZooKeeper is "
+                f"running and reachable, or raise zookeeper_deadline_s", retriable=True)
+            log.error("%s", self.unreachable)
+
+    def _conflict(self, exc: CheckpointConflict) -> None:
+        self.conflicts += 1
+        self.last_error = exc
+        log.warning("checkpoint conflict: %s", exc)
+        if self.on_conflict is not None:
+            try:
+                self.on_conflict(exc)
+            except Exception:  # noqa: BLE001 - a handler's bug must not stop checkpointing
+                log.exception("checkpoint conflict handler raised")
 
     def _write(self, checkpoint: Checkpoint) -> bool:
         try:
             self.store.save(checkpoint.stamped(self.owner))
         except CheckpointConflict as exc:
-            self.conflicts += 1
-            self.last_error = exc
-            log.warning("checkpoint conflict: %s", exc)
+            self._conflict(exc)
+            self._recovered()
             return True
         except SpoutError as exc:
             self.failures += 1
             self.last_error = exc
-            log.warning("checkpoint write of %s failed (will retry): %s", checkpoint.shard_id, exc)
+            if not exc.retriable:
+                log.error("checkpoint write of %s failed: %s", checkpoint.shard_id, exc)
+            else:
+                log.warning("checkpoint write of %s failed (will retry): %s", checkpoint.shard_id, exc)
             return False
         self._last_write[checkpoint.shard_id] = time.monotonic()
         self.written[checkpoint.shard_id] = checkpoint
         self.writes += 1
+        self._recovered()
         return True
+
+    def _recovered(self) -> None:
+        if self.unreachable is not None:
+            log.info("checkpoints are being written again")
+        self._failing_since = None
+        self.unreachable = None
 
     def flush(self, timeout_s: float = 10.0) -> bool:
         """Write everything pending now; returns False if it was not all written within ``timeout_s``."""

@@ -7,6 +7,8 @@ JSON (see :meth:`Checkpoint.to_json`).
 from __future__ import annotations
 
 import logging
+import threading
+from dataclasses import dataclass, field
 from typing import Any
 
 from kinesis_spout.checkpoint.base import Checkpoint
@@ -18,30 +20,90 @@ log = logging.getLogger("kinesis_spout.checkpoint")
 _CAS_ATTEMPTS = 20
 
 
+@dataclass(frozen=True)
+class ZooKeeperSecurity:
+    """How the store authenticates to ZooKeeper and who may change what it creates.
+
+    ``auth`` is ``"user:password"`` for ZooKeeper's digest scheme: nodes the store creates then carry an ACL that
+    gives that identity every right and, when ``world_readable``, everyone else read access (so tools can list
+    checkpoints); nobody else can change them. Without ``auth`` nodes are open (ZooKeeper's default). ``tls``
+    connects over TLS, verifying the server against ``ca_file`` (or the system's CAs) and presenting
+    ``cert_file``/``key_file`` when the server wants a client certificate. ``auth`` never appears in a repr, a
+    log line or an error.
+    """
+
+    auth: str | None = field(default=None, repr=False)
+    world_readable: bool = True
+    tls: bool = False
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+
+    @classmethod
+    def from_config(cls, config: SpoutConfig) -> "ZooKeeperSecurity":
+        return cls(config.zookeeper_auth, config.zookeeper_world_readable, config.zookeeper_tls,
+                   config.zookeeper_tls_ca_file, config.zookeeper_tls_cert_file, config.zookeeper_tls_key_file)
+
+    @property
+    def user(self) -> str | None:
+        return self.auth.partition(":")[0] if self.auth else None
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``KazooClient``: auth data, default ACL, TLS files."""
+        from kazoo.security import OPEN_ACL_UNSAFE, make_acl, make_digest_acl
+
+        kwargs: dict[str, Any] = {}
+        if self.auth:
+            user, _, password = self.auth.partition(":")
+            kwargs["auth_data"] = [("digest", self.auth)]
+            acl = [make_digest_acl(user, password, all=True)]
+            if self.world_readable:
+                acl.append(make_acl("world", "anyone", read=True))
+            kwargs["default_acl"] = acl
+        else:
+            kwargs["default_acl"] = OPEN_ACL_UNSAFE
+        if self.tls:
+            kwargs.update(use_ssl=True, verify_certs=True, ca=self.ca_file, certfile=self.cert_file,
+                          keyfile=self.key_file)
+        return kwargs
+
+
 class ZooKeeperCheckpointStore:
     """One app's checkpoints of one stream in ZooKeeper. Constructor does no I/O; ``close()`` is idempotent.
 
     kazoo's retries are bounded (its defaults retry forever): a call that cannot reach ZooKeeper within the
-    retry budget raises a retriable ``CheckpointError``.
+    retry budget raises a retriable ``CheckpointError``. The store watches the connection: ``connected`` is clear
+    while the connection is SUSPENDED or LOST (the checkpoint writer waits on it instead of failing writes), and
+    a lost session (kazoo then opens a new one) is counted in ``session_losses`` and reported once by
+    :meth:`take_session_lost`, so the writer re-reads the checkpoints.
     """
 
     def __init__(self, hosts: str, path: str, *, session_timeout_s: float = 10.0,
-                 connect_timeout_s: float = 15.0, command_retries: int = 5) -> None:
+                 connect_timeout_s: float = 15.0, command_retries: int = 5,
+                 security: ZooKeeperSecurity | None = None) -> None:
         self.hosts = hosts
         self.path = path.rstrip("/")
         self.session_timeout_s = session_timeout_s
         self.connect_timeout_s = connect_timeout_s
         self.command_retries = command_retries
+        self.security = security or ZooKeeperSecurity()
         self._client: Any = None
+        self._connected = threading.Event()
+        self._session_lost = False
+        self.state = "CLOSED"
+        self.session_losses = 0
 
     @classmethod
     def from_config(cls, config: SpoutConfig) -> "ZooKeeperCheckpointStore":
-        return cls(config.zookeeper, config.checkpoint_path, session_timeout_s=config.zookeeper_session_timeout_s)
+        return cls(config.zookeeper, config.checkpoint_path, session_timeout_s=config.zookeeper_session_timeout_s,
+                   connect_timeout_s=min(15.0, config.zookeeper_deadline_s),
+                   security=ZooKeeperSecurity.from_config(config))
 
     def _node(self, shard_id: str) -> str:
         return f"{self.path}/{shard_id}"
 
     def open(self) -> None:
+        """Connect (TLS and digest auth when configured); raises a retriable ``CheckpointError`` on timeout."""
         if self._client is not None:
             return
         from kazoo.client import KazooClient
@@ -53,19 +115,61 @@ class ZooKeeperCheckpointStore:
             connection_retry=KazooRetry(max_tries=-1, delay=0.2, max_delay=2.0),
             command_retry=KazooRetry(max_tries=self.command_retries, delay=0.1, max_delay=2.0,
                                      ignore_expire=False),
-            logger=logging.getLogger("kinesis_spout.kazoo"))
+            logger=logging.getLogger("kinesis_spout.kazoo"), **self.security.client_kwargs())
+        client.add_listener(self._on_state)
         try:
             client.start(timeout=self.connect_timeout_s)
         except KazooTimeoutError as exc:
             client.stop()
             client.close()
-            raise CheckpointError(f"cannot connect to ZooKeeper at {self.hosts} within {self.connect_timeout_s:g} s: "
-                                  f"is it running and reachable? (set SpoutConfig.zookeeper)",
-                                  retriable=True) from exc
+            hint = " over TLS (check the CA and client certificate files)" if self.security.tls else ""
+            raise CheckpointError(f"cannot connect to ZooKeeper at {self.hosts}{hint} within "
+                                  f"{self.connect_timeout_s:g} s: is it running and reachable? "
+                                  f"(set SpoutConfig.zookeeper)", retriable=True) from exc
         self._client = client
+        negotiated = self.negotiated_session_timeout_s
+        log.info("connected to ZooKeeper at %s%s%s, session timeout %s s", self.hosts,
+                 " over TLS" if self.security.tls else "",
+                 f" as {self.security.user!r}" if self.security.auth else "",
+                 f"{negotiated:g}" if negotiated is not None else "?")
+
+    def _on_state(self, state: str) -> None:
+        """kazoo's connection listener (runs on kazoo's thread; must not block)."""
+        if self.state == "CLOSED" and state != "CONNECTED":
+            return  # our own close(), or a start that has not connected yet
+        self.state = str(state)
+        if state == "CONNECTED":
+            self._connected.set()
+            return
+        self._connected.clear()
+        if state == "LOST":
+            self._session_lost = True
+            self.session_losses += 1
+            log.warning("ZooKeeper session at %s was lost; reconnecting with a new session", self.hosts)
+        else:
+            log.warning("ZooKeeper connection to %s suspended; checkpoint writes wait for it", self.hosts)
+
+    @property
+    def connected(self) -> bool:
+        return self._connected.is_set()
+
+    def wait_connected(self, timeout_s: float) -> bool:
+        """Block up to ``timeout_s`` until the connection is up; True when it is."""
+        return self._connected.wait(timeout_s)
+
+    def take_session_lost(self) -> bool:
+        """True once after each lost session (the caller re-reads what it relies on)."""
+        lost, self._session_lost = self._session_lost, False
+        return lost
+
+    @property
+    def negotiated_session_timeout_s(self) -> float | None:
+        """The session timeout ZooKeeper granted (it bounds the requested one by its min/max), once connected."""
+        millis = getattr(self._client, "_session_timeout", None) if self._client is not None else None
+        return millis / 1000.0 if isinstance(millis, (int, float)) and millis > 0 else None
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        from kazoo.exceptions import KazooException, NoNodeError, NodeExistsError, BadVersionError
+        from kazoo.exceptions import (BadVersionError, KazooException, NoAuthError, NodeExistsError, NoNodeError)
         from kazoo.retry import RetryFailedError
 
         if self._client is None:
@@ -74,6 +178,10 @@ class ZooKeeperCheckpointStore:
             return self._client.retry(fn, *args, **kwargs)
         except (NoNodeError, NodeExistsError, BadVersionError):
             raise
+        except NoAuthError as exc:
+            who = f"identity {self.security.user!r}" if self.security.auth else "an unauthenticated client"
+            raise CheckpointError(f"ZooKeeper at {self.hosts} refused {what}: {who} is not allowed by the node's "
+                                  f"ACL; set zookeeper_auth to the identity that owns these checkpoints") from exc
         except (KazooException, RetryFailedError) as exc:
             raise CheckpointError(f"ZooKeeper at {self.hosts}: {what} failed: {type(exc).__name__} {exc}",
                                   retriable=True) from exc
@@ -88,8 +196,8 @@ class ZooKeeperCheckpointStore:
             return None
         return Checkpoint.from_json(shard_id, data, f"ZooKeeper {self.hosts} {node}")
 
-    def save(self, checkpoint: Checkpoint) -> None:
-        """Compare-and-set: re-read, refuse to move backwards, write with the version read."""
+    def save(self, checkpoint: Checkpoint, *, force: bool = False) -> None:
+        """Compare-and-set: re-read, refuse to move backwards (unless ``force``), write with the version read."""
         from kazoo.exceptions import BadVersionError, NoNodeError, NodeExistsError
 
         node = self._node(checkpoint.shard_id)
@@ -103,8 +211,9 @@ class ZooKeeperCheckpointStore:
                     return
                 except NodeExistsError:
                     continue
-            stored = Checkpoint.from_json(checkpoint.shard_id, data, f"ZooKeeper {self.hosts} {node}")
-            if checkpoint.is_behind(stored):
+            stored = None if force else Checkpoint.from_json(checkpoint.shard_id, data,
+                                                             f"ZooKeeper {self.hosts} {node}")
+            if stored is not None and checkpoint.is_behind(stored):
                 raise CheckpointConflict(
                     f"checkpoint of {checkpoint.shard_id} at {node} is {stored.sequence_number} (by "
                     f"{stored.owner or 'unknown'}); refusing to move it back to {checkpoint.sequence_number}")
@@ -181,6 +290,8 @@ class ZooKeeperCheckpointStore:
 
     def close(self) -> None:
         client, self._client = self._client, None
+        self._connected.clear()
+        self.state = "CLOSED"
         if client is not None:
             try:
                 client.stop()
