@@ -20,6 +20,29 @@ log = logging.getLogger("kinesis_spout.checkpoint")
 _CAS_ATTEMPTS = 20
 
 
+class _RedactSecrets(logging.Filter):
+    """Blanks registered secrets out of kazoo's log records (at DEBUG it logs the auth request verbatim)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.secrets: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.secrets:
+            message = record.getMessage()
+            redacted = message
+            for secret in self.secrets:
+                redacted = redacted.replace(secret, "***")
+            if redacted != message:
+                record.msg, record.args = redacted, None
+        return True
+
+
+_kazoo_log = logging.getLogger("kinesis_spout.kazoo")
+_redact = _RedactSecrets()
+_kazoo_log.addFilter(_redact)
+
+
 @dataclass(frozen=True)
 class ZooKeeperSecurity:
     """How the store authenticates to ZooKeeper and who may change what it creates.
@@ -110,12 +133,15 @@ class ZooKeeperCheckpointStore:
         from kazoo.handlers.threading import KazooTimeoutError
         from kazoo.retry import KazooRetry
 
+        if self.security.auth:
+            _redact.secrets.add(self.security.auth)
+            _redact.secrets.add(self.security.auth.partition(":")[2])
         client = KazooClient(
             hosts=self.hosts, timeout=self.session_timeout_s,
             connection_retry=KazooRetry(max_tries=-1, delay=0.2, max_delay=2.0),
             command_retry=KazooRetry(max_tries=self.command_retries, delay=0.1, max_delay=2.0,
                                      ignore_expire=False),
-            logger=logging.getLogger("kinesis_spout.kazoo"), **self.security.client_kwargs())
+            logger=_kazoo_log, **self.security.client_kwargs())
         client.add_listener(self._on_state)
         try:
             client.start(timeout=self.connect_timeout_s)
