@@ -1,48 +1,136 @@
-"""The ``kinesis-spout`` command: ``demo`` runs the word count; ``checkpoints`` lists an app's checkpoints."""
+"""The ``kinesis-spout`` command.
+
+- ``kinesis-spout demo``: the word count on embedded servers (see ``kinesis_spout.demo``).
+- ``kinesis-spout checkpoints --stream S --app A``: a table of the app's checkpoints of the stream.
+- ``kinesis-spout checkpoints reset --stream S --app A --shard ID --to {trim-horizon,latest,SEQ} --yes``: rewrite
+  one shard's checkpoint (it may move backwards: that is the point). Stop the app first, or its next write wins.
+
+ZooKeeper digest credentials come from the ``KINESIS_SPOUT_ZOOKEEPER_AUTH`` environment variable
+(``user:password``), never from the command line, where other users could see them.
+"""
 
 from __future__ import annotations
 
 import argparse
+import getpass
 import os
+import socket
 import sys
+from typing import Any
 
-from kinesis_spout.errors import SpoutError
+from kinesis_spout.errors import ConfigError, SpoutError
+
+AUTH_ENV = "KINESIS_SPOUT_ZOOKEEPER_AUTH"
 
 
-def _checkpoints(args: argparse.Namespace) -> int:
-    from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
+def _config(args: argparse.Namespace) -> Any:
     from kinesis_spout.config import SpoutConfig
 
-    config = SpoutConfig(stream_name=args.stream, app_name=args.app, zookeeper=args.zookeeper,
-                         zookeeper_prefix=args.prefix)
+    return SpoutConfig(stream_name=args.stream, app_name=args.app, zookeeper=args.zookeeper,
+                       zookeeper_prefix=args.prefix, zookeeper_auth=os.environ.get(AUTH_ENV) or None,
+                       zookeeper_tls=args.tls or bool(args.tls_ca or args.tls_cert), zookeeper_tls_ca_file=args.tls_ca,
+                       zookeeper_tls_cert_file=args.tls_cert, zookeeper_tls_key_file=args.tls_key,
+                       zookeeper_deadline_s=args.timeout)
+
+
+def _describe(cp: Any) -> str:
+    if cp.reset_to:
+        return f"(reset to {cp.reset_to})"
+    if cp.sequence_number is None:
+        return "-"
+    return cp.sequence_number + (f":{cp.sub_sequence_number}" if cp.sub_sequence_number else "")
+
+
+def _list(args: argparse.Namespace) -> int:
+    from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
+
+    config = _config(args)
     store = ZooKeeperCheckpointStore.from_config(config)
     store.open()
     try:
         checkpoints = store.list()
+        batch_id = store.load_batch_id()
     finally:
         store.close()
     print(f"checkpoints of app {args.app!r} on stream {args.stream!r} at {config.checkpoint_path}")
+    if batch_id:
+        print(f"last batch id: {batch_id}")
     if not checkpoints:
         print("(none)")
         return 0
-    print(f"{'shard':<24} {'checkpoint':<58} {'shard_end':<9} {'owner':<24} updated_at")
+    rows = [("shard", "checkpoint", "shard_end", "owner", "updated_at")]
     for shard_id, cp in checkpoints.items():
-        updated = cp.updated_at.isoformat() if cp.updated_at else "-"
-        print(f"{shard_id:<24} {cp.sequence_number or '-':<58} {str(cp.shard_end).lower():<9} "
-              f"{cp.owner:<24} {updated}")
+        rows.append((shard_id, _describe(cp), str(cp.shard_end).lower(), cp.owner or "-",
+                     cp.updated_at.isoformat(timespec="seconds") if cp.updated_at else "-"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1])
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def _target(raw: str) -> tuple[str | None, str | None]:
+    """``--to`` as (sequence number, reset position)."""
+    lowered = raw.strip().lower().replace("_", "-")
+    if lowered in ("trim-horizon", "latest"):
+        return None, lowered.replace("-", "_").upper()
+    if raw.strip().isdigit():
+        return raw.strip(), None
+    raise ConfigError(f"--to must be trim-horizon, latest or a sequence number (decimal digits), got {raw!r}")
+
+
+def _reset(args: argparse.Namespace) -> int:
+    from kinesis_spout.checkpoint.base import Checkpoint
+    from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
+
+    if not args.shard or not args.to:
+        raise ConfigError("checkpoints reset needs --shard ID and --to {trim-horizon,latest,SEQUENCE_NUMBER}")
+    sequence, position = _target(args.to)
+    config = _config(args)
+    new = Checkpoint(args.shard, sequence, reset_to=position)
+    store = ZooKeeperCheckpointStore.from_config(config)
+    store.open()
+    try:
+        try:
+            old_text = _describe(store.load(args.shard) or Checkpoint(args.shard, None, reset_to="-"))
+        except SpoutError as exc:  # an unreadable checkpoint is exactly what a reset may be for
+            old_text = f"unreadable ({exc})"
+        print(f"{config.checkpoint_path}/{args.shard}: {old_text} -> {_describe(new)}")
+        if not args.yes:
+            print("not changed: add --yes to rewrite it (stop the app first: a running spout's next write would "
+                  "win)", file=sys.stderr)
+            return 2
+        store.save(new.stamped(f"kinesis-spout reset by {getpass.getuser()}@{socket.gethostname()}"), force=True)
+    finally:
+        store.close()
+    print("rewritten: the app resumes this shard from there on its next start")
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kinesis-spout", description="Read Amazon Kinesis into Spark.")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="run the word-count demo (embedded servers unless told otherwise)",
                    add_help=False)
-    cps = sub.add_parser("checkpoints", help="list an app's checkpoints in ZooKeeper")
+    cps = sub.add_parser("checkpoints", help="list an app's checkpoints in ZooKeeper, or reset one",
+                         description=f"ZooKeeper digest credentials are read from ${AUTH_ENV} (user:password).")
+    cps.add_argument("action", nargs="?", choices=["list", "reset"], default="list")
     cps.add_argument("--stream", required=True)
     cps.add_argument("--app", required=True)
     cps.add_argument("--zookeeper", default=os.environ.get("KINESIS_SPOUT_ZOOKEEPER", "127.0.0.1:2181"))
     cps.add_argument("--prefix", default="/kinesis_spout", help="zookeeper_prefix of the app")
+    cps.add_argument("--shard", help="reset: the shard id")
+    cps.add_argument("--to", help="reset: trim-horizon, latest, or a sequence number to resume after")
+    cps.add_argument("--yes", action="store_true", help="reset: really rewrite the checkpoint")
+    cps.add_argument("--tls", action="store_true", help="connect to ZooKeeper over TLS")
+    cps.add_argument("--tls-ca", help="PEM file of the CA that signed ZooKeeper's certificate")
+    cps.add_argument("--tls-cert", help="PEM client certificate (with --tls-key)")
+    cps.add_argument("--tls-key", help="PEM key of the client certificate")
+    cps.add_argument("--timeout", type=float, default=15.0, help="seconds to wait for ZooKeeper (default 15)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     args, rest = parser.parse_known_args(argv)
     try:
         if args.command == "demo":
@@ -51,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             return demo.main(rest)
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
-        return _checkpoints(args)
+        return _reset(args) if args.action == "reset" else _list(args)
     except SpoutError as exc:
         print(f"kinesis-spout: error: {exc}", file=sys.stderr)
         return 1

@@ -91,3 +91,28 @@ def test_every_field_with_a_string_form_has_an_option_name() -> None:
     assert OPTION_NAMES["checkpointIntervalS"] == "checkpoint_interval_s"
     assert "deadLetter" not in OPTION_NAMES  # Python-only
     assert len(set(OPTION_NAMES.values())) == len(OPTION_NAMES)
+
+
+def test_zookeeper_auth_is_validated_without_echoing_and_hidden_from_repr() -> None:
+    config = SpoutConfig(stream_name="s", app_name="a", zookeeper_auth="spout:pa55word")
+    assert "pa55word" not in repr(config)
+    for bad in ("no-colon-pa55word", ":pa55word", "user:"):
+        with pytest.raises(ConfigError, match="zookeeper_auth must be 'user:password'") as info:
+            SpoutConfig(stream_name="s", app_name="a", zookeeper_auth=bad)
+        assert "pa55word" not in str(info.value)
+
+
+def test_zookeeper_tls_options(tmp_path) -> None:
+    ca = tmp_path / "ca.pem"
+    ca.write_text("x")
+    with pytest.raises(ConfigError, match="zookeeper_tls is False"):
+        SpoutConfig(stream_name="s", app_name="a", zookeeper_tls_ca_file=str(ca))
+    with pytest.raises(ConfigError, match="readable PEM file"):
+        SpoutConfig(stream_name="s", app_name="a", zookeeper_tls=True, zookeeper_tls_ca_file=str(tmp_path / "no"))
+    with pytest.raises(ConfigError, match="go together"):
+        SpoutConfig(stream_name="s", app_name="a", zookeeper_tls=True, zookeeper_tls_cert_file=str(ca))
+    config = SpoutConfig.from_options({"streamName": "s", "appName": "a", "zookeeperTls": "true",
+                                       "zookeeperTlsCaFile": str(ca), "zookeeperDeadlineS": "5",
+                                       "zookeeperWorldReadable": "no"})
+    assert config.zookeeper_tls and config.zookeeper_tls_ca_file == str(ca)
+    assert config.zookeeper_deadline_s == 5.0 and config.zookeeper_world_readable is False

@@ -44,11 +44,35 @@ def test_checkpoint_json_round_trip() -> None:
     (b'{"version": 1}', "has no sequence_number"),
     (b'{"version": 1, "sequence_number": "1", "shard_end": "yes"}', "non-boolean shard_end"),
     (b'{"version": 1, "sequence_number": "1", "sub_sequence_number": -1}', "bad sub_sequence_number"),
+    (b'{"version": 1, "sequence_number": null, "reset_to": "EARLIEST"}', "bad reset_to"),
+    (b'{"version": 1, "sequence_number": "5", "reset_to": "LATEST"}', "bad reset_to"),
 ])
 def test_unreadable_checkpoints_are_errors_naming_where(raw: bytes, message: str) -> None:
     with pytest.raises(CheckpointError, match=f"checkpoint at /zk/path.*{message}|{message}") as info:
         Checkpoint.from_json("s", raw, "/zk/path")
     assert "/zk/path" in str(info.value)
+
+
+def test_reset_checkpoints_round_trip_and_are_behind_any_sequence() -> None:
+    reset = Checkpoint("shardId-0", None, reset_to="TRIM_HORIZON").stamped("cli")
+    back = Checkpoint.from_json("shardId-0", reset.to_json(), "here")
+    assert back == reset and back.key is None
+    assert reset.is_behind(Checkpoint("shardId-0", "1"))
+    assert not Checkpoint("shardId-0", "1").is_behind(reset)
+    assert b"reset_to" not in Checkpoint("shardId-0", "1").to_json()  # plain checkpoints keep the v1 layout
+
+
+def test_memory_store_reset_overrides_and_batch_ids_never_move_back() -> None:
+    store = MemoryCheckpointStore()
+    store.save(Checkpoint("s", "100"))
+    store.save(Checkpoint("s", "7"), force=True)
+    assert store.load("s").sequence_number == "7"
+    assert store.load_batch_id() == 0
+    store.save_batch_id(5)
+    store.save_batch_id(5)
+    with pytest.raises(CheckpointConflict, match="batch id not moved back from 5 to 4"):
+        store.save_batch_id(4)
+    assert store.load_batch_id() == 5
 
 
 def test_memory_store_never_moves_backwards() -> None:

@@ -1,0 +1,119 @@
+"""The ``kinesis-spout checkpoints`` command against a real ZooKeeper (and moto for the resume after a reset)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+from kinesis_spout import Checkpoint, InitialPosition, KinesisSpout, SpoutConfig, ZooKeeperCheckpointStore
+from kinesis_spout.cli import AUTH_ENV, main
+
+
+def base_args(zookeeper: Any, stream: str = "clicks") -> list[str]:
+    return ["checkpoints", "--stream", stream, "--app", "etl", "--zookeeper", zookeeper.hosts,
+            "--prefix", zookeeper.prefix]
+
+
+def store(zookeeper: Any, stream: str = "clicks", **extra: Any) -> ZooKeeperCheckpointStore:
+    s = ZooKeeperCheckpointStore.from_config(SpoutConfig(stream_name=stream, app_name="etl", zookeeper=zookeeper.hosts,
+                                                         zookeeper_prefix=zookeeper.prefix, **extra))
+    s.open()
+    return s
+
+
+def test_list_prints_a_row_per_shard(zookeeper, capsys) -> None:
+    assert main(base_args(zookeeper)) == 0
+    assert "(none)" in capsys.readouterr().out
+    s = store(zookeeper)
+    try:
+        s.save(Checkpoint("shardId-000000000000", "49590338271490256608559692538361571095921575989136588898")
+               .stamped("worker-1"))
+        s.save(Checkpoint("shardId-000000000001", None, shard_end=True).stamped("worker-2"))
+        s.save_batch_id(12)
+    finally:
+        s.close()
+    assert main(base_args(zookeeper)) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert "last batch id: 12" in out
+    header = next(line for line in lines if line.startswith("shard "))
+    assert header.split() == ["shard", "checkpoint", "shard_end", "owner", "updated_at"]
+    row0 = next(line for line in lines if line.startswith("shardId-000000000000")).split()
+    assert row0[1:4] == ["49590338271490256608559692538361571095921575989136588898", "false", "worker-1"]
+    row1 = next(line for line in lines if line.startswith("shardId-000000000001")).split()
+    assert row1[1:4] == ["-", "true", "worker-2"]
+
+
+def test_reset_refuses_without_yes_and_rewrites_with_it(zookeeper, capsys) -> None:
+    s = store(zookeeper)
+    try:
+        s.save(Checkpoint("shardId-000000000000", "500"))
+        assert main(base_args(zookeeper) + ["reset", "--shard", "shardId-000000000000", "--to", "100"]) == 2
+        assert "add --yes" in capsys.readouterr().err
+        assert s.load("shardId-000000000000").sequence_number == "500"
+        assert main(base_args(zookeeper) + ["reset", "--shard", "shardId-000000000000", "--to", "100",
+                                            "--yes"]) == 0  # backwards: an operator's decision
+        assert s.load("shardId-000000000000").sequence_number == "100"
+        assert main(base_args(zookeeper) + ["reset", "--shard", "shardId-000000000000", "--to", "latest",
+                                            "--yes"]) == 0
+        cp = s.load("shardId-000000000000")
+        assert cp.reset_to == "LATEST" and cp.sequence_number is None and cp.owner.startswith("kinesis-spout reset")
+        assert main(base_args(zookeeper) + ["reset", "--shard", "shardId-000000000000", "--to", "yesterday",
+                                            "--yes"]) == 1
+        assert "--to must be trim-horizon, latest or a sequence number" in capsys.readouterr().err
+    finally:
+        s.close()
+
+
+def test_reset_repairs_an_unreadable_checkpoint(zookeeper, capsys) -> None:
+    node = f"{zookeeper.prefix}/etl/clicks/checkpoints/shardId-000000000003"
+    zookeeper.client().create(node, b"{not json", makepath=True)
+    assert main(base_args(zookeeper) + ["reset", "--shard", "shardId-000000000003", "--to", "trim-horizon",
+                                        "--yes"]) == 0
+    assert "unreadable" in capsys.readouterr().out
+    assert json.loads(zookeeper.client().get(node)[0])["reset_to"] == "TRIM_HORIZON"
+
+
+def test_after_a_reset_to_trim_horizon_the_spout_reads_the_shard_again(moto_kinesis, zookeeper) -> None:
+    stream = moto_kinesis.create_stream(shards=1)
+    moto_kinesis.put(stream, [f"r{i}".encode() for i in range(10)])
+    config = SpoutConfig(stream_name=stream, app_name="etl", zookeeper=zookeeper.hosts,
+                         zookeeper_prefix=zookeeper.prefix, endpoint_url=moto_kinesis.endpoint_url,
+                         region=moto_kinesis.region, initial_position=InitialPosition.LATEST,
+                         checkpoint_interval_s=0.0, empty_record_backoff_s=0.2)
+    shard = moto_kinesis.shard_ids(stream)[0]
+    s = store(zookeeper, stream)
+    try:
+        s.save(Checkpoint(shard, "10"))  # everything read: a restart would read nothing
+        assert main(base_args(zookeeper, stream) + ["reset", "--shard", shard, "--to", "trim-horizon",
+                                                    "--yes"]) == 0
+        got: list[str] = []
+        with KinesisSpout(config) as spout:
+            deadline = time.monotonic() + 20
+            while len(got) < 10 and time.monotonic() < deadline:
+                for tup in spout.next_batch(10, timeout_s=0.5):
+                    got.append(tup.record.data.decode())
+                    spout.ack(tup.message_id)
+        assert got == [f"r{i}" for i in range(10)]
+        assert s.load(shard).sequence_number == "10" and s.load(shard).reset_to is None
+    finally:
+        s.close()
+
+
+def test_credentials_come_from_the_environment_and_are_never_printed(zookeeper, capsys,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    owner = store(zookeeper, zookeeper_auth="etl:hunter2-secret")
+    try:
+        owner.save(Checkpoint("shardId-000000000000", "7"))
+    finally:
+        owner.close()
+    assert main(base_args(zookeeper) + ["reset", "--shard", "shardId-000000000000", "--to", "1", "--yes"]) == 1
+    err = capsys.readouterr().err
+    assert "not allowed by the node's ACL" in err and "zookeeper_auth" in err
+    monkeypatch.setenv(AUTH_ENV, "etl:hunter2-secret")
+    assert main(base_args(zookeeper) + ["reset", "--shard", "shardId-000000000000", "--to", "1", "--yes"]) == 0
+    captured = capsys.readouterr()
+    assert "hunter2" not in captured.out + captured.err
