@@ -5,7 +5,7 @@ retries and a safe checkpoint per shard, checkpoints in ZooKeeper, and adapters 
 """
 
 from kinesis_spout.checkpoint import Checkpoint, CheckpointStore, MemoryCheckpointStore
-from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
+from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore, ZooKeeperSecurity
 from kinesis_spout.config import InitialPosition, SpoutConfig
 from kinesis_spout.errors import (
     CheckpointConflict,
@@ -51,5 +51,6 @@ __all__ = [
     "TextScheme",
     "ThrottledError",
     "ZooKeeperCheckpointStore",
+    "ZooKeeperSecurity",
     "__version__",
 ]
