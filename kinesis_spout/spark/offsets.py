@@ -1,0 +1,232 @@
+"""Pure logic of the Structured Streaming source: its options, its offsets, and admission control.
+
+No Spark, no network, no clock: the stream reader in :mod:`kinesis_spout.spark.source` does the I/O and asks this
+module what a position means, which records a batch may take, and which shards may be read.
+
+An offset is a JSON object ``{shard_id: position}`` whose positions are strings:
+
+=============================  ================================================================================
+``"49590338271490256608559"``  the last record this query consumed from the shard (the next read starts
+                               ``AFTER_SEQUENCE_NUMBER`` it)
+``"TRIM_HORIZON"``             nothing consumed yet; the shard is read from its oldest record
+``"LATEST"``                   nothing consumed yet; only in a new query's first offset, resolved to
+                               ``AT_TIMESTAMP`` by the first batch (so a replay reads the same records)
+``"AT_TIMESTAMP:<ISO-8601>"``  nothing consumed yet; the shard is read from records that arrived at that time
+``"SHARD_END:<seq>"``          the shard is closed and was read to its end; ``<seq>`` is its last record
+``"SHARD_END"``                the shard is closed and nothing of it was consumed
+=============================  ================================================================================
+
+Sequence numbers are compared as ints, never as strings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Iterable, Mapping, Sequence
+
+from kinesis_spout.config import OPTION_NAMES, SpoutConfig
+from kinesis_spout.errors import CheckpointError, ConfigError
+
+#: Options of the source that are not SpoutConfig fields; taken out before the rest goes to ``from_options``.
+MAX_RECORDS_PER_TRIGGER = "maxRecordsPerTrigger"
+MAX_BYTES_PER_TRIGGER = "maxBytesPerTrigger"
+SOURCE_ONLY_OPTIONS = (MAX_RECORDS_PER_TRIGGER, MAX_BYTES_PER_TRIGGER)
+
+TRIM_HORIZON = "TRIM_HORIZON"
+LATEST = "LATEST"
+AT_TIMESTAMP = "AT_TIMESTAMP"
+SHARD_END = "SHARD_END"
+
+
+@dataclass(frozen=True)
+class SourceLimits:
+    """Admission control from the source-only options: at most this many records / bytes per micro-batch.
+
+    ``None`` means no limit. A batch always admits at least one record, even one larger than ``max_bytes``.
+    """
+
+    max_records: int | None = None
+    max_bytes: int | None = None
+
+
+def parse_source_options(options: Mapping[str, str]) -> tuple[SpoutConfig, SourceLimits]:
+    """Split Spark's options into the spout configuration and the source's admission limits.
+
+    Who calls: the data source (``schema()``, to fail at ``load()``) and the stream reader's constructor. Spark
+    hands Python data sources their options with lower-cased names, so names match case-insensitively and are
+    given to :meth:`SpoutConfig.from_options` (the one parser of string options) under their canonical spelling.
+    Raises ``ConfigError`` naming the option.
+    """
+    canonical = {name.lower(): name for name in (*OPTION_NAMES, *SOURCE_ONLY_OPTIONS)}
+    spout_options: dict[str, str] = {}
+    limits: dict[str, int] = {}
+    for raw_name, value in options.items():
+        name = canonical.get(str(raw_name).lower(), str(raw_name))
+        if name in SOURCE_ONLY_OPTIONS:
+            limits[name] = _positive_int(name, value)
+        else:
+            spout_options[name] = value
+    config = SpoutConfig.from_options(spout_options)
+    return config, SourceLimits(limits.get(MAX_RECORDS_PER_TRIGGER), limits.get(MAX_BYTES_PER_TRIGGER))
+
+
+def _positive_int(name: str, value: Any) -> int:
+    text = str(value).strip().replace("_", "")
+    if not text.isdigit() or int(text) < 1:
+        raise ConfigError(f"option {name!r} must be a whole number of at least 1, got {value!r}; leave it out "
+                          f"for no limit")
+    return int(text)
+
+
+@dataclass(frozen=True)
+class ShardPosition:
+    """Where a query stands in one shard (see the module docstring for the string forms).
+
+    ``sequence_number`` is the last record consumed (None when nothing was); ``start`` says where reading begins
+    when nothing was consumed (``TRIM_HORIZON``, ``LATEST`` or ``AT_TIMESTAMP`` with ``timestamp``); ``ended``
+    marks a closed shard read to its end.
+    """
+
+    sequence_number: str | None = None
+    start: str = TRIM_HORIZON
+    timestamp: datetime | None = None
+    ended: bool = False
+
+    @classmethod
+    def after(cls, sequence_number: str) -> "ShardPosition":
+        """The position after the record ``sequence_number``."""
+        return cls(sequence_number=sequence_number)
+
+    @classmethod
+    def at_timestamp(cls, when: datetime) -> "ShardPosition":
+        return cls(start=AT_TIMESTAMP, timestamp=when if when.tzinfo else when.replace(tzinfo=timezone.utc))
+
+    @property
+    def key(self) -> int | None:
+        """The last consumed sequence number as an int (None when nothing was consumed)."""
+        return int(self.sequence_number) if self.sequence_number is not None else None
+
+    def finished(self) -> "ShardPosition":
+        """This position, marked as the end of a closed shard."""
+        return ShardPosition(self.sequence_number, self.start, self.timestamp, ended=True)
+
+    def encode(self) -> str:
+        """The JSON string form of the position."""
+        if self.ended:
+            return SHARD_END if self.sequence_number is None else f"{SHARD_END}:{self.sequence_number}"
+        if self.sequence_number is not None:
+            return self.sequence_number
+        if self.start == AT_TIMESTAMP:
+            assert self.timestamp is not None
+            return f"{AT_TIMESTAMP}:{self.timestamp.isoformat()}"
+        return self.start
+
+    @classmethod
+    def parse(cls, text: Any, where: str = "offset") -> "ShardPosition":
+        """Read a string form back; anything else is a ``CheckpointError`` naming ``where``."""
+        if not isinstance(text, str):
+            raise CheckpointError(f"{where}: a shard position must be a string, got {text!r}")
+        if text.isdigit():
+            return cls.after(text)
+        if text in (TRIM_HORIZON, LATEST):
+            return cls(start=text)
+        if text == SHARD_END:
+            return cls(start=TRIM_HORIZON, ended=True)
+        head, _, tail = text.partition(":")
+        if head == SHARD_END and tail.isdigit():
+            return cls(sequence_number=tail, ended=True)
+        if head == AT_TIMESTAMP and tail:
+            try:
+                return cls.at_timestamp(datetime.fromisoformat(tail))
+            except ValueError:
+                pass
+        raise CheckpointError(f"{where}: unreadable shard position {text!r}; expected a sequence number, "
+                              f"TRIM_HORIZON, LATEST, AT_TIMESTAMP:<ISO-8601> or SHARD_END[:<sequence number>]")
+
+    def is_beyond(self, other: "ShardPosition") -> bool:
+        """True when this position has consumed a record ``other`` has not (compared as ints)."""
+        mine, theirs = self.key, other.key
+        return mine is not None and (theirs is None or mine > theirs)
+
+
+def parse_offset(doc: Any, where: str = "offset") -> dict[str, ShardPosition]:
+    """A Spark offset (the JSON object) as ``{shard_id: ShardPosition}``; ``CheckpointError`` when malformed."""
+    if not isinstance(doc, Mapping):
+        raise CheckpointError(f"{where}: expected a JSON object of shard positions, got {doc!r}; was the "
+                              f"checkpoint location written by another source?")
+    return {str(shard): ShardPosition.parse(text, f"{where}, shard {shard}") for shard, text in doc.items()}
+
+
+def encode_offset(positions: Mapping[str, ShardPosition]) -> dict[str, str]:
+    """The JSON object Spark stores for ``positions``, ordered by shard id (so equal offsets compare equal)."""
+    return {shard: positions[shard].encode() for shard in sorted(positions)}
+
+
+def range_is_empty(start: ShardPosition, end: ShardPosition) -> bool:
+    """True when no record lies after ``start`` and at or before ``end`` (a batch has nothing of the shard)."""
+    return not end.is_beyond(start)
+
+
+def in_range(sequence: int, start: ShardPosition, end: ShardPosition) -> bool:
+    """Whether the record ``sequence`` belongs to the batch ``(start, end]`` of its shard."""
+    low, high = start.key, end.key
+    return high is not None and sequence <= high and (low is None or sequence > low)
+
+
+def allocate(sizes: Mapping[str, Sequence[int]], max_records: int | None, max_bytes: int | None) -> dict[str, int]:
+    """How many of each shard's waiting records (their ``sizes`` in order) one batch admits.
+
+    Who calls: the stream reader's ``latestOffset``. Shards take turns one record at a time (in the mapping's
+    order), so a limit is shared fairly and each shard's records stay in order. The batch stops at the first
+    record that would pass ``max_records`` or ``max_bytes``, except that the first record is always admitted so
+    a record larger than ``max_bytes`` cannot stall the query.
+    """
+    taken = {shard: 0 for shard in sizes}
+    if max_records is None and max_bytes is None:
+        return {shard: len(s) for shard, s in sizes.items()}
+    rows = used = 0
+    active = [shard for shard, s in sizes.items() if s]
+    while active:
+        still = []
+        for shard in active:
+            i = taken[shard]
+            size = sizes[shard][i]
+            if rows and ((max_records is not None and rows + 1 > max_records)
+                         or (max_bytes is not None and used + size > max_bytes)):
+                return taken
+            taken[shard] = i + 1
+            rows += 1
+            used += size
+            if i + 1 < len(sizes[shard]):
+                still.append(shard)
+        active = still
+    return taken
+
+
+def first_after(timestamps: Iterable[datetime | None], cutoff: datetime) -> int | None:
+    """Index of the first record that arrived after ``cutoff`` (None when none did; unknown times count as before).
+
+    Who calls: the stream reader under ``Trigger.AvailableNow``, to leave out records that arrived after the run
+    started.
+    """
+    for i, ts in enumerate(timestamps):
+        if ts is not None and ts > cutoff:
+            return i
+    return None
+
+
+def waiting_for_parents(parents: Mapping[str, Sequence[str]], positions: Mapping[str, ShardPosition],
+                        listed: Iterable[str]) -> set[str]:
+    """Shards that must not be read yet: a parent of theirs is still listed and not read to its end.
+
+    Kinesis keeps a partition key's records in order only if a child shard is read after its parents; a parent
+    that is no longer listed (expired) holds nobody back.
+    """
+    listed_set = set(listed)
+    blocked = set()
+    for shard, shard_parents in parents.items():
+        for parent in shard_parents:
+            if parent in listed_set and not (parent in positions and positions[parent].ended):
+                blocked.add(shard)
+    return blocked

@@ -1,0 +1,136 @@
+"""The source's pure logic: options, shard positions and offsets, admission control, AvailableNow cut, reshards."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from kinesis_spout import CheckpointError, ConfigError, InitialPosition
+from kinesis_spout.spark.offsets import (
+    ShardPosition, SourceLimits, allocate, encode_offset, first_after, in_range, parse_offset,
+    parse_source_options, range_is_empty, waiting_for_parents,
+)
+
+BIG = "49590338271490256608559692538361571095921575989136588898"  # 56 digits, as Kinesis has them
+
+
+# -- options ---------------------------------------------------------------------------------------------------
+def test_options_arrive_lower_cased_from_spark_and_still_map_onto_the_config() -> None:
+    config, limits = parse_source_options({"streamname": "s", "appname": "a", "initialposition": "trim_horizon",
+                                           "checkpointintervals": "0", "maxrecordspertrigger": "500"})
+    assert (config.stream_name, config.app_name) == ("s", "a")
+    assert config.initial_position is InitialPosition.TRIM_HORIZON and config.checkpoint_interval_s == 0.0
+    assert limits == SourceLimits(max_records=500, max_bytes=None)
+
+
+def test_source_only_options_are_taken_out_before_the_config_parser() -> None:
+    config, limits = parse_source_options({"streamName": "s", "appName": "a", "maxBytesPerTrigger": "1_048_576",
+                                           "maxRecordsPerTrigger": "10"})
+    assert limits == SourceLimits(max_records=10, max_bytes=1 << 20)
+    assert config.stream_name == "s"
+
+
+@pytest.mark.parametrize("name, value", [("maxRecordsPerTrigger", "0"), ("maxBytesPerTrigger", "-5"),
+                                         ("maxrecordspertrigger", "lots"), ("maxBytesPerTrigger", "1.5")])
+def test_bad_limits_are_config_errors_naming_the_option(name: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=f"option '{name[:3]}.*must be a whole number of at least 1"):
+        parse_source_options({"streamName": "s", "appName": "a", name: value})
+
+
+def test_unknown_and_missing_options_are_reported_by_the_one_parser() -> None:
+    with pytest.raises(ConfigError, match="unknown option 'streamname2'"):
+        parse_source_options({"streamname2": "s", "appName": "a"})
+    with pytest.raises(ConfigError, match="option 'appName' is required"):
+        parse_source_options({"streamName": "s"})
+
+
+# -- positions and offsets -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("text", ["17", BIG, "TRIM_HORIZON", "LATEST", "SHARD_END", f"SHARD_END:{BIG}",
+                                  "AT_TIMESTAMP:2026-01-31T12:00:00.250000+00:00"])
+def test_positions_round_trip_through_their_string_form(text: str) -> None:
+    position = ShardPosition.parse(text)
+    assert position.encode() == text
+    assert ShardPosition.parse(position.encode()) == position
+
+
+@pytest.mark.parametrize("text", ["", "-1", "12a", "EARLIEST", "SHARD_END:x", "AT_TIMESTAMP:yesterday", 17, None])
+def test_unreadable_positions_are_checkpoint_errors_naming_the_shard(text: object) -> None:
+    with pytest.raises(CheckpointError, match="shard shardId-7"):
+        parse_offset({"shardId-7": text}, "Spark offset")
+
+
+def test_an_offset_that_is_not_an_object_says_where_it_came_from() -> None:
+    with pytest.raises(CheckpointError, match="end offset: expected a JSON object"):
+        parse_offset(["shardId-0"], "end offset")
+
+
+def test_offsets_encode_in_shard_order_so_equal_offsets_compare_equal() -> None:
+    a = encode_offset({"shardId-2": ShardPosition.after("5"), "shardId-1": ShardPosition(start="TRIM_HORIZON")})
+    assert list(a) == ["shardId-1", "shardId-2"] and a == {"shardId-1": "TRIM_HORIZON", "shardId-2": "5"}
+
+
+def test_sequence_numbers_compare_as_integers_not_strings() -> None:
+    nine, ten = ShardPosition.after("9"), ShardPosition.after("10")
+    assert ten.is_beyond(nine) and not nine.is_beyond(ten)  # as strings "9" > "10"
+    assert ShardPosition.after(BIG).is_beyond(ShardPosition.after(str(int(BIG) - 1)))
+    assert in_range(10, nine, ten) and not in_range(9, nine, ten) and not in_range(11, nine, ten)
+
+
+def test_shard_end_keeps_the_last_sequence_number() -> None:
+    end = ShardPosition.after("40").finished()
+    assert end.ended and end.encode() == "SHARD_END:40"
+    assert range_is_empty(ShardPosition.after("40"), end)  # closed with nothing new
+    assert not range_is_empty(ShardPosition.after("39"), end)
+
+
+def test_ranges_without_a_consumed_end_are_empty() -> None:
+    stamp = ShardPosition.at_timestamp(datetime(2026, 1, 1, tzinfo=timezone.utc))
+    assert range_is_empty(ShardPosition(start="LATEST"), stamp)
+    assert range_is_empty(ShardPosition(start="TRIM_HORIZON"), ShardPosition(ended=True))
+    assert not range_is_empty(ShardPosition(start="TRIM_HORIZON"), ShardPosition.after("1"))
+    assert in_range(1, ShardPosition(start="TRIM_HORIZON"), ShardPosition.after("1"))
+
+
+# -- admission control ---------------------------------------------------------------------------------------------
+def test_no_limit_admits_everything() -> None:
+    assert allocate({"a": [1] * 7, "b": [], "c": [5]}, None, None) == {"a": 7, "b": 0, "c": 1}
+
+
+def test_a_record_limit_is_shared_round_robin_across_shards() -> None:
+    assert allocate({"a": [1] * 10, "b": [1] * 10, "c": [1] * 2}, 9, None) == {"a": 4, "b": 3, "c": 2}
+
+
+def test_a_byte_limit_stops_at_the_first_record_that_would_pass_it() -> None:
+    assert allocate({"a": [40, 40, 40], "b": [30, 30]}, None, 100) == {"a": 1, "b": 1}
+    assert allocate({"a": [40, 40, 40], "b": [30, 30]}, None, 139) == {"a": 2, "b": 1}
+    assert allocate({"a": [40, 40, 40], "b": [30, 30]}, None, 140) == {"a": 2, "b": 2}
+
+
+def test_both_limits_apply_together() -> None:
+    sizes = {"a": [10] * 50}
+    assert allocate(sizes, 20, 1000)["a"] == 20
+    assert allocate(sizes, 200, 95)["a"] == 9
+
+
+def test_the_first_record_is_admitted_even_when_larger_than_the_byte_limit() -> None:
+    assert allocate({"a": [5000, 1]}, None, 100) == {"a": 1}
+
+
+# -- AvailableNow and reshards ---------------------------------------------------------------------------------------
+def test_first_after_finds_the_first_record_past_the_cutoff() -> None:
+    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    stamps = [t0 - timedelta(seconds=2), None, t0, t0 + timedelta(milliseconds=1), t0 - timedelta(seconds=5)]
+    assert first_after(stamps, t0) == 3
+    assert first_after(stamps[:3], t0) is None
+
+
+def test_children_wait_until_their_listed_parents_are_read_to_their_end() -> None:
+    parents = {"p": (), "c1": ("p",), "c2": ("p", "q"), "orphan": ("gone",)}
+    listed = ["p", "c1", "c2", "orphan", "q"]
+    running = {"p": ShardPosition.after("5"), "q": ShardPosition.after("1").finished()}
+    assert waiting_for_parents(parents, running, listed) == {"c1", "c2"}
+    done = {**running, "p": ShardPosition.after("9").finished()}
+    assert waiting_for_parents(parents, done, listed) == set()
+    # a parent not read yet holds its children back too
+    assert waiting_for_parents(parents, {}, listed) == {"c1", "c2"}
