@@ -1,0 +1,495 @@
+"""The Structured Streaming source ``kinesis_spout``: a Kinesis stream as ``spark.readStream``.
+
+    spark.dataSource.register(KinesisSpoutDataSource)
+    df = (spark.readStream.format("kinesis_spout").option("streamName", "sentences")
+          .option("appName", "wordcount").option("zookeeper", "127.0.0.1:2181").load())
+
+How a micro-batch is made. Kinesis cannot say where a shard's data ends without reading it, so the driver reads:
+``latestOffset`` makes at most one GetRecords call per shard (paced as Kinesis allows), admits records under the
+read limit, keeps them keyed by ``(shard, start, end)``, and returns the new per-shard sequence numbers.
+``partitions`` then hands each shard's kept records to its partition as Arrow bytes, so the executors do not read
+Kinesis again. A batch whose records are not kept (a replay after a restart) is read again between its exact
+offsets: ``AFTER_SEQUENCE_NUMBER`` the start, up to and including the end. Offsets are described in
+:mod:`kinesis_spout.spark.offsets`.
+
+Checkpoints. Spark's checkpoint location is the truth for a query. When a batch is done (``commit``, and also the
+next ``latestOffset``, which Spark calls only after the batch before it completed) its end is written to
+ZooKeeper as each shard's checkpoint, so a query started without a checkpoint location, the spout, or the
+``kinesis-spout`` command resume there.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Iterator, Mapping, Sequence
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxBytes, ReadMaxRows, SupportsTriggerAvailableNow
+
+from kinesis_spout.checkpoint.base import Checkpoint
+from kinesis_spout.config import MIN_POLL_INTERVAL_S, InitialPosition
+from kinesis_spout.errors import CheckpointConflict, CheckpointError, KinesisError
+from kinesis_spout.kinesis.client import make_client
+from kinesis_spout.kinesis.getter import LATEST_MARGIN, ShardGetter, StartPosition
+from kinesis_spout.kinesis.reader import Backoff
+from kinesis_spout.kinesis.shards import Shard, list_shards, owned_shards
+from kinesis_spout.records import Record
+from kinesis_spout.spark.offsets import (
+    AT_TIMESTAMP, LATEST, TRIM_HORIZON, ShardPosition, allocate, encode_offset, first_after, in_range,
+    parse_offset, parse_source_options, range_is_empty, waiting_for_parents,
+)
+from kinesis_spout.spark.schema import SCHEMA_DDL, records_to_arrow
+
+log = logging.getLogger("kinesis_spout.spark")
+
+#: How often the shard list is refreshed (and at once after a shard ends, to find its children).
+SHARD_LIST_INTERVAL_S = 10.0
+#: How long an idle ``latestOffset`` waits for the next shard poll before telling Spark there is nothing new.
+IDLE_WAIT_S = 0.5
+#: Retriable errors (throttling, 5xx, lost connections) in a row before a shard's read fails the query.
+MAX_RETRIES = 30
+#: Trigger.AvailableNow reads records that arrived up to this long after the run started (by Kinesis' clock):
+#: an allowance for clock skew between this driver and Kinesis, so nothing present at the start is left out.
+AVAILABLE_NOW_MARGIN = timedelta(seconds=2)
+_FETCH_THREADS = 16
+
+
+class KinesisSpoutDataSource(DataSource):
+    """``format("kinesis_spout")``: register with ``spark.dataSource.register(KinesisSpoutDataSource)``.
+
+    Options are SpoutConfig's string options (``streamName``, ``appName``, ``zookeeper``, ``endpointUrl``,
+    ``initialPosition``, ...) plus ``maxRecordsPerTrigger`` and ``maxBytesPerTrigger``. Columns: see
+    :mod:`kinesis_spout.spark.schema`.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "kinesis_spout"
+
+    def schema(self) -> str:
+        """Called by Spark at ``load()``: validates the options there, so a bad one fails before the query."""
+        parse_source_options(self.options)
+        return SCHEMA_DDL
+
+    def streamReader(self, schema: Any) -> "KinesisSpoutStreamReader":
+        return KinesisSpoutStreamReader(self.options)
+
+
+class ShardRange(InputPartition):
+    """One shard's part of a micro-batch: records after ``start`` up to and including ``end``.
+
+    ``arrow`` holds the records the driver already read (an Arrow IPC stream), or None when the executor must
+    read them from Kinesis (a batch replayed by a new query process).
+    """
+
+    def __init__(self, shard_id: str, start: str, end: str, arrow: bytes | None) -> None:
+        super().__init__((shard_id, start, end))
+        self.shard_id = shard_id
+        self.start = start
+        self.end = end
+        self.arrow = arrow
+
+    def __repr__(self) -> str:
+        kept = f"{len(self.arrow)} bytes kept" if self.arrow is not None else "to read"
+        return f"ShardRange({self.shard_id}, ({self.start}, {self.end}], {kept})"
+
+
+@dataclass
+class _ShardCursor:
+    """Driver-side reading of one shard: where the last planned batch ended and what was read beyond it."""
+
+    shard_id: str
+    position: ShardPosition
+    getter: ShardGetter
+    pending: list[Record] = field(default_factory=list)
+    next_poll: float = 0.0
+    backoff: Backoff = field(default_factory=Backoff)
+    at_tip: bool = False   # an empty read at the stream's tip since prepareForTriggerAvailableNow
+    frozen: bool = False   # Trigger.AvailableNow: records past the run's start time were seen; read no further
+
+    @property
+    def caught_up(self) -> bool:
+        """Trigger.AvailableNow: nothing left of what was in the shard when the run started."""
+        return not self.pending and (self.getter.shard_end or self.frozen or self.at_tip)
+
+
+def start_position(position: ShardPosition) -> StartPosition:
+    """Where a getter starts to read the records after ``position``."""
+    if position.sequence_number is not None:
+        return StartPosition.after(position.sequence_number)
+    if position.start == AT_TIMESTAMP:
+        return StartPosition(AT_TIMESTAMP, timestamp=position.timestamp)
+    return StartPosition(position.start)
+
+
+def checkpoint_position(checkpoint: Checkpoint) -> ShardPosition:
+    """The position a stored ZooKeeper checkpoint stands for."""
+    if checkpoint.sequence_number is not None:
+        position = ShardPosition.after(checkpoint.sequence_number)
+        return position.finished() if checkpoint.shard_end else position
+    if checkpoint.shard_end:
+        return ShardPosition(ended=True)
+    return ShardPosition(start=checkpoint.reset_to or TRIM_HORIZON)
+
+
+class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The stream reader Spark drives: offsets and batch planning on the driver, ``read`` on executors.
+
+    The constructor does no I/O. Kinesis and ZooKeeper clients are made on first use in the driver's planner
+    process and never pickled (executors get only the configuration); ``stop()`` releases them and is idempotent.
+    """
+
+    available_now_margin: timedelta = AVAILABLE_NOW_MARGIN
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.config, self.limits = parse_source_options(options)
+        self._reset_driver_state()
+
+    def _reset_driver_state(self) -> None:
+        self._client: Any = None
+        self._store: Any = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._shards: dict[str, Shard] = {}
+        self._listed_at: float | None = None
+        self._cursors: dict[str, _ShardCursor] = {}
+        self._kept: dict[tuple[str, str, str], list[Record]] = {}
+        self._written: dict[str, str] = {}
+        self._written_at: dict[str, float] = {}
+        self._cutoff: datetime | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"config": self.config, "limits": self.limits}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.config = state["config"]
+        self.limits = state["limits"]
+        self._reset_driver_state()
+
+    # -- clients -------------------------------------------------------------------------------------------------
+    def _kinesis(self) -> Any:
+        if self._client is None:
+            self._client = make_client(self.config.region, self.config.endpoint_url)
+        return self._client
+
+    def _checkpoints(self) -> Any:
+        if self._store is None:
+            from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
+
+            store = ZooKeeperCheckpointStore.from_config(self.config)
+            store.open()
+            self._store = store
+        return self._store
+
+    def _list_shards(self, force: bool = False) -> dict[str, Shard]:
+        """The owned shards, listed again every SHARD_LIST_INTERVAL_S (or when ``force``)."""
+        now = time.monotonic()
+        if force or self._listed_at is None or now - self._listed_at >= SHARD_LIST_INTERVAL_S:
+            cfg = self.config
+            mine = owned_shards(list_shards(self._kinesis(), cfg.stream_name), cfg.task_index, cfg.task_count)
+            self._shards = {s.shard_id: s for s in mine}
+            self._listed_at = now
+        return self._shards
+
+    # -- Spark's calls on the driver -----------------------------------------------------------------------------
+    def initialOffset(self) -> dict[str, str]:
+        """Where a new query starts: each shard's ZooKeeper checkpoint, else ``initialPosition``.
+
+        Who calls: Spark, for a query without offsets in its checkpoint location (and again to replay its first
+        batch). A shard without a checkpoint whose parent has one is a child of a reshard: it starts at
+        ``TRIM_HORIZON``. ``LATEST`` stays symbolic here; the first batch pins it to a time.
+        """
+        shards = self._list_shards(force=True)
+        stored = self._checkpoints().list()
+        positions: dict[str, ShardPosition] = {}
+        for shard_id, shard in shards.items():
+            checkpoint = stored.get(shard_id)
+            if checkpoint is not None:
+                positions[shard_id] = checkpoint_position(checkpoint)
+                if checkpoint.sequence_number is not None or checkpoint.shard_end:
+                    self._written[shard_id] = positions[shard_id].encode()
+            elif any(_was_read(stored.get(p)) for p in shard.parents):
+                positions[shard_id] = ShardPosition(start=TRIM_HORIZON)
+            elif self.config.initial_position is InitialPosition.AT_TIMESTAMP:
+                assert self.config.initial_timestamp is not None
+                positions[shard_id] = ShardPosition.at_timestamp(self.config.initial_timestamp)
+            else:
+                positions[shard_id] = ShardPosition(start=self.config.initial_position.value)
+        log.info("stream %r, app %r: new query starts at %s", self.config.stream_name, self.config.app_name,
+                 encode_offset(positions))
+        return encode_offset(positions)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        """``maxRecordsPerTrigger`` as ReadMaxRows, else ``maxBytesPerTrigger`` as ReadMaxBytes (both apply when
+        both are set), else everything available."""
+        if self.limits.max_records is not None:
+            return ReadMaxRows(self.limits.max_records)
+        if self.limits.max_bytes is not None:
+            return ReadMaxBytes(self.limits.max_bytes)
+        return super().getDefaultReadLimit()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Trigger.AvailableNow: the run ends when every shard is read to its tip, or to its first record that
+        arrived more than ``available_now_margin`` after this call (so a busy stream cannot keep it going).
+
+        Who calls: Spark, once before the first batch of an AvailableNow query.
+        """
+        self._cutoff = datetime.now(timezone.utc) + self.available_now_margin
+        self._listed_at = None
+        for cursor in self._cursors.values():
+            cursor.at_tip = False
+
+    def latestOffset(self, start: dict[str, str], limit: ReadLimit) -> dict[str, str]:
+        """The end of the next batch: records after ``start`` read now (one GetRecords per due shard), cut by
+        ``limit``. Returns ``start`` when there is nothing new (under AvailableNow: when the run is complete).
+
+        Who calls: Spark, only after every batch up to ``start`` completed, so ``start`` is written to ZooKeeper
+        first (this is also how the last batch of an AvailableNow run reaches ZooKeeper). Blocks at most
+        IDLE_WAIT_S waiting for the next poll of an idle stream; under AvailableNow until the run is complete.
+        """
+        positions = parse_offset(start, "start offset")
+        self._save(positions, force=False)
+        self._forget_kept(positions)
+        max_rows, max_bytes = self._budget(limit)
+        deadline = None if self._cutoff is not None else time.monotonic() + IDLE_WAIT_S
+        while True:
+            end, caught_up, wake = self._plan(positions, max_rows, max_bytes)
+            if end != positions:
+                return encode_offset(end)
+            if self._cutoff is not None and caught_up:
+                self._save(positions, force=True)
+                return start
+            if wake is None or (deadline is not None and wake > deadline):
+                return start
+            time.sleep(max(0.0, wake - time.monotonic()))
+
+    def _budget(self, limit: ReadLimit) -> tuple[int | None, int | None]:
+        if isinstance(limit, ReadMaxRows):
+            return limit.max_rows, self.limits.max_bytes
+        if isinstance(limit, ReadMaxBytes):
+            return self.limits.max_records, limit.max_bytes
+        return None, None  # ReadAllAvailable (Trigger.Once, ...) ignores the configured limits
+
+    def _plan(self, positions: dict[str, ShardPosition], max_rows: int | None, max_bytes: int | None
+              ) -> tuple[dict[str, ShardPosition], bool, float | None]:
+        """One planning round: poll due shards, admit records. Returns (end, all caught up, next poll time)."""
+        shards = self._list_shards()
+        starts = {s: positions.get(s, ShardPosition(start=TRIM_HORIZON)) for s in shards}
+        end = dict(positions)
+        for shard_id, pos in starts.items():
+            if _unresolved(pos):
+                end[shard_id] = ShardPosition.at_timestamp(datetime.now(timezone.utc) - LATEST_MARGIN)
+        blocked = waiting_for_parents({s: shard.parents for s, shard in shards.items()}, starts, shards)
+        cursors = [self._cursor(s, pos) for s, pos in starts.items()
+                   if s not in blocked and not pos.ended and not _unresolved(pos)]
+        now = time.monotonic()
+        self._fetch([c for c in cursors if not c.pending and not c.getter.shard_end and not c.frozen
+                     and c.next_poll <= now])
+        if self._cutoff is not None:
+            for cursor in cursors:
+                cut = first_after((r.approximate_arrival_timestamp for r in cursor.pending), self._cutoff)
+                if cut is not None:
+                    del cursor.pending[cut:]
+                    cursor.frozen = True
+        counts = allocate({c.shard_id: [r.size for r in c.pending] for c in cursors}, max_rows, max_bytes)
+        for cursor in cursors:
+            n = counts[cursor.shard_id]
+            taken, cursor.pending = cursor.pending[:n], cursor.pending[n:]
+            new = ShardPosition.after(taken[-1].sequence_number) if taken else cursor.position
+            if cursor.getter.shard_end and not cursor.pending:
+                new = new.finished()
+                self._listed_at = None  # look for the children of the closed shard
+                log.info("shard %s is closed and was read to its end", cursor.shard_id)
+            if new != cursor.position:
+                self._kept[(cursor.shard_id, cursor.position.encode(), new.encode())] = taken
+                cursor.position = end[cursor.shard_id] = new
+        waiting = [c.next_poll for c in cursors
+                   if not c.pending and not c.getter.shard_end and not c.frozen and not (self._cutoff and c.at_tip)]
+        return end, all(c.caught_up for c in cursors), min(waiting, default=None)
+
+    def _cursor(self, shard_id: str, position: ShardPosition) -> _ShardCursor:
+        """The shard's cursor, made afresh when Spark asks from somewhere else than where it stands."""
+        cursor = self._cursors.get(shard_id)
+        if cursor is None or cursor.position != position:
+            getter = ShardGetter(self._kinesis(), self.config.stream_name, shard_id, start_position(position),
+                                 self.config.max_records_per_call)
+            cursor = self._cursors[shard_id] = _ShardCursor(shard_id, position, getter)
+        return cursor
+
+    def _fetch(self, cursors: Sequence[_ShardCursor]) -> None:
+        """One GetRecords per cursor (in parallel when several); errors that retrying cannot fix are raised."""
+        if len(cursors) == 1:
+            self._fetch_one(cursors[0])
+            return
+        if cursors:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(_FETCH_THREADS, thread_name_prefix="kinesis-source-fetch")
+            for future in [self._pool.submit(self._fetch_one, c) for c in cursors]:
+                future.result()
+
+    def _fetch_one(self, cursor: _ShardCursor) -> None:
+        try:
+            result = cursor.getter.fetch()
+        except KinesisError as exc:
+            if not exc.retriable or cursor.backoff.failures >= MAX_RETRIES:
+                raise
+            pause = cursor.backoff.next_delay()
+            log.warning("%s; trying %s again in %.2f s", exc, cursor.shard_id, pause)
+            cursor.next_poll = time.monotonic() + pause
+            return
+        cursor.backoff.reset()
+        cursor.pending.extend(result.records)
+        at_tip = not result.records and result.millis_behind_latest in (0, None)
+        cursor.at_tip = cursor.at_tip or at_tip
+        pause = self.config.empty_record_backoff_s if at_tip else MIN_POLL_INTERVAL_S
+        cursor.next_poll = time.monotonic() + pause
+
+    def partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InputPartition]:
+        """One partition per shard with records in the batch, carrying the records read by ``latestOffset``."""
+        first, last = parse_offset(start, "start offset"), parse_offset(end, "end offset")
+        out: list[InputPartition] = []
+        for shard_id in sorted(last):
+            a, b = first.get(shard_id, ShardPosition(start=TRIM_HORIZON)), last[shard_id]
+            if range_is_empty(a, b):
+                continue
+            records = self._kept.pop((shard_id, a.encode(), b.encode()), None)
+            arrow = _arrow_bytes(self.config.stream_name, records) if records is not None else None
+            out.append(ShardRange(shard_id, a.encode(), b.encode(), arrow))
+        return out
+
+    def commit(self, end: dict[str, str]) -> None:
+        """Spark completed every batch up to ``end``: write it to ZooKeeper as the shards' checkpoints."""
+        positions = parse_offset(end, "committed offset")
+        self._save(positions, force=False)
+        self._forget_kept(positions)
+
+    def stop(self) -> None:
+        """Release the clients and threads of the driver. Idempotent."""
+        store, self._store = self._store, None
+        pool, self._pool = self._pool, None
+        self._client = None
+        self._cursors.clear()
+        self._kept.clear()
+        if pool is not None:
+            pool.shutdown(wait=True)
+        if store is not None:
+            store.close()
+
+    # -- ZooKeeper checkpoints -----------------------------------------------------------------------------------
+    def _save(self, positions: Mapping[str, ShardPosition], force: bool) -> None:
+        """Write positions that changed, at most once per ``checkpointIntervalS`` per shard unless ``force``.
+
+        A checkpoint already ahead in ZooKeeper (another query, or the spout) is left alone; an unreachable
+        ZooKeeper is logged and tried again at the next batch: Spark's checkpoint still holds the truth.
+        """
+        now = time.monotonic()
+        for shard_id, pos in sorted(positions.items()):
+            text = pos.encode()
+            if (pos.sequence_number is None and not pos.ended) or self._written.get(shard_id) == text:
+                continue
+            if not force and now - self._written_at.get(shard_id, -1e18) < self.config.checkpoint_interval_s:
+                continue
+            checkpoint = Checkpoint(shard_id, pos.sequence_number, None, shard_end=pos.ended)
+            try:
+                self._checkpoints().save(checkpoint.stamped(self.config.worker_id))
+            except CheckpointConflict as exc:
+                log.info("ZooKeeper is ahead of this query: %s", exc)
+            except CheckpointError as exc:
+                log.warning("could not write checkpoints to ZooKeeper (trying again after the next batch): %s", exc)
+                return
+            self._written[shard_id] = text
+            self._written_at[shard_id] = now
+
+    def _forget_kept(self, positions: Mapping[str, ShardPosition]) -> None:
+        """Drop kept records of batches that are done (their end is not beyond ``positions``)."""
+        for key in [k for k in self._kept if k[0] in positions
+                    and not ShardPosition.parse(k[2]).is_beyond(positions[k[0]])]:
+            del self._kept[key]
+
+    # -- executors -------------------------------------------------------------------------------------------------
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        """The partition's records as Arrow batches: those the driver kept, or read again from Kinesis."""
+        import pyarrow as pa
+
+        assert isinstance(partition, ShardRange)
+        if partition.arrow is not None:
+            yield from pa.ipc.open_stream(pa.BufferReader(partition.arrow))
+            return
+        records = self.replay(partition.shard_id, ShardPosition.parse(partition.start),
+                              ShardPosition.parse(partition.end))
+        yield from records_to_arrow(self.config.stream_name, records).to_batches()
+
+    def replay(self, shard_id: str, start: ShardPosition, end: ShardPosition) -> list[Record]:
+        """Read exactly the records of ``(start, end]`` of a shard from Kinesis (a batch replayed after a restart).
+
+        Raises ``KinesisError`` when the shard runs out before ``end`` (a re-created stream, expired records).
+        """
+        cfg = self.config
+        getter = ShardGetter(_executor_client(cfg.region, cfg.endpoint_url), cfg.stream_name, shard_id,
+                             start_position(start), cfg.max_records_per_call)
+        out: list[Record] = []
+        backoff = Backoff()
+        next_call = 0.0
+        while True:
+            time.sleep(max(0.0, next_call - time.monotonic()))  # Kinesis allows 5 GetRecords/s per shard
+            try:
+                result = getter.fetch()
+            except KinesisError as exc:
+                if not exc.retriable or backoff.failures >= MAX_RETRIES:
+                    raise
+                next_call = time.monotonic() + backoff.next_delay()
+                continue
+            backoff.reset()
+            next_call = time.monotonic() + MIN_POLL_INTERVAL_S
+            for record in result.records:
+                if not in_range(record.key.sequence, start, end):
+                    return out
+                out.append(record)
+                if record.key.sequence == end.key:
+                    return out
+            if result.shard_end or not result.records and result.millis_behind_latest in (0, None):
+                raise KinesisError(
+                    f"replaying {shard_id} of {cfg.stream_name!r} from {start.encode()} to {end.encode()}: the "
+                    f"shard has no more records after {out[-1].sequence_number if out else start.encode()}; was "
+                    f"the stream re-created or did the records expire? Start the query afresh (new checkpoint "
+                    f"location) to continue from ZooKeeper's checkpoints")
+
+
+_clients: dict[tuple[str | None, str | None], Any] = {}
+_clients_lock = threading.Lock()
+
+
+def _executor_client(region: str | None, endpoint_url: str | None) -> Any:
+    """One Kinesis client per Python worker process and endpoint (boto3 clients are thread-safe; making one costs
+    ~0.1 s), for the replays of ``read``."""
+    with _clients_lock:
+        client = _clients.get((region, endpoint_url))
+        if client is None:
+            client = _clients[(region, endpoint_url)] = make_client(region, endpoint_url)
+        return client
+
+
+def _unresolved(position: ShardPosition) -> bool:
+    """A new query's symbolic LATEST, which the first batch pins to a time before anything is read."""
+    return position.sequence_number is None and not position.ended and position.start == LATEST
+
+
+def _was_read(checkpoint: Checkpoint | None) -> bool:
+    """Whether a (parent's) checkpoint shows the shard was read, so its children start at TRIM_HORIZON."""
+    return checkpoint is not None and (checkpoint.sequence_number is not None or checkpoint.shard_end
+                                       or checkpoint.reset_to == TRIM_HORIZON)
+
+
+def _arrow_bytes(stream_name: str, records: Sequence[Record]) -> bytes:
+    """Records as an Arrow IPC stream in the source's columns (what ``read`` yields back as batches)."""
+    import pyarrow as pa
+
+    table = records_to_arrow(stream_name, records)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
