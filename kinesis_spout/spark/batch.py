@@ -1,0 +1,82 @@
+"""What a pipeline's ``process(df, batch)`` is given besides the DataFrame, and how its answer is read.
+
+A :class:`Batch` describes one micro-batch: its id (a txid, as in Trident) and a few figures. The answer of
+``process`` says which records failed; :func:`failed_message_ids` turns any accepted form of it into a set of
+message ids. pyspark is imported lazily and only to recognise a DataFrame.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Iterable
+
+__all__ = ["Batch", "failed_message_ids"]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One micro-batch of :class:`~kinesis_spout.spark.SpoutPipeline`, as ``process(df, batch)`` sees it.
+
+    ``id`` is the batch id (Trident's txid). The pipeline stores it in ZooKeeper, next to the checkpoints
+    (``{prefix}/{app}/{stream}/batch_id``), *before* it calls ``process``. What that gives a sink:
+
+    - ids only increase, across restarts too. The stored id is the id of the last batch handed to
+      ``process``; a number is skipped only when the driver dies between storing an id and calling
+      ``process``;
+    - an id is handed to ``process`` at most once, ever, for this app and stream: a crash or an exception in
+      ``process`` never makes a later batch reuse it. A sink that stores ``(batch.id, value)`` therefore never
+      wrongly skips new data as "already applied"; it may skip its own repeated write of the same batch;
+    - it is not a transactional replay: the records of a batch that failed or was cut short by a crash come
+      back in a *later* batch, under a new id, possibly mixed with other records (at-least-once). To drop
+      those duplicates, key the sink on ``message_id`` (unique per record), not on the batch id.
+
+    ``records`` and ``bytes`` count the batch (bytes are data plus partition keys); ``retries`` counts its
+    records that are emitted again after a failure (``attempt`` > 1), ``max_attempt`` is their highest
+    attempt; ``shards`` are the shards the batch has records of; ``started_at`` is when its first record was
+    taken from the spout (UTC).
+    """
+
+    id: int
+    records: int
+    bytes: int
+    retries: int
+    max_attempt: int
+    shards: tuple[str, ...]
+    started_at: datetime
+
+
+def failed_message_ids(result: Any) -> set[str]:
+    """The message ids that ``process`` reported as failed. Called by the pipeline once per batch.
+
+    Accepted answers: ``None`` (every record succeeded), an iterable of message id strings, or a Spark
+    DataFrame with a ``message_id`` column (rows derived from a record keep its id, so failing a derived row
+    fails its root record). For a DataFrame only the distinct values of that one column are collected to the
+    driver. Anything else raises ``TypeError`` naming what to return instead.
+    """
+    if result is None:
+        return set()
+    if _is_dataframe(result):
+        if "message_id" not in result.columns:
+            raise TypeError(f"process() returned a DataFrame without a message_id column (columns: "
+                            f"{', '.join(result.columns) or 'none'}); keep the message_id column of the rows "
+                            f"that failed, or return a list of message ids")
+        return {row[0] for row in result.select("message_id").distinct().collect() if row[0] is not None}
+    if isinstance(result, (str, bytes)) or not isinstance(result, Iterable):
+        raise TypeError(f"process() returned {type(result).__name__}; return None when every record succeeded, "
+                        f"or the failed records as a list of message ids or a DataFrame with a message_id column")
+    ids = set()
+    for mid in result:
+        if not isinstance(mid, str):
+            raise TypeError(f"process() returned a failed message id of type {type(mid).__name__} ({mid!r}); "
+                            f"message ids are strings like 'shardId-000000000000:49590338271490256608559692538361'")
+        ids.add(mid)
+    return ids
+
+
+def _is_dataframe(value: Any) -> bool:
+    try:
+        from pyspark.sql import DataFrame
+    except ImportError:  # pragma: no cover - pyspark is a dependency; without it nothing is a DataFrame
+        return False
+    return isinstance(value, DataFrame)

@@ -1,0 +1,345 @@
+"""SpoutPipeline: micro-batches of Kinesis records as Spark DataFrames, with per-record ack and fail.
+
+::
+
+    pipeline = SpoutPipeline(spark, config, process=word_count, trigger_interval_s=1.0,
+                             max_batch_records=10_000, max_batch_bytes=8 << 20)
+    pipeline.run()   # until stop(), SIGINT/SIGTERM, run(until=...), run(max_batches=...) or run(timeout_s=...)
+
+Each batch is taken from a :class:`~kinesis_spout.KinesisSpout`, turned into a DataFrame through Arrow (columns
+of :data:`kinesis_spout.spark.schema.COLUMNS`) and handed to ``process(df, batch)``. Its answer decides each
+record's fate: ``None`` acks them all; a list of message ids, or a DataFrame with a ``message_id`` column, fails
+those records (rows derived from a record keep its ``message_id``, so failing a derived row fails its root
+record: anchoring, Spark style) and acks the rest; an exception fails the whole batch. Failed records go
+through the spout's retry queue (``retry_limit``, ``retry_backoff``) and then to its dead-letter handler, and
+come back in later batches with ``attempt`` 2, 3, ...
+
+Decisions, in one place:
+
+- **Batch ids** are stored before ``process`` runs; see :class:`~kinesis_spout.spark.batch.Batch` for the
+  guarantee that gives a sink (increasing, never reused, not a transactional replay).
+- **Pacing**: a batch starts when a record is ready, but no sooner than ``trigger_interval_s`` after the start
+  of the previous batch (0 = back to back). It takes what is ready at that moment, never waiting to fill up.
+- **Limits**: a batch holds at most ``max_batch_records`` records, and stops growing once its bytes (data plus
+  partition keys) reach ``max_batch_bytes``, so it passes that limit by less than one record. The spout's
+  per-shard in-flight limits still apply and may make batches smaller.
+- **Empty triggers** call nothing: ``process`` never sees an empty DataFrame and no batch id is used. The spout
+  is still polled every 0.2 s, so retries fall due, message timeouts fire, finished shards are marked and the
+  checkpoint writer keeps writing.
+- **Stop** (``stop()``, the first SIGINT or SIGTERM, ``until``, ``max_batches``, ``timeout_s``): the batch in
+  progress finishes (``process`` returns, its records are acked or failed), then the checkpoints are flushed
+  and the spout is closed. Records waiting for a retry are not checkpointed: the next run reads them again
+  (their attempt count starts over). A second SIGINT/SIGTERM aborts at once: the running batch is neither
+  acked nor failed, the Spark jobs are cancelled, and its records are read again by the next run.
+- **Errors**: an exception of ``process`` (or a malformed answer) fails the batch and the pipeline goes on.
+  Errors of the pipeline itself (the stream is gone, Spark cannot build the DataFrame, the checkpoint store
+  refuses for good) end ``run()`` with that error; records in flight are then not acked and are read again.
+  While ZooKeeper cannot store the next batch id, the batch waits (its records held) and the write is retried.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from datetime import datetime, timezone
+from types import FrameType
+from typing import Any, Callable
+
+from kinesis_spout.checkpoint.base import CheckpointStore
+from kinesis_spout.config import SpoutConfig
+from kinesis_spout.errors import CheckpointConflict, CheckpointError, ConfigError, SpoutStateError
+from kinesis_spout.records import SpoutTuple
+from kinesis_spout.spark.batch import Batch, failed_message_ids
+from kinesis_spout.spark.metrics import BatchMetrics, MetricsRecorder, PipelineMetrics
+from kinesis_spout.spark.schema import records_to_arrow
+from kinesis_spout.spout import KinesisSpout
+
+__all__ = ["ProcessFunction", "SpoutPipeline"]
+
+log = logging.getLogger("kinesis_spout.spark")
+
+#: ``process(df, batch)``: returns None, failed message ids, or a DataFrame with a ``message_id`` column.
+ProcessFunction = Callable[[Any, Batch], Any]
+
+_POLL_S = 0.2  # longest wait between looks at stop requests and run limits
+_STORE_BACKOFF_MAX_S = 5.0
+_FLUSH_TIMEOUT_S = 10.0
+
+
+class SpoutPipeline:
+    """Runs ``process(df, batch)`` on micro-batches read by a :class:`~kinesis_spout.KinesisSpout`.
+
+    ``spark`` is a SparkSession; ``config`` the spout's configuration (its ``retry_limit``, ``retry_backoff``
+    and ``dead_letter`` decide what happens to failed records). ``checkpoint_store`` defaults to
+    ``ZooKeeperCheckpointStore.from_config(config)``; the pipeline hands it to the spout, which opens and closes
+    it, and keeps the batch id in it too. The constructor validates and stores; it does no I/O. ``run()`` opens
+    a spout, processes batches until told to stop, flushes the checkpoints and closes the spout; it may be
+    called again afterwards (one run at a time). Figures are in :attr:`metrics`.
+
+    Batch ids live in one znode per app and stream: run one pipeline per app and stream (with Storm-style
+    ``task_count`` > 1, give each task its own ``app_name``, or two tasks may use the same id).
+    """
+
+    def __init__(self, spark: Any, config: SpoutConfig, process: ProcessFunction, *,
+                 trigger_interval_s: float = 1.0, max_batch_records: int = 10_000, max_batch_bytes: int = 8 << 20,
+                 checkpoint_store: CheckpointStore | None = None) -> None:
+        if not isinstance(config, SpoutConfig):
+            raise TypeError(f"config must be a SpoutConfig, got {type(config).__name__}")
+        if not callable(process):
+            raise ConfigError(f"process must be a callable process(df, batch), got {process!r}")
+        if isinstance(trigger_interval_s, bool) or not isinstance(trigger_interval_s, (int, float)) \
+                or not 0 <= trigger_interval_s <= 86_400:
+            raise ConfigError(f"trigger_interval_s must be a number of seconds from 0 to 86400, "
+                              f"got {trigger_interval_s!r}")
+        for name, value in (("max_batch_records", max_batch_records), ("max_batch_bytes", max_batch_bytes)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be a whole number >= 1, got {value!r}")
+        self.spark = spark
+        self.config = config
+        self.process = process
+        self.trigger_interval_s = float(trigger_interval_s)
+        self.max_batch_records = max_batch_records
+        self.max_batch_bytes = max_batch_bytes
+        self._store_given = checkpoint_store
+        self._recorder = MetricsRecorder()
+        self._stop = threading.Event()
+        self._signalled = 0  # set by the signal handler: a plain int, no lock taken inside a handler
+        self._running = threading.Lock()
+
+    # -- control ----------------------------------------------------------------------------------------------
+    @property
+    def metrics(self) -> PipelineMetrics:
+        """A frozen snapshot of the figures of the current (or last) run. Safe from any thread."""
+        return self._recorder.snapshot()
+
+    @property
+    def running(self) -> bool:
+        return self._running.locked()
+
+    def stop(self) -> None:
+        """Ask ``run()`` to return after the batch in progress (checkpoints flushed). Safe from any thread.
+
+        A stop asked for while no run is going makes the next ``run()`` return at once.
+        """
+        self._stop.set()
+
+    def run(self, *, until: Callable[[], bool] | None = None, max_batches: int | None = None,
+            timeout_s: float | None = None) -> PipelineMetrics:
+        """Process batches until ``stop()``, a signal, or a limit; then flush checkpoints and close the spout.
+
+        ``until`` is called between batches and while waiting for records (every 0.2 s); the run ends when it
+        returns True. ``max_batches`` counts processed batches (empty triggers do not count); ``timeout_s``
+        bounds the run's wall-clock time. On the main thread, SIGINT and SIGTERM handlers are installed for the
+        run and the previous ones restored afterwards. Returns the final :attr:`metrics`.
+        """
+        if max_batches is not None and (isinstance(max_batches, bool) or not isinstance(max_batches, int)
+                                        or max_batches < 0):
+            raise ConfigError(f"max_batches must be a whole number >= 0 or None, got {max_batches!r}")
+        if timeout_s is not None and not timeout_s >= 0:
+            raise ConfigError(f"timeout_s must be >= 0 or None, got {timeout_s!r}")
+        if not self._running.acquire(blocking=False):
+            raise SpoutStateError("this SpoutPipeline is already running; call stop() and wait for run() to "
+                                  "return before running it again")
+        try:
+            restore = self._install_signal_handlers()
+            try:
+                deadline = None if timeout_s is None else time.monotonic() + timeout_s
+                self._run(until, max_batches, deadline)
+            finally:
+                restore()
+        finally:
+            self._stop.clear()
+            self._signalled = 0
+            self._running.release()
+        return self.metrics
+
+    # -- the loop ---------------------------------------------------------------------------------------------
+    def _run(self, until: Callable[[], bool] | None, max_batches: int | None, deadline: float | None) -> None:
+        from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
+
+        cfg = self.config
+        store = self._store_given if self._store_given is not None else ZooKeeperCheckpointStore.from_config(cfg)
+        spout = KinesisSpout(cfg, checkpoint_store=store)
+        processed = 0
+
+        def finished() -> bool:
+            if self._stop.is_set() or self._signalled:
+                return True
+            if max_batches is not None and processed >= max_batches:
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return True
+            return until is not None and bool(until())
+
+        try:
+            spout.open()
+            last_id = store.load_batch_id()
+            self._recorder.reset(last_id, spout.metrics())
+            log.info("pipeline %s on stream %r: %d shards, batches from id %d, trigger %.3g s, at most %d records "
+                     "or %d bytes per batch", cfg.app_name, cfg.stream_name, len(spout.shard_ids), last_id + 1,
+                     self.trigger_interval_s, self.max_batch_records, self.max_batch_bytes)
+            next_start = time.monotonic()
+            while not finished():
+                if not self._wait_until(next_start, finished):
+                    break
+                tuples = self._collect(spout, finished)
+                if not tuples:
+                    continue
+                started = time.monotonic()
+                next_start = started + self.trigger_interval_s
+                batch_id = self._store_batch_id(store, last_id, finished)
+                if batch_id is None:
+                    break  # the run ends while the id cannot be stored: these records are read again next run
+                self._run_batch(spout, batch_id, tuples, started)
+                last_id = batch_id
+                processed += 1
+            self._log_stop_reason(processed, max_batches, deadline)
+        finally:
+            self._close(spout)
+
+    def _wait_until(self, when: float, finished: Callable[[], bool]) -> bool:
+        """Pace batches: wait until ``when``; False if the run should end first."""
+        while True:
+            if finished():
+                return False
+            left = when - time.monotonic()
+            if left <= 0:
+                return True
+            self._stop.wait(min(left, _POLL_S))
+
+    def _store_batch_id(self, store: CheckpointStore, last_id: int, finished: Callable[[], bool]) -> int | None:
+        """Store the id of the batch about to be processed and return it; None if the run ends first.
+
+        Called after the batch's records were taken and before ``process``. The id is one more than the greater
+        of the last id used and the stored one, so another writer's ids are never reused. While the store
+        fails with a retriable error the records are held (not acked, not failed) and the write is retried with
+        backoff up to 5 s; a non-retriable error ends the run.
+        """
+        backoff = 0.0
+        while True:
+            try:
+                batch_id = max(last_id, store.load_batch_id()) + 1
+                store.save_batch_id(batch_id)
+                return batch_id
+            except CheckpointConflict as exc:
+                log.warning("another pipeline stored a higher batch id (%s); taking the next one", exc)
+                continue
+            except CheckpointError as exc:
+                if not exc.retriable:
+                    raise
+                backoff = min(max(2 * backoff, 0.2), _STORE_BACKOFF_MAX_S)
+                log.warning("cannot store the next batch id; the batch waits until it is stored (retrying in "
+                            "%.1f s): %s", backoff, exc)
+                if not self._wait_until(time.monotonic() + backoff, finished):
+                    return None
+
+    def _collect(self, spout: KinesisSpout, finished: Callable[[], bool]) -> list[SpoutTuple]:
+        """Wait for a first tuple, then take what is ready within the batch limits; [] if the run should end."""
+        while True:
+            taken = spout.next_batch(max_records=1, timeout_s=_POLL_S)
+            if taken:
+                break
+            self._recorder.update_shards(spout.metrics())  # keep lag and checkpoints current while idle
+            if finished():
+                return []
+        size = taken[0].record.size
+        while len(taken) < self.max_batch_records and size < self.max_batch_bytes:
+            tup = spout.next_tuple()
+            if tup is None:
+                break
+            taken.append(tup)
+            size += tup.record.size
+        return taken
+
+    def _run_batch(self, spout: KinesisSpout, batch_id: int, tuples: list[SpoutTuple], started: float) -> None:
+        """Build the DataFrame, call ``process``, ack or fail every record, record and log the figures."""
+        records = [t.record for t in tuples]
+        attempts = [t.attempt for t in tuples]
+        batch = Batch(id=batch_id, records=len(records), bytes=sum(r.size for r in records),
+                      retries=sum(1 for a in attempts if a > 1), max_attempt=max(attempts),
+                      shards=tuple(sorted({r.shard_id for r in records})), started_at=datetime.now(timezone.utc))
+        t0 = time.monotonic()
+        df = self.spark.createDataFrame(records_to_arrow(self.config.stream_name, records, attempts))
+        error: str | None = None
+        try:
+            failed = failed_message_ids(self.process(df, batch))
+        except Exception as exc:  # noqa: BLE001 - any error of user code fails the batch, which is retried
+            error = f"{type(exc).__name__}: {exc}"
+            log.error("batch %d: process() raised; its %d records failed and will be retried", batch_id,
+                      len(tuples), exc_info=True)
+            failed = {t.message_id for t in tuples}
+        process_s = time.monotonic() - t0
+        acked = 0
+        for tup in tuples:
+            if tup.message_id in failed:
+                spout.fail(tup.message_id)
+            else:
+                spout.ack(tup.message_id)
+                acked += 1
+        if error is None and len(failed) > len(tuples) - acked:
+            strays = sorted(failed - {t.message_id for t in tuples})
+            log.warning("batch %d: process() returned %d failed message ids that are not in the batch (e.g. %s); "
+                        "ignored", batch_id, len(strays), ", ".join(strays[:3]))
+        shards = spout.metrics()
+        figures = BatchMetrics(batch_id=batch_id, records=len(tuples), bytes=batch.bytes, retries=batch.retries,
+                               acked=acked, failed=len(tuples) - acked, error=error, started_at=batch.started_at,
+                               process_s=process_s, latency_s=time.monotonic() - started,
+                               lag_ms={s.shard_id: s.millis_behind_latest for s in shards})
+        self._recorder.record(figures, shards)
+        log.info("%s", figures.describe())
+
+    def _log_stop_reason(self, processed: int, max_batches: int | None, deadline: float | None) -> None:
+        if self._signalled:
+            why = f"signal {signal.Signals(self._signalled).name}"
+        elif self._stop.is_set():
+            why = "stop()"
+        elif max_batches is not None and processed >= max_batches:
+            why = f"max_batches={max_batches}"
+        elif deadline is not None and time.monotonic() >= deadline:
+            why = "timeout_s"
+        else:
+            why = "until()"
+        log.info("pipeline %s stopping (%s) after %d batches; flushing checkpoints", self.config.app_name, why,
+                 processed)
+
+    def _close(self, spout: KinesisSpout) -> None:
+        """Flush the safe checkpoints, take the last shard figures, close the spout (also after an error)."""
+        try:
+            if spout.shard_ids:
+                if not spout.flush_checkpoints(_FLUSH_TIMEOUT_S):
+                    log.warning("checkpoints not all written within %.0f s: %s", _FLUSH_TIMEOUT_S,
+                                spout.checkpoint_errors)
+                self._recorder.update_shards(spout.metrics())
+        finally:
+            spout.close()
+
+    # -- signals ----------------------------------------------------------------------------------------------
+    def _install_signal_handlers(self) -> Callable[[], None]:
+        """On the main thread: SIGINT/SIGTERM stop the run gracefully, a second one aborts it. Returns a restorer."""
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+        def handler(signum: int, frame: FrameType | None) -> None:
+            if self._signalled:
+                self._cancel_spark_jobs()
+                raise KeyboardInterrupt(f"second {signal.Signals(signum).name}: pipeline aborted; the records of "
+                                        f"the batch in progress will be read again")
+            self._signalled = signum
+
+        for sig in previous:
+            signal.signal(sig, handler)
+
+        def restore() -> None:
+            for sig, old in previous.items():
+                signal.signal(sig, old if old is not None else signal.SIG_DFL)
+
+        return restore
+
+    def _cancel_spark_jobs(self) -> None:
+        try:
+            self.spark.sparkContext.cancelAllJobs()
+        except Exception:  # noqa: BLE001 - best effort while aborting (e.g. Spark Connect has no SparkContext)
+            pass
