@@ -7,6 +7,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -69,6 +70,7 @@ def test_sigkill_and_restart_lose_nothing(kinesalite, zookeeper, tmp_path: Path,
                 progressed = len(lines(log))
                 wait_until(lambda: len(lines(log)) >= progressed + 20, 5)  # keeps reading without ZooKeeper
                 zookeeper.server.start()
+            time.sleep(rng.uniform(0.0, 0.5))  # not synchronisation: a random kill moment, also between writes
             proc.kill()
             proc.wait(10)
         finally:
@@ -79,7 +81,9 @@ def test_sigkill_and_restart_lose_nothing(kinesalite, zookeeper, tmp_path: Path,
             for shard, seq in history[-1].items():
                 assert cps.get(shard, 0) >= seq, f"checkpoint of {shard} moved backwards"
         history.append(cps)
-    final = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    until = tmp_path / "until.json"
+    until.write_text(json.dumps(last_by_shard))
+    final = subprocess.run(argv + ["--until", str(until)], env=env, capture_output=True, text=True, timeout=120)
     assert final.returncode == 0, final.stderr[-2000:]
     processed = lines(log)
     counts = Counter(mid for mid, _ in processed)

@@ -1,15 +1,19 @@
 """A consumer process for the crash tests: reads a stream through KinesisSpout with ZooKeeper checkpoints.
 
 It writes one line per processed record, ``message_id attempt``, to the log file *before* acking it (process,
-then ack), fails every record whose data ends in "7" once, and exits cleanly when it has seen ``--stop-after``
-distinct records in total across runs and none is in flight, or on SIGTERM. The crash tests SIGKILL it at random moments.
+then ack), fails every record whose data ends in "7" once, and exits cleanly when it has seen ``--total``
+distinct records in total across runs and none is in flight, or on SIGTERM. The crash tests SIGKILL it at random
+moments. The last run gets ``--until FILE`` (JSON ``{shard: last sequence number}``) and runs until every shard's
+safe checkpoint reached it: records seen by a killed run but never checkpointed are read again first.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
+from pathlib import Path
 
 from kinesis_spout import InitialPosition, KinesisSpout, RetryBackoff, SpoutConfig
 
@@ -23,7 +27,9 @@ def main() -> int:
     p.add_argument("--log", required=True)
     p.add_argument("--total", type=int, required=True)
     p.add_argument("--checkpoint-interval", type=float, default=0.2)
+    p.add_argument("--until")
     args = p.parse_args()
+    until = {shard: int(seq) for shard, seq in json.loads(Path(args.until).read_text()).items()} if args.until else {}
 
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
@@ -36,7 +42,13 @@ def main() -> int:
                          empty_record_backoff_s=0.2, max_records_per_call=100, max_inflight_records=200,
                          retry_backoff=RetryBackoff(initial_s=0.01, multiplier=2.0, max_s=0.1))
     with KinesisSpout(config) as spout, open(args.log, "a", buffering=1) as log:
-        while not stop and (len(seen) < args.total or any(m.inflight for m in spout.metrics())):
+        def more() -> bool:
+            metrics = spout.metrics()
+            if until:
+                return any(int(m.checkpoint or 0) < until[m.shard_id] for m in metrics)
+            return len(seen) < args.total or any(m.inflight for m in metrics)
+
+        while not stop and more():
             for tup in spout.next_batch(max_records=50, timeout_s=0.5):
                 log.write(f"{tup.message_id} {tup.attempt}\n")
                 seen.add(tup.message_id)
