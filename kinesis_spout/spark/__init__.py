@@ -1,4 +1,33 @@
 """Spark adapters: the micro-batch pipeline with per-record ack/fail, and the Structured Streaming source.
 
-pyspark is imported only by these modules; the rest of kinesis_spout does not need it.
+pyspark is imported only by these modules, and only when one of these names is first used.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kinesis_spout.spark.batch import Batch
+    from kinesis_spout.spark.metrics import BatchMetrics, PipelineMetrics
+    from kinesis_spout.spark.pipeline import SpoutPipeline
+    from kinesis_spout.spark.source import KinesisSpoutDataSource
+
+__all__ = ["Batch", "BatchMetrics", "KinesisSpoutDataSource", "PipelineMetrics", "SpoutPipeline"]
+
+_WHERE = {
+    "Batch": "kinesis_spout.spark.batch",
+    "BatchMetrics": "kinesis_spout.spark.metrics",
+    "PipelineMetrics": "kinesis_spout.spark.metrics",
+    "SpoutPipeline": "kinesis_spout.spark.pipeline",
+    "KinesisSpoutDataSource": "kinesis_spout.spark.source",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kinesis_spout.spark' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
