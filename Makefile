@@ -9,13 +9,23 @@ setup:
 	@scripts/setup.sh
 
 demo: setup
-	$(PY) -m kinesis_spout.demo $(DEMO_ARGS)
+	$(PY) examples/wordcount.py --demo $(DEMO_ARGS)
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-unit: setup
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+# Benchmarks in their own venv (benchmarks/setup.sh), results in benchmarks/results/ (make bench BENCH_ARGS=--quick)
+bench:
+	@scripts/setup.sh zookeeper emulators
+	@benchmarks/setup.sh
+	benchmarks/.venv/bin/python -m benchmarks $(BENCH_ARGS)
+
+# A few seconds of every benchmark with tiny sizes, results in a temporary directory (the test suite does this too)
+bench-smoke: setup
+	$(PY) -m benchmarks --smoke --no-chart
 
 clean:
 	rm -rf .venv emulators/node_modules .pytest_cache .hypothesis build *.egg-info

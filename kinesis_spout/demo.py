@@ -34,6 +34,8 @@ SENTENCES = (
     "snow white and the seven dwarfs",
     "i am at two with nature",
 )
+#: A sentence pipelines may treat as a poison record, to show retries and dead letters.
+POISON = "this poison sentence always fails"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -54,47 +56,84 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 @contextlib.contextmanager
-def servers(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
+def embedded_servers(endpoint_url: str | None, zookeeper: str | None) -> Iterator[tuple[str, str]]:
     """Yield (endpoint_url, zookeeper hosts), starting embedded servers for whatever was not given."""
     with contextlib.ExitStack() as stack:
-        endpoint = args.endpoint_url
+        endpoint = endpoint_url
         if not endpoint:
             from kinesis_spout.testing.moto_server import MotoKinesisServer
 
             os.environ.setdefault("AWS_ACCESS_KEY_ID", "test")
             os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "test")
             endpoint = stack.enter_context(MotoKinesisServer()).endpoint_url
-            print(f"[demo] embedded Kinesis (moto server) at {endpoint}")
-        zk = args.zookeeper
+            print(f"[demo] embedded Kinesis (moto server) at {endpoint}", flush=True)
+        zk = zookeeper
         if not zk:
             from kinesis_spout.testing.zookeeper import ZooKeeperServer
 
             zk = stack.enter_context(ZooKeeperServer()).hosts
-            print(f"[demo] embedded ZooKeeper at {zk}")
+            print(f"[demo] embedded ZooKeeper at {zk}", flush=True)
         yield endpoint, zk
 
 
-def ensure_stream(client: object, name: str, shards: int) -> None:
-    try:
-        client.create_stream(StreamName=name, ShardCount=shards)  # type: ignore[attr-defined]
-        print(f"[demo] created stream {name!r} with {shards} shards")
-    except client.exceptions.ResourceInUseException:  # type: ignore[attr-defined]
-        print(f"[demo] using existing stream {name!r}")
-    wait_for_stream(client, name)
+class Producer:
+    """Puts ``rate`` sentences per second (batches of 100) into a stream on a background thread.
 
+    One sentence in ``poison_every`` is a poison sentence (a pipeline may fail it to show retries and dead
+    letters); 0 turns them off. ``create_stream()`` creates the stream if it is missing; ``stop()`` is idempotent.
+    """
 
-def produce(client: object, stream: str, rate: int, stop: threading.Event, produced: list[int]) -> None:
-    """Put ``rate`` sentences per second in batches of 100 until ``stop`` is set."""
-    rng = random.Random(42)
-    interval = 100 / max(rate, 1)
-    next_at = time.monotonic()
-    while not stop.is_set():
-        batch = [rng.choice(SENTENCES) for _ in range(100)]
-        keys = [f"pk-{rng.randrange(1 << 30)}" for _ in batch]
-        put_records(client, stream, batch, keys)
-        produced[0] += len(batch)
-        next_at += interval
-        stop.wait(max(0.0, next_at - time.monotonic()))
+    def __init__(self, endpoint_url: str | None, region: str, stream: str, *, rate: int = 2000, shards: int = 4,
+                 poison_every: int = 0) -> None:
+        self.endpoint_url = endpoint_url
+        self.region = region
+        self.stream = stream
+        self.rate = rate
+        self.shards = shards
+        self.poison_every = poison_every
+        self.produced = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._client: object = None
+
+    def client(self) -> object:
+        if self._client is None:
+            self._client = kinesis_client(self.endpoint_url, self.region)
+        return self._client
+
+    def create_stream(self) -> None:
+        client = self.client()
+        try:
+            client.create_stream(StreamName=self.stream, ShardCount=self.shards)  # type: ignore[attr-defined]
+            print(f"[demo] created stream {self.stream!r} with {self.shards} shards", flush=True)
+        except client.exceptions.ResourceInUseException:  # type: ignore[attr-defined]
+            print(f"[demo] using existing stream {self.stream!r}", flush=True)
+        wait_for_stream(client, self.stream)
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="demo-producer", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        rng = random.Random(42)
+        interval = 100 / max(self.rate, 1)
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            batch = [rng.choice(SENTENCES) for _ in range(100)]
+            if self.poison_every and rng.randrange(self.poison_every) < 100:
+                batch[0] = POISON
+            keys = [f"pk-{rng.randrange(1 << 30)}" for _ in batch]
+            put_records(self.client(), self.stream, batch, keys)
+            self.produced += len(batch)
+            next_at += interval
+            self._stop.wait(max(0.0, next_at - time.monotonic()))
+
+    def stop(self) -> None:
+        """Stop producing (waits for the batch being put). Idempotent."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
 
 
 def short(seq: str | None) -> str:
@@ -110,16 +149,12 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    with servers(args) as (endpoint, zk):
-        client = kinesis_client(endpoint, args.region)
-        ensure_stream(client, args.stream, args.shards)
+    with embedded_servers(args.endpoint_url, args.zookeeper) as (endpoint, zk):
+        producer = Producer(endpoint, args.region, args.stream, rate=args.rate, shards=args.shards)
+        producer.create_stream()
         config = SpoutConfig(stream_name=args.stream, app_name=args.app, zookeeper=zk, endpoint_url=endpoint,
                              region=args.region, initial_position=InitialPosition.TRIM_HORIZON,
                              scheme=TextScheme(), checkpoint_interval_s=1.0, empty_record_backoff_s=0.2)
-        produced = [0]
-        producer_stop = threading.Event()
-        producer = threading.Thread(target=produce, args=(client, args.stream, args.rate, producer_stop, produced),
-                                    name="demo-producer", daemon=True)
         counts: Counter[str] = Counter()
         consumed = 0
         started = time.monotonic()
@@ -128,10 +163,9 @@ def run(args: argparse.Namespace) -> int:
             last_report, last_consumed = started, 0
             while not stop.is_set():
                 now = time.monotonic()
-                if now - started >= args.duration and not producer_stop.is_set():
-                    producer_stop.set()
-                    producer.join()
-                if producer_stop.is_set() and consumed >= produced[0]:
+                if now - started >= args.duration:
+                    producer.stop()
+                if now - started >= args.duration and consumed >= producer.produced:
                     break
                 for tup in spout.next_batch(max_records=1000, timeout_s=0.25):
                     counts.update(tup.values[1].split())
@@ -140,14 +174,13 @@ def run(args: argparse.Namespace) -> int:
                 if now - last_report >= 1.0:
                     rate = (consumed - last_consumed) / (now - last_report)
                     cps = " ".join(f"{m.shard_id[-3:]}={short(m.checkpoint)}" for m in spout.metrics())
-                    print(f"[demo] t={now - started:5.1f}s produced={produced[0]:>7} read={consumed:>7} "
+                    print(f"[demo] t={now - started:5.1f}s produced={producer.produced:>7} read={consumed:>7} "
                           f"({rate:7.0f} rec/s)  checkpoints: {cps}", flush=True)
                     last_report, last_consumed = now, consumed
-            producer_stop.set()
-            producer.join()
+            producer.stop()
             spout.flush_checkpoints()
             elapsed = time.monotonic() - started
-            print(f"[demo] read {consumed} of {produced[0]} sentences in {elapsed:.1f} s "
+            print(f"[demo] read {consumed} of {producer.produced} sentences in {elapsed:.1f} s "
                   f"({consumed / max(elapsed, 1e-9):.0f} rec/s); checkpoints stored in ZooKeeper at "
                   f"{config.checkpoint_path}")
         print("[demo] top words:")

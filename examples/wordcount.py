@@ -1,0 +1,159 @@
+"""Storm's streaming word count on Spark: split sentences read from Kinesis, count the words.
+
+Two ways to feed Spark, same counts:
+
+- ``--engine pipeline`` (default): :class:`~kinesis_spout.spark.SpoutPipeline`, driver-side micro-batches with
+  per-record ack/fail. Sentences containing "poison" are failed, so you can watch them retried and then
+  dead-lettered.
+- ``--engine stream``: ``spark.readStream.format("kinesis_spout")`` with a ``foreachBatch`` sink.
+
+Against your own servers:
+
+    python examples/wordcount.py --stream sentences --zookeeper 127.0.0.1:2181 \\
+        --endpoint-url http://127.0.0.1:4566 --seconds 30
+
+With ``--demo`` it starts moto's Kinesis server and a private ZooKeeper, creates a 4-shard stream and produces
+sentences while it counts (what ``make demo`` runs). Ctrl-C stops it cleanly: checkpoints are flushed, and the
+next run resumes after them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from typing import Any, Callable
+
+from kinesis_spout import InitialPosition, Record, SpoutConfig
+
+
+def count_words(df: Any) -> Counter[str]:
+    """The Spark part: decode, split, explode, count; the (small) result is collected to the driver."""
+    from pyspark.sql import functions as F
+
+    words = df.select(F.explode(F.split(F.decode(F.col("data"), "UTF-8"), " ")).alias("word"))
+    return Counter({row["word"]: row["count"] for row in words.groupBy("word").count().collect()})
+
+
+def run_pipeline(spark: Any, config: SpoutConfig, totals: Counter[str], processed: list[int],
+                 done: Callable[[], bool]) -> None:
+    from pyspark.sql import functions as F
+
+    from kinesis_spout.spark import SpoutPipeline
+
+    def process(df: Any, batch: Any) -> Any:
+        is_poison = F.decode(F.col("data"), "UTF-8").contains("poison")
+        totals.update(count_words(df.where(~is_poison)))
+        poison = df.where(is_poison)
+        processed[0] += batch.records - batch.retries  # new records (retries were counted before)
+        return poison.select("message_id")  # these records fail: retried, then dead-lettered
+
+    SpoutPipeline(spark, config, process, trigger_interval_s=0.5).run(until=done)
+
+
+def run_stream(spark: Any, config: SpoutConfig, totals: Counter[str], processed: list[int],
+               done: Callable[[], bool]) -> None:
+    from kinesis_spout.spark import KinesisSpoutDataSource
+
+    spark.dataSource.register(KinesisSpoutDataSource)
+    options = {"streamName": config.stream_name, "appName": config.app_name, "zookeeper": config.zookeeper,
+               "initialPosition": config.initial_position.value, "region": config.region or "us-east-1"}
+    if config.endpoint_url:
+        options["endpointUrl"] = config.endpoint_url
+
+    def sink(batch_df: Any, batch_id: int) -> None:
+        rows = batch_df.count()
+        totals.update(count_words(batch_df))
+        processed[0] += rows
+        logging.getLogger("wordcount").info("stream batch %d: %d records", batch_id, rows)
+
+    with tempfile.TemporaryDirectory(prefix="wordcount-checkpoint-") as spark_checkpoint:
+        query = (spark.readStream.format("kinesis_spout").options(**options).load()
+                 .writeStream.foreachBatch(sink).option("checkpointLocation", spark_checkpoint)
+                 .trigger(processingTime="500 milliseconds").start())
+        try:
+            while query.isActive and not done():
+                query.awaitTermination(0.2)
+        finally:
+            query.stop()
+
+
+def dead_letter(record: Record, reason: str) -> None:
+    logging.getLogger("wordcount").warning("dead letter %s (%r): %s", record.message_id, record.data[:40], reason)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--engine", choices=["pipeline", "stream"], default="pipeline")
+    parser.add_argument("--stream", default=os.environ.get("KINESIS_SPOUT_STREAM", "sentences"))
+    parser.add_argument("--app", default="wordcount")
+    parser.add_argument("--zookeeper", default=os.environ.get("KINESIS_SPOUT_ZOOKEEPER"))
+    parser.add_argument("--endpoint-url", default=os.environ.get("KINESIS_SPOUT_ENDPOINT_URL"),
+                        help="omit for AWS")
+    parser.add_argument("--region", default=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"))
+    parser.add_argument("--seconds", type=float, default=15.0, help="how long to run (with --demo: to produce)")
+    parser.add_argument("--demo", action="store_true", help="embedded servers and a producer")
+    parser.add_argument("--rate", type=int, default=2000, help="--demo: sentences produced per second")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for name in ("kinesis_spout.spark", "wordcount"):
+        logging.getLogger(name).setLevel(logging.INFO)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+    from kinesis_spout.demo import Producer, embedded_servers
+    from kinesis_spout.testing.spark import local_spark_session
+
+    with contextlib.ExitStack() as stack:
+        endpoint, zookeeper = args.endpoint_url, args.zookeeper or "127.0.0.1:2181"
+        producer = None
+        if args.demo:
+            endpoint, zookeeper = stack.enter_context(embedded_servers(args.endpoint_url, args.zookeeper))
+            producer = Producer(endpoint, args.region, args.stream, rate=args.rate, shards=4, poison_every=500)
+            producer.create_stream()
+        config = SpoutConfig(stream_name=args.stream, app_name=args.app, zookeeper=zookeeper, endpoint_url=endpoint,
+                             region=args.region, initial_position=InitialPosition.TRIM_HORIZON,
+                             dead_letter=dead_letter, retry_limit=2)
+        print(f"[wordcount] starting Spark (local[2]); engine: {args.engine}", flush=True)
+        spark = local_spark_session("wordcount")
+        stack.callback(spark.stop)
+        totals: Counter[str] = Counter()
+        processed = [0]
+        started = time.monotonic()
+        stop = threading.Event()
+
+        def done() -> bool:
+            if stop.is_set():
+                return True
+            if time.monotonic() - started < args.seconds:
+                return False
+            if producer is None:
+                return True
+            producer.stop()  # produced for long enough: finish once everything produced was read
+            return processed[0] >= producer.produced
+
+        if producer is not None:
+            producer.start()
+            stack.callback(producer.stop)
+        try:
+            (run_pipeline if args.engine == "pipeline" else run_stream)(spark, config, totals, processed, done)
+        except KeyboardInterrupt:
+            print("\n[wordcount] interrupted: stopping cleanly")
+        elapsed = time.monotonic() - started
+        produced = f" of {producer.produced} produced" if producer is not None else ""
+        print(f"[wordcount] {processed[0]} sentences{produced} in {elapsed:.1f} s; checkpoints in ZooKeeper at "
+              f"{config.checkpoint_path}")
+        print("[wordcount] top words:")
+        for word, n in totals.most_common(10):
+            print(f"[wordcount]   {word:<10} {n}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
