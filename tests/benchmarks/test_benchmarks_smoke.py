@@ -1,0 +1,184 @@
+"""Every benchmark runs: a smoke run (tiny sizes, real servers) writes complete, plausible results.
+
+Speed is never asserted: the figures must exist, be positive and hang together (ratios computed from the medians,
+counts that add up), whatever the machine's load. The smoke run writes to a temporary directory, never to
+benchmarks/results/.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.registry import BENCHMARKS  # noqa: E402
+from benchmarks.report import fmt_cell  # noqa: E402
+from benchmarks.stats import ratio, summary  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any], str]:
+    """One smoke run of every benchmark: (results dir, latest.json, progress output)."""
+    out = tmp_path_factory.mktemp("bench-smoke")
+    done = subprocess.run([sys.executable, "-m", "benchmarks", "--smoke", "--out", str(out), "--no-chart"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, f"smoke run failed:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+    return out, json.loads((out / "latest.json").read_text()), done.stdout
+
+
+def rows_of(results: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    entry = results["benchmarks"][name]
+    assert entry["status"] == "ok", entry
+    assert entry["rows"], f"{name} produced no rows"
+    return list(entry["rows"])
+
+
+def assert_figure(fig: Any, repeats: int | None = None) -> float:
+    """A figure made by summary(): positive, median within the runs' range; returns the median."""
+    assert isinstance(fig, dict), fig
+    assert 0 < fig["min"] <= fig["median"] <= fig["max"], fig
+    assert fig["runs"] and all(r > 0 for r in fig["runs"]), fig
+    if repeats is not None:
+        assert len(fig["runs"]) == repeats, fig
+    return float(fig["median"])
+
+
+def test_every_benchmark_ran_or_is_a_declared_slot(smoke: tuple[Path, dict[str, Any], str]) -> None:
+    _, results, progress = smoke
+    assert list(results["benchmarks"]) == [spec.name for spec in BENCHMARKS]
+    for spec in BENCHMARKS:
+        entry = results["benchmarks"][spec.name]
+        expected = "ok" if importlib.util.find_spec(spec.module) is not None else "not implemented yet"
+        assert entry["status"] == expected, entry
+        assert entry["seconds"] >= 0 and entry["title"]
+    assert results["mode"] == "smoke"
+    assert "[bench" in progress and "tracker:" in progress  # one progress line per step
+
+
+def test_results_say_what_they_were_measured_on(smoke: tuple[Path, dict[str, Any], str]) -> None:
+    _, results, _ = smoke
+    assert results["machine"]["cores"] >= 1 and results["machine"]["python"].startswith("CPython")
+    for name in ("kinesis-spout", "boto3", "kazoo", "kinesalite", "zookeeper", "python"):
+        assert results["versions"].get(name), f"version of {name} missing: {results['versions']}"
+    for row in rows_of(results, "read") + rows_of(results, "checkpoint"):
+        assert row["emulator"] == "kinesalite" and row["records"] > 0 and row["record_bytes"] == 100
+        assert row["repeats"] >= 1
+
+
+def test_tracker_throughput_and_memory_figures(smoke: tuple[Path, dict[str, Any], str]) -> None:
+    _, results, _ = smoke
+    rows = rows_of(results, "tracker")
+    speed = [r for r in rows if r["kind"] == "throughput"]
+    assert {(r["shards"], r["ack_order"]) for r in speed if not r["key_creation_counted"]} == {
+        (s, o) for s in (1, 4, 64) for o in ("in-order", "random")}
+    assert any(r["key_creation_counted"] for r in speed)
+    for row in speed:
+        assert row["fail_rate"] == 0.01
+        assert_figure(row["pairs_per_s"], row["repeats"])
+    memory = [r for r in rows if r["kind"] == "memory"]
+    assert {r["state"] for r in memory} == {"all in flight", "after random acks"}
+    for row in memory:
+        per = assert_figure(row["bytes_per_inflight_record"])
+        assert 20 < per < 2_000, row  # a dict entry and a tuple at least; far less than a kilobyte
+        assert row["bytes_per_inflight_record_with_key"] == pytest.approx(per + row["key_bytes"], abs=0.1)
+
+
+def test_read_compares_the_spout_with_the_loop(smoke: tuple[Path, dict[str, Any], str]) -> None:
+    _, results, _ = smoke
+    rows = {r["case"]: r for r in rows_of(results, "read")}
+    loop, spout = rows["boto3 loop"], rows["KinesisSpout"]
+    assert set(rows) == {"boto3 loop", "KinesisSpout", "boto3 loop, botocore defaults"}
+    for row in rows.values():
+        assert_figure(row["records_per_s"], row["repeats"])
+        assert_figure(row["cpu_us_per_record"], row["repeats"])
+        assert row["shards"] == 4 and row["batch_limit"] == 10_000
+    assert loop["ratio_vs_loop"] == 1.0
+    assert spout["ratio_vs_loop"] == ratio(spout["records_per_s"], loop["records_per_s"])
+    assert spout["checkpoints_at_end"] is True  # every shard's checkpoint reached its last record
+    assert spout["zk_writes"]["median"] >= spout["shards"]
+
+
+def test_peers_ran_or_say_why(smoke: tuple[Path, dict[str, Any], str]) -> None:
+    _, results, _ = smoke
+    rows = {r["peer"]: r for r in rows_of(results, "peers")}
+    assert set(rows) == {"boto3-loop", "spout", "async-kinesis", "kinesis-python"}
+    for peer in ("boto3-loop", "spout"):
+        assert rows[peer]["status"] == "ok"
+    for row in rows.values():
+        if row["status"] == "ok":
+            assert_figure(row["records_per_s"])
+            assert row["ratio_vs_loop"] is not None and row["ratio_vs_loop"] > 0
+        else:
+            assert "not installed" in row["status"] or "failed" in row["status"], row
+    assert rows["boto3-loop"]["ratio_vs_loop"] == 1.0
+
+
+def test_checkpoint_intervals(smoke: tuple[Path, dict[str, Any], str]) -> None:
+    _, results, _ = smoke
+    rows = rows_of(results, "checkpoint")
+    assert [r["checkpoint_interval_s"] for r in rows] == [0.0, 0.1, 1.0, 2.0]  # 10 s in full runs
+    for row in rows:
+        assert_figure(row["records_per_s"])
+        assert row["zk_writes"]["median"] >= row["shards"]  # at least the final checkpoint of each shard
+        assert row["zk_writes_per_s"]["median"] >= 0
+        assert row["checkpoints_at_end"] is True
+    assert rows[0]["zk_writes"]["median"] >= rows[-1]["zk_writes"]["median"]
+    assert [r for r in rows if r["checkpoint_interval_s"] == 1.0][0]["ratio_vs_interval_1s"] == 1.0
+
+
+def test_scaling_by_shards_and_by_records_in_flight(smoke: tuple[Path, dict[str, Any], str]) -> None:
+    _, results, _ = smoke
+    rows = rows_of(results, "scaling")
+    speed = [r for r in rows if r["kind"] == "throughput"]
+    assert sorted((r["shards"], r["consumer"]) for r in speed) == sorted(
+        (s, c) for s in (1, 4, 16) for c in ("boto3 loop", "KinesisSpout"))
+    for row in speed:
+        assert_figure(row["records_per_s"])
+        assert row["ratio_vs_loop"] > 0
+    memory = [r for r in rows if r["kind"] == "memory"]
+    assert [r["inflight_records"] for r in memory] == [1_000, 10_000]
+    for row in memory:
+        assert_figure(row["bytes_per_inflight_record"])
+
+
+def test_markdown_shows_summary_sections_and_the_spark_slot(smoke: tuple[Path, dict[str, Any], str]) -> None:
+    out, results, _ = smoke
+    text = (out / "latest.md").read_text()
+    assert text.startswith("# kinesis_spout benchmarks (smoke run)")
+    assert "## Summary" in text and "| figure | value | goal | met |" in text
+    for entry in results["benchmarks"].values():
+        assert entry["title"] in text
+    assert ("bench_spark" in text) == (importlib.util.find_spec("benchmarks.bench_spark") is None)
+    assert "KinesisSpout / boto3 loop" in text
+
+
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="matplotlib is in benchmarks/.venv only")
+def test_chart_is_a_png(smoke: tuple[Path, dict[str, Any], str], tmp_path: Path) -> None:
+    from benchmarks.chart import write_chart
+    from benchmarks.registry import BENCHMARKS as specs
+
+    _, results, _ = smoke
+    write_chart(results, {spec.name: spec.load() for spec in specs}, tmp_path / "chart.png")
+    assert (tmp_path / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_smoke_run_refuses_to_write_the_committed_results() -> None:
+    done = subprocess.run([sys.executable, "-m", "benchmarks", "--smoke", "--out", "benchmarks/results"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "never writes benchmarks/results" in done.stderr
+
+
+def test_summary_and_cells() -> None:
+    fig = summary([3.0, 1.0, 2.0])
+    assert fig["median"] == 2.0 and fig["min"] == 1.0 and fig["max"] == 3.0 and fig["spread_pct"] == 100.0
+    assert ratio(summary([2.0]), summary([4.0])) == 0.5 and ratio(1.0, 0.0) is None
+    assert fmt_cell(fig, "fig1") == "2.0 (1.0–3.0)" and fmt_cell(0.915, "x") == "0.92x" and fmt_cell(None, "x") == "-"
