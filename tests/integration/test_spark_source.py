@@ -17,12 +17,12 @@ import sys
 import threading
 import time
 from collections import Counter
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kinesis_spout.spark.offsets import ShardPosition
 from kinesis_spout.testing.kinesis import KinesisEndpoint, wait_for_stream
 from kinesis_spout.testing.process import wait_until
 
@@ -155,3 +155,174 @@ def test_latest_is_pinned_to_a_time_so_a_replay_reads_the_same_records(moto_kine
     for start, end, ids in batches:
         assert [mid for p in fresh.partitions(start, end) for mid in read_partition(fresh, p)] == ids
     reader.stop()
+
+
+def test_available_now_ends_at_the_records_present_when_it_started_and_zookeeper_resumes_there(
+        moto_kinesis: KinesisEndpoint, zookeeper: Any) -> None:
+    stream = moto_kinesis.create_stream(shards=2)
+    present = moto_kinesis.put(stream, [f"old{i}".encode() for i in range(40)])
+    options = source_options(moto_kinesis, zookeeper, stream, maxRecordsPerTrigger="15")
+    reader = KinesisSpoutStreamReader(options)
+    reader.available_now_margin = timedelta(0)  # moto's timestamps come from this machine's clock
+    reader.prepareForTriggerAvailableNow()
+    assert wait_until(lambda: datetime.now(timezone.utc) > reader._cutoff, 1, interval_s=0.001)
+    stop = threading.Event()
+    later: list[tuple[str, str]] = []
+
+    def produce() -> None:  # a busy stream must not keep an AvailableNow run going
+        while not stop.is_set():
+            later.extend(moto_kinesis.put(stream, [b"new"]))
+            stop.wait(0.01)
+
+    producer = threading.Thread(target=produce, daemon=True)
+    producer.start()
+    try:
+        assert wait_until(lambda: len(later) >= 5, 5)
+        batches, final = run_batches(reader, reader.initialOffset(), reader.getDefaultReadLimit())
+    finally:
+        stop.set()
+        producer.join(5)
+    reader.stop()
+    assert sorted(mid for *_, ids in batches for mid in ids) == sorted(message_ids(present))
+    assert final == last_by_shard(present)
+    stored = stored_checkpoints(zookeeper, stream)  # the last batch reached ZooKeeper although never committed
+    assert {s: d["sequence_number"] for s, d in stored.items()} == last_by_shard(present)
+    # a new query without Spark's checkpoint starts from ZooKeeper and reads exactly the rest
+    second = KinesisSpoutStreamReader(options)
+    start = second.initialOffset()
+    assert start == final
+    second.prepareForTriggerAvailableNow()
+    batches, _ = run_batches(second, start, ReadAllAvailable())
+    second.stop()
+    assert sorted(mid for *_, ids in batches for mid in ids) == sorted(message_ids(later))
+
+
+def test_zookeeper_ahead_of_the_query_is_left_alone(moto_kinesis: KinesisEndpoint, zookeeper: Any) -> None:
+    from kinesis_spout import Checkpoint, ZooKeeperCheckpointStore
+
+    stream = moto_kinesis.create_stream(shards=1)
+    shard = moto_kinesis.shard_ids(stream)[0]
+    reader = KinesisSpoutStreamReader(source_options(moto_kinesis, zookeeper, stream))
+    store = ZooKeeperCheckpointStore.from_config(reader.config)
+    store.open()
+    try:
+        store.save(Checkpoint(shard, "1000"))
+        reader.commit({shard: "7"})  # e.g. an old query's checkpoint location: no error, no step back
+        reader.commit({shard: "SHARD_END"})
+        assert store.load(shard).sequence_number == "1000"
+        reader.commit({shard: "1001"})
+        assert store.load(shard).sequence_number == "1001"
+    finally:
+        store.close()
+        reader.stop()
+
+
+# -- queries on Spark --------------------------------------------------------------------------------------------
+def load(spark: Any, options: dict[str, str]) -> Any:
+    spark.dataSource.register(KinesisSpoutDataSource)
+    return spark.readStream.format("kinesis_spout").options(**options).load()
+
+
+def collecting_sink(batches: dict[int, list[dict[str, Any]]]) -> Any:
+    def sink(df: Any, batch_id: int) -> None:
+        batches[batch_id] = [row.asDict() for row in df.collect()]
+    return sink
+
+
+def test_spark_reads_a_multi_shard_stream_under_the_record_limit_and_available_now_stops(
+        spark: Any, moto_kinesis: KinesisEndpoint, zookeeper: Any, tmp_path: Path) -> None:
+    stream = moto_kinesis.create_stream(shards=4)
+    placed = moto_kinesis.put(stream, [f"spark-{i}".encode() for i in range(200)])
+    batches: dict[int, list[dict[str, Any]]] = {}
+    df = load(spark, source_options(moto_kinesis, zookeeper, stream, maxRecordsPerTrigger="45"))
+    assert [f.name for f in df.schema.fields][:3] == ["stream_name", "shard_id", "sequence_number"]
+    query = (df.writeStream.foreachBatch(collecting_sink(batches)).trigger(availableNow=True)
+             .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
+    assert query.awaitTermination(180), "the AvailableNow query did not stop"
+    assert query.exception() is None
+    rows = [row for batch in batches.values() for row in batch]
+    assert sorted(r["message_id"] for r in rows) == sorted(message_ids(placed))
+    assert max(len(b) for b in batches.values()) <= 45 and sum(1 for b in batches.values() if b) >= 5
+    by_id = {f"{s}:{q}": i for i, (s, q) in enumerate(placed)}
+    for row in rows:
+        i = by_id[row["message_id"]]
+        assert (row["stream_name"], row["shard_id"], row["sequence_number"]) == (stream, *placed[i])
+        assert row["data"] == f"spark-{i}".encode() and row["partition_key"] == f"pk-{i}"
+        assert row["approximate_arrival_timestamp"] is not None and row["attempt"] == 1
+    stored = stored_checkpoints(zookeeper, stream)
+    assert {s: d["sequence_number"] for s, d in stored.items()} == last_by_shard(placed)
+
+
+def test_spark_query_under_a_byte_limit_then_a_new_query_resumes_from_zookeeper(
+        spark: Any, moto_kinesis: KinesisEndpoint, zookeeper: Any) -> None:
+    stream = moto_kinesis.create_stream(shards=2)
+    first = moto_kinesis.put(stream, [f"first-{i:03d}".encode() for i in range(60)])
+    batches: dict[int, list[dict[str, Any]]] = {}
+    options = source_options(moto_kinesis, zookeeper, stream, maxBytesPerTrigger="200")
+    query = load(spark, options).writeStream.foreachBatch(collecting_sink(batches)).start()  # no checkpoint location
+    try:
+        assert wait_until(lambda: sum(len(b) for b in list(batches.values())) >= 60 or query.exception(), 120)
+        # idle now: the next latestOffset writes the last batch's end to ZooKeeper
+        assert wait_until(lambda: {s: d["sequence_number"] for s, d in stored_checkpoints(zookeeper, stream).items()}
+                          == last_by_shard(first), 30)
+    finally:
+        query.stop()
+    assert query.exception() is None
+    sizes = [sum(len(r["data"]) + len(r["partition_key"]) for r in b) for b in batches.values() if b]
+    assert max(sizes) <= 200 and len(sizes) >= 5
+    assert sorted(r["message_id"] for b in batches.values() for r in b) == sorted(message_ids(first))
+    second = moto_kinesis.put(stream, [f"second-{i}".encode() for i in range(25)])
+    batches.clear()
+    query = (load(spark, options).writeStream.foreachBatch(collecting_sink(batches))
+             .trigger(availableNow=True).start())
+    assert query.awaitTermination(120)
+    assert sorted(r["message_id"] for b in batches.values() for r in b) == sorted(message_ids(second))
+
+
+# -- a driver killed with SIGKILL --------------------------------------------------------------------------------
+def logged_ids(log: Path) -> list[str]:
+    out = []
+    for line in log.read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():  # a SIGKILL may cut the last line short
+            out.append(parts[0])
+    return out
+
+
+@pytest.mark.slow
+def test_sigkill_of_the_driver_and_a_restart_lose_nothing(moto_kinesis: KinesisEndpoint, zookeeper: Any,
+                                                          tmp_path: Path) -> None:
+    stream = moto_kinesis.create_stream(shards=4)
+    placed = moto_kinesis.put(stream, [f"crash-{i}".encode() for i in range(200)])
+    log = tmp_path / "processed.log"
+    log.touch()
+    argv = [sys.executable, str(CONSUMER), "--stream", stream, "--endpoint-url", moto_kinesis.endpoint_url,
+            "--zookeeper", zookeeper.hosts, "--prefix", zookeeper.prefix, "--app", APP, "--log", str(log),
+            "--checkpoint-location", str(tmp_path / "checkpoint")]
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
+    kills = 0
+    for progress in (40, 60):
+        before = len(logged_ids(log))
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                start_new_session=True)  # its own group: the JVM and Python workers die with it
+        try:
+            assert wait_until(lambda: len(logged_ids(log)) >= before + progress or proc.poll() is not None, 120), \
+                "the consumer made no progress"
+            assert proc.poll() is None, proc.stderr.read().decode()[-3000:] if proc.stderr else ""
+            os.killpg(proc.pid, signal.SIGKILL)
+            kills += 1
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        placed += moto_kinesis.put(stream, [f"crash-more-{kills}-{i}".encode() for i in range(100)])
+    final = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=180)
+    assert final.returncode == 0, final.stderr[-3000:]
+    counts = Counter(logged_ids(log))
+    missing = set(message_ids(placed)) - set(counts)
+    assert not missing, f"{len(missing)} records never processed, e.g. {sorted(missing)[:3]}"
+    assert set(counts) == set(message_ids(placed))
+    stored = stored_checkpoints(zookeeper, stream)
+    assert {s: d["sequence_number"] for s, d in stored.items()} == last_by_shard(placed)
+    print(f"\n[spark source crash] {kills} SIGKILLs: {len(placed)} records, {sum(counts.values())} deliveries, "
+          f"{sum(n - 1 for n in counts.values())} replays")
