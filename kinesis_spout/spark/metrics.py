@@ -27,9 +27,9 @@ class BatchMetrics:
     """What one batch did and how long it took.
 
     ``acked`` and ``failed`` count records (``failed`` includes every record of a batch whose ``process``
-    raised; ``error`` then names the exception). ``process_s`` is the time spent building the DataFrame,
-    in ``process`` and collecting its failed ids; ``latency_s`` runs from the batch's first record taken to its
-    last ack or fail; ``records_per_s`` is ``records / latency_s``. ``lag_ms`` is each owned shard's
+    raised; ``error`` then names the exception). ``dataframe_s`` is the time spent building the DataFrame
+    through Arrow, ``process_s`` the time in ``process`` and collecting its failed ids; ``latency_s`` runs from
+    the batch's first record taken to its last ack or fail; ``records_per_s`` is ``records / latency_s``. ``lag_ms`` is each owned shard's
     MillisBehindLatest after the batch (None while a shard has not been read yet).
     """
 
@@ -41,6 +41,7 @@ class BatchMetrics:
     failed: int
     error: str | None
     started_at: datetime
+    dataframe_s: float
     process_s: float
     latency_s: float
     lag_ms: Mapping[str, int | None] = field(default_factory=dict)
@@ -58,7 +59,8 @@ class BatchMetrics:
         """The INFO log line of the batch."""
         lags = ", ".join(f"{shard} {'?' if ms is None else ms}" for shard, ms in sorted(self.lag_ms.items()))
         text = (f"batch {self.batch_id}: {self.records} records ({self.retries} retried, {self.bytes} B) in "
-                f"{self.latency_s:.3f} s ({self.records_per_s:.0f} records/s, process {self.process_s:.3f} s), "
+                f"{self.latency_s:.3f} s ({self.records_per_s:.0f} records/s; DataFrame {self.dataframe_s:.3f} s, "
+                f"process {self.process_s:.3f} s), "
                 f"{self.acked} acked, {self.failed} failed; lag ms: {lags or 'no shards'}")
         return text + (f"; process() raised {self.error}" if self.error else "")
 

@@ -262,6 +262,7 @@ class SpoutPipeline:
                       shards=tuple(sorted({r.shard_id for r in records})), started_at=datetime.now(timezone.utc))
         t0 = time.monotonic()
         df = self.spark.createDataFrame(records_to_arrow(self.config.stream_name, records, attempts))
+        t1 = time.monotonic()
         error: str | None = None
         try:
             failed = failed_message_ids(self.process(df, batch))
@@ -270,7 +271,7 @@ class SpoutPipeline:
             log.error("batch %d: process() raised; its %d records failed and will be retried", batch_id,
                       len(tuples), exc_info=True)
             failed = {t.message_id for t in tuples}
-        process_s = time.monotonic() - t0
+        process_s = time.monotonic() - t1
         acked = 0
         for tup in tuples:
             if tup.message_id in failed:
@@ -285,7 +286,7 @@ class SpoutPipeline:
         shards = spout.metrics()
         figures = BatchMetrics(batch_id=batch_id, records=len(tuples), bytes=batch.bytes, retries=batch.retries,
                                acked=acked, failed=len(tuples) - acked, error=error, started_at=batch.started_at,
-                               process_s=process_s, latency_s=time.monotonic() - started,
+                               dataframe_s=t1 - t0, process_s=process_s, latency_s=time.monotonic() - started,
                                lag_ms={s.shard_id: s.millis_behind_latest for s in shards})
         self._recorder.record(figures, shards)
         log.info("%s", figures.describe())

@@ -171,13 +171,13 @@ def test_an_exception_fails_the_whole_batch_which_comes_back_in_a_later_batch(
 
     first_batch, first_rows = seen.calls[0]
     failed_ids = {mid for mid, _, _ in first_rows}
-    assert first_batch.id == 1 and len(failed_ids) == first_batch.records == 8
+    assert first_batch.id == 1 and 1 <= len(failed_ids) == first_batch.records <= 8
     again = {mid: batch.id for batch, rows in seen.calls[1:] for mid, attempt, _ in rows if attempt == 2}
     assert set(again) == failed_ids, "every record of the failed batch is retried"
     assert min(again.values()) > first_batch.id, "a retried record never comes back under the same batch id"
     assert all(len(rows) <= 8 for _, rows in seen.calls)
     assert sum(1 for _, a in seen.deliveries if a == 1) == 20
-    assert metrics.failed_batches == 1 and metrics.failed == 8 and metrics.dead_lettered == 0
+    assert metrics.failed_batches == 1 and metrics.failed == len(failed_ids) and metrics.dead_lettered == 0
     assert metrics.last is not None and metrics.last.error is None
     assert stored(config)[0] == last_by_shard(placed)
 
