@@ -64,8 +64,8 @@ def spout_config(stream: str, app: str, zookeeper: str, prefix: str, endpoint_ur
 
 
 def read_with_spout(config: SpoutConfig, expected: int, timeout_s: float, *, client: Any = None,
-                    last_sequence: dict[str, str] | None = None, batch: int = 1000, sink_s: float = 0.0
-                    ) -> ReadResult:
+                    last_sequence: dict[str, str] | None = None, batch: int = 1000, sink_s: float = 0.0,
+                    pace_per_s: float = 0.0) -> ReadResult:
     """Read ``expected`` records through a new spout, acking each one as soon as it is emitted.
 
     The clock runs from ``open()`` (ZooKeeper connection, shard listing, checkpoint reads) to the last ack; the
@@ -75,7 +75,9 @@ def read_with_spout(config: SpoutConfig, expected: int, timeout_s: float, *, cli
     ZooKeeper writes made while reading (``zk_writes_during_read``) and in all (``zk_writes``), and, when
     ``last_sequence`` is given, whether every shard's last stored checkpoint is its last record.
     The consumer takes up to ``batch`` tuples at a time; with ``sink_s`` > 0 it hands each batch to a sink that
-    takes that long (a sleep, which lets other threads run as a network call would) before acking it.
+    takes that long (a sleep, which lets other threads run as a network call would) before acking it; with
+    ``pace_per_s`` > 0 the sink takes as long as needed to process no more than that many records per second
+    (a steady consumer).
     Raises :class:`ShortRead` when ``timeout_s`` passes first.
     """
     store = CountingStore(ZooKeeperCheckpointStore.from_config(config))
@@ -93,6 +95,10 @@ def read_with_spout(config: SpoutConfig, expected: int, timeout_s: float, *, cli
             tuples = spout.next_batch(max_records=batch, timeout_s=0.5)
             if sink_s and tuples:
                 time.sleep(sink_s)
+            if pace_per_s and tuples:
+                ahead = (count + len(tuples)) / pace_per_s - watch.elapsed()
+                if ahead > 0:
+                    time.sleep(ahead)
             for tup in tuples:
                 nbytes += len(tup.record.data)
                 spout.ack(tup.message_id)
