@@ -22,11 +22,12 @@ class Batch:
     (``{prefix}/{app}/{stream}/batch_id``), *before* it calls ``process``. What that gives a sink:
 
     - ids only increase, across restarts too. The stored id is the id of the last batch handed to
-      ``process``; a number is skipped only when the driver dies between storing an id and calling
-      ``process``;
-    - an id is handed to ``process`` at most once, ever, for this app and stream: a crash or an exception in
-      ``process`` never makes a later batch reuse it. A sink that stores ``(batch.id, value)`` therefore never
-      wrongly skips new data as "already applied"; it may skip its own repeated write of the same batch;
+      ``process``; a number is skipped only when the run ends (a crash, a Spark error) between storing an id
+      and calling ``process``;
+    - an id is handed to ``process`` at most once, ever, for this app and stream (there must be one pipeline
+      per app and stream): a crash or an exception in ``process`` never makes a later batch reuse it. A sink
+      that stores ``(batch.id, value)`` therefore never wrongly skips new data as "already applied"; it may
+      skip its own repeated write of the same batch;
     - it is not a transactional replay: the records of a batch that failed or was cut short by a crash come
       back in a *later* batch, under a new id, possibly mixed with other records (at-least-once). To drop
       those duplicates, key the sink on ``message_id`` (unique per record), not on the batch id.

@@ -43,7 +43,7 @@ import logging
 import signal
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from types import FrameType
 from typing import Any, Callable
 
@@ -184,10 +184,9 @@ class SpoutPipeline:
             while not finished():
                 if not self._wait_until(next_start, finished):
                     break
-                tuples = self._collect(spout, finished)
+                tuples, started = self._collect(spout, finished)
                 if not tuples:
                     continue
-                started = time.monotonic()
                 next_start = started + self.trigger_interval_s
                 batch_id = self._store_batch_id(store, last_id, finished)
                 if batch_id is None:
@@ -212,19 +211,19 @@ class SpoutPipeline:
     def _store_batch_id(self, store: CheckpointStore, last_id: int, finished: Callable[[], bool]) -> int | None:
         """Store the id of the batch about to be processed and return it; None if the run ends first.
 
-        Called after the batch's records were taken and before ``process``. The id is one more than the greater
-        of the last id used and the stored one, so another writer's ids are never reused. While the store
+        Called after the batch's records were taken and before ``process``. The id is one more than the last
+        id used; if another writer stored a higher one (``CheckpointConflict``), one more than that. While the store
         fails with a retriable error the records are held (not acked, not failed) and the write is retried with
         backoff up to 5 s; a non-retriable error ends the run.
         """
         backoff = 0.0
         while True:
             try:
-                batch_id = max(last_id, store.load_batch_id()) + 1
-                store.save_batch_id(batch_id)
-                return batch_id
+                store.save_batch_id(last_id + 1)
+                return last_id + 1
             except CheckpointConflict as exc:
                 log.warning("another pipeline stored a higher batch id (%s); taking the next one", exc)
+                last_id = max(last_id, store.load_batch_id())
                 continue
             except CheckpointError as exc:
                 if not exc.retriable:
@@ -235,15 +234,20 @@ class SpoutPipeline:
                 if not self._wait_until(time.monotonic() + backoff, finished):
                     return None
 
-    def _collect(self, spout: KinesisSpout, finished: Callable[[], bool]) -> list[SpoutTuple]:
-        """Wait for a first tuple, then take what is ready within the batch limits; [] if the run should end."""
+    def _collect(self, spout: KinesisSpout, finished: Callable[[], bool]) -> tuple[list[SpoutTuple], float]:
+        """Wait for a first tuple, then take what is ready within the batch limits.
+
+        Returns the tuples and the monotonic time the first one was taken (the batch's start); no tuples if
+        the run should end first.
+        """
         while True:
             taken = spout.next_batch(max_records=1, timeout_s=_POLL_S)
             if taken:
                 break
             self._recorder.update_shards(spout.metrics())  # keep lag and checkpoints current while idle
             if finished():
-                return []
+                return [], 0.0
+        started = time.monotonic()
         size = taken[0].record.size
         while len(taken) < self.max_batch_records and size < self.max_batch_bytes:
             tup = spout.next_tuple()
@@ -251,7 +255,7 @@ class SpoutPipeline:
                 break
             taken.append(tup)
             size += tup.record.size
-        return taken
+        return taken, started
 
     def _run_batch(self, spout: KinesisSpout, batch_id: int, tuples: list[SpoutTuple], started: float) -> None:
         """Build the DataFrame, call ``process``, ack or fail every record, record and log the figures."""
@@ -259,7 +263,8 @@ class SpoutPipeline:
         attempts = [t.attempt for t in tuples]
         batch = Batch(id=batch_id, records=len(records), bytes=sum(r.size for r in records),
                       retries=sum(1 for a in attempts if a > 1), max_attempt=max(attempts),
-                      shards=tuple(sorted({r.shard_id for r in records})), started_at=datetime.now(timezone.utc))
+                      shards=tuple(sorted({r.shard_id for r in records})),
+                      started_at=datetime.now(timezone.utc) - timedelta(seconds=time.monotonic() - started))
         t0 = time.monotonic()
         df = self.spark.createDataFrame(records_to_arrow(self.config.stream_name, records, attempts))
         t1 = time.monotonic()

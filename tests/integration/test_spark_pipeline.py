@@ -28,8 +28,8 @@ from kinesis_spout import (
     SpoutConfig,
     ZooKeeperCheckpointStore,
 )
-from kinesis_spout.spark.batch import Batch, failed_message_ids
-from kinesis_spout.spark.pipeline import SpoutPipeline
+from kinesis_spout.spark import Batch, SpoutPipeline
+from kinesis_spout.spark.batch import failed_message_ids
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until
 

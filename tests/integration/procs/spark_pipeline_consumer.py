@@ -17,8 +17,7 @@ import sys
 from typing import Any
 
 from kinesis_spout import InitialPosition, RetryBackoff, SpoutConfig
-from kinesis_spout.spark.batch import Batch
-from kinesis_spout.spark.pipeline import SpoutPipeline
+from kinesis_spout.spark import Batch, SpoutPipeline
 from kinesis_spout.testing.spark import local_spark_session
 
 
