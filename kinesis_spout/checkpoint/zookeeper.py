@@ -224,10 +224,24 @@ class ZooKeeperCheckpointStore:
 
     def save(self, checkpoint: Checkpoint, *, force: bool = False) -> None:
         """Compare-and-set: re-read, refuse to move backwards (unless ``force``), write with the version read."""
-        from kazoo.exceptions import BadVersionError, NoNodeError, NodeExistsError
-
         node = self._node(checkpoint.shard_id)
-        payload = checkpoint.to_json()
+
+        def refuse(data: bytes) -> str | None:
+            if force:  # an operator's reset: also over an unreadable value
+                return None
+            stored = Checkpoint.from_json(checkpoint.shard_id, data, f"ZooKeeper {self.hosts} {node}")
+            if not checkpoint.is_behind(stored):
+                return None
+            return (f"checkpoint of {checkpoint.shard_id} at {node} is {stored.sequence_number} (by "
+                    f"{stored.owner or 'unknown'}); refusing to move it back to {checkpoint.sequence_number}")
+
+        self._compare_and_set(node, checkpoint.to_json(), refuse, f"checkpoint of {checkpoint.shard_id}")
+
+    def _compare_and_set(self, node: str, payload: bytes, refuse: Any, what: str) -> None:
+        """Write ``payload`` to ``node`` unless ``refuse(stored bytes)`` returns a reason (``CheckpointConflict``);
+        re-read and retry when another writer got in between, up to ``_CAS_ATTEMPTS`` times."""
+        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
         for _ in range(_CAS_ATTEMPTS):
             try:
                 data, stat = self._call(f"reading {node}", self._client.get, node)
@@ -237,19 +251,15 @@ class ZooKeeperCheckpointStore:
                     return
                 except NodeExistsError:
                     continue
-            stored = None if force else Checkpoint.from_json(checkpoint.shard_id, data,
-                                                             f"ZooKeeper {self.hosts} {node}")
-            if stored is not None and checkpoint.is_behind(stored):
-                raise CheckpointConflict(
-                    f"checkpoint of {checkpoint.shard_id} at {node} is {stored.sequence_number} (by "
-                    f"{stored.owner or 'unknown'}); refusing to move it back to {checkpoint.sequence_number}")
+            reason = refuse(data)
+            if reason is not None:
+                raise CheckpointConflict(reason)
             try:
                 self._call(f"writing {node}", self._client.set, node, payload, version=stat.version)
                 return
             except (BadVersionError, NoNodeError):
                 continue
-        raise CheckpointError(f"checkpoint of {checkpoint.shard_id} at {node}: gave up after {_CAS_ATTEMPTS} "
-                              f"concurrent updates", retriable=True)
+        raise CheckpointError(f"{what} at {node}: gave up after {_CAS_ATTEMPTS} concurrent updates", retriable=True)
 
     def list(self) -> dict[str, Checkpoint]:
         from kazoo.exceptions import NoNodeError
@@ -290,29 +300,14 @@ class ZooKeeperCheckpointStore:
 
     def save_batch_id(self, batch_id: int) -> None:
         """Compare-and-set like :meth:`save`: a lower batch id than the stored one raises ``CheckpointConflict``."""
-        from kazoo.exceptions import BadVersionError, NoNodeError, NodeExistsError
-
         node = self.batch_id_node
-        payload = str(batch_id).encode()
-        for _ in range(_CAS_ATTEMPTS):
-            try:
-                data, stat = self._call(f"reading {node}", self._client.get, node)
-            except NoNodeError:
-                try:
-                    self._call(f"creating {node}", self._client.create, node, payload, makepath=True)
-                    return
-                except NodeExistsError:
-                    continue
+
+        def refuse(data: bytes) -> str | None:
             stored = _parse_batch_id(data, node)
-            if batch_id < stored:
-                raise CheckpointConflict(f"batch id at {node} is {stored}; refusing to move it back to {batch_id}")
-            try:
-                self._call(f"writing {node}", self._client.set, node, payload, version=stat.version)
-                return
-            except (BadVersionError, NoNodeError):
-                continue
-        raise CheckpointError(f"batch id at {node}: gave up after {_CAS_ATTEMPTS} concurrent updates",
-                              retriable=True)
+            return f"batch id at {node} is {stored}; refusing to move it back to {batch_id}" \
+                if batch_id < stored else None
+
+        self._compare_and_set(node, str(batch_id).encode(), refuse, "batch id")
 
     def close(self) -> None:
         client, self._client = self._client, None

@@ -102,3 +102,22 @@ def test_unreachable_zookeeper_is_a_clear_error() -> None:
     with pytest.raises(CheckpointError, match="cannot connect to ZooKeeper at 127.0.0.1:.* within 1 s"):
         store.open()
     store.close()
+
+
+def test_batch_id_lives_next_to_the_checkpoints_and_never_moves_back(zookeeper) -> None:
+    store = store_for(zookeeper)
+    store.open()
+    try:
+        assert store.load_batch_id() == 0
+        store.save_batch_id(7)
+        store.save_batch_id(8)
+        with pytest.raises(CheckpointConflict, match="refusing to move it back to 3"):
+            store.save_batch_id(3)
+        assert store.load_batch_id() == 8
+        assert zookeeper.client().get(f"{zookeeper.prefix}/app/stream/batch_id")[0] == b"8"
+        assert store.list() == {}  # not mistaken for a shard's checkpoint
+        zookeeper.client().set(f"{zookeeper.prefix}/app/stream/batch_id", b"eight")
+        with pytest.raises(CheckpointError, match="unreadable batch id at ZooKeeper node"):
+            store.load_batch_id()
+    finally:
+        store.close()
