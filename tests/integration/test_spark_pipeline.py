@@ -244,6 +244,31 @@ def test_sigint_stops_gracefully_and_restores_the_handler(
     assert stored(config) == (last_by_shard(placed), metrics.batch_id)
 
 
+def test_a_batch_waits_while_zookeeper_cannot_store_its_id(
+        spark: Any, moto_kinesis: KinesisEndpoint, zookeeper: Any) -> None:
+    stream = moto_kinesis.create_stream(shards=1)
+    placed = moto_kinesis.put(stream, [f"before-{i}" for i in range(5)])
+    config = make_config(moto_kinesis, zookeeper, stream)
+    seen = Recorder()
+    pipeline = SpoutPipeline(spark, config, seen.see, trigger_interval_s=0.05)
+    runner = threading.Thread(target=pipeline.run, kwargs={"timeout_s": 90}, name="pipeline-run")
+    runner.start()
+    try:
+        assert wait_until(lambda: len(seen.ids) == 5, 60)
+        zookeeper.server.stop()
+        placed += moto_kinesis.put(stream, [f"during-{i}" for i in range(5)])
+        assert not wait_until(lambda: len(seen.ids) > 5, 3.0), "a batch ran without its id stored"
+        zookeeper.server.start()
+        assert wait_until(lambda: len(seen.ids) == 10, 60), "the held batch did not run after ZooKeeper returned"
+    finally:
+        pipeline.stop()
+        runner.join(30)
+    assert not runner.is_alive()
+    assert seen.batch_ids == list(range(1, len(seen.calls) + 1))
+    assert Counter(mid for mid, _ in seen.deliveries) == Counter(seen.ids), "nothing was processed twice"
+    assert stored(config) == (last_by_shard(placed), len(seen.calls))
+
+
 # -- a driver killed with SIGKILL ------------------------------------------------------------------------------
 def log_lines(log: Path) -> list[tuple[str, int, int, int]]:
     """``(message_id, attempt, batch_id, pid)`` of each complete line the consumer wrote."""
