@@ -72,18 +72,49 @@ def _consumers(ax: Any, read_rows: list[dict[str, Any]], peer_rows: list[dict[st
     ax.set_title(f"Reading {rows[0]['records']:,} records, {rows[0]['shards']} shards, kinesalite")
 
 
-def _checkpoint(ax: Any, rows: list[dict[str, Any]]) -> None:
-    labels = [f"{r['checkpoint_interval_s']:g} s" for r in rows]
-    ax.bar(range(len(rows)), [_med(r["zk_writes_per_s"]) for r in rows], color="#8172b3")
+def _by_consumer(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        out.setdefault(row["consumer"], []).append(row)
+    return out
+
+
+def _checkpoint_writes(ax: Any, rows: list[dict[str, Any]]) -> None:
+    groups = _by_consumer(rows)
+    width = 0.8 / max(1, len(groups))
+    for i, (consumer, pts) in enumerate(groups.items()):
+        xs = [j + (i - (len(groups) - 1) / 2) * width for j in range(len(pts))]
+        ax.bar(xs, [_med(r["zk_writes_per_s"]) for r in pts], width, label=consumer,
+               yerr=_err([r["zk_writes_per_s"] for r in pts]), capsize=3)
+    first = next(iter(groups.values()))
     ax.set_yscale("symlog")
-    ax.set_xticks(range(len(rows)), labels)
+    ax.set_xticks(range(len(first)), [f"{r['checkpoint_interval_s']:g} s" for r in first])
     ax.set_xlabel("checkpoint_interval_s")
-    ax.set_ylabel("ZooKeeper writes/s (bars)")
-    twin = ax.twinx()
-    twin.plot(range(len(rows)), [_med(r["records_per_s"]) for r in rows], "o-", color="#55a868")
-    twin.set_ylabel("spout records/s (line)")
-    twin.set_ylim(bottom=0)
-    ax.set_title("Checkpoint cost")
+    ax.set_ylabel("ZooKeeper writes/s while reading")
+    ax.set_title("Checkpoint writes by interval")
+    ax.legend(fontsize=7)
+
+
+def _checkpoint_cost(ax: Any, rows: list[dict[str, Any]]) -> None:
+    groups = _by_consumer(rows)
+    for consumer, pts in groups.items():
+        ax.errorbar(range(len(pts)), [_med(r["cpu_us_per_record"]) for r in pts],
+                    yerr=_err([r["cpu_us_per_record"] for r in pts]), marker="o", capsize=3,
+                    label=f"{consumer}: CPU µs/record")
+    first = next(iter(groups.values()))
+    ax.set_xticks(range(len(first)), [f"{r['checkpoint_interval_s']:g} s" for r in first])
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("checkpoint_interval_s")
+    ax.set_ylabel("CPU µs per record")
+    flat = groups.get("flat out")
+    if flat:
+        twin = ax.twinx()
+        twin.plot(range(len(flat)), [_med(r["records_per_s"]) for r in flat], "s--", color="#55a868",
+                  label="flat out: records/s")
+        twin.set_ylabel("flat-out records/s (dashed)")
+        twin.set_ylim(bottom=0)
+    ax.set_title("Checkpoint cost: CPU and throughput")
+    ax.legend(fontsize=7, loc="lower left")
 
 
 def _shards(ax: Any, rows: list[dict[str, Any]]) -> None:
@@ -121,7 +152,8 @@ def write_chart(results: dict[str, Any], modules: dict[str, ModuleType | None], 
     if rows("read") or rows("peers"):
         panels.append(lambda ax: _consumers(ax, rows("read"), rows("peers")))
     if rows("checkpoint"):
-        panels.append(lambda ax: _checkpoint(ax, rows("checkpoint")))
+        panels.append(lambda ax: _checkpoint_writes(ax, rows("checkpoint")))
+        panels.append(lambda ax: _checkpoint_cost(ax, rows("checkpoint")))
     if any(r["kind"] == "throughput" for r in rows("scaling")):
         panels.append(lambda ax: _shards(ax, [r for r in rows("scaling") if r["kind"] == "throughput"]))
     for name, module in modules.items():

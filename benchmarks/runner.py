@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import logging
 import sys
 import tempfile
@@ -38,7 +39,39 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="emulators of the read benchmark, comma-separated (default: kinesalite,moto; "
                         "kinesalite with --quick or --smoke)")
     p.add_argument("--no-chart", action="store_true", help="do not draw latest.png")
+    p.add_argument("--from-json", type=Path, default=None, metavar="LATEST_JSON",
+                   help="measure nothing: write latest.md and latest.png again from a latest.json")
     return p.parse_args(argv)
+
+
+def write_outputs(results: dict[str, Any], modules: dict[str, ModuleType | None], out: Path, chart: bool,
+                  ctx: BenchContext) -> None:
+    """Write latest.json, latest.md and (if ``chart`` and matplotlib is there) latest.png into ``out``."""
+    write_json(results, out / "latest.json")
+    write_atomically(out / "latest.md", render_markdown(results, modules).encode())
+    ctx.progress(f"wrote {out / 'latest.json'} and {out / 'latest.md'}")
+    if chart:
+        try:
+            from benchmarks.chart import write_chart
+
+            write_chart(results, modules, out / "latest.png")
+            ctx.progress(f"wrote {out / 'latest.png'}")
+        except ImportError:
+            ctx.progress("matplotlib is not installed here: no chart (benchmarks/setup.sh installs it)")
+
+
+def rerender(path: Path, out: Path, chart: bool) -> int:
+    """Write the Markdown and the chart again from saved results, with the current headline functions."""
+    results = json.loads(path.read_text())
+    modules: dict[str, ModuleType | None] = {}
+    for spec in select(list(results["benchmarks"])):
+        module = modules[spec.name] = spec.load()
+        entry = results["benchmarks"][spec.name]
+        headline = getattr(module, "headline", None)
+        if entry.get("status") == "ok" and headline is not None:
+            entry["headline"] = headline(entry["rows"])
+    write_outputs(results, modules, out, chart, BenchContext())
+    return 0
 
 
 def run_benchmarks(ctx: BenchContext, names: list[str], smoke: bool
@@ -81,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"python -m benchmarks: {exc}", file=sys.stderr)
         return 2
+    if args.from_json is not None:
+        return rerender(args.from_json, args.out or args.from_json.parent, not args.no_chart)
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     out: Path = args.out or (Path(tempfile.mkdtemp(prefix="kinesis-spout-bench-smoke-")) if args.smoke
                              else RESULTS_DIR)
@@ -107,17 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                    seconds=round(time.monotonic() - started, 1), loadavg_after=load_average(),
                    note="Shared machine: other test suites may have run at the same time; see the load averages.",
                    benchmarks=entries)
-    write_json(results, out / "latest.json")
-    write_atomically(out / "latest.md", render_markdown(results, modules).encode())
-    ctx.progress(f"wrote {out / 'latest.json'} and {out / 'latest.md'}")
-    if not args.no_chart:
-        try:
-            from benchmarks.chart import write_chart
-
-            write_chart(results, modules, out / "latest.png")
-            ctx.progress(f"wrote {out / 'latest.png'}")
-        except ImportError:
-            ctx.progress("matplotlib is not installed here: no chart (benchmarks/setup.sh installs it)")
+    write_outputs(results, modules, out, not args.no_chart, ctx)
     failed = [name for name, entry in entries.items() if entry["status"] == "failed"]
     if failed:
         ctx.progress(f"failed: {', '.join(failed)}")
