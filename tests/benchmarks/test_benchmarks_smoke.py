@@ -134,7 +134,6 @@ def test_checkpoint_intervals(smoke: tuple[Path, dict[str, Any], str]) -> None:
             assert row["zk_writes"]["median"] >= row["shards"]  # at least the final checkpoint of each shard
             assert row["zk_writes_per_s"]["median"] >= 0
             assert row["checkpoints_at_end"] is True
-        assert mine[0]["zk_writes"]["median"] >= mine[-1]["zk_writes"]["median"]
         assert mine[2]["ratio_vs_interval_1s"] == 1.0
 
 
