@@ -248,8 +248,9 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         ``limit``. Returns ``start`` when there is nothing new (under AvailableNow: when the run is complete).
 
         Who calls: Spark, only after every batch up to ``start`` completed, so ``start`` is written to ZooKeeper
-        first (this is also how the last batch of an AvailableNow run reaches ZooKeeper). Blocks at most
-        IDLE_WAIT_S waiting for the next poll of an idle stream; under AvailableNow until the run is complete.
+        first (this is also how the last batch of an AvailableNow run reaches ZooKeeper). On an idle stream it
+        waits IDLE_WAIT_S for new records before answering (Spark would otherwise ask again every 10 ms); under
+        AvailableNow it waits until there is a batch or the run is complete.
         """
         positions = parse_offset(start, "start offset")
         self._save(positions, force=False)
@@ -263,9 +264,11 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
             if self._cutoff is not None and caught_up:
                 self._save(positions, force=True)
                 return start
-            if wake is None or (deadline is not None and wake > deadline):
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
                 return start
-            time.sleep(max(0.0, wake - time.monotonic()))
+            wake = now + MIN_POLL_INTERVAL_S if wake is None else wake
+            time.sleep(max(0.0, min(wake, deadline if deadline is not None else wake) - now))
 
     def _budget(self, limit: ReadLimit) -> tuple[int | None, int | None]:
         if isinstance(limit, ReadMaxRows):

@@ -134,3 +134,41 @@ def test_children_wait_until_their_listed_parents_are_read_to_their_end() -> Non
     assert waiting_for_parents(parents, done, listed) == set()
     # a parent not read yet holds its children back too
     assert waiting_for_parents(parents, {}, listed) == {"c1", "c2"}
+
+
+# -- the stream reader's own pure parts (no servers: its constructor does no I/O) ------------------------------------
+def test_the_reader_pickles_without_its_clients_and_maps_the_read_limits() -> None:
+    import pickle
+
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxRows
+
+    from kinesis_spout.spark.source import KinesisSpoutStreamReader
+
+    reader = KinesisSpoutStreamReader({"streamname": "s", "appname": "a", "maxbytespertrigger": "4096"})
+    assert reader.getDefaultReadLimit() == ReadMaxBytes(4096)
+    assert reader._budget(ReadMaxBytes(4096)) == (None, 4096)
+    assert reader._budget(ReadAllAvailable()) == (None, None)  # the engine's ReadAllAvailable overrides options
+    both = KinesisSpoutStreamReader({"streamName": "s", "appName": "a", "maxRecordsPerTrigger": "9",
+                                     "maxBytesPerTrigger": "100"})
+    assert both.getDefaultReadLimit() == ReadMaxRows(9) and both._budget(ReadMaxRows(9)) == (9, 100)
+    reader._client = reader._store = object()  # stand-ins for boto3 and kazoo clients, which cannot be pickled
+    copy = pickle.loads(pickle.dumps(reader))
+    assert copy._client is None and copy._store is None and copy._cursors == {}
+    assert (copy.config.stream_name, copy.limits) == ("s", reader.limits)
+    reader.stop()
+    reader.stop()
+
+
+def test_stored_checkpoints_map_onto_positions_and_positions_onto_iterators() -> None:
+    from kinesis_spout import Checkpoint
+    from kinesis_spout.spark.source import checkpoint_position, start_position
+
+    assert checkpoint_position(Checkpoint("s", BIG)).encode() == BIG
+    assert checkpoint_position(Checkpoint("s", "12", shard_end=True)).encode() == "SHARD_END:12"
+    assert checkpoint_position(Checkpoint("s", None, shard_end=True)).encode() == "SHARD_END"
+    assert checkpoint_position(Checkpoint("s", None, reset_to="LATEST")).encode() == "LATEST"
+    assert checkpoint_position(Checkpoint("s", None, reset_to="TRIM_HORIZON")).encode() == "TRIM_HORIZON"
+    assert start_position(ShardPosition.after(BIG)).describe() == f"AFTER_SEQUENCE_NUMBER {BIG}"
+    assert start_position(ShardPosition(start="TRIM_HORIZON")).describe() == "TRIM_HORIZON"
+    when = datetime(2026, 3, 1, 12, tzinfo=timezone.utc)
+    assert start_position(ShardPosition.at_timestamp(when)).timestamp == when
