@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
@@ -151,12 +152,22 @@ def test_the_reader_pickles_without_its_clients_and_maps_the_read_limits() -> No
     both = KinesisSpoutStreamReader({"streamName": "s", "appName": "a", "maxRecordsPerTrigger": "9",
                                      "maxBytesPerTrigger": "100"})
     assert both.getDefaultReadLimit() == ReadMaxRows(9) and both._budget(ReadMaxRows(9)) == (9, 100)
-    reader._client = reader._store = object()  # stand-ins for boto3 and kazoo clients, which cannot be pickled
+    closed = []
+
+    class Unpicklable:  # stands for the boto3 and kazoo clients, which cannot be pickled
+        def __reduce__(self) -> Any:
+            raise TypeError("cannot pickle a client")
+
+        def close(self) -> None:
+            closed.append(True)
+
+    reader._client = reader._store = Unpicklable()
     copy = pickle.loads(pickle.dumps(reader))
     assert copy._client is None and copy._store is None and copy._cursors == {}
     assert (copy.config.stream_name, copy.limits) == ("s", reader.limits)
     reader.stop()
     reader.stop()
+    assert closed == [True] and reader._client is None
 
 
 def test_stored_checkpoints_map_onto_positions_and_positions_onto_iterators() -> None:
