@@ -33,6 +33,13 @@ MAX_RECORDS_PER_TRIGGER = "maxRecordsPerTrigger"
 MAX_BYTES_PER_TRIGGER = "maxBytesPerTrigger"
 SOURCE_ONLY_OPTIONS = (MAX_RECORDS_PER_TRIGGER, MAX_BYTES_PER_TRIGGER)
 
+#: SpoutConfig options for per-record ack/fail, which a Structured Streaming source has no use for: a batch is
+#: done when Spark commits it. They are accepted (the same options serve the spout) and reported as unused.
+UNUSED_BY_SOURCE = frozenset({
+    "retryLimit", "retryBackoffInitialS", "retryBackoffMultiplier", "retryBackoffMaxS", "messageTimeoutS",
+    "maxInflightRecords", "maxInflightBytes", "prefetchRecords", "prefetchBytes", "reliable", "scheme",
+})
+
 TRIM_HORIZON = "TRIM_HORIZON"
 LATEST = "LATEST"
 AT_TIMESTAMP = "AT_TIMESTAMP"
@@ -69,6 +76,12 @@ def parse_source_options(options: Mapping[str, str]) -> tuple[SpoutConfig, Sourc
             spout_options[name] = value
     config = SpoutConfig.from_options(spout_options)
     return config, SourceLimits(limits.get(MAX_RECORDS_PER_TRIGGER), limits.get(MAX_BYTES_PER_TRIGGER))
+
+
+def unused_options(options: Mapping[str, str]) -> list[str]:
+    """The given options that have no effect on the source (canonical names, sorted)."""
+    canonical = {name.lower(): name for name in UNUSED_BY_SOURCE}
+    return sorted(canonical[n.lower()] for n in options if n.lower() in canonical)
 
 
 def _positive_int(name: str, value: Any) -> int:

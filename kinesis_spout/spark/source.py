@@ -41,7 +41,7 @@ from kinesis_spout.kinesis.shards import Shard, list_shards, owned_shards
 from kinesis_spout.records import Record
 from kinesis_spout.spark.offsets import (
     AT_TIMESTAMP, LATEST, TRIM_HORIZON, ShardPosition, allocate, encode_offset, first_after, in_range,
-    parse_offset, parse_source_options, range_is_empty, waiting_for_parents,
+    parse_offset, parse_source_options, range_is_empty, unused_options, waiting_for_parents,
 )
 from kinesis_spout.spark.schema import SCHEMA_DDL, records_to_arrow
 
@@ -74,6 +74,10 @@ class KinesisSpoutDataSource(DataSource):
     def schema(self) -> str:
         """Called by Spark at ``load()``: validates the options there, so a bad one fails before the query."""
         parse_source_options(self.options)
+        unused = unused_options(self.options)
+        if unused:
+            log.warning("options %s have no effect on the kinesis_spout source (a batch is done when Spark "
+                        "commits it; per-record ack/fail is the spout's)", ", ".join(unused))
         return SCHEMA_DDL
 
     def streamReader(self, schema: Any) -> "KinesisSpoutStreamReader":

@@ -10,7 +10,7 @@ import pytest
 from kinesis_spout import CheckpointError, ConfigError, InitialPosition
 from kinesis_spout.spark.offsets import (
     ShardPosition, SourceLimits, allocate, encode_offset, first_after, in_range, parse_offset,
-    parse_source_options, range_is_empty, waiting_for_parents,
+    parse_source_options, range_is_empty, unused_options, waiting_for_parents,
 )
 
 BIG = "49590338271490256608559692538361571095921575989136588898"  # 56 digits, as Kinesis has them
@@ -37,6 +37,13 @@ def test_source_only_options_are_taken_out_before_the_config_parser() -> None:
 def test_bad_limits_are_config_errors_naming_the_option(name: str, value: str) -> None:
     with pytest.raises(ConfigError, match=f"option '{name[:3]}.*must be a whole number of at least 1"):
         parse_source_options({"streamName": "s", "appName": "a", name: value})
+
+
+def test_spout_only_options_are_accepted_and_reported_as_unused() -> None:
+    options = {"streamName": "s", "appName": "a", "retrylimit": "5", "reliable": "false", "region": "eu-west-1"}
+    config, _ = parse_source_options(options)
+    assert config.retry_limit == 5  # still validated by the one parser
+    assert unused_options(options) == ["reliable", "retryLimit"]
 
 
 def test_unknown_and_missing_options_are_reported_by_the_one_parser() -> None:
