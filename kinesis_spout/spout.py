@@ -14,7 +14,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, Iterable
 
 from kinesis_spout.checkpoint.base import Checkpoint, CheckpointStore
 from kinesis_spout.checkpoint.writer import CheckpointWriter, ConflictHandler
@@ -212,14 +212,21 @@ class KinesisSpout:
                 if emitted is not None:
                     return emitted
 
-    def next_batch(self, max_records: int = 500, timeout_s: float = 1.0) -> list[SpoutTuple]:
-        """Up to ``max_records`` tuples; waits up to ``timeout_s`` for the first one, then returns what is ready."""
+    def next_batch(self, max_records: int = 500, timeout_s: float = 1.0,
+                   max_bytes: int | None = None) -> list[SpoutTuple]:
+        """Up to ``max_records`` tuples; waits up to ``timeout_s`` for the first one, then returns what is ready.
+
+        With ``max_bytes`` the batch stops growing once its records' bytes reach it (so it may pass it by less than
+        one record).
+        """
         deadline = time.monotonic() + timeout_s
         batch: list[SpoutTuple] = []
-        while len(batch) < max_records:
+        size = 0
+        while len(batch) < max_records and (max_bytes is None or size < max_bytes):
             tup = self.next_tuple()
             if tup is not None:
                 batch.append(tup)
+                size += tup.record.size
                 continue
             if batch:
                 break
@@ -305,17 +312,31 @@ class KinesisSpout:
 
     def ack(self, mid: str) -> None:
         """The tuple ``mid`` was fully processed. Unknown or repeated ids are ignored and counted."""
-        with self._lock:
-            found = self._lookup(mid)
-            if found is not None and found[0].tracker.ack(found[1]):
-                self._offer_checkpoint(found[0])
+        self.ack_many((mid,))
 
     def fail(self, mid: str) -> None:
         """The tuple ``mid`` failed: it is emitted again after a backoff, or dead-lettered once retries run out."""
+        self.fail_many((mid,))
+
+    def ack_many(self, mids: Iterable[str]) -> None:
+        """:meth:`ack` for many ids at once: one lock, and each shard's checkpoint offered once."""
         with self._lock:
-            found = self._lookup(mid)
-            if found is not None and found[0].tracker.fail(found[1], time.monotonic()) is FailOutcome.DEAD_LETTER:
-                self._deliver_dead_letters(found[0], "failed")
+            advanced: dict[str, ShardState] = {}
+            for mid in mids:
+                found = self._lookup(mid)
+                if found is not None and found[0].tracker.ack(found[1]):
+                    advanced[found[0].shard.shard_id] = found[0]
+            for state in advanced.values():
+                self._offer_checkpoint(state)
+
+    def fail_many(self, mids: Iterable[str]) -> None:
+        """:meth:`fail` for many ids at once (one lock)."""
+        with self._lock:
+            now = time.monotonic()
+            for mid in mids:
+                found = self._lookup(mid)
+                if found is not None and found[0].tracker.fail(found[1], now) is FailOutcome.DEAD_LETTER:
+                    self._deliver_dead_letters(found[0], "failed")
 
     # -- housekeeping -----------------------------------------------------------------------------------------
     def _maintain(self, now: float) -> None:

@@ -61,8 +61,10 @@ class CheckpointWriter:
 
     def offer(self, checkpoint: Checkpoint) -> None:
         with self._cond:
+            newly = checkpoint.shard_id not in self._pending
             self._pending[checkpoint.shard_id] = checkpoint
-            self._cond.notify_all()
+            if newly:  # a shard already pending has its due time; the thread need not wake for a newer value
+                self._cond.notify_all()
 
     def _due(self, now: float) -> tuple[str | None, float]:
         """The shard to write now, or how long until one is due."""

@@ -249,12 +249,9 @@ class SpoutPipeline:
                 return [], 0.0
         started = time.monotonic()
         size = taken[0].record.size
-        while len(taken) < self.max_batch_records and size < self.max_batch_bytes:
-            tup = spout.next_tuple()
-            if tup is None:
-                break
-            taken.append(tup)
-            size += tup.record.size
+        if len(taken) < self.max_batch_records and size < self.max_batch_bytes:
+            taken += spout.next_batch(max_records=self.max_batch_records - len(taken), timeout_s=0.0,
+                                      max_bytes=self.max_batch_bytes - size)
         return taken, started
 
     def _run_batch(self, spout: KinesisSpout, batch_id: int, tuples: list[SpoutTuple], started: float) -> None:
@@ -277,13 +274,10 @@ class SpoutPipeline:
                       len(tuples), exc_info=True)
             failed = {t.message_id for t in tuples}
         process_s = time.monotonic() - t1
-        acked = 0
-        for tup in tuples:
-            if tup.message_id in failed:
-                spout.fail(tup.message_id)
-            else:
-                spout.ack(tup.message_id)
-                acked += 1
+        to_fail = [t.message_id for t in tuples if t.message_id in failed]
+        spout.fail_many(to_fail)
+        spout.ack_many(t.message_id for t in tuples if t.message_id not in failed)
+        acked = len(tuples) - len(to_fail)
         if error is None and len(failed) > len(tuples) - acked:
             strays = sorted(failed - {t.message_id for t in tuples})
             log.warning("batch %d: process() returned %d failed message ids that are not in the batch (e.g. %s); "

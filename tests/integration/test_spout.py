@@ -290,3 +290,20 @@ def test_spout_loses_nothing_through_throttling_expired_iterators_and_dropped_co
     assert proxy.pending() == 0  # every fault was delivered
     assert sorted(t.message_id for t in got) == sorted(f"{s}:{q}" for s, q in placed)
     assert {shard: cp.sequence_number for shard, cp in store.list().items()} == last_sequence_by_shard(placed)
+
+
+def test_batches_bounded_by_bytes_and_acked_or_failed_in_bulk(moto_kinesis: KinesisEndpoint) -> None:
+    stream = moto_kinesis.create_stream(shards=1)
+    placed = moto_kinesis.put(stream, [b"x" * 100 for _ in range(30)], partition_keys=["k"] * 30)
+    store = MemoryCheckpointStore()
+    dead: list[str] = []
+    config = make_config(moto_kinesis, stream, retry_limit=0, dead_letter=lambda r, why: dead.append(r.message_id))
+    with KinesisSpout(config, store) as spout:
+        assert wait_until(lambda: spout.metrics()[0].buffered == 30, 10)
+        batch = spout.next_batch(max_records=100, timeout_s=1.0, max_bytes=1000)  # 101 bytes a record
+        assert len(batch) == 10
+        spout.fail_many([batch[0].message_id])  # no retries left: dead-lettered at once
+        spout.ack_many(t.message_id for t in batch[1:])
+        assert dead == [batch[0].message_id]
+        assert spout.flush_checkpoints()
+    assert store.load(placed[0][0]).sequence_number == placed[9][1]
