@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterator, Mapping, Sequence
@@ -56,7 +56,7 @@ MAX_RETRIES = 30
 #: Trigger.AvailableNow reads records that arrived up to this long after the run started (by Kinesis' clock):
 #: an allowance for clock skew between this driver and Kinesis, so nothing present at the start is left out.
 AVAILABLE_NOW_MARGIN = timedelta(seconds=2)
-_FETCH_THREADS = 16
+_FETCH_THREADS = 32
 
 
 class KinesisSpoutDataSource(DataSource):
@@ -115,11 +115,19 @@ class _ShardCursor:
     backoff: Backoff = field(default_factory=Backoff)
     at_tip: bool = False   # an empty read at the stream's tip since prepareForTriggerAvailableNow
     frozen: bool = False   # Trigger.AvailableNow: records past the run's start time were seen; read no further
+    busy: bool = False     # the last read returned records: read ahead while Spark runs the batch
+    ahead: Future[None] | None = None  # the read-ahead in progress
+
+    @property
+    def readable(self) -> bool:
+        """Whether a GetRecords call may be made now or later (nothing waiting, not ended, not stopped)."""
+        return not self.pending and not self.getter.shard_end and not self.frozen and self.ahead is None
 
     @property
     def caught_up(self) -> bool:
         """Trigger.AvailableNow: nothing left of what was in the shard when the run started."""
-        return not self.pending and (self.getter.shard_end or self.frozen or self.at_tip)
+        return (not self.pending and self.ahead is None
+                and (self.getter.shard_end or self.frozen or self.at_tip))
 
 
 def start_position(position: ShardPosition) -> StartPosition:
@@ -272,7 +280,12 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
             if deadline is not None and now >= deadline:
                 return start
             wake = now + MIN_POLL_INTERVAL_S if wake is None else wake
-            time.sleep(max(0.0, min(wake, deadline if deadline is not None else wake) - now))
+            pause = max(0.0, min(wake, deadline if deadline is not None else wake) - now)
+            ahead = [c.ahead for c in self._cursors.values() if c.ahead is not None]
+            if ahead:
+                wait(ahead, timeout=pause, return_when=FIRST_COMPLETED)
+            else:
+                time.sleep(pause)
 
     def _budget(self, limit: ReadLimit) -> tuple[int | None, int | None]:
         if isinstance(limit, ReadMaxRows):
@@ -283,7 +296,10 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
 
     def _plan(self, positions: dict[str, ShardPosition], max_rows: int | None, max_bytes: int | None
               ) -> tuple[dict[str, ShardPosition], bool, float | None]:
-        """One planning round: poll due shards, admit records. Returns (end, all caught up, next poll time)."""
+        """One planning round: poll due shards, admit records, start reading ahead on busy shards.
+
+        Returns (end, all caught up, next poll time). A shard whose read-ahead is still running sits this round out.
+        """
         shards = self._list_shards()
         starts = {s: positions.get(s, ShardPosition(start=TRIM_HORIZON)) for s in shards}
         end = dict(positions)
@@ -293,9 +309,10 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         blocked = waiting_for_parents({s: shard.parents for s, shard in shards.items()}, starts, shards)
         cursors = [self._cursor(s, pos) for s, pos in starts.items()
                    if s not in blocked and not pos.ended and not _unresolved(pos)]
+        everyone = cursors
+        cursors = self._collect(cursors)
         now = time.monotonic()
-        self._fetch([c for c in cursors if not c.pending and not c.getter.shard_end and not c.frozen
-                     and c.next_poll <= now])
+        self._fetch([c for c in cursors if c.readable and c.next_poll <= now])
         if self._cutoff is not None:
             for cursor in cursors:
                 cut = first_after((r.approximate_arrival_timestamp for r in cursor.pending), self._cutoff)
@@ -314,9 +331,11 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
             if new != cursor.position:
                 self._kept[(cursor.shard_id, cursor.position.encode(), new.encode())] = taken
                 cursor.position = end[cursor.shard_id] = new
-        waiting = [c.next_poll for c in cursors
-                   if not c.pending and not c.getter.shard_end and not c.frozen and not (self._cutoff and c.at_tip)]
-        return end, all(c.caught_up for c in cursors), min(waiting, default=None)
+        for cursor in cursors:
+            if cursor.busy and cursor.readable:
+                cursor.ahead = self._threads().submit(self._read_ahead, cursor)
+        waiting = [c.next_poll for c in cursors if c.readable and not (self._cutoff and c.at_tip)]
+        return end, all(c.caught_up for c in everyone), min(waiting, default=None)
 
     def _cursor(self, shard_id: str, position: ShardPosition) -> _ShardCursor:
         """The shard's cursor, made afresh when Spark asks from somewhere else than where it stands."""
@@ -327,16 +346,35 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
             cursor = self._cursors[shard_id] = _ShardCursor(shard_id, position, getter)
         return cursor
 
+    def _threads(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(_FETCH_THREADS, thread_name_prefix="kinesis-source-read")
+        return self._pool
+
     def _fetch(self, cursors: Sequence[_ShardCursor]) -> None:
         """One GetRecords per cursor (in parallel when several); errors that retrying cannot fix are raised."""
         if len(cursors) == 1:
             self._fetch_one(cursors[0])
             return
-        if cursors:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(_FETCH_THREADS, thread_name_prefix="kinesis-source-fetch")
-            for future in [self._pool.submit(self._fetch_one, c) for c in cursors]:
+        for future in [self._threads().submit(self._fetch_one, c) for c in cursors]:
+            future.result()
+
+    def _collect(self, cursors: Sequence[_ShardCursor]) -> list[_ShardCursor]:
+        """The cursors not reading ahead any more (a read-ahead's error is raised here, on Spark's thread)."""
+        ready = []
+        for cursor in cursors:
+            if cursor.ahead is not None:
+                if not cursor.ahead.done():
+                    continue
+                future, cursor.ahead = cursor.ahead, None
                 future.result()
+            ready.append(cursor)
+        return ready
+
+    def _read_ahead(self, cursor: _ShardCursor) -> None:
+        """On a pool thread, while Spark runs the batch: the shard's next GetRecords, when Kinesis allows it."""
+        time.sleep(max(0.0, cursor.next_poll - time.monotonic()))
+        self._fetch_one(cursor)
 
     def _fetch_one(self, cursor: _ShardCursor) -> None:
         try:
@@ -350,6 +388,7 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
             return
         cursor.backoff.reset()
         cursor.pending.extend(result.records)
+        cursor.busy = bool(result.records)
         at_tip = not result.records and result.millis_behind_latest in (0, None)
         cursor.at_tip = cursor.at_tip or at_tip
         pause = self.config.empty_record_backoff_s if at_tip else MIN_POLL_INTERVAL_S
@@ -382,7 +421,7 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         self._cursors.clear()
         self._kept.clear()
         if pool is not None:
-            pool.shutdown(wait=True)
+            pool.shutdown(wait=True, cancel_futures=True)
         if store is not None:
             store.close()
 
