@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping, Sequence
 
-from kinesis_spout.config import OPTION_NAMES, SpoutConfig
+from kinesis_spout.checkpoint.base import Checkpoint
+from kinesis_spout.config import OPTION_NAMES, InitialPosition, SpoutConfig
 from kinesis_spout.errors import CheckpointError, ConfigError
 
 #: Options of the source that are not SpoutConfig fields; taken out before the rest goes to ``from_options``.
@@ -157,10 +158,50 @@ class ShardPosition:
         raise CheckpointError(f"{where}: unreadable shard position {text!r}; expected a sequence number, "
                               f"TRIM_HORIZON, LATEST, AT_TIMESTAMP:<ISO-8601> or SHARD_END[:<sequence number>]")
 
+    @property
+    def unresolved(self) -> bool:
+        """A new query's symbolic LATEST, which the first batch pins to a time before anything is read."""
+        return self.sequence_number is None and not self.ended and self.start == LATEST
+
     def is_beyond(self, other: "ShardPosition") -> bool:
         """True when this position has consumed a record ``other`` has not (compared as ints)."""
         mine, theirs = self.key, other.key
         return mine is not None and (theirs is None or mine > theirs)
+
+
+def checkpoint_position(checkpoint: Checkpoint) -> ShardPosition:
+    """The position a stored ZooKeeper checkpoint stands for (``reset_to`` from an operator's reset included)."""
+    if checkpoint.sequence_number is not None:
+        position = ShardPosition.after(checkpoint.sequence_number)
+        return position.finished() if checkpoint.shard_end else position
+    if checkpoint.shard_end:
+        return ShardPosition(ended=True)
+    return ShardPosition(start=checkpoint.reset_to or TRIM_HORIZON)
+
+
+def initial_positions(parents: Mapping[str, Sequence[str]], stored: Mapping[str, Checkpoint],
+                      config: SpoutConfig) -> dict[str, ShardPosition]:
+    """Where a new query starts in each listed shard (``parents`` maps each to its parent shard ids).
+
+    A shard's checkpoint wins; a shard without one whose parent was read (a child of a reshard) starts at
+    TRIM_HORIZON, since its records follow its parent's; any other shard starts at ``config.initial_position``.
+    """
+    def was_read(checkpoint: Checkpoint | None) -> bool:
+        return checkpoint is not None and (checkpoint.sequence_number is not None or checkpoint.shard_end
+                                           or checkpoint.reset_to == TRIM_HORIZON)
+
+    positions: dict[str, ShardPosition] = {}
+    for shard_id, shard_parents in parents.items():
+        if shard_id in stored:
+            positions[shard_id] = checkpoint_position(stored[shard_id])
+        elif any(was_read(stored.get(p)) for p in shard_parents):
+            positions[shard_id] = ShardPosition(start=TRIM_HORIZON)
+        elif config.initial_position is InitialPosition.AT_TIMESTAMP:
+            assert config.initial_timestamp is not None
+            positions[shard_id] = ShardPosition.at_timestamp(config.initial_timestamp)
+        else:
+            positions[shard_id] = ShardPosition(start=config.initial_position.value)
+    return positions
 
 
 def parse_offset(doc: Any, where: str = "offset") -> dict[str, ShardPosition]:

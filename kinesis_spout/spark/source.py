@@ -32,7 +32,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxBytes, ReadMaxRows, SupportsTriggerAvailableNow
 
 from kinesis_spout.checkpoint.base import Checkpoint
-from kinesis_spout.config import MIN_POLL_INTERVAL_S, InitialPosition
+from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.errors import CheckpointConflict, CheckpointError, KinesisError
 from kinesis_spout.kinesis.client import make_client
 from kinesis_spout.kinesis.getter import LATEST_MARGIN, ShardGetter, StartPosition
@@ -40,7 +40,7 @@ from kinesis_spout.kinesis.reader import Backoff
 from kinesis_spout.kinesis.shards import Shard, list_shards, owned_shards
 from kinesis_spout.records import Record
 from kinesis_spout.spark.offsets import (
-    AT_TIMESTAMP, LATEST, TRIM_HORIZON, ShardPosition, allocate, encode_offset, first_after, in_range,
+    AT_TIMESTAMP, TRIM_HORIZON, ShardPosition, allocate, encode_offset, first_after, in_range, initial_positions,
     parse_offset, parse_source_options, range_is_empty, unused_options, waiting_for_parents,
 )
 from kinesis_spout.spark.schema import SCHEMA_DDL, records_to_arrow
@@ -139,16 +139,6 @@ def start_position(position: ShardPosition) -> StartPosition:
     return StartPosition(position.start)
 
 
-def checkpoint_position(checkpoint: Checkpoint) -> ShardPosition:
-    """The position a stored ZooKeeper checkpoint stands for."""
-    if checkpoint.sequence_number is not None:
-        position = ShardPosition.after(checkpoint.sequence_number)
-        return position.finished() if checkpoint.shard_end else position
-    if checkpoint.shard_end:
-        return ShardPosition(ended=True)
-    return ShardPosition(start=checkpoint.reset_to or TRIM_HORIZON)
-
-
 class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """The stream reader Spark drives: offsets and batch planning on the driver, ``read`` on executors.
 
@@ -217,20 +207,10 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         """
         shards = self._list_shards(force=True)
         stored = self._checkpoints().list()
-        positions: dict[str, ShardPosition] = {}
-        for shard_id, shard in shards.items():
-            checkpoint = stored.get(shard_id)
-            if checkpoint is not None:
-                positions[shard_id] = checkpoint_position(checkpoint)
-                if checkpoint.sequence_number is not None or checkpoint.shard_end:
-                    self._written[shard_id] = positions[shard_id].encode()
-            elif any(_was_read(stored.get(p)) for p in shard.parents):
-                positions[shard_id] = ShardPosition(start=TRIM_HORIZON)
-            elif self.config.initial_position is InitialPosition.AT_TIMESTAMP:
-                assert self.config.initial_timestamp is not None
-                positions[shard_id] = ShardPosition.at_timestamp(self.config.initial_timestamp)
-            else:
-                positions[shard_id] = ShardPosition(start=self.config.initial_position.value)
+        positions = initial_positions({s: shard.parents for s, shard in shards.items()}, stored, self.config)
+        for shard_id, checkpoint in stored.items():
+            if shard_id in positions and (checkpoint.sequence_number is not None or checkpoint.shard_end):
+                self._written[shard_id] = positions[shard_id].encode()
         log.info("stream %r, app %r: new query starts at %s", self.config.stream_name, self.config.app_name,
                  encode_offset(positions))
         return encode_offset(positions)
@@ -304,11 +284,11 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         starts = {s: positions.get(s, ShardPosition(start=TRIM_HORIZON)) for s in shards}
         end = dict(positions)
         for shard_id, pos in starts.items():
-            if _unresolved(pos):
+            if pos.unresolved:
                 end[shard_id] = ShardPosition.at_timestamp(datetime.now(timezone.utc) - LATEST_MARGIN)
         blocked = waiting_for_parents({s: shard.parents for s, shard in shards.items()}, starts, shards)
         cursors = [self._cursor(s, pos) for s, pos in starts.items()
-                   if s not in blocked and not pos.ended and not _unresolved(pos)]
+                   if s not in blocked and not pos.ended and not pos.unresolved]
         everyone = cursors
         cursors = self._collect(cursors)
         now = time.monotonic()
@@ -517,17 +497,6 @@ def _executor_client(region: str | None, endpoint_url: str | None) -> Any:
         if client is None:
             client = _clients[(region, endpoint_url)] = make_client(region, endpoint_url)
         return client
-
-
-def _unresolved(position: ShardPosition) -> bool:
-    """A new query's symbolic LATEST, which the first batch pins to a time before anything is read."""
-    return position.sequence_number is None and not position.ended and position.start == LATEST
-
-
-def _was_read(checkpoint: Checkpoint | None) -> bool:
-    """Whether a (parent's) checkpoint shows the shard was read, so its children start at TRIM_HORIZON."""
-    return checkpoint is not None and (checkpoint.sequence_number is not None or checkpoint.shard_end
-                                       or checkpoint.reset_to == TRIM_HORIZON)
 
 
 def _arrow_bytes(stream_name: str, records: Sequence[Record]) -> bytes:

@@ -9,8 +9,8 @@ import pytest
 
 from kinesis_spout import CheckpointError, ConfigError, InitialPosition
 from kinesis_spout.spark.offsets import (
-    ShardPosition, SourceLimits, allocate, encode_offset, first_after, in_range, parse_offset,
-    parse_source_options, range_is_empty, unused_options, waiting_for_parents,
+    ShardPosition, SourceLimits, allocate, checkpoint_position, encode_offset, first_after, in_range, parse_offset,
+    initial_positions, parse_source_options, range_is_empty, unused_options, waiting_for_parents,
 )
 
 BIG = "49590338271490256608559692538361571095921575989136588898"  # 56 digits, as Kinesis has them
@@ -179,7 +179,7 @@ def test_the_reader_pickles_without_its_clients_and_maps_the_read_limits() -> No
 
 def test_stored_checkpoints_map_onto_positions_and_positions_onto_iterators() -> None:
     from kinesis_spout import Checkpoint
-    from kinesis_spout.spark.source import checkpoint_position, start_position
+    from kinesis_spout.spark.source import start_position
 
     assert checkpoint_position(Checkpoint("s", BIG)).encode() == BIG
     assert checkpoint_position(Checkpoint("s", "12", shard_end=True)).encode() == "SHARD_END:12"
@@ -190,3 +190,16 @@ def test_stored_checkpoints_map_onto_positions_and_positions_onto_iterators() ->
     assert start_position(ShardPosition(start="TRIM_HORIZON")).describe() == "TRIM_HORIZON"
     when = datetime(2026, 3, 1, 12, tzinfo=timezone.utc)
     assert start_position(ShardPosition.at_timestamp(when)).timestamp == when
+
+
+def test_a_new_query_starts_at_checkpoints_then_children_of_read_parents_then_the_initial_position() -> None:
+    from kinesis_spout import Checkpoint, SpoutConfig
+
+    parents = {"p": (), "c": ("p",), "fresh": (), "orphan": ("never-read",), "reset": ()}
+    stored = {"p": Checkpoint("p", "9", shard_end=True), "reset": Checkpoint("reset", None, reset_to="LATEST")}
+    config = SpoutConfig(stream_name="s", app_name="a", initial_position=InitialPosition.AT_TIMESTAMP,
+                         initial_timestamp=datetime(2026, 5, 1, tzinfo=timezone.utc))
+    got = encode_offset(initial_positions(parents, stored, config))
+    assert got == {"c": "TRIM_HORIZON", "fresh": "AT_TIMESTAMP:2026-05-01T00:00:00+00:00",
+                   "orphan": "AT_TIMESTAMP:2026-05-01T00:00:00+00:00", "p": "SHARD_END:9", "reset": "LATEST"}
+    assert ShardPosition.parse(got["reset"]).unresolved and not ShardPosition.parse(got["p"]).unresolved
