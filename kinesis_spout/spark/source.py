@@ -5,8 +5,9 @@
           .option("appName", "wordcount").option("zookeeper", "127.0.0.1:2181").load())
 
 How a micro-batch is made. Kinesis cannot say where a shard's data ends without reading it, so the driver reads:
-``latestOffset`` makes at most one GetRecords call per shard (paced as Kinesis allows), admits records under the
-read limit, keeps them keyed by ``(shard, start, end)``, and returns the new per-shard sequence numbers.
+``latestOffset`` takes what each shard has read (at most one GetRecords call per shard and round, paced as Kinesis
+allows; a shard that returned records reads its next call ahead while Spark runs the batch), admits records
+under the read limit, keeps them keyed by ``(shard, start, end)``, and returns the new per-shard sequence numbers.
 ``partitions`` then hands each shard's kept records to its partition as Arrow bytes, so the executors do not read
 Kinesis again. A batch whose records are not kept (a replay after a restart) is read again between its exact
 offsets: ``AFTER_SEQUENCE_NUMBER`` the start, up to and including the end. Offsets are described in
@@ -236,8 +237,9 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
             cursor.at_tip = False
 
     def latestOffset(self, start: dict[str, str], limit: ReadLimit) -> dict[str, str]:
-        """The end of the next batch: records after ``start`` read now (one GetRecords per due shard), cut by
-        ``limit``. Returns ``start`` when there is nothing new (under AvailableNow: when the run is complete).
+        """The end of the next batch: the records after ``start`` read so far (read ahead, or by one GetRecords per
+        due shard now), cut by ``limit``. Returns ``start`` when there is nothing new (under AvailableNow: when the
+        run is complete).
 
         Who calls: Spark, only after every batch up to ``start`` completed, so ``start`` is written to ZooKeeper
         first (this is also how the last batch of an AvailableNow run reaches ZooKeeper). On an idle stream it
@@ -357,6 +359,8 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         self._fetch_one(cursor)
 
     def _fetch_one(self, cursor: _ShardCursor) -> None:
+        """One GetRecords into the cursor's pending records; sets when the shard may be polled next (Kinesis'
+        pace, the empty-read backoff, or a retry backoff after a retriable error, which is not raised)."""
         try:
             result = cursor.getter.fetch()
         except KinesisError as exc:
