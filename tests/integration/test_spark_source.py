@@ -23,13 +23,11 @@ from typing import Any
 
 import pytest
 
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+from kinesis_spout.spark.source import KinesisSpoutDataSource, KinesisSpoutStreamReader, ShardRange
 from kinesis_spout.testing.kinesis import KinesisEndpoint, wait_for_stream
 from kinesis_spout.testing.process import wait_until
-
-pyspark_datasource = pytest.importorskip("pyspark.sql.streaming.datasource")
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows  # noqa: E402
-
-from kinesis_spout.spark.source import KinesisSpoutDataSource, KinesisSpoutStreamReader, ShardRange  # noqa: E402
 
 CONSUMER = Path(__file__).parent / "procs" / "spark_source_consumer.py"
 PER_BATCH = 50  # maxRecordsPerTrigger of the crash test's consumer
