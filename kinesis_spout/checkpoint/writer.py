@@ -47,6 +47,7 @@ class CheckpointWriter:
         self._thread: threading.Thread | None = None
         self._failing_since: float | None = None
         self._waited_for_connection = False
+        self._flushing = 0  # flush() calls under way: every pending shard is due at once
         self.writes = 0
         self.conflicts = 0
         self.failures = 0
@@ -69,6 +70,8 @@ class CheckpointWriter:
     def _due(self, now: float) -> tuple[str | None, float]:
         """The shard to write now, or how long until one is due."""
         wait = 3600.0
+        if self._flushing and self._pending:
+            return next(iter(self._pending)), 0.0
         for shard_id in self._pending:
             due = self._last_write.get(shard_id, -1e18) + self.interval_s
             if due <= now:
@@ -197,14 +200,16 @@ class CheckpointWriter:
         """Write everything pending now; returns False if it was not all written within ``timeout_s``."""
         deadline = time.monotonic() + timeout_s
         with self._cond:
-            for shard_id in self._pending:
-                self._last_write.pop(shard_id, None)
+            self._flushing += 1  # also a value offered while a write is under way is written at once
             self._cond.notify_all()
-            while self._pending or self._busy:
-                left = deadline - time.monotonic()
-                if left <= 0 or self._thread is None:
-                    return False
-                self._cond.wait(left)
+            try:
+                while self._pending or self._busy:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or self._thread is None:
+                        return False
+                    self._cond.wait(left)
+            finally:
+                self._flushing -= 1
         return True
 
     def close(self, timeout_s: float = 10.0) -> None:

@@ -307,3 +307,18 @@ def test_batches_bounded_by_bytes_and_acked_or_failed_in_bulk(moto_kinesis: Kine
         assert dead == [batch[0].message_id]
         assert spout.flush_checkpoints()
     assert store.load(placed[0][0]).sequence_number == placed[9][1]
+
+
+def test_close_writes_the_newest_checkpoint_at_once_even_with_a_long_interval(moto_kinesis: KinesisEndpoint
+                                                                             ) -> None:
+    stream = moto_kinesis.create_stream(shards=1)
+    placed = moto_kinesis.put(stream, [f"c{i}".encode() for i in range(20)])
+    store = MemoryCheckpointStore()
+    config = make_config(moto_kinesis, stream, checkpoint_interval_s=600.0)
+    with KinesisSpout(config, store) as spout:
+        drain(spout, 10)
+        assert wait_until(lambda: store.writes == 1, 5)  # the first advance is written at once
+        drain(spout, 10)  # the next one waits for the interval...
+        assert store.writes == 1
+        assert spout.flush_checkpoints(timeout_s=5.0)  # ...unless flushed
+        assert store.load(placed[0][0]).sequence_number == placed[-1][1]
