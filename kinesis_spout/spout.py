@@ -201,16 +201,21 @@ class KinesisSpout:
             now = time.monotonic()
             if now - self._last_expire >= _EXPIRE_EVERY_S:
                 self._maintain(now)
+            return self._take_one(now, retries=True)
+
+    def _take_one(self, now: float, retries: bool) -> SpoutTuple | None:
+        """A due retry (unless ``retries`` is False: none is queued) or the next new record; lock held."""
+        if retries:
             retry = self._next_retry(now)
             if retry is not None:
                 return retry
-            while True:
-                record = self._rr.next_record(self._admit)
-                if record is None:
-                    return None
-                emitted = self._emit(record, now)
-                if emitted is not None:
-                    return emitted
+        while True:
+            record = self._rr.next_record(self._admit)
+            if record is None:
+                return None
+            emitted = self._emit(record, now)
+            if emitted is not None:
+                return emitted
 
     def next_batch(self, max_records: int = 500, timeout_s: float = 1.0,
                    max_bytes: int | None = None) -> list[SpoutTuple]:
@@ -222,19 +227,31 @@ class KinesisSpout:
         deadline = time.monotonic() + timeout_s
         batch: list[SpoutTuple] = []
         size = 0
-        while len(batch) < max_records and (max_bytes is None or size < max_bytes):
-            tup = self.next_tuple()
+        if max_records < 1:
+            return batch
+        while True:
+            tup = self.next_tuple()  # the first: checks, housekeeping, and a due retry if there is one
             if tup is not None:
                 batch.append(tup)
                 size += tup.record.size
-                continue
-            if batch:
                 break
             left = deadline - time.monotonic()
             if left <= 0:
-                break
+                return batch
             due = self._next_due()
             self._rr.wait(min(left, due if due is not None else left))
+        with self._lock:  # the rest of what is ready, under one lock hold
+            if self._state != "open":
+                return batch
+            now = time.monotonic()
+            retries = any(s.tracker.retry_queue_len for s in self._shards.values())
+            while len(batch) < max_records and (max_bytes is None or size < max_bytes):
+                tup = self._take_one(now, retries)
+                if tup is None:
+                    break
+                batch.append(tup)
+                if max_bytes is not None:
+                    size += tup.record.size
         return batch
 
     def _next_due(self) -> float | None:
