@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test test-unit bench clean
+.PHONY: setup demo test test-unit bench bench-smoke clean
 
 setup:
 	@scripts/setup.sh
