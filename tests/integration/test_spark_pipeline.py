@@ -23,7 +23,6 @@ import pytest
 from kinesis_spout import (
     ConfigError,
     InitialPosition,
-    Record,
     RetryBackoff,
     SpoutConfig,
     ZooKeeperCheckpointStore,

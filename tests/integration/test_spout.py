@@ -21,6 +21,7 @@ from kinesis_spout import (
 )
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until
+from kinesis_spout.testing.spout import drain
 
 
 def make_config(endpoint: KinesisEndpoint, stream: str, **overrides: Any) -> SpoutConfig:
@@ -29,18 +30,6 @@ def make_config(endpoint: KinesisEndpoint, stream: str, **overrides: Any) -> Spo
         initial_position=InitialPosition.TRIM_HORIZON, empty_record_backoff_s=0.2, checkpoint_interval_s=0.0)
     options.update(overrides)
     return SpoutConfig(**options)
-
-
-def drain(spout: KinesisSpout, want: int, timeout_s: float = 20.0, ack: bool = True) -> list[SpoutTuple]:
-    """Read until ``want`` tuples arrived (or the deadline), acking each unless told not to."""
-    got: list[SpoutTuple] = []
-    deadline = time.monotonic() + timeout_s
-    while len(got) < want and time.monotonic() < deadline:
-        for tup in spout.next_batch(max_records=want - len(got), timeout_s=0.5):
-            got.append(tup)
-            if ack:
-                spout.ack(tup.message_id)
-    return got
 
 
 def last_sequence_by_shard(placed: list[tuple[str, str]]) -> dict[str, str]:

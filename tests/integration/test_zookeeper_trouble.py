@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from typing import Any
 
 import pytest
@@ -21,6 +20,7 @@ from kinesis_spout import (
 )
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until
+from kinesis_spout.testing.spout import drain
 from kinesis_spout.testing.zookeeper import ZooKeeperServer
 
 SECRET = "s3cr3t-Pa55"
@@ -45,14 +45,8 @@ def stored(zookeeper: Any, config: SpoutConfig) -> dict[str, int]:
             for shard in client.get_children(config.checkpoint_path)}
 
 
-def read_some(spout: KinesisSpout, want: int, ack: bool = True, timeout_s: float = 20.0) -> list[Any]:
-    got: list[Any] = []
-    deadline = time.monotonic() + timeout_s
-    while len(got) < want and time.monotonic() < deadline:
-        for tup in spout.next_batch(max_records=want - len(got), timeout_s=0.5):
-            got.append(tup)
-            if ack:
-                spout.ack(tup.message_id)
+def read_some(spout: KinesisSpout, want: int, ack: bool = True) -> list[Any]:
+    got = drain(spout, want, ack=ack)
     assert len(got) == want, f"read {len(got)} of {want}"
     return got
 
