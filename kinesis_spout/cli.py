@@ -34,6 +34,8 @@ def _config(args: argparse.Namespace) -> Any:
 
 
 def _describe(cp: Any) -> str:
+    if cp.reset_to == "AT_TIMESTAMP" and cp.timestamp is not None:
+        return f"(start at {cp.timestamp.isoformat(timespec='milliseconds')})"
     if cp.reset_to:
         return f"(reset to {cp.reset_to})"
     if cp.sequence_number is None:

@@ -1,8 +1,10 @@
 """Record schemes: how a Kinesis record becomes the values of a spout tuple (Storm's ``Scheme``).
 
 A scheme is any callable ``scheme(record) -> tuple`` with a ``fields`` attribute naming the values. A scheme that
-raises ``ValueError`` marks the record as a poison record: the spout hands it straight to the dead-letter handler
-(retrying cannot fix a record that does not decode) and moves on.
+raises (``ValueError`` for data that does not decode, but any ``Exception`` counts: a ``RecursionError`` on deeply
+nested JSON, a ``KeyError`` of a user's scheme) marks the record as a poison record: the spout hands it straight to
+the dead-letter handler with the exception in the reason (retrying cannot fix a record that does not decode) and
+moves on.
 """
 
 from __future__ import annotations

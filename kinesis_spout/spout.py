@@ -13,13 +13,17 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from types import TracebackType
 from typing import Any, Iterable
 
 from kinesis_spout.checkpoint.base import Checkpoint, CheckpointStore
 from kinesis_spout.checkpoint.writer import CheckpointWriter, ConflictHandler
-from kinesis_spout.config import InitialPosition, SpoutConfig
-from kinesis_spout.errors import SpoutError, SpoutStateError
+from kinesis_spout.config import SpoutConfig
+from kinesis_spout.coordination.lineage import (
+    AFTER_SEQUENCE_NUMBER, AT_TIMESTAMP, ShardStart, from_checkpoint, start_positions,
+)
+from kinesis_spout.errors import CheckpointConflict, SpoutError, SpoutStateError
 from kinesis_spout.kinesis.client import make_client
 from kinesis_spout.kinesis.getter import ShardGetter, StartPosition
 from kinesis_spout.kinesis.reader import BufferedShardReader, RoundRobinReader
@@ -29,7 +33,18 @@ from kinesis_spout.tracker import FailOutcome, InflightRecordTracker
 
 log = logging.getLogger("kinesis_spout")
 
+
+def _getter_start(start: ShardStart) -> StartPosition:
+    """The getter's iterator position for a shard start."""
+    if start.position == AFTER_SEQUENCE_NUMBER:
+        assert start.sequence_number is not None
+        return StartPosition.after(start.sequence_number)
+    if start.position == AT_TIMESTAMP:
+        return StartPosition(AT_TIMESTAMP, timestamp=start.timestamp)
+    return StartPosition(start.position)
+
 _EXPIRE_EVERY_S = 0.05
+_POISON: Any = object()  # what _values returns for a record its scheme refused
 
 
 @dataclass
@@ -39,7 +54,7 @@ class ShardState:
     shard: Shard
     tracker: InflightRecordTracker
     reader: BufferedShardReader
-    start: StartPosition
+    start: ShardStart
     offered: SequenceKey | None = None
     finished: bool = False
 
@@ -57,6 +72,7 @@ class ShardMetrics:
     failed: int
     dead_lettered: int
     finished: bool
+    read_to_end: bool = False  # the shard is closed and its reader fetched its last record (maybe still buffered)
 
 
 class KinesisSpout:
@@ -65,8 +81,12 @@ class KinesisSpout:
     ``checkpoint_store`` defaults to ZooKeeper at ``config.zookeeper``; pass a
     :class:`~kinesis_spout.MemoryCheckpointStore` for tests or embedded use. The constructor does no I/O;
     ``open()`` connects, lists the shards and starts one prefetching reader per owned shard; ``close()`` stops
-    them, flushes the last safe checkpoints and is idempotent. Methods may be called from any thread; they are
-    serialized by one lock.
+    them, flushes the last safe checkpoints and is idempotent.
+
+    Threads: methods may be called from any thread. The spout's state (the per-shard trackers, the round-robin
+    cursor, the counters) is touched only under one lock, ``_lock``; reader threads touch only their own buffers
+    (under their own lock) and wake the consumer through the round-robin reader's condition, which is waited on
+    without holding ``_lock``.
     """
 
     def __init__(self, config: SpoutConfig, checkpoint_store: CheckpointStore | None = None, *,
@@ -84,6 +104,7 @@ class KinesisSpout:
         self._state = "new"
         self._last_expire = 0.0
         self._retry_cursor = 0
+        self._deferred: BaseException | None = None  # raised by the next next_tuple/next_batch call
         self.unknown_message_ids = 0
         self.poison_records = 0
 
@@ -106,11 +127,13 @@ class KinesisSpout:
             try:
                 all_shards = list_shards(self._client, cfg.stream_name)
                 mine = owned_shards(all_shards, cfg.task_index, cfg.task_count)
-                known = {s.shard_id for s in all_shards}
                 self._writer = CheckpointWriter(self._store, cfg.checkpoint_interval_s, cfg.worker_id,
                                                 deadline_s=cfg.zookeeper_deadline_s, on_conflict=self._on_conflict)
-                for shard in mine:
-                    self._add_shard(shard, known)
+                for shard, start, checkpoint in self._resolve_starts(mine):
+                    if start.finished:
+                        log.info("shard %s was finished earlier (shard_end); not reading it again", shard.shard_id)
+                        continue
+                    self._add_shard(shard, start, checkpoint)
             except BaseException:
                 self._store.close()
                 raise
@@ -120,37 +143,65 @@ class KinesisSpout:
             self._state = "open"
             log.info("spout %s opened stream %r: task %d/%d owns %d of %d shards (%s)", cfg.app_name,
                      cfg.stream_name, cfg.task_index, cfg.task_count, len(mine), len(all_shards),
-                     ", ".join(f"{s.shard.shard_id} from {s.start.describe()}" for s in self._shards.values())
+                     ", ".join(f"{s.shard.shard_id} {s.start.describe()}" for s in self._shards.values())
                      or "none")
             return self
 
-    def _start_position(self, shard: Shard, checkpoint: Checkpoint | None, known: set[str]) -> StartPosition:
-        cfg = self.config
-        if checkpoint is not None and checkpoint.sequence_number is not None:
-            return StartPosition.after(checkpoint.sequence_number)
-        if checkpoint is not None and checkpoint.reset_to is not None:
-            return StartPosition(checkpoint.reset_to)  # an operator reset the shard to this position
-        if any(p in known for p in shard.parents):
-            return StartPosition("TRIM_HORIZON")  # a child of a reshard: its data follows its parents'
-        if cfg.initial_position is InitialPosition.AT_TIMESTAMP:
-            return StartPosition("AT_TIMESTAMP", timestamp=cfg.initial_timestamp)
-        return StartPosition(cfg.initial_position.value)
+    def _resolve_starts(self, shards: list[Shard]) -> list[tuple[Shard, ShardStart, Checkpoint | None]]:
+        """Each owned shard's start by the lineage rule (:mod:`kinesis_spout.coordination.lineage`), with its
+        stored checkpoint. Called by ``open()`` before any reader starts.
 
-    def _add_shard(self, shard: Shard, known: set[str]) -> None:
+        The checkpoints of the shards and of their parents (listed or not) are read once, and every shard is
+        decided from that state. A ``LATEST`` or configured ``AT_TIMESTAMP`` start is then pinned and written to
+        the store at once, so that a crash before the shard's first checkpoint resumes at the same place.
+        """
         cfg = self.config
         assert self._store is not None
-        checkpoint = self._store.load(shard.shard_id)
-        if checkpoint is not None and checkpoint.shard_end:
-            log.info("shard %s was finished earlier (shard_end); not reading it again", shard.shard_id)
-            return
-        start = self._start_position(shard, checkpoint, known)
+        stored: dict[str, Checkpoint] = {}
+        for shard_id in sorted({s.shard_id for s in shards} | {p for s in shards for p in s.parents}):
+            checkpoint = self._store.load(shard_id)
+            if checkpoint is not None:
+                stored[shard_id] = checkpoint
+        starts = start_positions({s.shard_id: s.parents for s in shards}, stored, cfg.initial_position,
+                                 cfg.initial_timestamp)
+        now = datetime.now(timezone.utc)
+        out = []
+        for shard in shards:
+            start, checkpoint = starts[shard.shard_id], stored.get(shard.shard_id)
+            if start.needs_pin:
+                start, checkpoint = self._pin(shard.shard_id, start, now)
+            out.append((shard, start, checkpoint))
+        return out
+
+    def _pin(self, shard_id: str, start: ShardStart, now: datetime) -> tuple[ShardStart, Checkpoint | None]:
+        """Store ``start`` pinned to a time as the shard's checkpoint; if another worker stored a checkpoint
+        meanwhile, start from that one instead."""
+        assert self._store is not None
+        pinned = start.pin(now)
+        assert pinned.timestamp is not None
+        checkpoint = Checkpoint.pinned(shard_id, pinned.timestamp)
+        try:
+            self._store.save(checkpoint.stamped(self.config.worker_id))
+        except CheckpointConflict:
+            stored = self._store.load(shard_id)
+            if stored is None:
+                raise
+            log.info("shard %s: another worker stored a checkpoint while this one pinned its start; using it",
+                     shard_id)
+            return from_checkpoint(stored), stored
+        return pinned, checkpoint
+
+    def _add_shard(self, shard: Shard, start: ShardStart, checkpoint: Checkpoint | None) -> None:
+        cfg = self.config
+        initial = checkpoint.key if checkpoint is not None else None
         tracker = InflightRecordTracker(
             shard.shard_id, retry_limit=cfg.retry_limit, backoff=cfg.retry_backoff,
-            message_timeout_s=cfg.message_timeout_s, checkpoint=checkpoint.key if checkpoint else None)
-        getter = ShardGetter(self._client, cfg.stream_name, shard.shard_id, start, cfg.max_records_per_call)
+            message_timeout_s=cfg.message_timeout_s, checkpoint=initial)
+        getter = ShardGetter(self._client, cfg.stream_name, shard.shard_id, _getter_start(start),
+                             cfg.max_records_per_call)
         reader = BufferedShardReader(getter, max_records=cfg.prefetch_records, max_bytes=cfg.prefetch_bytes,
                                      empty_backoff_s=cfg.empty_record_backoff_s, on_data=self._rr.notify)
-        state = ShardState(shard, tracker, reader, start, offered=checkpoint.key if checkpoint else None)
+        state = ShardState(shard, tracker, reader, start, offered=initial)
         self._shards[shard.shard_id] = state
         self._rr.add([reader])
 
@@ -195,13 +246,21 @@ class KinesisSpout:
         and nothing pending is dropped; the error clears once writes succeed again).
         """
         with self._lock:
-            self._check_open()
-            if self._writer is not None and self._writer.unreachable is not None:
-                raise self._writer.unreachable
-            now = time.monotonic()
-            if now - self._last_expire >= _EXPIRE_EVERY_S:
-                self._maintain(now)
+            now = self._prepare()
             return self._take_one(now, retries=True)
+
+    def _prepare(self) -> float:
+        """Checks and housekeeping before taking records (lock held); returns the time to take them at."""
+        self._check_open()
+        if self._deferred is not None:
+            error, self._deferred = self._deferred, None
+            raise error
+        if self._writer is not None and self._writer.unreachable is not None:
+            raise self._writer.unreachable
+        now = time.monotonic()
+        if now - self._last_expire >= _EXPIRE_EVERY_S:
+            self._maintain(now)
+        return now
 
     def _take_one(self, now: float, retries: bool) -> SpoutTuple | None:
         """A due retry (unless ``retries`` is False: none is queued) or the next new record; lock held."""
@@ -222,40 +281,43 @@ class KinesisSpout:
         """Up to ``max_records`` tuples; waits up to ``timeout_s`` for the first one, then returns what is ready.
 
         With ``max_bytes`` the batch stops growing once its records' bytes reach it (so it may pass it by less than
-        one record).
+        one record). Tuples taken are never lost to an error: if one arises after some were taken (a reader's
+        error, a dead-letter handler that raises), the batch is returned and the error is raised by the next call.
         """
         deadline = time.monotonic() + timeout_s
         batch: list[SpoutTuple] = []
-        size = 0
         if max_records < 1:
             return batch
         while True:
-            tup = self.next_tuple()  # the first: checks, housekeeping, and a due retry if there is one
-            if tup is not None:
-                batch.append(tup)
-                size += tup.record.size
-                break
+            with self._lock:  # take what is ready under one lock hold
+                now = self._prepare()
+                retries = any(s.tracker.retry_queue_len for s in self._shards.values())
+                size = 0
+                try:
+                    while len(batch) < max_records and (max_bytes is None or size < max_bytes):
+                        tup = self._take_one(now, retries)
+                        if tup is None:
+                            break
+                        batch.append(tup)
+                        size += tup.record.size
+                except Exception as exc:
+                    if not batch:
+                        raise
+                    log.warning("returning %d tuples taken before an error; the error is raised by the next call: "
+                                "%s", len(batch), exc)
+                    self._deferred = exc
+                    return batch
+                if batch:
+                    return batch
+                due = self._next_due(now)
             left = deadline - time.monotonic()
             if left <= 0:
                 return batch
-            due = self._next_due()
             self._rr.wait(min(left, due if due is not None else left))
-        with self._lock:  # the rest of what is ready, under one lock hold
-            if self._state != "open":
-                return batch
-            now = time.monotonic()
-            retries = any(s.tracker.retry_queue_len for s in self._shards.values())
-            while len(batch) < max_records and (max_bytes is None or size < max_bytes):
-                tup = self._take_one(now, retries)
-                if tup is None:
-                    break
-                batch.append(tup)
-                if max_bytes is not None:
-                    size += tup.record.size
-        return batch
 
-    def _next_due(self) -> float | None:
-        now = time.monotonic()
+    def _next_due(self, now: float) -> float | None:
+        """Seconds until the next retry or message timeout of any shard (lock held: the trackers are not
+        thread-safe)."""
         dues = [d for s in self._shards.values() if (d := s.tracker.next_due(now)) is not None]
         return min(dues, default=None)
 
@@ -270,25 +332,38 @@ class KinesisSpout:
         n = len(states)
         for i in range(n):
             state = states[(self._retry_cursor + i) % n]
-            if state.tracker.retry_queue_len and state.tracker.has_due_retry(now):
+            while state.tracker.retry_queue_len and state.tracker.has_due_retry(now):
                 got = state.tracker.next_retry(now)
                 if got is None:
-                    continue
+                    break
                 key, record, attempt = got
+                values = self._values(state, record)
+                if values is _POISON:
+                    continue  # the scheme refused it this time: dead-lettered
                 self._retry_cursor = (self._retry_cursor + i + 1) % n
-                return SpoutTuple(message_id(state.shard.shard_id, key), record, self.config.scheme(record), attempt)
+                return SpoutTuple(message_id(state.shard.shard_id, key), record, values, attempt)
         return None
+
+    def _values(self, state: ShardState, record: Record) -> Any:
+        """The scheme's values for a record in flight, or ``_POISON`` when the scheme raised: the record is then a
+        poison record, handed to the dead-letter handler with the exception, and done (whatever the exception's
+        type: a record that cannot be decoded must neither stop the shard nor vanish). Lock held."""
+        try:
+            return self.config.scheme(record)
+        except Exception as exc:  # noqa: BLE001 - any scheme error makes the record a poison record
+            self.poison_records += 1
+            reason = f"poison record: {exc}" if isinstance(exc, ValueError) else \
+                f"poison record: the scheme raised {type(exc).__name__}: {exc}"
+            self._dead_letter(state, record, reason)
+            return _POISON
 
     def _emit(self, record: Record, now: float) -> SpoutTuple | None:
         state = self._shards[record.shard_id]
         tracker = state.tracker
         if not tracker.emit(record.key, now, record, record.size):
             return None  # a duplicate of something already emitted (replay after a re-seek)
-        try:
-            values = self.config.scheme(record)
-        except ValueError as exc:
-            self.poison_records += 1
-            self._dead_letter(state, record, f"poison record: {exc}")
+        values = self._values(state, record)
+        if values is _POISON:
             return None
         if not self.config.reliable:
             tracker.ack(record.key)
@@ -399,7 +474,8 @@ class KinesisSpout:
                 key = s.tracker.checkpoint
                 out.append(ShardMetrics(shard_id, str(key.sequence) if key else None, s.tracker.inflight_count,
                                         s.reader.buffered, s.tracker.retry_queue_len, s.reader.millis_behind_latest,
-                                        st.emitted, st.acked, st.failed, st.dead_lettered, s.finished))
+                                        st.emitted, st.acked, st.failed, st.dead_lettered, s.finished,
+                                        s.reader.ended))
             return out
 
     def flush_checkpoints(self, timeout_s: float = 10.0) -> bool:

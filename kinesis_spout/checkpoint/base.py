@@ -11,8 +11,11 @@ from kinesis_spout.errors import CheckpointError
 from kinesis_spout.records import SequenceKey
 
 FORMAT_VERSION = 1
-#: Positions a checkpoint can be reset to (``kinesis-spout checkpoints reset --to ...``) instead of a sequence number.
-RESET_POSITIONS = ("TRIM_HORIZON", "LATEST")
+#: Positions a checkpoint can hold instead of a sequence number: where a shard in which nothing was consumed yet
+#: starts. ``TRIM_HORIZON`` and ``LATEST`` come from an operator's reset (``kinesis-spout checkpoints reset``);
+#: ``AT_TIMESTAMP`` (with ``timestamp``) is a start pinned by the spout or the Spark source before the first record
+#: of the shard is delivered, so a crash before the first checkpoint resumes at the same place.
+RESET_POSITIONS = ("TRIM_HORIZON", "LATEST", "AT_TIMESTAMP")
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,8 +23,9 @@ class Checkpoint:
     """A shard's safe checkpoint: every record at or below ``key`` is done.
 
     ``sequence_number`` is None only for a finished shard in which nothing was read (``shard_end`` True), or for
-    a checkpoint reset to a position: ``reset_to`` is then ``"TRIM_HORIZON"`` or ``"LATEST"`` and the shard
-    restarts there. A reset checkpoint is behind every checkpoint with a sequence number.
+    a shard in which nothing was consumed yet: ``reset_to`` then says where it starts (``"TRIM_HORIZON"``,
+    ``"LATEST"``, or ``"AT_TIMESTAMP"`` at ``timestamp``). Such a start is behind every checkpoint with a sequence
+    number.
     """
 
     shard_id: str
@@ -31,6 +35,14 @@ class Checkpoint:
     owner: str = ""
     updated_at: datetime | None = None
     reset_to: str | None = None
+    timestamp: datetime | None = None
+
+    @classmethod
+    def pinned(cls, shard_id: str, timestamp: datetime) -> "Checkpoint":
+        """The start of a shard in which nothing was consumed yet, pinned to records that arrived at ``timestamp``
+        or later (how ``LATEST`` and ``AT_TIMESTAMP`` are made durable)."""
+        when = timestamp if timestamp.tzinfo else timestamp.replace(tzinfo=timezone.utc)
+        return cls(shard_id, None, reset_to="AT_TIMESTAMP", timestamp=when)
 
     @property
     def key(self) -> SequenceKey | None:
@@ -59,6 +71,8 @@ class Checkpoint:
         }
         if self.reset_to is not None:
             doc["reset_to"] = self.reset_to
+        if self.timestamp is not None:
+            doc["timestamp"] = self.timestamp.isoformat()
         return json.dumps(doc, separators=(",", ":")).encode()
 
     @classmethod
@@ -82,6 +96,21 @@ class Checkpoint:
         if reset_to is not None and (reset_to not in RESET_POSITIONS or seq is not None):
             raise CheckpointError(f"checkpoint at {where} has a bad reset_to {reset_to!r}: expected one of "
                                   f"{', '.join(RESET_POSITIONS)} and no sequence_number")
+        raw_ts = doc.get("timestamp")
+        timestamp: datetime | None = None
+        if raw_ts is not None:
+            try:
+                timestamp = datetime.fromisoformat(raw_ts) if isinstance(raw_ts, str) else None
+            except ValueError:
+                timestamp = None
+            if timestamp is None:
+                raise CheckpointError(f"checkpoint at {where} has an unreadable timestamp {raw_ts!r} (expected "
+                                      f"ISO-8601); fix or reset it")
+            if timestamp.tzinfo is None:
+                timestamp = timestamp.replace(tzinfo=timezone.utc)
+        if (reset_to == "AT_TIMESTAMP") != (timestamp is not None):
+            raise CheckpointError(f"checkpoint at {where}: reset_to AT_TIMESTAMP needs a timestamp, and a timestamp "
+                                  f"needs reset_to AT_TIMESTAMP (got reset_to {reset_to!r}, timestamp {raw_ts!r})")
         if seq is None and not shard_end and reset_to is None:
             raise CheckpointError(f"checkpoint at {where} has no sequence_number")
         if sub is not None and (isinstance(sub, bool) or not isinstance(sub, int) or sub < 0):
@@ -93,7 +122,7 @@ class Checkpoint:
             updated_at = datetime.fromisoformat(updated) if isinstance(updated, str) else None
         except ValueError:
             updated_at = None
-        return cls(shard_id, seq, sub, shard_end, str(doc.get("owner", "")), updated_at, reset_to)
+        return cls(shard_id, seq, sub, shard_end, str(doc.get("owner", "")), updated_at, reset_to, timestamp)
 
 
 @runtime_checkable

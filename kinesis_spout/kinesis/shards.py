@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,6 +65,18 @@ def list_shards(client: Any, stream_name: str) -> list[Shard]:
     return sorted(shards, key=lambda s: (s.number, s.shard_id))
 
 
+def task_of(shard_id: str, task_count: int) -> int:
+    """The task (of ``task_count``) that owns a shard: its shard number modulo the task count.
+
+    The rule depends on the shard alone, never on the other shards listed, so a shard stays with its task when
+    old shards age out of the list or new ones appear (Kinesis numbers new shards upwards, so they spread over
+    the tasks). A shard id without a number falls back to a CRC-32 of the id.
+    """
+    digits = shard_id.rsplit("-", 1)[-1]
+    number = int(digits) if digits.isdigit() else zlib.crc32(shard_id.encode())
+    return number % task_count
+
+
 def owned_shards(shards: list[Shard], task_index: int, task_count: int) -> list[Shard]:
-    """Storm-style task parallelism: task i owns the shards at positions i, i+n, ... of the sorted list."""
-    return [s for pos, s in enumerate(shards) if pos % task_count == task_index]
+    """Storm-style task parallelism: task i owns the shards whose :func:`task_of` is i."""
+    return [s for s in shards if task_of(s.shard_id, task_count) == task_index]

@@ -26,7 +26,9 @@ from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping, Sequence
 
 from kinesis_spout.checkpoint.base import Checkpoint
-from kinesis_spout.config import OPTION_NAMES, InitialPosition, SpoutConfig
+from kinesis_spout.config import OPTION_NAMES, SpoutConfig
+from kinesis_spout.coordination import lineage
+from kinesis_spout.coordination.lineage import ShardStart
 from kinesis_spout.errors import CheckpointError, ConfigError
 
 #: Options of the source that are not SpoutConfig fields; taken out before the rest goes to ``from_options``.
@@ -169,39 +171,43 @@ class ShardPosition:
         return mine is not None and (theirs is None or mine > theirs)
 
 
+def start_position_of(start: ShardStart) -> ShardPosition:
+    """The query position of a shard start decided by :mod:`kinesis_spout.coordination.lineage`."""
+    if start.finished:
+        return ShardPosition(sequence_number=start.sequence_number, ended=True)
+    if start.position == lineage.AFTER_SEQUENCE_NUMBER:
+        assert start.sequence_number is not None
+        return ShardPosition.after(start.sequence_number)
+    if start.position == AT_TIMESTAMP:
+        assert start.timestamp is not None
+        return ShardPosition.at_timestamp(start.timestamp)
+    return ShardPosition(start=start.position)
+
+
 def checkpoint_position(checkpoint: Checkpoint) -> ShardPosition:
-    """The position a stored ZooKeeper checkpoint stands for (``reset_to`` from an operator's reset included)."""
-    if checkpoint.sequence_number is not None:
-        position = ShardPosition.after(checkpoint.sequence_number)
-        return position.finished() if checkpoint.shard_end else position
-    if checkpoint.shard_end:
-        return ShardPosition(ended=True)
-    return ShardPosition(start=checkpoint.reset_to or TRIM_HORIZON)
+    """The position a stored ZooKeeper checkpoint stands for (an operator's reset or a pinned start included)."""
+    return start_position_of(lineage.from_checkpoint(checkpoint))
 
 
 def initial_positions(parents: Mapping[str, Sequence[str]], stored: Mapping[str, Checkpoint],
                       config: SpoutConfig) -> dict[str, ShardPosition]:
-    """Where a new query starts in each listed shard (``parents`` maps each to its parent shard ids).
-
-    A shard's checkpoint wins; a shard without one whose parent was read (a child of a reshard) starts at
-    TRIM_HORIZON, since its records follow its parent's; any other shard starts at ``config.initial_position``.
+    """Where a query starts in each shard of ``parents`` (shard id -> its parent shard ids), by the lineage rule
+    the spout uses too (:func:`kinesis_spout.coordination.lineage.start_positions`): a shard's checkpoint wins; a
+    shard without one whose parent has one (a child of a reshard this app followed, its parent listed or not)
+    starts at TRIM_HORIZON; any other shard starts at ``config.initial_position``.
     """
-    def was_read(checkpoint: Checkpoint | None) -> bool:
-        return checkpoint is not None and (checkpoint.sequence_number is not None or checkpoint.shard_end
-                                           or checkpoint.reset_to == TRIM_HORIZON)
+    starts = lineage.start_positions(parents, stored, config.initial_position, config.initial_timestamp)
+    return {shard_id: start_position_of(start) for shard_id, start in starts.items()}
 
-    positions: dict[str, ShardPosition] = {}
-    for shard_id, shard_parents in parents.items():
-        if shard_id in stored:
-            positions[shard_id] = checkpoint_position(stored[shard_id])
-        elif any(was_read(stored.get(p)) for p in shard_parents):
-            positions[shard_id] = ShardPosition(start=TRIM_HORIZON)
-        elif config.initial_position is InitialPosition.AT_TIMESTAMP:
-            assert config.initial_timestamp is not None
-            positions[shard_id] = ShardPosition.at_timestamp(config.initial_timestamp)
-        else:
-            positions[shard_id] = ShardPosition(start=config.initial_position.value)
-    return positions
+
+def as_checkpoint(shard_id: str, position: ShardPosition) -> Checkpoint | None:
+    """The ZooKeeper checkpoint that stands for a query position; None for a position that needs none (nothing
+    consumed from ``TRIM_HORIZON``, or a ``LATEST`` not pinned yet)."""
+    if position.sequence_number is not None or position.ended:
+        return Checkpoint(shard_id, position.sequence_number, None, shard_end=position.ended)
+    if position.start == AT_TIMESTAMP and position.timestamp is not None:
+        return Checkpoint.pinned(shard_id, position.timestamp)
+    return None
 
 
 def parse_offset(doc: Any, where: str = "offset") -> dict[str, ShardPosition]:

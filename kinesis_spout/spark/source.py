@@ -41,8 +41,8 @@ from kinesis_spout.kinesis.reader import Backoff
 from kinesis_spout.kinesis.shards import Shard, list_shards, owned_shards
 from kinesis_spout.records import Record
 from kinesis_spout.spark.offsets import (
-    AT_TIMESTAMP, TRIM_HORIZON, ShardPosition, allocate, encode_offset, first_after, in_range, initial_positions,
-    parse_offset, parse_source_options, range_is_empty, unused_options, waiting_for_parents,
+    AT_TIMESTAMP, TRIM_HORIZON, ShardPosition, allocate, as_checkpoint, encode_offset, first_after, in_range,
+    initial_positions, parse_offset, parse_source_options, range_is_empty, unused_options, waiting_for_parents,
 )
 from kinesis_spout.spark.schema import SCHEMA_DDL, records_to_arrow
 
@@ -124,10 +124,17 @@ class _ShardCursor:
         """Whether a GetRecords call may be made now or later (nothing waiting, not ended, not stopped)."""
         return not self.pending and not self.getter.shard_end and not self.frozen and self.ahead is None
 
-    @property
-    def caught_up(self) -> bool:
+    def admissible(self, cutoff: datetime | None) -> int:
+        """How many of the pending records a batch may take: all of them, or under Trigger.AvailableNow those
+        before the first one that arrived after ``cutoff`` (the rest stay pending, never dropped)."""
+        if cutoff is None:
+            return len(self.pending)
+        cut = first_after((r.approximate_arrival_timestamp for r in self.pending), cutoff)
+        return len(self.pending) if cut is None else cut
+
+    def caught_up(self, cutoff: datetime | None) -> bool:
         """Trigger.AvailableNow: nothing left of what was in the shard when the run started."""
-        return (not self.pending and self.ahead is None
+        return (self.ahead is None and self.admissible(cutoff) == 0
                 and (self.getter.shard_end or self.frozen or self.at_tip))
 
 
@@ -263,7 +270,7 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
                 return start
             wake = now + MIN_POLL_INTERVAL_S if wake is None else wake
             pause = max(0.0, min(wake, deadline if deadline is not None else wake) - now)
-            ahead = [c.ahead for c in self._cursors.values() if c.ahead is not None]
+            ahead = [c.ahead for c in self._cursors.values() if c.ahead is not None and not c.ahead.done()]
             if ahead:
                 wait(ahead, timeout=pause, return_when=FIRST_COMPLETED)
             else:
@@ -283,8 +290,14 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         Returns (end, all caught up, next poll time). A shard whose read-ahead is still running sits this round out.
         """
         shards = self._list_shards()
-        starts = {s: positions.get(s, ShardPosition(start=TRIM_HORIZON)) for s in shards}
+        for gone in [s for s in self._cursors if s not in shards]:
+            del self._cursors[gone]  # no longer owned (or listed): its read-ahead, if any, is forgotten
+        starts = {s: positions[s] for s in shards if s in positions}
         end = dict(positions)
+        for shard_id, pos in self._new_shard_positions([s for s in shards if s not in positions], positions).items():
+            end[shard_id] = pos  # a shard joins the query at its start; it is read from the next batch on
+            if pos.sequence_number is not None:  # nothing of it belongs to the joining batch
+                self._kept[(shard_id, TRIM_HORIZON, pos.encode())] = []
         for shard_id, pos in starts.items():
             if pos.unresolved:
                 end[shard_id] = ShardPosition.at_timestamp(datetime.now(timezone.utc) - LATEST_MARGIN)
@@ -295,18 +308,18 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         cursors = self._collect(cursors)
         now = time.monotonic()
         self._fetch([c for c in cursors if c.readable and c.next_poll <= now])
-        if self._cutoff is not None:
+        cutoff = self._cutoff
+        if cutoff is not None:
             for cursor in cursors:
-                cut = first_after((r.approximate_arrival_timestamp for r in cursor.pending), self._cutoff)
-                if cut is not None:
-                    del cursor.pending[cut:]
-                    cursor.frozen = True
-        counts = allocate({c.shard_id: [r.size for r in c.pending] for c in cursors}, max_rows, max_bytes)
+                if cursor.admissible(cutoff) < len(cursor.pending):
+                    cursor.frozen = True  # records past the run's start were seen: read no further
+        counts = allocate({c.shard_id: [r.size for r in c.pending[:c.admissible(cutoff)]] for c in cursors},
+                          max_rows, max_bytes)
         for cursor in cursors:
             n = counts[cursor.shard_id]
             taken, cursor.pending = cursor.pending[:n], cursor.pending[n:]
             new = ShardPosition.after(taken[-1].sequence_number) if taken else cursor.position
-            if cursor.getter.shard_end and not cursor.pending:
+            if cursor.getter.shard_end and not cursor.pending:  # every record of the shard was admitted
                 new = new.finished()
                 self._listed_at = None  # look for the children of the closed shard
                 log.info("shard %s is closed and was read to its end", cursor.shard_id)
@@ -316,8 +329,35 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         for cursor in cursors:
             if cursor.busy and cursor.readable:
                 cursor.ahead = self._threads().submit(self._read_ahead, cursor)
-        waiting = [c.next_poll for c in cursors if c.readable and not (self._cutoff and c.at_tip)]
-        return end, all(c.caught_up for c in everyone), min(waiting, default=None)
+        waiting = [c.next_poll for c in cursors if c.readable and not (cutoff and c.at_tip)]
+        return end, all(c.caught_up(cutoff) for c in everyone), min(waiting, default=None)
+
+    def _new_shard_positions(self, shard_ids: list[str], positions: Mapping[str, ShardPosition]
+                             ) -> dict[str, ShardPosition]:
+        """Where shards new to this query start (children of a reshard, shards this task newly owns): by the
+        lineage rule, from their ZooKeeper checkpoints, their parents in this query or in ZooKeeper, else the
+        initial position. A shard whose checkpoint cannot be read now is left out of this round (never guessed)."""
+        if not shard_ids:
+            return {}
+        parents = {s: self._shards[s].parents for s in shard_ids}
+        stored: dict[str, Checkpoint] = {}
+        for parent in {p for ps in parents.values() for p in ps}:
+            if parent in positions:  # this query reads the parent: its lineage is followed
+                stored[parent] = Checkpoint(parent, None, reset_to=TRIM_HORIZON)
+        out: dict[str, ShardPosition] = {}
+        for shard_id in shard_ids:
+            try:
+                for wanted in (shard_id, *(p for p in parents[shard_id] if p not in stored)):
+                    checkpoint = self._checkpoints().load(wanted)
+                    if checkpoint is not None:
+                        stored[wanted] = checkpoint
+            except CheckpointError as exc:
+                log.warning("shard %s is new to this query but its checkpoint cannot be read (%s); it waits for the "
+                            "next batch", shard_id, exc)
+                continue
+            out[shard_id] = initial_positions({shard_id: parents[shard_id]}, stored, self.config)[shard_id]
+            log.info("shard %s is new to this query: it starts at %s", shard_id, out[shard_id].encode())
+        return out
 
     def _cursor(self, shard_id: str, position: ShardPosition) -> _ShardCursor:
         """The shard's cursor, made afresh when Spark asks from somewhere else than where it stands."""
@@ -387,6 +427,8 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
             if range_is_empty(a, b):
                 continue
             records = self._kept.pop((shard_id, a.encode(), b.encode()), None)
+            if records is not None and not records:
+                continue  # a shard that joined the query in this batch at a stored checkpoint
             arrow = _arrow_bytes(self.config.stream_name, records) if records is not None else None
             out.append(ShardRange(shard_id, a.encode(), b.encode(), arrow))
         return out
@@ -419,11 +461,12 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         now = time.monotonic()
         for shard_id, pos in sorted(positions.items()):
             text = pos.encode()
-            if (pos.sequence_number is None and not pos.ended) or self._written.get(shard_id) == text:
+            checkpoint = as_checkpoint(shard_id, pos)
+            if checkpoint is None or self._written.get(shard_id) == text:
                 continue
-            if not force and now - self._written_at.get(shard_id, -1e18) < self.config.checkpoint_interval_s:
+            if not force and now - self._written_at.get(shard_id, -1e18) < self.config.checkpoint_interval_s \
+                    and checkpoint.sequence_number is not None:
                 continue
-            checkpoint = Checkpoint(shard_id, pos.sequence_number, None, shard_end=pos.ended)
             try:
                 self._checkpoints().save(checkpoint.stamped(self.config.worker_id))
             except CheckpointConflict as exc:
