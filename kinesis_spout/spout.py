@@ -21,9 +21,9 @@ from kinesis_spout.checkpoint.base import Checkpoint, CheckpointStore
 from kinesis_spout.checkpoint.writer import CheckpointWriter, ConflictHandler
 from kinesis_spout.config import SpoutConfig
 from kinesis_spout.coordination.lineage import (
-    AFTER_SEQUENCE_NUMBER, AT_TIMESTAMP, ShardStart, from_checkpoint, start_positions,
+    AFTER_SEQUENCE_NUMBER, AT_TIMESTAMP, LATEST, ShardStart, from_checkpoint, start_positions,
 )
-from kinesis_spout.errors import CheckpointConflict, SpoutError, SpoutStateError
+from kinesis_spout.errors import CheckpointConflict, KinesisError, SpoutError, SpoutStateError
 from kinesis_spout.kinesis.client import make_client
 from kinesis_spout.kinesis.getter import ShardGetter, StartPosition
 from kinesis_spout.kinesis.reader import BufferedShardReader, RoundRobinReader
@@ -129,11 +129,11 @@ class KinesisSpout:
                 mine = owned_shards(all_shards, cfg.task_index, cfg.task_count)
                 self._writer = CheckpointWriter(self._store, cfg.checkpoint_interval_s, cfg.worker_id,
                                                 deadline_s=cfg.zookeeper_deadline_s, on_conflict=self._on_conflict)
-                for shard, start, checkpoint in self._resolve_starts(mine):
+                for shard, start, checkpoint, first in self._resolve_starts(mine):
                     if start.finished:
                         log.info("shard %s was finished earlier (shard_end); not reading it again", shard.shard_id)
                         continue
-                    self._add_shard(shard, start, checkpoint)
+                    self._add_shard(shard, start, checkpoint, first)
             except BaseException:
                 self._store.close()
                 raise
@@ -147,9 +147,10 @@ class KinesisSpout:
                      or "none")
             return self
 
-    def _resolve_starts(self, shards: list[Shard]) -> list[tuple[Shard, ShardStart, Checkpoint | None]]:
+    def _resolve_starts(self, shards: list[Shard]
+                        ) -> list[tuple[Shard, ShardStart, Checkpoint | None, StartPosition]]:
         """Each owned shard's start by the lineage rule (:mod:`kinesis_spout.coordination.lineage`), with its
-        stored checkpoint. Called by ``open()`` before any reader starts.
+        stored checkpoint and the getter's first position. Called by ``open()`` before any reader starts.
 
         The checkpoints of the shards and of their parents (listed or not) are read once, and every shard is
         decided from that state. A ``LATEST`` or configured ``AT_TIMESTAMP`` start is then pinned and written to
@@ -168,9 +169,18 @@ class KinesisSpout:
         out = []
         for shard in shards:
             start, checkpoint = starts[shard.shard_id], stored.get(shard.shard_id)
+            first = _getter_start(start)
             if start.needs_pin:
+                latest = start.position == LATEST
                 start, checkpoint = self._pin(shard.shard_id, start, now)
-            out.append((shard, start, checkpoint))
+                if latest and start.position == AT_TIMESTAMP:
+                    # The pin (a second back) is for a restart. This run takes its iterator at LATEST during open():
+                    # that is what LATEST means, and an AT_TIMESTAMP no record has reached yet is what kinesalite
+                    # never answers.
+                    first = StartPosition(LATEST)
+                else:
+                    first = _getter_start(start)
+            out.append((shard, start, checkpoint, first))
         return out
 
     def _pin(self, shard_id: str, start: ShardStart, now: datetime) -> tuple[ShardStart, Checkpoint | None]:
@@ -191,14 +201,21 @@ class KinesisSpout:
             return from_checkpoint(stored), stored
         return pinned, checkpoint
 
-    def _add_shard(self, shard: Shard, start: ShardStart, checkpoint: Checkpoint | None) -> None:
+    def _add_shard(self, shard: Shard, start: ShardStart, checkpoint: Checkpoint | None,
+                   first: StartPosition) -> None:
         cfg = self.config
         initial = checkpoint.key if checkpoint is not None else None
         tracker = InflightRecordTracker(
             shard.shard_id, retry_limit=cfg.retry_limit, backoff=cfg.retry_backoff,
             message_timeout_s=cfg.message_timeout_s, checkpoint=initial)
-        getter = ShardGetter(self._client, cfg.stream_name, shard.shard_id, _getter_start(start),
-                             cfg.max_records_per_call)
+        getter = ShardGetter(self._client, cfg.stream_name, shard.shard_id, first, cfg.max_records_per_call)
+        if first.kind == LATEST:  # LATEST is the tip when open() runs, not when the reader thread gets to it
+            try:
+                getter.prepare()
+            except KinesisError as exc:
+                if not exc.retriable:
+                    raise
+                log.warning("%s; the reader of %s takes its LATEST iterator when it can", exc, shard.shard_id)
         reader = BufferedShardReader(getter, max_records=cfg.prefetch_records, max_bytes=cfg.prefetch_bytes,
                                      empty_backoff_s=cfg.empty_record_backoff_s, on_data=self._rr.notify)
         state = ShardState(shard, tracker, reader, start, offered=initial)

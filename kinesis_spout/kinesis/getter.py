@@ -96,6 +96,12 @@ class ShardGetter:
             self.position = StartPosition("AT_TIMESTAMP", timestamp=asked_at)
         return iterator
 
+    def prepare(self) -> None:
+        """Take the shard iterator now (the first ``fetch`` would). Called where the moment matters: a ``LATEST``
+        start is taken before ``open()`` returns, so records put after it are read."""
+        if self._iterator is None and not self.shard_end:
+            self._iterator = self._get_iterator()
+
     def fetch(self) -> FetchResult:
         """One GetRecords call. Raises a ``KinesisError`` (``retriable`` for throttling and server errors)."""
         if self.shard_end:

@@ -108,6 +108,7 @@ class FaultProxy:
         self._serve_thread: threading.Thread | None = None
         self._connections: dict[threading.Thread, socket.socket] = {}
         self._closed = False
+        self._expired: set[str] = set()
 
     # -- life cycle ---------------------------------------------------------------------------------------------
 
@@ -179,6 +180,25 @@ class FaultProxy:
         (botocore raises ``ConnectionClosedError``).
         """
         self._add(_Fault(operation, None, times, 0, "", shard_id))
+
+    def expire_shards(self, shard_ids: set[str] | list[str]) -> None:
+        """Leave these shards out of ``ListShards`` and ``DescribeStream`` replies from now on, as Kinesis does once
+        a closed shard is older than the stream's retention (the emulators never expire shards)."""
+        with self._lock:
+            self._expired.update(shard_ids)
+
+    def _without_expired(self, operation: str, reply: bytes) -> bytes:
+        """A listing reply with the expired shards taken out (other replies unchanged)."""
+        with self._lock:
+            expired = set(self._expired)
+        if not expired or operation not in ("ListShards", "DescribeStream"):
+            return reply
+        doc = _json_object(reply)
+        holder = doc.get("StreamDescription") if operation == "DescribeStream" else doc
+        if not isinstance(holder, dict) or not isinstance(holder.get("Shards"), list):
+            return reply
+        holder["Shards"] = [s for s in holder["Shards"] if not (isinstance(s, dict) and s.get("ShardId") in expired)]
+        return json.dumps(doc).encode()
 
     def clear(self) -> None:
         """Forget every fault not yet delivered."""
@@ -384,6 +404,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             return
         if operation:
             proxy._observe_reply(operation, body, status, reply)
+            if status == 200:
+                reply = proxy._without_expired(operation, reply)
         self._reply(status, reason, [(k, v) for k, v in reply_headers if k.lower() not in _HOP_BY_HOP], reply)
 
     def _reply(self, status: int, reason: str | None, headers: list[tuple[str, str]], body: bytes) -> None:
