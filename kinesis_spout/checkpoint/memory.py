@@ -5,20 +5,41 @@ from __future__ import annotations
 import threading
 
 from kinesis_spout.checkpoint.base import Checkpoint
-from kinesis_spout.errors import CheckpointConflict
+from kinesis_spout.errors import CheckpointConflict, CheckpointError
 
 
 class MemoryCheckpointStore:
-    """Keeps checkpoints in a dict; same never-backwards rule as the ZooKeeper store. Thread-safe."""
+    """Keeps checkpoints in a dict; same never-backwards rule as the ZooKeeper store. Thread-safe.
+
+    Like a real store it refuses writes (``save``, ``save_batch_id``) after ``close()`` with a non-retriable
+    ``CheckpointError``, until ``open()`` is called again; so a caller that writes after closing its store is
+    caught in tests. The data stays across ``close()``/``open()``: a later spout sharing this store (a simulated
+    restart) opens it and reads what the earlier one wrote. Reads work at any time. A store never opened accepts
+    writes (convenient for tests that use it directly).
+    """
 
     def __init__(self) -> None:
         self._data: dict[str, Checkpoint] = {}
         self._lock = threading.Lock()
+        self._closed = False
         self.writes = 0
         self._batch_id = 0
 
     def open(self) -> None:
-        """Nothing to connect to."""
+        """Nothing to connect to; (re)allows writes after a ``close()``."""
+        with self._lock:
+            self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        """True between ``close()`` and the next ``open()``."""
+        return self._closed
+
+    def _check_writable(self, what: str) -> None:
+        """Lock held: refuse a write after ``close()``, as a real store would."""
+        if self._closed:
+            raise CheckpointError(f"memory checkpoint store is closed: cannot write {what}; call open() first "
+                                  f"(was it written after the store was closed?)", retriable=False)
 
     def load(self, shard_id: str) -> Checkpoint | None:
         with self._lock:
@@ -26,6 +47,7 @@ class MemoryCheckpointStore:
 
     def save(self, checkpoint: Checkpoint, *, force: bool = False) -> None:
         with self._lock:
+            self._check_writable(f"the checkpoint of {checkpoint.shard_id} ({checkpoint.sequence_number})")
             stored = self._data.get(checkpoint.shard_id)
             if stored is not None and not force and checkpoint.is_behind(stored):
                 raise CheckpointConflict(f"checkpoint of {checkpoint.shard_id} not moved back from "
@@ -47,9 +69,13 @@ class MemoryCheckpointStore:
 
     def save_batch_id(self, batch_id: int) -> None:
         with self._lock:
+            self._check_writable(f"batch id {batch_id}")
             if batch_id < self._batch_id:
                 raise CheckpointConflict(f"batch id not moved back from {self._batch_id} to {batch_id}")
             self._batch_id = batch_id
 
     def close(self) -> None:
-        """Nothing to release; the data stays for a later spout sharing this store."""
+        """Refuse writes until the next ``open()``; the data stays for a later spout sharing this store.
+        Idempotent."""
+        with self._lock:
+            self._closed = True

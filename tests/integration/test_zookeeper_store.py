@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -12,18 +13,21 @@ from kinesis_spout import (
     CheckpointConflict,
     CheckpointError,
     KinesisSpout,
+    MemoryCheckpointStore,
     SpoutConfig,
     ZooKeeperCheckpointStore,
 )
+from kinesis_spout.testing.plugin import ZooKeeperHandle
 from kinesis_spout.testing.process import free_port
 
 BIG = 49590338271490256608559692538361571095921575989136588898
 
 
-def store_for(zookeeper, app: str = "app", stream: str = "stream") -> ZooKeeperCheckpointStore:
+def store_for(zookeeper, app: str = "app", stream: str = "stream",
+              store_class: type[ZooKeeperCheckpointStore] = ZooKeeperCheckpointStore) -> ZooKeeperCheckpointStore:
     config = SpoutConfig(stream_name=stream, app_name=app, zookeeper=zookeeper.hosts,
                          zookeeper_prefix=zookeeper.prefix)
-    return ZooKeeperCheckpointStore.from_config(config)
+    return store_class.from_config(config)
 
 
 def test_save_load_list_delete(zookeeper) -> None:
@@ -121,3 +125,108 @@ def test_batch_id_lives_next_to_the_checkpoints_and_never_moves_back(zookeeper) 
             store.load_batch_id()
     finally:
         store.close()
+
+
+class InterleavedStore(ZooKeeperCheckpointStore):
+    """A ZooKeeper store that lets another writer in at the worst moment, once: ``competing`` runs right after
+    the next read of a compare-and-set returns (or finds no node), before this store writes."""
+
+    competing: Callable[[], None] | None = None
+
+    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super()._call(what, fn, *args, **kwargs)
+        finally:
+            if what.startswith("reading ") and self.competing is not None:
+                competing, self.competing = self.competing, None
+                competing()
+
+
+Interleaved = tuple[InterleavedStore, ZooKeeperCheckpointStore]
+
+
+@pytest.fixture
+def interleaved(zookeeper: ZooKeeperHandle) -> Iterator[Interleaved]:
+    """Our (interleaved) store and another writer's store on the same checkpoints, both open."""
+    ours, theirs = store_for(zookeeper, store_class=InterleavedStore), store_for(zookeeper)
+    assert isinstance(ours, InterleavedStore)
+    ours.open(), theirs.open()
+    try:
+        yield ours, theirs
+    finally:
+        ours.close(), theirs.close()
+
+
+@pytest.mark.parametrize("exists", [True, False], ids=["node-exists", "no-node-yet"])
+def test_a_higher_checkpoint_written_between_our_read_and_write_wins(interleaved: Interleaved, exists: bool) -> None:
+    """Compare-and-set on the version read: another writer stores a higher checkpoint right after our read; our
+    write must not overwrite it (it fails on the version, re-reads, and is refused as a move backwards)."""
+    ours, theirs = interleaved
+    if exists:
+        theirs.save(Checkpoint("s", str(BIG)).stamped("other"))
+    ours.competing = lambda: theirs.save(Checkpoint("s", str(BIG + 30)).stamped("other"))
+    refused = rf"is {BIG + 30} \(by other\); refusing to move it back to {BIG + 20}"
+    with pytest.raises(CheckpointConflict, match=refused):
+        ours.save(Checkpoint("s", str(BIG + 20)).stamped("us"))
+    assert ours.competing is None  # the other writer did get in between
+    stored = theirs.load("s")
+    assert stored is not None and (stored.sequence_number, stored.owner) == (str(BIG + 30), "other")
+
+
+def test_a_lower_checkpoint_written_between_our_read_and_write_is_overtaken(interleaved: Interleaved) -> None:
+    """The other side of the compare-and-set loop: after the version changed under us, a re-read finds a lower
+    value, so our higher one is written."""
+    ours, theirs = interleaved
+    theirs.save(Checkpoint("s", str(BIG)).stamped("other"))
+    ours.competing = lambda: theirs.save(Checkpoint("s", str(BIG + 10)).stamped("other"))
+    ours.save(Checkpoint("s", str(BIG + 20)).stamped("us"))
+    assert ours.competing is None
+    stored = theirs.load("s")
+    assert stored is not None and (stored.sequence_number, stored.owner) == (str(BIG + 20), "us")
+
+
+def test_a_higher_batch_id_written_between_our_read_and_write_wins(interleaved: Interleaved) -> None:
+    """Batch ids use the same compare-and-set: a higher id stored right after our read is never overwritten."""
+    ours, theirs = interleaved
+    theirs.save_batch_id(1)
+    ours.competing = lambda: theirs.save_batch_id(9)
+    with pytest.raises(CheckpointConflict, match="is 9; refusing to move it back to 5"):
+        ours.save_batch_id(5)
+    assert ours.competing is None
+    assert theirs.load_batch_id() == 9
+
+
+# Kinesis sequence numbers have up to 56 digits: as strings the 55-digit LOW sorts after the 56-digit HIGH
+LOW = "9" * 55
+HIGH = "1" + "0" * 55
+
+
+AnyStore = MemoryCheckpointStore | ZooKeeperCheckpointStore
+
+
+@pytest.fixture(params=["memory", "zookeeper"])
+def any_store(request: pytest.FixtureRequest) -> Iterator[AnyStore]:
+    """An open store of each kind, closed after the test."""
+    store: AnyStore
+    if request.param == "memory":
+        store = MemoryCheckpointStore()
+    else:
+        store = store_for(request.getfixturevalue("zookeeper"))
+    store.open()
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def test_stores_compare_sequence_numbers_as_integers(any_store: AnyStore) -> None:
+    """A 55-digit number after a 56-digit one is a move backwards (refused); the other way round is progress,
+    although as strings it is the opposite."""
+    assert len(LOW) == 55 and len(HIGH) == 56 and LOW > HIGH and int(LOW) < int(HIGH)
+    any_store.save(Checkpoint("a", HIGH))
+    with pytest.raises(CheckpointConflict):
+        any_store.save(Checkpoint("a", LOW))
+    assert any_store.load("a").sequence_number == HIGH
+    any_store.save(Checkpoint("b", LOW))
+    any_store.save(Checkpoint("b", HIGH))
+    assert any_store.load("b").sequence_number == HIGH

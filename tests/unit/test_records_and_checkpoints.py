@@ -85,3 +85,43 @@ def test_memory_store_never_moves_backwards() -> None:
     with pytest.raises(CheckpointConflict):
         store.save(Checkpoint("s", "100"))  # un-finishing a shard is moving back
     assert store.load("s") == Checkpoint("s", "100", shard_end=True)
+
+
+# Kinesis sequence numbers have up to 56 digits: as strings the 55-digit LOW sorts after the 56-digit HIGH
+LOW = "9" * 55
+HIGH = "1" + "0" * 55
+
+
+def test_is_behind_compares_sequence_numbers_as_integers() -> None:
+    """The move-backwards check orders 55- and 56-digit sequence numbers as ints, then by sub-sequence."""
+    assert len(LOW) == 55 and len(HIGH) == 56 and LOW > HIGH  # the string order is the wrong one
+    low, high = Checkpoint("s", LOW), Checkpoint("s", HIGH)
+    assert low.is_behind(high)
+    assert not high.is_behind(low)
+    assert not high.is_behind(Checkpoint("s", HIGH))  # the same value is not behind
+    assert Checkpoint("s", "9").is_behind(Checkpoint("s", "10"))
+    assert not Checkpoint("s", "10").is_behind(Checkpoint("s", "9"))
+    assert Checkpoint("s", HIGH, 1).is_behind(Checkpoint("s", HIGH, 2))
+    assert not Checkpoint("s", HIGH, 1).is_behind(Checkpoint("s", LOW, 7))
+
+
+def test_memory_store_refuses_writes_after_close_until_reopened() -> None:
+    """Like a real store: closed means no writes (a clear, non-retriable error); open() again and the data kept
+    before the close is still there."""
+    store = MemoryCheckpointStore()
+    store.open()
+    store.save(Checkpoint("s", "10"))
+    store.save_batch_id(3)
+    store.close()
+    store.close()  # idempotent
+    assert store.closed
+    with pytest.raises(CheckpointError, match="memory checkpoint store is closed") as caught:
+        store.save(Checkpoint("s", "20"))
+    assert not caught.value.retriable
+    with pytest.raises(CheckpointError, match="closed"):
+        store.save_batch_id(4)
+    assert store.load("s").sequence_number == "10" and store.load_batch_id() == 3  # reads still work
+    store.open()
+    store.save(Checkpoint("s", "20"))
+    store.save_batch_id(4)
+    assert store.load("s").sequence_number == "20" and store.load_batch_id() == 4 and store.writes == 2

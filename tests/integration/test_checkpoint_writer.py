@@ -1,0 +1,181 @@
+"""The checkpoint writer against real stores (memory and ZooKeeper) that fail a write on purpose, and the spout's
+last flush on close against a memory store that, like a real one, refuses writes once closed."""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable, Iterator
+
+import pytest
+
+from kinesis_spout import (
+    Checkpoint,
+    CheckpointError,
+    InitialPosition,
+    KinesisSpout,
+    MemoryCheckpointStore,
+    SpoutConfig,
+    ZooKeeperCheckpointStore,
+)
+from kinesis_spout.checkpoint.writer import CheckpointWriter
+from kinesis_spout.testing.kinesis import KinesisEndpoint
+from kinesis_spout.testing.process import wait_until
+from kinesis_spout.testing.spout import drain
+
+SHARD = "shardId-000000000000"
+TIMEOUT_S = 10.0
+
+
+class _Faults:
+    """A fault script shared by the store subclasses below: the first ``fail`` saves raise a retriable
+    ``CheckpointError``; while ``gate`` is set to an unset Event, a save waits for it first (so a test can offer
+    more while the write is under way). ``attempts`` lists every sequence number a save was tried with."""
+
+    def __init__(self, fail: int = 0, gate: threading.Event | None = None) -> None:
+        self.fail = fail
+        self.gate = gate
+        self.entered = threading.Event()
+        self.attempts: list[str | None] = []
+        self.stored: list[str | None] = []  # successful saves, in order
+        self._lock = threading.Lock()
+
+    def before_save(self, checkpoint: Checkpoint) -> None:
+        with self._lock:
+            self.attempts.append(checkpoint.sequence_number)
+        self.entered.set()
+        gate = self.gate
+        if gate is not None and not gate.wait(TIMEOUT_S):
+            raise CheckpointError("test gate never opened", retriable=False)
+        with self._lock:
+            if self.fail > 0:
+                self.fail -= 1
+                raise CheckpointError(f"injected retriable failure saving {checkpoint.sequence_number}",
+                                      retriable=True)
+
+    def after_save(self, checkpoint: Checkpoint) -> None:
+        with self._lock:
+            self.stored.append(checkpoint.sequence_number)
+
+
+class FaultyMemoryStore(MemoryCheckpointStore):
+    """A memory store whose saves follow a :class:`_Faults` script."""
+
+    def __init__(self, faults: _Faults) -> None:
+        super().__init__()
+        self.faults = faults
+
+    def save(self, checkpoint: Checkpoint, *, force: bool = False) -> None:
+        self.faults.before_save(checkpoint)
+        super().save(checkpoint, force=force)
+        self.faults.after_save(checkpoint)
+
+
+class FaultyZooKeeperStore(ZooKeeperCheckpointStore):
+    """A ZooKeeper store (connected, so the writer does not wait for a connection) whose saves follow a
+    :class:`_Faults` script."""
+
+    faults: _Faults
+
+    def save(self, checkpoint: Checkpoint, *, force: bool = False) -> None:
+        self.faults.before_save(checkpoint)
+        super().save(checkpoint, force=force)
+        self.faults.after_save(checkpoint)
+
+
+Store = MemoryCheckpointStore | ZooKeeperCheckpointStore
+MakeStore = Callable[[_Faults], Store]
+
+
+@pytest.fixture(params=["memory", "zookeeper"])
+def make_store(request: pytest.FixtureRequest) -> Iterator[MakeStore]:
+    """A factory of opened faulty stores, of each kind; closed after the test."""
+    opened: list[Store] = []
+    zookeeper = request.getfixturevalue("zookeeper") if request.param == "zookeeper" else None
+
+    def make(faults: _Faults) -> Store:
+        store: Store
+        if zookeeper is None:
+            store = FaultyMemoryStore(faults)
+        else:
+            store = FaultyZooKeeperStore(zookeeper.hosts, f"{zookeeper.prefix}/app/stream/checkpoints")
+            store.faults = faults
+        store.open()
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        store.close()
+
+
+def _writer(store: Store) -> CheckpointWriter:
+    writer = CheckpointWriter(store, 0.0, "me", deadline_s=TIMEOUT_S)
+    writer.start()
+    return writer
+
+
+def test_a_retriable_write_failure_is_retried_until_the_value_is_stored(make_store: MakeStore) -> None:
+    """A write that failed with a retriable error is not counted as written: the value stays pending and lands."""
+    faults = _Faults(fail=1)
+    store = make_store(faults)
+    writer = _writer(store)
+    try:
+        writer.offer(Checkpoint(SHARD, "10"))
+        assert writer.flush(TIMEOUT_S), "the flush did not finish"
+        stored = store.load(SHARD)  # flush() returned: nothing pending, no write under way
+    finally:
+        writer.close()
+    assert stored is not None and stored.sequence_number == "10", "the failed write was never retried"
+    assert faults.attempts == ["10", "10"]  # failed once, then retried
+    assert faults.stored == ["10"]
+    assert writer.failures == 1 and writer.writes == 1
+    assert writer.written[SHARD].sequence_number == "10"
+
+
+def test_a_failed_write_never_replaces_a_newer_value_offered_meanwhile(make_store: MakeStore) -> None:
+    """While the write of 10 is under way 20 is offered; 10 then fails: 20 is written, 10 is never stored."""
+    gate = threading.Event()
+    faults = _Faults(fail=1, gate=gate)
+    store = make_store(faults)
+    writer = _writer(store)
+    try:
+        writer.offer(Checkpoint(SHARD, "10"))
+        assert faults.entered.wait(TIMEOUT_S), "the writer never tried to save 10"
+        writer.offer(Checkpoint(SHARD, "20"))  # newer, offered while the save of 10 is under way
+        gate.set()  # now the save of 10 fails (retriably)
+        assert writer.flush(TIMEOUT_S), "the flush did not finish"
+    finally:
+        writer.close()
+    assert faults.attempts[0] == "10"
+    assert faults.stored == ["20"], f"successful saves: {faults.stored}"
+    assert store.load(SHARD).sequence_number == "20"
+
+
+# -- the spout's last flush on close ----------------------------------------------------------------------------
+
+
+def _close_flushes_before_releasing_the_store(endpoint: KinesisEndpoint, spout_class: type[KinesisSpout]) -> None:
+    """The body of the test below. The spout class is an argument so that a subclass that releases the store
+    before close() flushes can show that this test catches that order."""
+    stream = endpoint.create_stream(shards=1)
+    placed = endpoint.put(stream, [f"c{i}".encode() for i in range(20)])
+    store = MemoryCheckpointStore()
+    config = SpoutConfig(stream_name=stream, app_name="tests", endpoint_url=endpoint.endpoint_url,
+                         region=endpoint.region, initial_position=InitialPosition.TRIM_HORIZON,
+                         empty_record_backoff_s=0.2, checkpoint_interval_s=600.0)
+    with spout_class(config, store) as spout:
+        assert len(drain(spout, 10)) == 10
+        assert wait_until(lambda: store.writes == 1, TIMEOUT_S), "the first advance is written at once"
+        assert len(drain(spout, 10)) == 10  # this advance waits for the (long) interval: only close() writes it
+        assert store.writes == 1
+    assert store.closed
+    assert spout.checkpoint_errors is None, f"the last flush failed: {spout.checkpoint_errors}"
+    assert store.load(placed[0][0]).sequence_number == placed[-1][1]
+    with KinesisSpout(config, store) as again:  # a restart sharing the store reopens it and resumes after 20
+        assert again.next_batch(max_records=10, timeout_s=1.0) == []
+        assert not store.closed
+
+
+def test_close_flushes_the_last_checkpoint_before_closing_the_store(moto_kinesis: KinesisEndpoint) -> None:
+    """close() writes the newest safe checkpoint first and only then releases the store."""
+    _close_flushes_before_releasing_the_store(moto_kinesis, KinesisSpout)
