@@ -130,7 +130,7 @@ class KinesisSpout:
                 self._writer = CheckpointWriter(self._store, cfg.checkpoint_interval_s, cfg.worker_id,
                                                 deadline_s=cfg.zookeeper_deadline_s, on_conflict=self._on_conflict)
                 for shard, start, checkpoint, first in self._resolve_starts(mine):
-                    if start.finished:
+                    if first is None:
                         log.info("shard %s was finished earlier (shard_end); not reading it again", shard.shard_id)
                         continue
                     self._add_shard(shard, start, checkpoint, first)
@@ -148,7 +148,7 @@ class KinesisSpout:
             return self
 
     def _resolve_starts(self, shards: list[Shard]
-                        ) -> list[tuple[Shard, ShardStart, Checkpoint | None, StartPosition]]:
+                        ) -> list[tuple[Shard, ShardStart, Checkpoint | None, StartPosition | None]]:
         """Each owned shard's start by the lineage rule (:mod:`kinesis_spout.coordination.lineage`), with its
         stored checkpoint and the getter's first position. Called by ``open()`` before any reader starts.
 
@@ -169,6 +169,9 @@ class KinesisSpout:
         out = []
         for shard in shards:
             start, checkpoint = starts[shard.shard_id], stored.get(shard.shard_id)
+            if start.finished:
+                out.append((shard, start, checkpoint, None))
+                continue
             first = _getter_start(start)
             if start.needs_pin:
                 latest = start.position == LATEST

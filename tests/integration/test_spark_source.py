@@ -216,6 +216,65 @@ def test_zookeeper_ahead_of_the_query_is_left_alone(moto_kinesis: KinesisEndpoin
         reader.stop()
 
 
+def test_available_now_ends_a_shard_only_after_its_records_past_the_cutoff_were_read(kinesis_local: KinesisEndpoint,
+                                                                                    zookeeper: Any) -> None:
+    """kinesis-local answers a closed shard's last GetRecords with records AND its end (no NextShardIterator), as
+    Kinesis can. Records of that reply that arrived after the AvailableNow run's cutoff are left for the next run:
+    the shard must not be recorded as finished at the last record the run kept, or they are never read."""
+    stream = kinesis_local.create_stream(shards=1)
+    parent = kinesis_local.shard_ids(stream)[0]
+    early = kinesis_local.put(stream, [f"early{i}".encode() for i in range(5)])
+    put_at = time.time()
+    wait_until(lambda: time.time() > put_at + 1.5, 5)
+    cutoff = datetime.now(timezone.utc)
+    wait_until(lambda: time.time() > put_at + 3.0, 5)
+    late = kinesis_local.put(stream, [f"late{i}".encode() for i in range(5)])
+    client = kinesis_local.client()
+    client.split_shard(StreamName=stream, ShardToSplit=parent, NewStartingHashKey=str(2 ** 127))
+    wait_for_stream(client, stream)
+    options = source_options(kinesis_local, zookeeper, stream)
+    reader = KinesisSpoutStreamReader(options)
+    reader.available_now_margin = cutoff - datetime.now(timezone.utc)  # the run started between the two puts
+    reader.prepareForTriggerAvailableNow()
+    batches, final = run_batches(reader, reader.initialOffset(), ReadAllAvailable())
+    reader.stop()
+    assert [mid for *_, ids in batches for mid in ids] == message_ids(early)
+    assert final[parent] == early[-1][1]  # not SHARD_END: the late records are still to be read
+    assert stored_checkpoints(zookeeper, stream)[parent]["shard_end"] is False
+    second = KinesisSpoutStreamReader(options)  # the next run reads them, then ends the shard
+    second.prepareForTriggerAvailableNow()
+    batches, final = run_batches(second, second.initialOffset(), ReadAllAvailable())
+    second.stop()
+    assert [mid for *_, ids in batches for mid in ids] == message_ids(late)
+    assert final[parent] == f"SHARD_END:{late[-1][1]}"
+
+
+def test_a_shard_new_to_the_query_starts_at_its_zookeeper_checkpoint(kinesalite: KinesisEndpoint,
+                                                                      zookeeper: Any) -> None:
+    """A shard that joins a running query (another task owned it, or it was not listed) resumes after its stored
+    checkpoint, not from TRIM_HORIZON: no re-read of what was already consumed."""
+    from kinesis_spout import Checkpoint, ZooKeeperCheckpointStore
+
+    stream = kinesalite.create_stream(shards=2)
+    first, second = kinesalite.shard_ids(stream)
+    placed = kinesalite.put(stream, [f"r{i}".encode() for i in range(60)])
+    of_second = [p for p in placed if p[0] == second]
+    assert len(of_second) > 10
+    reader = KinesisSpoutStreamReader(source_options(kinesalite, zookeeper, stream))
+    store = ZooKeeperCheckpointStore.from_config(reader.config)
+    store.open()
+    try:
+        store.save(Checkpoint(second, of_second[9][1]))
+    finally:
+        store.close()
+    reader.prepareForTriggerAvailableNow()
+    batches, final = run_batches(reader, {first: "TRIM_HORIZON"}, ReadAllAvailable())
+    reader.stop()
+    got = [mid for *_, ids in batches for mid in ids]
+    assert sorted(got) == sorted(message_ids([p for p in placed if p[0] == first] + of_second[10:]))
+    assert final == last_by_shard(placed)
+
+
 # -- queries on Spark --------------------------------------------------------------------------------------------
 def load(spark: Any, options: dict[str, str]) -> Any:
     spark.dataSource.register(KinesisSpoutDataSource)
