@@ -112,6 +112,7 @@ class ZooKeeperCheckpointStore:
         self.security = security or ZooKeeperSecurity()
         self._client: Any = None
         self._connected = threading.Event()
+        self._lost_lock = threading.Lock()  # guards _session_lost: set on kazoo's thread, taken by the writer's
         self._session_lost = False
         self.state = "CLOSED"
         self.session_losses = 0
@@ -169,8 +170,9 @@ class ZooKeeperCheckpointStore:
             return
         self._connected.clear()
         if state == "LOST":
-            self._session_lost = True
-            self.session_losses += 1
+            with self._lost_lock:
+                self._session_lost = True
+                self.session_losses += 1
             log.warning("ZooKeeper session at %s was lost; reconnecting with a new session", self.hosts)
         else:
             log.warning("ZooKeeper connection to %s suspended; checkpoint writes wait for it", self.hosts)
@@ -185,7 +187,8 @@ class ZooKeeperCheckpointStore:
 
     def take_session_lost(self) -> bool:
         """True once after each lost session (the caller re-reads what it relies on)."""
-        lost, self._session_lost = self._session_lost, False
+        with self._lost_lock:
+            lost, self._session_lost = self._session_lost, False
         return lost
 
     @property

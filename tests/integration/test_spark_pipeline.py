@@ -181,6 +181,27 @@ def test_an_exception_fails_the_whole_batch_which_comes_back_in_a_later_batch(
     assert stored(config)[0] == last_by_shard(placed)
 
 
+def test_a_record_the_scheme_cannot_decode_is_dead_lettered_and_the_run_goes_on(
+        spark: Any, moto_kinesis: KinesisEndpoint, zookeeper: Any) -> None:
+    """JsonScheme on deeply nested JSON raises RecursionError, not ValueError: the pipeline must neither end its run
+    (a crash loop under a supervisor) nor lose the records taken with it."""
+    from kinesis_spout import JsonScheme
+
+    stream = moto_kinesis.create_stream(shards=1)
+    records = [json.dumps({"n": i}).encode() for i in range(10)]
+    records.insert(5, b"[" * 100_000 + b"]" * 100_000)
+    placed = moto_kinesis.put(stream, records)
+    dead: list[tuple[str, str]] = []
+    config = make_config(moto_kinesis, zookeeper, stream, scheme=JsonScheme(),
+                         dead_letter=lambda record, reason: dead.append((record.message_id, reason)))
+    seen = Recorder()
+    pipeline = SpoutPipeline(spark, config, seen.see, trigger_interval_s=0.0)
+    pipeline.run(until=lambda: len(seen.ids) == 10, timeout_s=60)
+    assert sorted(data for _, rows in seen.calls for _, _, data in rows) == sorted(r for r in records if r[:1] == b"{")
+    assert [mid for mid, _ in dead] == [f"{placed[5][0]}:{placed[5][1]}"] and "RecursionError" in dead[0][1]
+    assert stored(config)[0] == last_by_shard(placed)
+
+
 def test_stop_resumes_with_the_next_batch_id_and_honours_limits(
         spark: Any, moto_kinesis: KinesisEndpoint, zookeeper: Any) -> None:
     stream = moto_kinesis.create_stream(shards=2)
