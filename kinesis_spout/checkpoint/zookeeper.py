@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,8 +95,9 @@ class ZooKeeperSecurity:
 class ZooKeeperCheckpointStore:
     """One app's checkpoints of one stream in ZooKeeper. Constructor does no I/O; ``close()`` is idempotent.
 
-    kazoo's retries are bounded (its defaults retry forever): a call that cannot reach ZooKeeper within the
-    retry budget raises a retriable ``CheckpointError``. The store watches the connection: ``connected`` is clear
+    Every call is bounded in time (kazoo's own blocking calls are not): a command that gets no answer within
+    ``operation_timeout_s`` (default: ``connect_timeout_s``), also while the connection is down, raises a
+    retriable ``CheckpointError`` saying what it waited for. The store watches the connection: ``connected`` is clear
     while the connection is SUSPENDED or LOST (the checkpoint writer waits on it instead of failing writes), and
     a lost session (kazoo then opens a new one) is counted in ``session_losses`` and reported once by
     :meth:`take_session_lost`, so the writer re-reads the checkpoints.
@@ -103,12 +105,13 @@ class ZooKeeperCheckpointStore:
 
     def __init__(self, hosts: str, path: str, *, session_timeout_s: float = 10.0,
                  connect_timeout_s: float = 15.0, command_retries: int = 5,
-                 security: ZooKeeperSecurity | None = None) -> None:
+                 security: ZooKeeperSecurity | None = None, operation_timeout_s: float | None = None) -> None:
         self.hosts = hosts
         self.path = path.rstrip("/")
         self.session_timeout_s = session_timeout_s
         self.connect_timeout_s = connect_timeout_s
         self.command_retries = command_retries
+        self.operation_timeout_s = operation_timeout_s if operation_timeout_s is not None else connect_timeout_s
         self.security = security or ZooKeeperSecurity()
         self._client: Any = None
         self._connected = threading.Event()
@@ -198,22 +201,54 @@ class ZooKeeperCheckpointStore:
         return millis / 1000.0 if isinstance(millis, (int, float)) and millis > 0 else None
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        from kazoo.exceptions import (BadVersionError, KazooException, NoAuthError, NodeExistsError, NoNodeError)
-        from kazoo.retry import RetryFailedError
+        """Run one kazoo command (``fn``, a method of the client such as ``client.get``) within a bounded time.
 
-        if self._client is None:
+        kazoo's blocking calls wait for an answer with no time limit, and a request made while the connection is
+        down waits for the reconnect, however long that takes. So the command's asynchronous form is used, each
+        try waits at most until ``operation_timeout_s`` after the first, and a lost connection is waited for only
+        within that time. Connection losses and time-outs are tried again up to ``command_retries`` times, then
+        raised as a retriable ``CheckpointError`` that says what was waited for. ``NoNodeError``,
+        ``NodeExistsError`` and ``BadVersionError`` are the caller's to handle and are raised as they are.
+        """
+        from kazoo.exceptions import (BadVersionError, ConnectionLoss, KazooException, NoAuthError, NodeExistsError,
+                                      NoNodeError, OperationTimeoutError, SessionExpiredError)
+        from kazoo.handlers.threading import KazooTimeoutError
+
+        client = self._client
+        if client is None:
             raise CheckpointError(f"checkpoint store for {self.path} is not open")
-        try:
-            return self._client.retry(fn, *args, **kwargs)
-        except (NoNodeError, NodeExistsError, BadVersionError):
-            raise
-        except NoAuthError as exc:
-            who = f"identity {self.security.user!r}" if self.security.auth else "an unauthenticated client"
-            raise CheckpointError(f"ZooKeeper at {self.hosts} refused {what}: {who} is not allowed by the node's "
-                                  f"ACL; set zookeeper_auth to the identity that owns these checkpoints") from exc
-        except (KazooException, RetryFailedError) as exc:
-            raise CheckpointError(f"ZooKeeper at {self.hosts}: {what} failed: {type(exc).__name__} {exc}",
-                                  retriable=True) from exc
+        asynchronous = getattr(client, f"{fn.__name__}_async")
+        deadline = time.monotonic() + self.operation_timeout_s
+        delay = 0.1
+        problem = "no answer"
+        for attempt in range(self.command_retries + 1):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            if not self._connected.wait(min(left, 1.0)):
+                log.info("ZooKeeper at %s: %s waits for the connection (%s)", self.hosts, what, self.state)
+                if not self._connected.wait(max(0.0, deadline - time.monotonic())):
+                    problem = f"not connected ({self.state})"
+                    break
+            try:
+                return asynchronous(*args, **kwargs).get(timeout=max(0.001, deadline - time.monotonic()))
+            except (NoNodeError, NodeExistsError, BadVersionError):
+                raise
+            except NoAuthError as exc:
+                who = f"identity {self.security.user!r}" if self.security.auth else "an unauthenticated client"
+                raise CheckpointError(f"ZooKeeper at {self.hosts} refused {what}: {who} is not allowed by the "
+                                      f"node's ACL; set zookeeper_auth to the identity that owns these "
+                                      f"checkpoints") from exc
+            except (ConnectionLoss, OperationTimeoutError, SessionExpiredError, KazooTimeoutError) as exc:
+                problem = f"{type(exc).__name__} {exc}".strip()
+                if attempt < self.command_retries:
+                    time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+                    delay = min(delay * 2, 2.0)
+            except KazooException as exc:
+                raise CheckpointError(f"ZooKeeper at {self.hosts}: {what} failed: {type(exc).__name__} {exc}",
+                                      retriable=True) from exc
+        raise CheckpointError(f"ZooKeeper at {self.hosts}: {what} failed within {self.operation_timeout_s:g} s "
+                              f"({problem}); is it running and reachable?", retriable=True)
 
     def load(self, shard_id: str) -> Checkpoint | None:
         from kazoo.exceptions import NoNodeError

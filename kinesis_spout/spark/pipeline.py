@@ -34,7 +34,9 @@ Decisions, in one place:
 - **Errors**: an exception of ``process`` (or a malformed answer) fails the batch and the pipeline goes on.
   Errors of the pipeline itself (the stream is gone, Spark cannot build the DataFrame, the checkpoint store
   refuses for good) end ``run()`` with that error; records in flight are then not acked and are read again.
-  While ZooKeeper cannot store the next batch id, the batch waits (its records held) and the write is retried.
+  While ZooKeeper cannot store the next batch id, the batch waits (its records held) and the write is retried,
+  for at most ``zookeeper_deadline_s`` (then ``run()`` ends with a ``CheckpointError``) and never past the run's
+  own limits.
 """
 
 from __future__ import annotations
@@ -214,9 +216,13 @@ class SpoutPipeline:
         Called after the batch's records were taken and before ``process``. The id is one more than the last
         id used; if another writer stored a higher one (``CheckpointConflict``), one more than that. While the store
         fails with a retriable error the records are held (not acked, not failed) and the write is retried with
-        backoff up to 5 s; a non-retriable error ends the run.
+        backoff up to 5 s, for at most ``zookeeper_deadline_s``: then, or on a non-retriable error, the run ends
+        with a ``CheckpointError`` (the held records are read again by the next run). Each try is bounded in time
+        by the store, so the run's own limits (``timeout_s``, ``stop()``) end the wait too.
         """
         backoff = 0.0
+        failing_since: float | None = None
+        deadline_s = self.config.zookeeper_deadline_s
         while True:
             try:
                 store.save_batch_id(last_id + 1)
@@ -228,9 +234,17 @@ class SpoutPipeline:
             except CheckpointError as exc:
                 if not exc.retriable:
                     raise
+                now = time.monotonic()
+                failing_since = now if failing_since is None else failing_since
+                if now - failing_since >= deadline_s:
+                    raise CheckpointError(
+                        f"the next batch id could not be stored for {now - failing_since:.0f} s (zookeeper_deadline_s "
+                        f"{deadline_s:g} s): {exc}. The batch's records were not processed; they are read again by "
+                        f"the next run. Check that ZooKeeper is running and reachable, or raise zookeeper_deadline_s",
+                        retriable=True) from exc
                 backoff = min(max(2 * backoff, 0.2), _STORE_BACKOFF_MAX_S)
                 log.warning("cannot store the next batch id; the batch waits until it is stored (retrying in "
-                            "%.1f s): %s", backoff, exc)
+                            "%.1f s, for at most %.0f s more): %s", backoff, deadline_s - (now - failing_since), exc)
                 if not self._wait_until(time.monotonic() + backoff, finished):
                     return None
 

@@ -289,6 +289,48 @@ def test_a_batch_waits_while_zookeeper_cannot_store_its_id(
     assert stored(config) == (last_by_shard(placed), len(seen.calls))
 
 
+@pytest.mark.parametrize("limit", ["timeout_s", "zookeeper_deadline_s"])
+def test_a_zookeeper_outage_never_holds_a_run_past_its_limits(
+        spark: Any, moto_kinesis: KinesisEndpoint, zookeeper: Any, limit: str) -> None:
+    """ZooKeeper stops mid-run while a batch waits for its id: the run ends at its timeout_s, or with a
+    CheckpointError at zookeeper_deadline_s, instead of waiting for ZooKeeper however long it takes."""
+    from kinesis_spout import CheckpointError
+
+    stream = moto_kinesis.create_stream(shards=1)
+    moto_kinesis.put(stream, [f"before-{i}" for i in range(3)])
+    config = make_config(moto_kinesis, zookeeper, stream,
+                         zookeeper_deadline_s=600.0 if limit == "timeout_s" else 4.0)
+    seen = Recorder()
+    pipeline = SpoutPipeline(spark, config, seen.see, trigger_interval_s=0.05)
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            pipeline.run(timeout_s=25 if limit == "timeout_s" else 600)
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001 - checked below
+            outcome.append(exc)
+
+    runner = threading.Thread(target=run, name="pipeline-run")
+    runner.start()
+    try:
+        assert wait_until(lambda: len(seen.ids) == 3, 60)
+        zookeeper.server.stop()
+        moto_kinesis.put(stream, [f"during-{i}" for i in range(3)])
+        runner.join(75)
+        assert not runner.is_alive(), f"the run was still waiting for ZooKeeper ({limit})"
+    finally:
+        pipeline.stop()
+        zookeeper.server.start()
+        runner.join(30)
+    assert len(seen.ids) == 3, "no batch ran without its id stored"
+    if limit == "timeout_s":
+        assert outcome == [None]
+    else:
+        assert len(outcome) == 1 and isinstance(outcome[0], CheckpointError)
+        assert "zookeeper_deadline_s" in str(outcome[0]) and "read again" in str(outcome[0])
+
+
 # -- a driver killed with SIGKILL ------------------------------------------------------------------------------
 def log_lines(log: Path) -> list[tuple[str, int, int, int]]:
     """``(message_id, attempt, batch_id, pid)`` of each complete line the consumer wrote."""
