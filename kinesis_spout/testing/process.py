@@ -5,13 +5,16 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import queue
 import signal
 import socket
 import subprocess
+import threading
 import time
 import weakref
+from concurrent.futures import Future
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from kinesis_spout.errors import ServerStartError
 
@@ -44,6 +47,42 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
+class _Spawner:
+    """Starts every server child from one long-lived daemon thread.
+
+    Linux delivers the parent-death signal when the *thread* that forked the child ends, not the process: a server
+    started from a short-lived helper thread would be killed as soon as that thread returned. Forking from a
+    thread that lives as long as the process keeps the promise both ways: servers outlive the threads that asked
+    for them, and die with the process. Who calls: :meth:`ServerProcess.start`, from any thread.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._requests: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def popen(self, launch: Callable[[], "subprocess.Popen[bytes]"]) -> "subprocess.Popen[bytes]":
+        """Run ``launch`` (which calls ``subprocess.Popen``) on the spawner thread and return its process."""
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._serve, name="kinesis-spout-server-spawner", daemon=True)
+                self._thread.start()
+        done: Future[subprocess.Popen[bytes]] = Future()
+        self._requests.put((launch, done))
+        return done.result()
+
+    def _serve(self) -> None:
+        while True:
+            launch, done = self._requests.get()
+            try:
+                done.set_result(launch())
+            except BaseException as exc:  # noqa: BLE001 - handed to the thread that asked
+                done.set_exception(exc)
+
+
+_spawner = _Spawner()
+
+
 class ServerProcess:
     """One server child process with its log file.
 
@@ -70,10 +109,10 @@ class ServerProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child for its lifetime
         try:
-            self._proc = subprocess.Popen(
+            self._proc = _spawner.popen(lambda: subprocess.Popen(
                 self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env={**os.environ, **(self.env or {})}, cwd=self.cwd, preexec_fn=_die_with_parent,
-            )
+            ))
         except OSError as exc:
             raise ServerStartError(f"{self.name}: cannot run {self.argv[0]!r}: {exc}") from exc
         finally:

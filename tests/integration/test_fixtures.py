@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from kinesis_spout.errors import ServerStartError
 from kinesis_spout.testing import KinesaliteServer, ZooKeeperServer
+from kinesis_spout.testing.process import wait_until
 from kinesis_spout.testing.zookeeper import four_letter
 
 
@@ -28,6 +31,19 @@ def test_zookeeper_data_survives_kill_and_restart(zookeeper) -> None:
     zookeeper.server.start()
     assert zookeeper.server.port == port
     assert zookeeper.client().get(f"{zookeeper.prefix}/kept")[0] == b"42"
+
+
+def test_a_server_restarted_from_a_helper_thread_outlives_that_thread(zookeeper) -> None:
+    """Linux's parent-death signal follows the thread that forked a child: a ZooKeeper restarted from a thread that
+    then ended used to be killed within a second. Servers are forked from one long-lived thread instead."""
+    zookeeper.server.stop()
+    helper = threading.Thread(target=zookeeper.server.start, name="restarter")
+    helper.start()
+    helper.join(30)
+    assert zookeeper.server.running
+    died = wait_until(lambda: not zookeeper.server.running, 3.0)
+    assert not died, "ZooKeeper died after the thread that started it ended"
+    assert "Mode: standalone" in four_letter("127.0.0.1", zookeeper.server.port, "srvr")
 
 
 def test_moto_kinesis_is_reset_between_tests(moto_kinesis) -> None:
