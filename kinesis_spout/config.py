@@ -74,6 +74,7 @@ class SpoutConfig:
     initial_timestamp: datetime | None = None
     max_records_per_call: int = 10_000
     empty_record_backoff_s: float = 1.0
+    shard_sync_interval_s: float = 10.0
     checkpoint_interval_s: float = 1.0
     retry_limit: int = 3
     retry_backoff: RetryBackoff = field(default_factory=RetryBackoff)
@@ -137,6 +138,7 @@ class SpoutConfig:
                               "certificate and its key); set both or neither")
         _require_float("empty_record_backoff_s", self.empty_record_backoff_s, MIN_POLL_INTERVAL_S, 3600.0)
         _require_float("checkpoint_interval_s", self.checkpoint_interval_s, 0.0, 3600.0)
+        _require_float("shard_sync_interval_s", self.shard_sync_interval_s, 0.2, 86400.0)
         _require_int("retry_limit", self.retry_limit, 0, 1_000_000)
         if not isinstance(self.retry_backoff, RetryBackoff):
             raise ConfigError(f"retry_backoff must be a RetryBackoff, got {self.retry_backoff!r}")
@@ -206,7 +208,7 @@ OPTION_NAMES.update({"retryBackoffInitialS": "retry_backoff.initial_s",
 _INT_FIELDS = {"max_records_per_call", "retry_limit", "max_inflight_records", "max_inflight_bytes",
                "prefetch_records", "prefetch_bytes", "task_index", "task_count"}
 _FLOAT_FIELDS = {"zookeeper_session_timeout_s", "zookeeper_deadline_s", "empty_record_backoff_s",
-                 "checkpoint_interval_s"}
+                 "checkpoint_interval_s", "shard_sync_interval_s"}
 _BOOL_FIELDS = {"reliable", "zookeeper_world_readable", "zookeeper_tls"}
 
 

@@ -20,6 +20,7 @@ from typing import Any, Iterable
 from kinesis_spout.checkpoint.base import Checkpoint, CheckpointStore
 from kinesis_spout.checkpoint.writer import CheckpointWriter, ConflictHandler
 from kinesis_spout.config import SpoutConfig
+from kinesis_spout.coordination.sync import ShardSync
 from kinesis_spout.coordination.lineage import (
     AFTER_SEQUENCE_NUMBER, AT_TIMESTAMP, LATEST, ShardStart, from_checkpoint, start_positions,
 )
@@ -27,7 +28,7 @@ from kinesis_spout.errors import CheckpointConflict, KinesisError, SpoutError, S
 from kinesis_spout.kinesis.client import make_client
 from kinesis_spout.kinesis.getter import ShardGetter, StartPosition
 from kinesis_spout.kinesis.reader import BufferedShardReader, RoundRobinReader
-from kinesis_spout.kinesis.shards import Shard, list_shards, owned_shards
+from kinesis_spout.kinesis.shards import Shard, owned_shards
 from kinesis_spout.records import Record, SequenceKey, SpoutTuple, message_id, parse_message_id
 from kinesis_spout.tracker import FailOutcome, InflightRecordTracker
 
@@ -105,6 +106,8 @@ class KinesisSpout:
         self._last_expire = 0.0
         self._retry_cursor = 0
         self._deferred: BaseException | None = None  # raised by the next next_tuple/next_batch call
+        self._done: set[str] = set()  # shards found finished (shard_end stored) when they were looked at
+        self._sync: ShardSync | None = None
         self.unknown_message_ids = 0
         self.poison_records = 0
 
@@ -125,15 +128,14 @@ class KinesisSpout:
                 self._store = ZooKeeperCheckpointStore.from_config(cfg)
             self._store.open()
             try:
-                all_shards = list_shards(self._client, cfg.stream_name)
-                mine = owned_shards(all_shards, cfg.task_index, cfg.task_count)
                 self._writer = CheckpointWriter(self._store, cfg.checkpoint_interval_s, cfg.worker_id,
                                                 deadline_s=cfg.zookeeper_deadline_s, on_conflict=self._on_conflict)
-                for shard, start, checkpoint, first in self._resolve_starts(mine):
-                    if first is None:
-                        log.info("shard %s was finished earlier (shard_end); not reading it again", shard.shard_id)
-                        continue
-                    self._add_shard(shard, start, checkpoint, first)
+                self._sync = ShardSync(self._client, cfg.stream_name, self._store,
+                                       interval_s=cfg.shard_sync_interval_s, owns=self._owns, known=self._known,
+                                       add=self._add_shards, flush=self.flush_checkpoints,
+                                       on_error=self._on_sync_error)
+                ready = self._sync.sync()
+                self._add_shards(ready)
             except BaseException:
                 self._store.close()
                 raise
@@ -141,11 +143,52 @@ class KinesisSpout:
             for state in self._shards.values():
                 state.reader.start()
             self._state = "open"
-            log.info("spout %s opened stream %r: task %d/%d owns %d of %d shards (%s)", cfg.app_name,
-                     cfg.stream_name, cfg.task_index, cfg.task_count, len(mine), len(all_shards),
+            self._sync.start()
+            mine = self._owns(self._sync.listed)
+            waiting = sorted({s.shard_id for s in mine} - self._known())
+            log.info("spout %s opened stream %r: task %d/%d owns %d of %d shards (%s)%s", cfg.app_name,
+                     cfg.stream_name, cfg.task_index, cfg.task_count, len(mine), len(self._sync.listed),
                      ", ".join(f"{s.shard.shard_id} {s.start.describe()}" for s in self._shards.values())
-                     or "none")
+                     or "none", f"; waiting for their parents: {', '.join(waiting)}" if waiting else "")
             return self
+
+    def _owns(self, listed: list[Shard]) -> list[Shard]:
+        """The shards of the listing this spout reads (Storm-style static split by ``task_index``/``task_count``)."""
+        return owned_shards(listed, self.config.task_index, self.config.task_count)
+
+    def _known(self) -> set[str]:
+        """Shard ids being read or finished (so the shard sync does not start them again)."""
+        with self._lock:
+            return set(self._shards) | self._done
+
+    def _on_sync_error(self, error: SpoutError) -> None:
+        """The shard sync thread met an error the user must hear of: raised by the next call."""
+        with self._lock:
+            if self._deferred is None:
+                self._deferred = error
+
+    def _add_shards(self, shards: list[Shard]) -> None:
+        """Start reading ``shards``: their starts are resolved (store I/O, no lock held), then their states are
+        installed under the lock and their readers started (unless the spout is still opening: ``open()`` starts
+        them). Called by ``open()`` and by the shard sync thread."""
+        states = []
+        for shard, start, checkpoint, first in self._resolve_starts(shards):
+            if first is None:
+                log.info("shard %s was finished earlier (shard_end); not reading it again", shard.shard_id)
+                with self._lock:
+                    self._done.add(shard.shard_id)
+                continue
+            states.append(self._shard_state(shard, start, checkpoint, first))
+        with self._lock:
+            if self._state == "closed":
+                for state in states:
+                    state.reader.close()
+                return
+            for state in states:
+                self._shards[state.shard.shard_id] = state
+                self._rr.add([state.reader])
+                if self._state == "open":
+                    state.reader.start()
 
     def _resolve_starts(self, shards: list[Shard]
                         ) -> list[tuple[Shard, ShardStart, Checkpoint | None, StartPosition | None]]:
@@ -204,8 +247,9 @@ class KinesisSpout:
             return from_checkpoint(stored), stored
         return pinned, checkpoint
 
-    def _add_shard(self, shard: Shard, start: ShardStart, checkpoint: Checkpoint | None,
-                   first: StartPosition) -> None:
+    def _shard_state(self, shard: Shard, start: ShardStart, checkpoint: Checkpoint | None,
+                     first: StartPosition) -> ShardState:
+        """A new shard's tracker, getter and reader (the reader not started yet)."""
         cfg = self.config
         initial = checkpoint.key if checkpoint is not None else None
         tracker = InflightRecordTracker(
@@ -221,9 +265,7 @@ class KinesisSpout:
                 log.warning("%s; the reader of %s takes its LATEST iterator when it can", exc, shard.shard_id)
         reader = BufferedShardReader(getter, max_records=cfg.prefetch_records, max_bytes=cfg.prefetch_bytes,
                                      empty_backoff_s=cfg.empty_record_backoff_s, on_data=self._rr.notify)
-        state = ShardState(shard, tracker, reader, start, offered=initial)
-        self._shards[shard.shard_id] = state
-        self._rr.add([reader])
+        return ShardState(shard, tracker, reader, start, offered=initial)
 
     def close(self) -> None:
         """Stop the readers, flush the last safe checkpoints, release the store. Idempotent."""
@@ -232,6 +274,8 @@ class KinesisSpout:
                 return
             was_open = self._state == "open"
             self._state = "closed"
+        if self._sync is not None:
+            self._sync.close()
         self._rr.close()
         if self._writer is not None:
             self._writer.close()
@@ -472,6 +516,8 @@ class KinesisSpout:
                                       key.sub_sequence or None if key else None, shard_end=True))
         self._rr.remove(state.reader)
         log.info("shard %s finished: every record is done", state.shard.shard_id)
+        if self._sync is not None:
+            self._sync.wake()  # its children may be read now
 
     def _offer_checkpoint(self, state: ShardState) -> None:
         key = state.tracker.checkpoint

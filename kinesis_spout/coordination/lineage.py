@@ -25,13 +25,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Mapping, Sequence
+from typing import Collection, Mapping, Sequence
 
 from kinesis_spout.checkpoint.base import Checkpoint
 from kinesis_spout.config import InitialPosition
 
 __all__ = ["AFTER_SEQUENCE_NUMBER", "AT_TIMESTAMP", "LATEST", "PIN_MARGIN", "SHARD_END", "TRIM_HORIZON",
-           "ShardStart", "start_positions"]
+           "ShardStart", "start_positions", "waiting_for_parents"]
 
 TRIM_HORIZON = "TRIM_HORIZON"
 LATEST = "LATEST"
@@ -129,3 +129,12 @@ def start_positions(parents: Mapping[str, Sequence[str]], stored: Mapping[str, C
         else:
             out[shard_id] = ShardStart(TRIM_HORIZON, reason="initial position")
     return out
+
+
+def waiting_for_parents(parents: Mapping[str, Sequence[str]], listed: Collection[str],
+                        finished: Collection[str]) -> set[str]:
+    """The shards of ``parents`` that must not be read yet: a parent of theirs is still ``listed`` and not in
+    ``finished`` (read to its end, the end stored). Reading a child only after its parents keeps each partition
+    key's records in order across a reshard; a parent that is no longer listed (expired) holds nobody back."""
+    return {shard for shard, shard_parents in parents.items()
+            if any(p in listed and p not in finished for p in shard_parents)}

@@ -1,0 +1,115 @@
+"""Shard discovery while a spout runs: new shards of a reshard are found and read once their parents are done.
+
+A :class:`ShardSync` thread lists the stream's shards every ``interval_s`` (and at once when the spout finishes a
+shard, whose children may now be read), keeps those the spout owns and does not read yet, and hands over the ones
+whose parents are finished: a parent that is still listed must have its end (``shard_end``) stored before any
+record of its children is delivered, so the records of one partition key keep their order across a split or a
+merge. A parent that is no longer listed (past the stream's retention) holds nobody back.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Callable
+
+from kinesis_spout.checkpoint.base import CheckpointStore
+from kinesis_spout.coordination.lineage import waiting_for_parents
+from kinesis_spout.errors import SpoutError, StreamNotFoundError
+from kinesis_spout.kinesis.shards import Shard, list_shards
+
+__all__ = ["ShardSync"]
+
+log = logging.getLogger("kinesis_spout.coordination")
+
+
+class ShardSync:
+    """Finds the shards a running spout should start reading.
+
+    Who calls: the spout. ``sync()`` runs one round and returns the shards to start (``open()`` calls it once
+    before the readers start); ``start()`` runs rounds on a daemon thread, which hands new shards to ``add``;
+    ``wake()`` (any thread, never blocks) asks for a round now; ``close()`` stops and joins the thread
+    (idempotent). ``owns`` picks the spout's shards from the listing, ``known`` says which shard ids the spout
+    already reads or finished, ``flush`` writes pending checkpoints (so a parent's end is stored before its
+    children are looked at). The thread owns nothing of the spout: it reads through these callables.
+    """
+
+    def __init__(self, client: Any, stream_name: str, store: CheckpointStore, *, interval_s: float,
+                 owns: Callable[[list[Shard]], list[Shard]], known: Callable[[], set[str]],
+                 add: Callable[[list[Shard]], None], flush: Callable[[float], bool],
+                 on_error: Callable[[SpoutError], None]) -> None:
+        self.client = client
+        self.stream_name = stream_name
+        self.store = store
+        self.interval_s = interval_s
+        self._owns = owns
+        self._known = known
+        self._add = add
+        self._flush = flush
+        self._on_error = on_error
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.rounds = 0
+        self.listed: list[Shard] = []
+
+    def sync(self) -> list[Shard]:
+        """One round: list the shards; return the owned ones not read yet whose parents are done."""
+        listed = list_shards(self.client, self.stream_name)
+        self.listed = listed
+        self.rounds += 1
+        known = self._known()
+        new = [s for s in self._owns(listed) if s.shard_id not in known]
+        if not new:
+            return []
+        listed_ids = {s.shard_id for s in listed}
+        finished = set()
+        for parent in sorted({p for s in new for p in s.parents if p in listed_ids}):
+            checkpoint = self.store.load(parent)
+            if checkpoint is not None and checkpoint.shard_end:
+                finished.add(parent)
+        blocked = waiting_for_parents({s.shard_id: s.parents for s in new}, listed_ids, finished)
+        if blocked:
+            log.debug("shards waiting for their parents to be read to their end: %s", ", ".join(sorted(blocked)))
+        return [s for s in new if s.shard_id not in blocked]
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=f"kinesis-shard-sync-{self.stream_name}",
+                                            daemon=True)
+            self._thread.start()
+
+    def wake(self) -> None:
+        """Ask for a round now (a shard finished: its children may be ready)."""
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            woken = self._wake.wait(self.interval_s)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            if woken:
+                self._flush(10.0)  # the finished shard's end must be stored before its children are looked at
+            try:
+                ready = self.sync()
+                if ready and not self._stop.is_set():
+                    log.info("starting %d new shards of %r: %s", len(ready), self.stream_name,
+                             ", ".join(s.shard_id for s in ready))
+                    self._add(ready)
+            except StreamNotFoundError as exc:
+                log.error("shard sync: %s", exc)
+                self._on_error(exc)
+            except SpoutError as exc:  # throttled, ZooKeeper away: the next round tries again
+                log.warning("shard sync of %r failed (trying again in %.0f s): %s", self.stream_name,
+                            self.interval_s, exc)
+            except Exception as exc:  # noqa: BLE001 - the spout must hear of a bug here, not lose the thread
+                log.exception("shard sync of %r failed", self.stream_name)
+                self._on_error(SpoutError(f"shard sync of {self.stream_name!r} failed: {exc!r}"))
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout_s)
