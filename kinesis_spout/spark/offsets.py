@@ -278,15 +278,7 @@ def first_after(timestamps: Iterable[datetime | None], cutoff: datetime) -> int 
 
 def waiting_for_parents(parents: Mapping[str, Sequence[str]], positions: Mapping[str, ShardPosition],
                         listed: Iterable[str]) -> set[str]:
-    """Shards that must not be read yet: a parent of theirs is still listed and not read to its end.
-
-    Kinesis keeps a partition key's records in order only if a child shard is read after its parents; a parent
-    that is no longer listed (expired) holds nobody back.
-    """
-    listed_set = set(listed)
-    blocked = set()
-    for shard, shard_parents in parents.items():
-        for parent in shard_parents:
-            if parent in listed_set and not (parent in positions and positions[parent].ended):
-                blocked.add(shard)
-    return blocked
+    """Shards that must not be read yet: a parent of theirs is still listed and not read to its end (the lineage
+    rule the spout uses too, :func:`kinesis_spout.coordination.lineage.waiting_for_parents`)."""
+    finished = {shard for shard, position in positions.items() if position.ended}
+    return lineage.waiting_for_parents(parents, set(listed), finished)

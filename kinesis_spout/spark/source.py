@@ -48,8 +48,6 @@ from kinesis_spout.spark.schema import SCHEMA_DDL, records_to_arrow
 
 log = logging.getLogger("kinesis_spout.spark")
 
-#: How often the shard list is refreshed (and at once after a shard ends, to find its children).
-SHARD_LIST_INTERVAL_S = 10.0
 #: How long an idle ``latestOffset`` waits for the next shard poll before telling Spark there is nothing new.
 IDLE_WAIT_S = 0.5
 #: Retriable errors (throttling, 5xx, lost connections) in a row before a shard's read fails the query.
@@ -196,9 +194,10 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         return self._store
 
     def _list_shards(self, force: bool = False) -> dict[str, Shard]:
-        """The owned shards, listed again every SHARD_LIST_INTERVAL_S (or when ``force``)."""
+        """The owned shards, listed again every ``shardSyncIntervalS`` (or when ``force``; a shard that ends forces
+        the next listing, to find its children)."""
         now = time.monotonic()
-        if force or self._listed_at is None or now - self._listed_at >= SHARD_LIST_INTERVAL_S:
+        if force or self._listed_at is None or now - self._listed_at >= self.config.shard_sync_interval_s:
             cfg = self.config
             mine = owned_shards(list_shards(self._kinesis(), cfg.stream_name), cfg.task_index, cfg.task_count)
             self._shards = {s.shard_id: s for s in mine}
