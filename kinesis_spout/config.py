@@ -49,6 +49,11 @@ def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+#: ``static``: a spout reads the shards of its ``task_index`` of ``task_count``. ``leases``: the workers of an app
+#: share the shards through ZooKeeper leases (see :mod:`kinesis_spout.coordination.leases`).
+COORDINATION_MODES = ("static", "leases")
+
+
 @dataclass(frozen=True)
 class SpoutConfig:
     """Configuration of a :class:`~kinesis_spout.KinesisSpout`. Validated on construction (``ConfigError``).
@@ -88,6 +93,7 @@ class SpoutConfig:
     dead_letter: DeadLetterHandler = log_dead_letter
     task_index: int = 0
     task_count: int = 1
+    coordination: str = "static"
     worker_id: str = field(default_factory=default_worker_id)
 
     def __post_init__(self) -> None:
@@ -160,6 +166,12 @@ class SpoutConfig:
             raise ConfigError(f"dead_letter must be a callable (record, reason) -> None, got {self.dead_letter!r}")
         _require_int("task_count", self.task_count, 1, 100_000)
         _require_int("task_index", self.task_index, 0, self.task_count - 1)
+        if self.coordination not in COORDINATION_MODES:
+            raise ConfigError(f"coordination must be one of {', '.join(COORDINATION_MODES)}, got "
+                              f"{self.coordination!r}")
+        if self.coordination == "leases" and self.task_count != 1:
+            raise ConfigError("coordination 'leases' shares the shards among however many workers run; it does not "
+                              "go with task_count > 1 (Storm's static split): set one or the other")
         _require_text("worker_id", self.worker_id)
 
     @property

@@ -56,3 +56,17 @@ class CheckpointConflict(CheckpointError):
 
 class ServerStartError(SpoutError):
     """A local server (ZooKeeper, moto, an emulator) used by the testing fixtures or the demo did not start."""
+
+
+class LeaseLost(CheckpointConflict):
+    """A checkpoint write was refused because this worker no longer holds the shard's lease (another worker took
+    it: this one was cut off or paused past its ZooKeeper session). The spout stops emitting the shard."""
+
+    def __init__(self, message: str, *, shard_id: str) -> None:
+        super().__init__(message)
+        self.shard_id = shard_id
+
+
+class LeaseError(SpoutError):
+    """Shard leases cannot work as configured: e.g. two live workers with one ``worker_id``, or a lease znode
+    that cannot be read. The message names the znode or the setting."""

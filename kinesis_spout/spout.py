@@ -15,16 +15,20 @@ import warnings
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from types import TracebackType
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from kinesis_spout.checkpoint.base import Checkpoint, CheckpointStore
 from kinesis_spout.checkpoint.writer import CheckpointWriter, ConflictHandler
 from kinesis_spout.config import SpoutConfig
 from kinesis_spout.coordination.sync import ShardSync
+if TYPE_CHECKING:
+    from kinesis_spout.coordination.leases import ZooKeeperLeases
 from kinesis_spout.coordination.lineage import (
     AFTER_SEQUENCE_NUMBER, AT_TIMESTAMP, LATEST, ShardStart, from_checkpoint, start_positions,
 )
-from kinesis_spout.errors import CheckpointConflict, KinesisError, SpoutError, SpoutStateError
+from kinesis_spout.errors import (
+    CheckpointConflict, ConfigError, KinesisError, LeaseLost, SpoutError, SpoutStateError,
+)
 from kinesis_spout.kinesis.client import make_client
 from kinesis_spout.kinesis.getter import ShardGetter, StartPosition
 from kinesis_spout.kinesis.reader import BufferedShardReader, RoundRobinReader
@@ -45,6 +49,8 @@ def _getter_start(start: ShardStart) -> StartPosition:
     return StartPosition(start.position)
 
 _EXPIRE_EVERY_S = 0.05
+LEASE_ROUND_S = 1.0  # how often a worker with leases looks at the workers and leases (and at once when one joins)
+HANDOFF_TIMEOUT_S = 10.0  # how long a lease given back waits for the shard's in-flight records
 _POISON: Any = object()  # what _values returns for a record its scheme refused
 
 
@@ -108,6 +114,9 @@ class KinesisSpout:
         self._deferred: BaseException | None = None  # raised by the next next_tuple/next_batch call
         self._done: set[str] = set()  # shards found finished (shard_end stored) when they were looked at
         self._sync: ShardSync | None = None
+        self._leases: ZooKeeperLeases | None = None
+        self._settled = threading.Condition(self._lock)  # notified when records are acked or failed
+        self._disconnected_since: float | None = None  # leases: when ZooKeeper's connection was last lost
         self.unknown_message_ids = 0
         self.poison_records = 0
 
@@ -129,11 +138,16 @@ class KinesisSpout:
             self._store.open()
             try:
                 self._writer = CheckpointWriter(self._store, cfg.checkpoint_interval_s, cfg.worker_id,
-                                                deadline_s=cfg.zookeeper_deadline_s, on_conflict=self._on_conflict)
+                                                deadline_s=cfg.zookeeper_deadline_s,
+                                                on_conflict=self._on_writer_conflict)
+                owns = self._owns
+                if cfg.coordination == "leases":
+                    owns = self._join_leases()
                 self._sync = ShardSync(self._client, cfg.stream_name, self._store,
-                                       interval_s=cfg.shard_sync_interval_s, owns=self._owns, known=self._known,
+                                       interval_s=cfg.shard_sync_interval_s, owns=owns, known=self._known,
                                        add=self._add_shards, flush=self.flush_checkpoints,
-                                       on_error=self._on_sync_error)
+                                       on_error=self._on_sync_error,
+                                       round_s=LEASE_ROUND_S if self._leases is not None else None)
                 ready = self._sync.sync()
                 self._add_shards(ready)
             except BaseException:
@@ -144,6 +158,8 @@ class KinesisSpout:
                 state.reader.start()
             self._state = "open"
             self._sync.start()
+            if self._leases is not None:
+                self._leases.watch_workers(self._sync.wake)
             mine = self._owns(self._sync.listed)
             waiting = sorted({s.shard_id for s in mine} - self._known())
             log.info("spout %s opened stream %r: task %d/%d owns %d of %d shards (%s)%s", cfg.app_name,
@@ -151,6 +167,94 @@ class KinesisSpout:
                      ", ".join(f"{s.shard.shard_id} {s.start.describe()}" for s in self._shards.values())
                      or "none", f"; waiting for their parents: {', '.join(waiting)}" if waiting else "")
             return self
+
+    def _join_leases(self) -> Any:
+        """Leases mode (in ``open()``): register this worker in ZooKeeper and return the lease round that decides
+        which shards it reads."""
+        from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
+        from kinesis_spout.coordination.leases import ZooKeeperLeases
+        from kinesis_spout.coordination.rebalance import LeaseBalancer
+
+        if not isinstance(self._store, ZooKeeperCheckpointStore):
+            raise ConfigError("coordination 'leases' needs the ZooKeeper checkpoint store (the workers meet there); "
+                              f"got {type(self._store).__name__}: use coordination='static' with it")
+        self._leases = ZooKeeperLeases(self._store, self.config.worker_id)
+        self._leases.join()
+        self._store.add_listener(self._on_zookeeper_state)
+        return LeaseBalancer(self._leases, hand_back=self._hand_back, drop_all=self._drop_all).owns
+
+    def _on_zookeeper_state(self, state: str) -> None:
+        """Leases: note when the connection went away (kazoo's thread; no lock taken, one assignment)."""
+        self._disconnected_since = None if state == "CONNECTED" else (self._disconnected_since or time.monotonic())
+
+    def _lease_pause(self) -> bool:
+        """Leases (lock held): True while ZooKeeper is unreachable, so no record is emitted from a shard whose lease
+        may have moved on. Once it has been unreachable for the session timeout, the session is surely gone and
+        other workers may own the shards: they are dropped (nothing more is emitted or written for them)."""
+        since = self._disconnected_since
+        if self._leases is None or since is None:
+            return False
+        if time.monotonic() - since >= self.config.zookeeper_session_timeout_s and self._shards:
+            log.warning("ZooKeeper unreachable for %.0f s (the session timeout): dropping this worker's %d shards",
+                        time.monotonic() - since, len(self._shards))
+            self._drop_all()
+        return True
+
+    def _hand_back(self, shard_id: str) -> None:
+        """Leases (shard sync thread): stop taking the shard's records, wait up to ``HANDOFF_TIMEOUT_S`` for its
+        records in flight, write its checkpoint, forget it. The caller then releases the lease, and the next owner
+        resumes after that checkpoint without replays (records still in flight after the wait are replayed)."""
+        with self._lock:
+            state = self._shards.get(shard_id)
+            if state is None:
+                return
+            if state.reader in self._rr.readers:
+                self._rr.remove(state.reader)
+            state.reader._stop.set()
+            deadline = time.monotonic() + min(HANDOFF_TIMEOUT_S, self.config.message_timeout_s or HANDOFF_TIMEOUT_S)
+            while state.tracker.inflight_count and self._state == "open":
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    log.warning("handing %s over with %d records still in flight: the next owner reads them again",
+                                shard_id, state.tracker.inflight_count)
+                    break
+                self._settled.wait(min(left, 0.5))
+            del self._shards[shard_id]
+            self._offer_checkpoint(state)
+        self.flush_checkpoints(10.0)
+        state.reader.close()
+
+    def _drop_all(self) -> None:
+        """Leases: stop reading every shard at once, writing nothing more for them (their leases are lost)."""
+        with self._lock:
+            states = list(self._shards.values())
+            self._shards.clear()
+            for state in states:
+                if state.reader in self._rr.readers:
+                    self._rr.remove(state.reader)
+                state.reader._stop.set()
+                if self._leases is not None:
+                    self._leases.forget(state.shard.shard_id)
+
+    def _drop(self, shard_id: str) -> None:
+        """Leases: stop reading one shard whose lease was lost (a fenced write was refused)."""
+        with self._lock:
+            state = self._shards.pop(shard_id, None)
+            if state is not None:
+                if state.reader in self._rr.readers:
+                    self._rr.remove(state.reader)
+                state.reader._stop.set()
+            if self._leases is not None:
+                self._leases.forget(shard_id)
+        if state is not None:
+            log.warning("shard %s dropped: its lease was lost to another worker", shard_id)
+
+    def _on_writer_conflict(self, conflict: CheckpointConflict) -> None:
+        """The checkpoint writer's conflicts: a lost lease drops its shard; all go to the user's handler too."""
+        if isinstance(conflict, LeaseLost):
+            self._drop(conflict.shard_id)
+        if self._on_conflict is not None:
+            self._on_conflict(conflict)
 
     def _owns(self, listed: list[Shard]) -> list[Shard]:
         """The shards of the listing this spout reads (Storm-style static split by ``task_index``/``task_count``)."""
@@ -279,6 +383,10 @@ class KinesisSpout:
         self._rr.close()
         if self._writer is not None:
             self._writer.close()
+        if was_open and self._leases is not None:
+            for shard_id in self._leases.held:  # the last checkpoints are written: give the shards back now
+                self._leases.release(shard_id)
+            self._leases.leave()
         if was_open and self._store is not None:
             self._store.close()
         log.info("spout %s closed", self.config.app_name)
@@ -311,6 +419,8 @@ class KinesisSpout:
         """
         with self._lock:
             now = self._prepare()
+            if self._paused():
+                return None
             return self._take_one(now, retries=True)
 
     def _prepare(self) -> float:
@@ -325,6 +435,9 @@ class KinesisSpout:
         if now - self._last_expire >= _EXPIRE_EVERY_S:
             self._maintain(now)
         return now
+
+    def _paused(self) -> bool:
+        return self._leases is not None and self._lease_pause()
 
     def _take_one(self, now: float, retries: bool) -> SpoutTuple | None:
         """A due retry (unless ``retries`` is False: none is queued) or the next new record; lock held."""
@@ -357,8 +470,9 @@ class KinesisSpout:
                 now = self._prepare()
                 retries = any(s.tracker.retry_queue_len for s in self._shards.values())
                 size = 0
+                limit = 0 if self._paused() else max_records
                 try:
-                    while len(batch) < max_records and (max_bytes is None or size < max_bytes):
+                    while len(batch) < limit and (max_bytes is None or size < max_bytes):
                         tup = self._take_one(now, retries)
                         if tup is None:
                             break
@@ -484,6 +598,7 @@ class KinesisSpout:
                     advanced[found[0].shard.shard_id] = found[0]
             for state in advanced.values():
                 self._offer_checkpoint(state)
+            self._settled.notify_all()
 
     def fail_many(self, mids: Iterable[str]) -> None:
         """:meth:`fail` for many ids at once (one lock)."""
@@ -493,6 +608,7 @@ class KinesisSpout:
                 found = self._lookup(mid)
                 if found is not None and found[0].tracker.fail(found[1], now) is FailOutcome.DEAD_LETTER:
                     self._deliver_dead_letters(found[0], "failed")
+            self._settled.notify_all()
 
     # -- housekeeping -----------------------------------------------------------------------------------------
     def _maintain(self, now: float) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from kinesis_spout.checkpoint.base import Checkpoint
 from kinesis_spout.config import SpoutConfig
-from kinesis_spout.errors import CheckpointConflict, CheckpointError
+from kinesis_spout.errors import CheckpointConflict, CheckpointError, LeaseLost
 
 log = logging.getLogger("kinesis_spout.checkpoint")
 
@@ -115,8 +115,10 @@ class ZooKeeperCheckpointStore:
         self.security = security or ZooKeeperSecurity()
         self._client: Any = None
         self._connected = threading.Event()
-        self._lost_lock = threading.Lock()  # guards _session_lost: set on kazoo's thread, taken by the writer's
+        self._lost_lock = threading.Lock()  # guards _session_lost (set on kazoo's thread) and _fences
         self._session_lost = False
+        self._fences: dict[str, tuple[str, int | None]] = {}  # shard id -> (lease node, epoch: None = revoked)
+        self._listeners: list[Any] = []
         self.state = "CLOSED"
         self.session_losses = 0
 
@@ -163,11 +165,21 @@ class ZooKeeperCheckpointStore:
                  f" as {self.security.user!r}" if self.security.auth else "",
                  f"{negotiated:g}" if negotiated is not None else "?")
 
+    def add_listener(self, listener: Any) -> None:
+        """Call ``listener(state)`` ("CONNECTED", "SUSPENDED" or "LOST") on each connection change, on kazoo's
+        thread (it must not block). Used by the lease logic to pause a worker that may have lost its leases."""
+        self._listeners.append(listener)
+
     def _on_state(self, state: str) -> None:
         """kazoo's connection listener (runs on kazoo's thread; must not block)."""
         if self.state == "CLOSED" and state != "CONNECTED":
             return  # our own close(), or a start that has not connected yet
         self.state = str(state)
+        for listener in self._listeners:
+            try:
+                listener(str(state))
+            except Exception:  # noqa: BLE001 - a listener's bug must not break the connection handling
+                log.exception("ZooKeeper state listener failed")
         if state == "CONNECTED":
             self._connected.set()
             return
@@ -210,14 +222,18 @@ class ZooKeeperCheckpointStore:
         raised as a retriable ``CheckpointError`` that says what was waited for. ``NoNodeError``,
         ``NodeExistsError`` and ``BadVersionError`` are the caller's to handle and are raised as they are.
         """
+        if self._client is None:
+            raise CheckpointError(f"checkpoint store for {self.path} is not open")
+        asynchronous = getattr(fn.__self__, f"{fn.__name__}_async")
+        return self._bounded(what, lambda: asynchronous(*args, **kwargs))
+
+    def _bounded(self, what: str, start: Any) -> Any:
+        """Run ``start()`` (which sends one asynchronous kazoo request and returns its result object) within
+        ``operation_timeout_s``, as :meth:`_call` describes; ``start`` is called again for each try."""
         from kazoo.exceptions import (BadVersionError, ConnectionLoss, KazooException, NoAuthError, NodeExistsError,
                                       NoNodeError, OperationTimeoutError, SessionExpiredError)
         from kazoo.handlers.threading import KazooTimeoutError
 
-        client = self._client
-        if client is None:
-            raise CheckpointError(f"checkpoint store for {self.path} is not open")
-        asynchronous = getattr(client, f"{fn.__name__}_async")
         deadline = time.monotonic() + self.operation_timeout_s
         delay = 0.1
         problem = "no answer"
@@ -231,7 +247,7 @@ class ZooKeeperCheckpointStore:
                     problem = f"not connected ({self.state})"
                     break
             try:
-                return asynchronous(*args, **kwargs).get(timeout=max(0.001, deadline - time.monotonic()))
+                return start().get(timeout=max(0.001, deadline - time.monotonic()))
             except (NoNodeError, NodeExistsError, BadVersionError):
                 raise
             except NoAuthError as exc:
@@ -273,17 +289,49 @@ class ZooKeeperCheckpointStore:
             return (f"checkpoint of {checkpoint.shard_id} at {node} is {stored.sequence_number} (by "
                     f"{stored.owner or 'unknown'}); refusing to move it back to {checkpoint.sequence_number}")
 
-        self._compare_and_set(node, checkpoint.to_json(), refuse, f"checkpoint of {checkpoint.shard_id}")
+        with self._lost_lock:
+            fence = None if force else self._fences.get(checkpoint.shard_id)
+        epoch = fence[1] if fence is not None else None
+        if fence is not None and epoch is None:
+            raise LeaseLost(f"checkpoint of {checkpoint.shard_id} not written: this worker lost the shard's lease",
+                            shard_id=checkpoint.shard_id)
+        self._compare_and_set(node, checkpoint.to_json(), refuse, f"checkpoint of {checkpoint.shard_id}",
+                              fence=(checkpoint.shard_id, fence[0], epoch) if fence is not None and epoch is not None
+                              else None)
 
-    def _compare_and_set(self, node: str, payload: bytes, refuse: Any, what: str) -> None:
+    def fence(self, shard_id: str, lease_node: str, epoch: int) -> None:
+        """From now on, write ``shard_id``'s checkpoint only while ``lease_node`` is at version ``epoch`` (one
+        ZooKeeper transaction checks it and writes): a worker that lost the lease cannot write. Called by the lease
+        manager when it takes a lease."""
+        self._call(f"creating {self.path}", self._client.ensure_path, self.path)
+        with self._lost_lock:
+            self._fences[shard_id] = (lease_node, epoch)
+
+    def unfence(self, shard_id: str, *, revoke: bool = False) -> None:
+        """Stop fencing ``shard_id``'s writes: its lease was released (``revoke`` False: its last checkpoint was
+        written first), or lost (``revoke`` True: every later write of the shard is refused with ``LeaseLost``
+        until it is fenced again). Called by the lease manager."""
+        with self._lost_lock:
+            if revoke and shard_id in self._fences:
+                self._fences[shard_id] = (self._fences[shard_id][0], None)
+            else:
+                self._fences.pop(shard_id, None)
+
+    def _compare_and_set(self, node: str, payload: bytes, refuse: Any, what: str,
+                         fence: tuple[str, str, int] | None = None) -> None:
         """Write ``payload`` to ``node`` unless ``refuse(stored bytes)`` returns a reason (``CheckpointConflict``);
-        re-read and retry when another writer got in between, up to ``_CAS_ATTEMPTS`` times."""
+        re-read and retry when another writer got in between, up to ``_CAS_ATTEMPTS`` times. With ``fence``
+        (shard id, lease node, epoch) the write is a transaction that also checks the lease's version."""
         from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
         for _ in range(_CAS_ATTEMPTS):
             try:
                 data, stat = self._call(f"reading {node}", self._client.get, node)
             except NoNodeError:
+                if fence is not None:
+                    if self._fenced_write(node, payload, None, fence):
+                        return
+                    continue
                 try:
                     self._call(f"creating {node}", self._client.create, node, payload, makepath=True)
                     return
@@ -292,12 +340,42 @@ class ZooKeeperCheckpointStore:
             reason = refuse(data)
             if reason is not None:
                 raise CheckpointConflict(reason)
+            if fence is not None:
+                if self._fenced_write(node, payload, stat.version, fence):
+                    return
+                continue
             try:
                 self._call(f"writing {node}", self._client.set, node, payload, version=stat.version)
                 return
             except (BadVersionError, NoNodeError):
                 continue
         raise CheckpointError(f"{what} at {node}: gave up after {_CAS_ATTEMPTS} concurrent updates", retriable=True)
+
+    def _fenced_write(self, node: str, payload: bytes, version: int | None, fence: tuple[str, str, int]) -> bool:
+        """One transaction: the lease node is still at the epoch, and ``node`` is created (``version`` None) or set
+        at ``version``. True when written; False when ``node`` changed meanwhile (re-read and retry); raises
+        ``LeaseLost`` when the lease moved on."""
+        from kazoo.exceptions import RolledBackError
+
+        shard_id, lease_node, epoch = fence
+
+        def start() -> Any:
+            txn = self._client.transaction()
+            txn.check(lease_node, epoch)
+            if version is None:
+                txn.create(node, payload)
+            else:
+                txn.set_data(node, payload, version)
+            return txn.commit_async()
+
+        check, write = self._bounded(f"writing {node} fenced by {lease_node} at epoch {epoch}", start)
+        if isinstance(check, Exception) and not isinstance(check, RolledBackError):
+            raise LeaseLost(f"checkpoint of {shard_id} not written: this worker no longer holds its lease "
+                            f"({lease_node} moved past epoch {epoch}: another worker took the shard)",
+                            shard_id=shard_id)
+        if isinstance(write, Exception) and not isinstance(write, RolledBackError):
+            return False  # the checkpoint changed (or appeared) since it was read
+        return True
 
     def list(self) -> dict[str, Checkpoint]:
         from kazoo.exceptions import NoNodeError

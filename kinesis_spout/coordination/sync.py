@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any, Callable
 
 from kinesis_spout.checkpoint.base import CheckpointStore
@@ -37,11 +38,12 @@ class ShardSync:
     def __init__(self, client: Any, stream_name: str, store: CheckpointStore, *, interval_s: float,
                  owns: Callable[[list[Shard]], list[Shard]], known: Callable[[], set[str]],
                  add: Callable[[list[Shard]], None], flush: Callable[[float], bool],
-                 on_error: Callable[[SpoutError], None]) -> None:
+                 on_error: Callable[[SpoutError], None], round_s: float | None = None) -> None:
         self.client = client
         self.stream_name = stream_name
         self.store = store
-        self.interval_s = interval_s
+        self.interval_s = interval_s  # how often the shards are listed
+        self.round_s = round_s if round_s is not None else interval_s  # how often ``owns`` is asked
         self._owns = owns
         self._known = known
         self._add = add
@@ -52,26 +54,36 @@ class ShardSync:
         self._thread: threading.Thread | None = None
         self.rounds = 0
         self.listed: list[Shard] = []
+        self._listed_at: float | None = None
+        self.finished: set[str] = set()  # shards whose end is stored (closed shards only ever join this set)
 
-    def sync(self) -> list[Shard]:
-        """One round: list the shards; return the owned ones not read yet whose parents are done."""
-        listed = list_shards(self.client, self.stream_name)
-        self.listed = listed
-        self.rounds += 1
-        known = self._known()
-        new = [s for s in self._owns(listed) if s.shard_id not in known]
-        if not new:
-            return []
-        listed_ids = {s.shard_id for s in listed}
-        finished = set()
-        for parent in sorted({p for s in new for p in s.parents if p in listed_ids}):
-            checkpoint = self.store.load(parent)
-            if checkpoint is not None and checkpoint.shard_end:
-                finished.add(parent)
-        blocked = waiting_for_parents({s.shard_id: s.parents for s in new}, listed_ids, finished)
+    def ready(self, relist: bool = False) -> list[Shard]:
+        """The shards that may be read now: listed (listed again when ``relist`` or older than ``interval_s``),
+        not finished, and not waiting for a parent that is listed and not finished."""
+        now = time.monotonic()
+        if relist or self._listed_at is None or now - self._listed_at >= self.interval_s:
+            self.listed = list_shards(self.client, self.stream_name)
+            self._listed_at = now
+        listed = self.listed
+        for shard in listed:  # a closed shard may have been finished by anyone reading it: its end is stored
+            if shard.closed and shard.shard_id not in self.finished:
+                checkpoint = self.store.load(shard.shard_id)
+                if checkpoint is not None and checkpoint.shard_end:
+                    self.finished.add(shard.shard_id)
+        candidates = [s for s in listed if s.shard_id not in self.finished]
+        blocked = waiting_for_parents({s.shard_id: s.parents for s in candidates}, {s.shard_id for s in listed},
+                                      self.finished)
         if blocked:
             log.debug("shards waiting for their parents to be read to their end: %s", ", ".join(sorted(blocked)))
-        return [s for s in new if s.shard_id not in blocked]
+        return [s for s in candidates if s.shard_id not in blocked]
+
+    def sync(self, relist: bool = True) -> list[Shard]:
+        """One round: the shards that may be read now and that the spout owns (``owns``, which may take or give
+        back leases) but does not read yet."""
+        self.rounds += 1
+        owned = self._owns(self.ready(relist))
+        known = self._known()
+        return [s for s in owned if s.shard_id not in known]
 
     def start(self) -> None:
         if self._thread is None:
@@ -85,14 +97,14 @@ class ShardSync:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            woken = self._wake.wait(self.interval_s)
+            woken = self._wake.wait(self.round_s)
             self._wake.clear()
             if self._stop.is_set():
                 return
             if woken:
-                self._flush(10.0)  # the finished shard's end must be stored before its children are looked at
+                self._flush(10.0)  # a finished shard's end must be stored before its children are looked at
             try:
-                ready = self.sync()
+                ready = self.sync(relist=woken)
                 if ready and not self._stop.is_set():
                     log.info("starting %d new shards of %r: %s", len(ready), self.stream_name,
                              ", ".join(s.shard_id for s in ready))

@@ -1,0 +1,79 @@
+"""Which worker should own which shard: even, sticky, and computed the same way by every worker.
+
+PURE: no I/O, no clock. Every worker of an app runs :func:`assign` on what it read from ZooKeeper (the live
+workers, each shard's current owner) and acts only on its own part of the result (:func:`plan`): it takes the
+shards assigned to it that nobody live owns, and gives up, a few per round, the shards it owns that are assigned
+to someone else. It never takes a shard from a live owner: that owner releases it first (after its in-flight
+records are done and their checkpoint is written), so a lease moves without replays and never has two readers.
+
+The rule:
+
+- quotas: with ``S`` shards and ``n`` live workers, each worker gets ``S // n`` and ``S % n`` of them one more;
+  the extra ones go to the workers that hold the most shards now (ties by worker id), so nothing moves needlessly;
+- sticky: a live owner keeps its shards, up to its quota (its lowest shard ids first);
+- the rest go, in shard-id order, to the worker furthest below its quota (ties by worker id).
+
+So counts differ by at most one, and when nothing changes nothing moves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+__all__ = ["Plan", "assign", "plan"]
+
+
+def assign(shards: Sequence[str], workers: Sequence[str], owners: Mapping[str, str | None]) -> dict[str, str]:
+    """The target owner of each of ``shards`` among the live ``workers``, given the current ``owners`` (an owner
+    that is not a live worker counts as none). Empty when there are no workers."""
+    live = sorted(set(workers))
+    if not live:
+        return {}
+    ordered = sorted(set(shards))
+    held: dict[str, list[str]] = {w: [] for w in live}
+    for shard in ordered:
+        owner = owners.get(shard)
+        if owner in held:
+            held[owner].append(shard)  # type: ignore[index]
+    base, extra = divmod(len(ordered), len(live))
+    by_holding = sorted(live, key=lambda w: (-len(held[w]), w))
+    quota = {w: base + (1 if i < extra else 0) for i, w in enumerate(by_holding)}
+    target: dict[str, str] = {}
+    count = {w: 0 for w in live}
+    for worker in live:
+        for shard in held[worker][:quota[worker]]:
+            target[shard] = worker
+            count[worker] += 1
+    for shard in ordered:
+        if shard not in target:
+            worker = min(live, key=lambda w: (count[w] - quota[w], w))
+            target[shard] = worker
+            count[worker] += 1
+    return target
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one worker does in a round: ``take`` (assigned to it, owned by no live worker), ``release`` (owned by it,
+    assigned elsewhere, at most ``max_moves``; or no longer to be read at all), ``wait`` (assigned to it, still
+    owned by a live worker that will release it)."""
+
+    take: list[str] = field(default_factory=list)
+    release: list[str] = field(default_factory=list)
+    wait: list[str] = field(default_factory=list)
+
+
+def plan(me: str, shards: Sequence[str], workers: Sequence[str], owners: Mapping[str, str | None],
+         held: Sequence[str], max_moves: int = 2) -> Plan:
+    """This worker's part of :func:`assign`. ``held`` are the shards it holds leases for (``owners`` may lag behind
+    it); a held shard not in ``shards`` (finished, or gone from the stream) is released at once."""
+    live = set(workers) | {me}
+    target = assign(shards, sorted(live), owners)
+    mine = set(held)
+    take = sorted(s for s, w in target.items() if w == me and s not in mine
+                  and (owners.get(s) is None or owners.get(s) not in live or owners.get(s) == me))
+    wait = sorted(s for s, w in target.items() if w == me and s not in mine and s not in take)
+    gone = sorted(s for s in mine if s not in target)
+    moving = sorted(s for s in mine if s in target and target[s] != me)[:max_moves]
+    return Plan(take=take, release=gone + moving, wait=wait)

@@ -1,0 +1,204 @@
+"""Shard leases in ZooKeeper: which live worker reads which shard, with a fencing epoch per shard.
+
+Layout, next to the checkpoints (``{prefix}/{app}/{stream}/``):
+
+- ``workers/{worker_id}``: ephemeral, one per live worker; it disappears when the worker's session ends (a
+  SIGKILLed worker after the ZooKeeper session timeout, a closed one at once).
+- ``leases/{shard_id}``: persistent JSON ``{"owner": "<worker id>" | null, "updated_at": "<ISO-8601>"}``. Every
+  change of owner is a compare-and-set on the znode's version, so the version is the lease's **epoch**: it moves
+  on whenever the shard changes hands. While a worker holds a lease, the shard's checkpoint is written in one
+  transaction with a check that the lease is still at the worker's epoch
+  (:meth:`ZooKeeperCheckpointStore.fence`), so a worker that lost its lease (paused past its session, cut off)
+  cannot write: its write fails with ``LeaseLost``. (An ephemeral lease node could not serve: re-created, its
+  version starts at 0 again.)
+
+A lease is taken only when its owner is nobody or a worker that is not live, and given back by its owner
+(``release``): leases never move from a live owner without its consent.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
+from kinesis_spout.errors import CheckpointError, LeaseError
+
+__all__ = ["LeaseState", "ZooKeeperLeases"]
+
+log = logging.getLogger("kinesis_spout.coordination")
+
+#: A shard's lease as read: its owner (None: free) and its epoch (the znode version; -1: no lease node yet).
+LeaseState = tuple["str | None", int]
+
+
+class ZooKeeperLeases:
+    """The leases of one app and stream, as seen by one worker.
+
+    Who calls: the spout's shard sync thread (``join``, ``workers``, ``read``, ``acquire``, ``release``) and the
+    spout (``forget`` after a ``LeaseLost``, ``held``). ``held`` maps each shard this worker holds to its epoch;
+    it is guarded by one lock. The constructor does no I/O; the store must be open.
+    """
+
+    def __init__(self, store: ZooKeeperCheckpointStore, worker_id: str) -> None:
+        self.store = store
+        self.worker_id = worker_id
+        base = store.path.rsplit("/", 1)[0]
+        self.workers_path = f"{base}/workers"
+        self.leases_path = f"{base}/leases"
+        self._lock = threading.Lock()
+        self._held: dict[str, int] = {}
+        self._watching = False
+
+    # -- membership ---------------------------------------------------------------------------------------------
+    def join(self) -> None:
+        """Register this worker (an ephemeral node). Idempotent within a session; after a lost session, call again.
+
+        Raises ``LeaseError`` when another live worker registered the same ``worker_id``.
+        """
+        from kazoo.exceptions import NodeExistsError
+
+        client = self.store._client
+        node = f"{self.workers_path}/{self.worker_id}"
+        doc = json.dumps({"joined_at": datetime.now(timezone.utc).isoformat()}).encode()
+        self.store._call(f"creating {self.workers_path}", client.ensure_path, self.workers_path)
+        self.store._call(f"creating {self.leases_path}", client.ensure_path, self.leases_path)
+        try:
+            self.store._call(f"registering {node}", client.create, node, doc, ephemeral=True)
+        except NodeExistsError:
+            _, stat = self.store._call(f"reading {node}", client.get, node)
+            if stat.ephemeralOwner != client.client_id[0]:
+                raise LeaseError(f"another live worker is registered as {self.worker_id!r} at {node}; give each "
+                                 f"worker its own worker_id (the default host:pid is unique per process)") from None
+
+    def registered(self) -> bool:
+        """Whether this worker's node exists (it does not after a lost session until ``join`` again)."""
+        client = self.store._client
+        return self.store._call("reading the workers", client.exists, f"{self.workers_path}/{self.worker_id}") \
+            is not None
+
+    def workers(self) -> list[str]:
+        """The live workers' ids, sorted."""
+        client = self.store._client
+        return sorted(self.store._call(f"listing {self.workers_path}", client.get_children, self.workers_path))
+
+    def watch_workers(self, changed: Callable[[], None]) -> None:
+        """Call ``changed()`` (on kazoo's thread: it must not block) whenever a worker joins or leaves."""
+        if self._watching:
+            return
+        from kazoo.recipe.watchers import ChildrenWatch
+
+        self._watching = True
+
+        def on_children(_children: list[str]) -> None:
+            changed()
+
+        ChildrenWatch(self.store._client, self.workers_path, on_children)
+
+    def leave(self) -> None:
+        """Unregister this worker (best effort; the node goes with the session anyway)."""
+        from kazoo.exceptions import NoNodeError
+
+        client = self.store._client
+        if client is None:
+            return
+        try:
+            self.store._call("unregistering", client.delete, f"{self.workers_path}/{self.worker_id}")
+        except (NoNodeError, CheckpointError):
+            pass
+
+    # -- leases -------------------------------------------------------------------------------------------------
+    def _node(self, shard_id: str) -> str:
+        return f"{self.leases_path}/{shard_id}"
+
+    def read(self, shard_ids: list[str]) -> dict[str, LeaseState]:
+        """Each shard's lease (owner, epoch); a shard without a lease node is ``(None, -1)``. A lease node that is
+        not a lease is a ``LeaseError`` naming it."""
+        from kazoo.exceptions import NoNodeError
+
+        client = self.store._client
+        out: dict[str, LeaseState] = {}
+        for shard_id in shard_ids:
+            node = self._node(shard_id)
+            try:
+                data, stat = self.store._call(f"reading {node}", client.get, node)
+            except NoNodeError:
+                out[shard_id] = (None, -1)
+                continue
+            out[shard_id] = (_owner(data, node), stat.version)
+        return out
+
+    def acquire(self, shard_id: str, seen: LeaseState) -> int | None:
+        """Take the lease of ``shard_id`` if it is still as ``seen`` (compare-and-set); returns the new epoch, or
+        None when someone else changed it first. Fences the shard's checkpoint writes with the new epoch."""
+        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+        client = self.store._client
+        node = self._node(shard_id)
+        doc = _lease_doc(self.worker_id)
+        try:
+            if seen[1] < 0:
+                self.store._call(f"creating {node}", client.create, node, doc)
+                epoch = 0
+            else:
+                stat = self.store._call(f"taking {node}", client.set, node, doc, version=seen[1])
+                epoch = stat.version
+        except (BadVersionError, NodeExistsError, NoNodeError):
+            return None
+        self.store.fence(shard_id, node, epoch)
+        with self._lock:
+            self._held[shard_id] = epoch
+        log.info("worker %s took the lease of %s (epoch %d, from %s)", self.worker_id, shard_id, epoch,
+                 seen[0] or "nobody")
+        return epoch
+
+    def release(self, shard_id: str) -> bool:
+        """Give the lease of ``shard_id`` back (owner none, a new epoch) if this worker still holds it at its epoch.
+        Returns False when the lease had already moved on (nothing to give back)."""
+        from kazoo.exceptions import BadVersionError, NoNodeError
+
+        with self._lock:
+            epoch = self._held.pop(shard_id, None)
+        self.store.unfence(shard_id)
+        if epoch is None:
+            return False
+        client = self.store._client
+        node = self._node(shard_id)
+        try:
+            self.store._call(f"releasing {node}", client.set, node, _lease_doc(None), version=epoch)
+        except (BadVersionError, NoNodeError):
+            log.warning("lease of %s had moved past epoch %d before this worker released it", shard_id, epoch)
+            return False
+        log.info("worker %s released the lease of %s (epoch %d)", self.worker_id, shard_id, epoch)
+        return True
+
+    def forget(self, shard_id: str) -> None:
+        """Drop a lease this worker lost (``LeaseLost``, a lost session) without writing to ZooKeeper."""
+        with self._lock:
+            self._held.pop(shard_id, None)
+        self.store.unfence(shard_id, revoke=True)
+
+    @property
+    def held(self) -> dict[str, int]:
+        """A copy of the shards this worker holds, with their epochs."""
+        with self._lock:
+            return dict(self._held)
+
+
+def _lease_doc(owner: str | None) -> bytes:
+    return json.dumps({"owner": owner, "updated_at": datetime.now(timezone.utc).isoformat()}).encode()
+
+
+def _owner(data: bytes, node: str) -> str | None:
+    try:
+        doc: Any = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        doc = None
+    if not isinstance(doc, dict) or not (doc.get("owner") is None or isinstance(doc.get("owner"), str)):
+        raise LeaseError(f"lease znode {node} is not a lease ({data[:60]!r}); was the path used by something else? "
+                         f"Delete the node to let the workers re-create it")
+    owner: str | None = doc.get("owner")
+    return owner

@@ -1,0 +1,174 @@
+"""Workers sharing a stream through ZooKeeper leases (coordination="leases"), on kinesalite and a real ZooKeeper:
+even and sticky shares, hand-overs without replays, fenced checkpoints that a worker without the lease cannot
+write."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from kinesis_spout import Checkpoint, InitialPosition, KinesisSpout, SpoutConfig, ZooKeeperCheckpointStore
+from kinesis_spout.coordination.leases import ZooKeeperLeases
+from kinesis_spout.errors import LeaseError, LeaseLost
+from kinesis_spout.testing.kinesis import KinesisEndpoint
+from kinesis_spout.testing.process import wait_until
+
+SEQ = 49680465285133529400596629017544029581412381053432102914
+
+
+def config(endpoint: KinesisEndpoint, zookeeper: Any, stream: str, worker: str, **extra: Any) -> SpoutConfig:
+    options: dict[str, Any] = dict(
+        stream_name=stream, app_name="leases", endpoint_url=endpoint.endpoint_url, region=endpoint.region,
+        zookeeper=zookeeper.hosts, zookeeper_prefix=zookeeper.prefix, coordination="leases", worker_id=worker,
+        initial_position=InitialPosition.TRIM_HORIZON, empty_record_backoff_s=0.2, checkpoint_interval_s=0.0,
+        zookeeper_session_timeout_s=4.0)
+    options.update(extra)
+    return SpoutConfig(**options)
+
+
+class Worker:
+    """A spout in leases mode on its own thread: takes batches and acks them, and logs who delivered what."""
+
+    def __init__(self, cfg: SpoutConfig, log: list[tuple[str, str]], lock: threading.Lock) -> None:
+        self.spout = KinesisSpout(cfg)
+        self.name = cfg.worker_id
+        self._log, self._lock = log, lock
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"worker-{self.name}", daemon=True)
+        self.error: BaseException | None = None
+
+    def start(self) -> "Worker":
+        self.spout.open()
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                batch = self.spout.next_batch(max_records=200, timeout_s=0.1)
+                with self._lock:
+                    self._log.extend((t.message_id, self.name) for t in batch)
+                self.spout.ack_many(t.message_id for t in batch)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            self.error = exc
+
+    @property
+    def shards(self) -> list[str]:
+        return self.spout.shard_ids
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self.spout.close()
+
+
+def test_workers_share_the_shards_evenly_and_hand_them_over_without_replays(kinesalite: KinesisEndpoint,
+                                                                            zookeeper: Any) -> None:
+    stream = kinesalite.create_stream(shards=8)
+    placed = kinesalite.put(stream, [f"r{i}".encode() for i in range(400)])
+    log: list[tuple[str, str]] = []
+    lock = threading.Lock()
+    a = Worker(config(kinesalite, zookeeper, stream, "a"), log, lock).start()
+    b: Worker | None = None
+    try:
+        assert wait_until(lambda: len(a.shards) == 8, 15), f"a holds {a.shards}"
+        b = Worker(config(kinesalite, zookeeper, stream, "b"), log, lock).start()
+        assert wait_until(lambda: len(a.shards) == 4 and len(b.shards) == 4, 20), (a.shards, b.shards)
+        assert not set(a.shards) & set(b.shards)
+        placed += kinesalite.put(stream, [f"s{i}".encode() for i in range(400)])
+        everything = {f"{s}:{q}" for s, q in placed}
+        assert wait_until(lambda: {m for m, _ in log} >= everything, 30)
+        before = set(b.shards)
+        b.stop()
+        assert wait_until(lambda: len(a.shards) == 8, 15), "a did not take back what b gave up on close"
+        placed += kinesalite.put(stream, [f"t{i}".encode() for i in range(200)])
+        everything = {f"{s}:{q}" for s, q in placed}
+        assert wait_until(lambda: {m for m, _ in log} >= everything, 30)
+        assert a.error is None and b.error is None
+        assert a.spout.flush_checkpoints()
+    finally:
+        a.stop()
+        if b is not None:
+            b.stop()
+    times = Counter(m for m, _ in log)
+    assert {m for m, n in times.items() if n > 1} == set(), "a hand-over replayed records"
+    by_b = {m.rsplit(":", 1)[0] for m, w in log if w == "b"}
+    assert by_b == before, "b read exactly the shards it held"
+    store = ZooKeeperCheckpointStore.from_config(a.spout.config)
+    store.open()
+    try:
+        last: dict[str, int] = {}
+        for shard, seq in placed:
+            last[shard] = max(last.get(shard, 0), int(seq))
+        assert {s: int(cp.sequence_number) for s, cp in store.list().items()} == last
+    finally:
+        store.close()
+
+
+def test_a_worker_without_the_lease_cannot_write_the_checkpoint(zookeeper: Any) -> None:
+    """A zombie (its session gone, its lease taken by another worker at a new epoch) keeps its fence: its write
+    fails with LeaseLost and the stored checkpoint does not move. A plain set() would have gone through."""
+    cfg = SpoutConfig(stream_name="zombie", app_name="leases", zookeeper=zookeeper.hosts,
+                      zookeeper_prefix=zookeeper.prefix)
+    zombie_store, live_store = ZooKeeperCheckpointStore.from_config(cfg), ZooKeeperCheckpointStore.from_config(cfg)
+    zombie_store.open(), live_store.open()
+    try:
+        zombie, live = ZooKeeperLeases(zombie_store, "zombie"), ZooKeeperLeases(live_store, "live")
+        zombie.join(), live.join()
+        shard = "shardId-000000000000"
+        assert zombie.acquire(shard, live.read([shard])[shard]) == 0
+        zombie_store.save(Checkpoint(shard, str(SEQ)))
+        # the zombie's session ends (as after SIGSTOP past the timeout): its worker node goes; the other takes over
+        zookeeper.client().delete(f"{zombie.workers_path}/zombie")
+        assert live.workers() == ["live"]
+        seen = live.read([shard])[shard]
+        assert seen == ("zombie", 0)
+        assert live.acquire(shard, seen) == 1
+        live_store.save(Checkpoint(shard, str(SEQ + 10)))
+        with pytest.raises(LeaseLost, match="no longer holds its lease"):
+            zombie_store.save(Checkpoint(shard, str(SEQ + 20)))
+        assert live_store.load(shard).sequence_number == str(SEQ + 10)
+        zombie.forget(shard)  # the spout drops the shard: later writes are refused without asking ZooKeeper
+        with pytest.raises(LeaseLost, match="lost the shard's lease"):
+            zombie_store.save(Checkpoint(shard, str(SEQ + 30)))
+        live.release(shard)
+        assert live.read([shard])[shard] == (None, 2)
+    finally:
+        zombie_store.close(), live_store.close()
+
+
+def test_two_live_workers_with_one_worker_id_is_a_clear_error(zookeeper: Any) -> None:
+    cfg = SpoutConfig(stream_name="twins", app_name="leases", zookeeper=zookeeper.hosts,
+                      zookeeper_prefix=zookeeper.prefix)
+    first, second = ZooKeeperCheckpointStore.from_config(cfg), ZooKeeperCheckpointStore.from_config(cfg)
+    first.open(), second.open()
+    try:
+        ZooKeeperLeases(first, "same").join()
+        ZooKeeperLeases(first, "same").join()  # again in the same session: fine
+        with pytest.raises(LeaseError, match="another live worker is registered as 'same'"):
+            ZooKeeperLeases(second, "same").join()
+    finally:
+        first.close(), second.close()
+
+
+def test_a_spout_whose_lease_moved_on_stops_emitting_that_shard(kinesalite: KinesisEndpoint, zookeeper: Any) -> None:
+    stream = kinesalite.create_stream(shards=2)
+    kinesalite.put(stream, [f"r{i}".encode() for i in range(50)])
+    conflicts: list[Any] = []
+    spout = KinesisSpout(config(kinesalite, zookeeper, stream, "w"), on_checkpoint_conflict=conflicts.append)
+    with spout:
+        assert wait_until(lambda: len(spout.shard_ids) == 2, 10)
+        taken = spout.next_batch(max_records=10, timeout_s=5)
+        shard = taken[0].record.shard_id
+        zk = zookeeper.client()
+        lease = f"{zookeeper.prefix}/leases/{stream}/leases/{shard}"  # {prefix}/{app}/{stream}/leases/{shard}
+        assert zk.exists(lease)
+        zk.set(lease, b'{"owner": "intruder"}')  # the lease moves on (a new epoch) behind the spout's back
+        spout.ack_many(t.message_id for t in taken)
+        assert wait_until(lambda: shard not in spout.shard_ids, 10), "the spout kept the shard"
+        assert any(isinstance(c, LeaseLost) for c in conflicts)
+        later = spout.next_batch(max_records=100, timeout_s=1)
+        assert all(t.record.shard_id != shard for t in later)

@@ -1,0 +1,84 @@
+"""The lease assignment rule: even, sticky, never two owners, a few moves a round. Pure, no servers."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kinesis_spout.coordination.assignment import assign, plan
+
+SHARDS = [f"shardId-{i:012d}" for i in range(8)]
+
+
+def counts(target: dict[str, str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for worker in target.values():
+        out[worker] = out.get(worker, 0) + 1
+    return out
+
+
+def test_free_shards_spread_evenly_over_the_workers() -> None:
+    target = assign(SHARDS, ["b", "a", "c"], {})
+    assert set(target) == set(SHARDS)
+    assert sorted(counts(target).values()) == [2, 3, 3]
+
+
+def test_nothing_moves_when_nothing_changes() -> None:
+    owners = {s: ("a" if i < 4 else "b") for i, s in enumerate(SHARDS)}
+    assert assign(SHARDS, ["a", "b"], owners) == owners
+
+
+def test_a_joining_worker_gets_its_share_from_the_others_only() -> None:
+    owners = {s: ("a" if i < 4 else "b") for i, s in enumerate(SHARDS)}
+    target = assign(SHARDS, ["a", "b", "c"], owners)
+    assert sorted(counts(target).values()) == [2, 3, 3]
+    assert all(target[s] in (owners[s], "c") for s in SHARDS), "a shard moved between two old workers"
+
+
+def test_a_dead_workers_shards_go_to_the_live_ones() -> None:
+    owners = {s: ["a", "b", "c"][i % 3] for i, s in enumerate(SHARDS)}
+    target = assign(SHARDS, ["a", "c"], owners)
+    assert sorted(counts(target).values()) == [4, 4]
+    assert all(target[s] == owners[s] for s in SHARDS if owners[s] != "b")
+
+
+def test_a_worker_takes_only_free_shards_and_gives_back_a_few_a_round() -> None:
+    owners = {s: "a" for s in SHARDS}
+    joining = plan("b", SHARDS, ["a", "b"], owners, held=[])
+    assert joining.take == [] and len(joining.wait) == 4  # a still owns them: b waits for a to give them back
+    giving = plan("a", SHARDS, ["a", "b"], owners, held=SHARDS, max_moves=2)
+    assert len(giving.release) == 2 and not giving.take
+    finished = plan("a", SHARDS[1:], ["a"], owners, held=SHARDS)
+    assert finished.release == [SHARDS[0]]  # a finished shard's lease is given back at once
+
+
+def test_after_a_lost_session_a_worker_takes_its_own_old_leases_again() -> None:
+    owners = {s: "a" for s in SHARDS[:2]}
+    step = plan("a", SHARDS[:2], ["a"], owners, held=[])
+    assert step.take == SHARDS[:2]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 40), st.lists(st.sampled_from("abcdef"), min_size=1, max_size=6, unique=True),
+       st.integers(0, 2 ** 32))
+def test_rounds_converge_to_an_even_split_without_ever_two_owners(n_shards: int, workers: list[str],
+                                                                  seed: int) -> None:
+    """Workers act one at a time, in a random order each round, on the current state; a lease changes hands only
+    through 'free' (given back, or its owner gone)."""
+    rng = random.Random(seed)
+    shards = [f"s{i:03d}" for i in range(n_shards)]
+    owners: dict[str, str | None] = {s: rng.choice(workers + [None, "gone"]) for s in shards}
+    for _ in range(n_shards + 4):  # a round: every worker acts once, in a random order
+        for me in rng.sample(workers, len(workers)):
+            held = [s for s, o in owners.items() if o == me]
+            step = plan(me, shards, workers, owners, held, max_moves=2)
+            for s in step.release:
+                owners[s] = None
+            for s in step.take:
+                assert owners[s] in (None, "gone", me), "took a lease from a live owner"
+                owners[s] = me
+    live_counts = [sum(1 for o in owners.values() if o == w) for w in workers]
+    assert all(o in workers for o in owners.values()), "a shard was left without a live owner"
+    assert max(live_counts) - min(live_counts) <= 1
