@@ -645,7 +645,14 @@ class KinesisSpout:
     # -- observability ----------------------------------------------------------------------------------------
     @property
     def shard_ids(self) -> list[str]:
-        return list(self._shards)
+        """The shards this spout reads now (with leases, those it holds)."""
+        with self._lock:
+            return list(self._shards)
+
+    def lease_epochs(self) -> dict[str, int]:
+        """With ``coordination="leases"``: each shard this worker holds, with its lease's epoch (the version of its
+        lease znode, which moves on whenever the shard changes hands). Empty in static mode."""
+        return self._leases.held if self._leases is not None else {}
 
     def metrics(self) -> list[ShardMetrics]:
         """A snapshot per owned shard: checkpoint, in-flight, buffered, retry queue, lag and counters."""

@@ -151,7 +151,8 @@ class CheckpointStore(Protocol):
         ...
 
     def save_batch_id(self, batch_id: int) -> None:
-        """Store a pipeline's batch id; like checkpoints it never moves back (``CheckpointConflict``)."""
+        """Take a pipeline's next batch id: an id at or below the stored one is taken already
+        (``CheckpointConflict``), so ids only increase and two pipelines never share one."""
         ...
 
     def close(self) -> None: ...

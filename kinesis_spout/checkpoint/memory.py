@@ -70,8 +70,8 @@ class MemoryCheckpointStore:
     def save_batch_id(self, batch_id: int) -> None:
         with self._lock:
             self._check_writable(f"batch id {batch_id}")
-            if batch_id < self._batch_id:
-                raise CheckpointConflict(f"batch id not moved back from {self._batch_id} to {batch_id}")
+            if batch_id <= self._batch_id:
+                raise CheckpointConflict(f"batch id is {self._batch_id}; {batch_id} is taken")
             self._batch_id = batch_id
 
     def close(self) -> None:

@@ -415,13 +415,14 @@ class ZooKeeperCheckpointStore:
         return _parse_batch_id(data, node)
 
     def save_batch_id(self, batch_id: int) -> None:
-        """Compare-and-set like :meth:`save`: a lower batch id than the stored one raises ``CheckpointConflict``."""
+        """Take ``batch_id`` for one batch: compare-and-set like :meth:`save`, and an id at or below the stored one
+        raises ``CheckpointConflict`` (it was taken: by another pipeline on the same app and stream, or by this
+        one already), so two pipelines never use one id."""
         node = self.batch_id_node
 
         def refuse(data: bytes) -> str | None:
             stored = _parse_batch_id(data, node)
-            return f"batch id at {node} is {stored}; refusing to move it back to {batch_id}" \
-                if batch_id < stored else None
+            return f"batch id at {node} is {stored}; {batch_id} is taken" if batch_id <= stored else None
 
         self._compare_and_set(node, str(batch_id).encode(), refuse, "batch id")
 

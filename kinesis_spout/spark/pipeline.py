@@ -80,8 +80,8 @@ class SpoutPipeline:
     a spout, processes batches until told to stop, flushes the checkpoints and closes the spout; it may be
     called again afterwards (one run at a time). Figures are in :attr:`metrics`.
 
-    Batch ids live in one znode per app and stream: run one pipeline per app and stream (with Storm-style
-    ``task_count`` > 1, give each task its own ``app_name``, or two tasks may use the same id).
+    Batch ids live in one znode per app and stream and each is taken once (compare-and-set): pipelines of one
+    app on one stream (``coordination="leases"`` workers, or Storm-style tasks) never use the same id.
     """
 
     def __init__(self, spark: Any, config: SpoutConfig, process: ProcessFunction, *,
