@@ -17,6 +17,7 @@ from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until
 
 SEQ = 49680465285133529400596629017544029581412381053432102914
+SESSION_S = 8.0  # the outage test's session timeout: a killed ZooKeeper restarts and is reconnected well within it
 
 
 def config(endpoint: KinesisEndpoint, zookeeper: Any, stream: str, worker: str, **extra: Any) -> SpoutConfig:
@@ -172,3 +173,42 @@ def test_a_spout_whose_lease_moved_on_stops_emitting_that_shard(kinesalite: Kine
         assert any(isinstance(c, LeaseLost) for c in conflicts)
         later = spout.next_batch(max_records=100, timeout_s=1)
         assert all(t.record.shard_id != shard for t in later)
+
+
+@pytest.mark.parametrize("outage_s", [1.0, 10.0], ids=["shorter-than-session", "longer-than-session"])
+def test_zookeeper_outages_move_no_shard_when_short_and_lose_nothing_when_long(
+        kinesalite: KinesisEndpoint, zookeeper: Any, outage_s: float) -> None:
+    """ZooKeeper killed for less than the session timeout (8 s): no shard changes hands, no epoch moves. Killed
+    for longer: each worker stops emitting by its own timer (it cannot know whether its session survived), and
+    takes its shards again under new epochs once ZooKeeper is back. Nothing is lost either way."""
+    stream = kinesalite.create_stream(shards=4)
+    placed = kinesalite.put(stream, [f"r{i}".encode() for i in range(200)])
+    log: list[tuple[str, str]] = []
+    lock = threading.Lock()
+    workers = [Worker(config(kinesalite, zookeeper, stream, name, zookeeper_session_timeout_s=SESSION_S), log,
+                      lock).start() for name in ("a", "b")]
+    try:
+        assert wait_until(lambda: sorted(len(w.shards) for w in workers) == [2, 2], 20)
+        assert wait_until(lambda: len({m for m, _ in log}) == 200, 20)
+        epochs = [w.spout.lease_epochs() for w in workers]
+        zookeeper.server.kill()
+        if outage_s > SESSION_S:
+            assert wait_until(lambda: all(not w.shards for w in workers), outage_s + 2), \
+                "a worker went on reading without ZooKeeper past its session timeout"
+        else:
+            assert not wait_until(lambda: any(len(w.shards) < 2 for w in workers), outage_s)
+        zookeeper.server.start()
+        placed += kinesalite.put(stream, [f"s{i}".encode() for i in range(200)])
+        assert wait_until(lambda: sorted(len(w.shards) for w in workers) == [2, 2], 30)
+        everything = {f"{s}:{q}" for s, q in placed}
+        assert wait_until(lambda: {m for m, _ in log} >= everything, 30)
+        after = [w.spout.lease_epochs() for w in workers]
+        assert all(w.error is None for w in workers), [w.error for w in workers]
+    finally:
+        for worker in workers:
+            worker.stop()
+    if outage_s < SESSION_S:
+        assert after == epochs, "a short ZooKeeper outage moved a lease"
+    else:
+        moved = {s for before, now in zip(epochs, after) for s in before if now.get(s) != before[s]}
+        assert moved, "leases were taken again under new epochs"
