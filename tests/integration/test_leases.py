@@ -15,6 +15,7 @@ from kinesis_spout.coordination.leases import ZooKeeperLeases
 from kinesis_spout.errors import LeaseError, LeaseLost
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until
+from kinesis_spout.testing.spout import ConsumerThread
 
 SEQ = 49680465285133529400596629017544029581412381053432102914
 SESSION_S = 8.0  # the outage test's session timeout: a killed ZooKeeper restarts and is reconnected well within it
@@ -30,40 +31,9 @@ def config(endpoint: KinesisEndpoint, zookeeper: Any, stream: str, worker: str, 
     return SpoutConfig(**options)
 
 
-class Worker:
-    """A spout in leases mode on its own thread: takes batches and acks them, and logs who delivered what."""
-
-    def __init__(self, cfg: SpoutConfig, log: list[tuple[str, str]], lock: threading.Lock) -> None:
-        self.spout = KinesisSpout(cfg)
-        self.name = cfg.worker_id
-        self._log, self._lock = log, lock
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"worker-{self.name}", daemon=True)
-        self.error: BaseException | None = None
-
-    def start(self) -> "Worker":
-        self.spout.open()
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                batch = self.spout.next_batch(max_records=200, timeout_s=0.1)
-                with self._lock:
-                    self._log.extend((t.message_id, self.name) for t in batch)
-                self.spout.ack_many(t.message_id for t in batch)
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
-            self.error = exc
-
-    @property
-    def shards(self) -> list[str]:
-        return self.spout.shard_ids
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(30)
-        self.spout.close()
+def worker(cfg: SpoutConfig, log: list[tuple[str, str]], lock: threading.Lock) -> ConsumerThread:
+    """A spout in leases mode, read and acked on its own thread, logging who delivered what."""
+    return ConsumerThread(KinesisSpout(cfg), cfg.worker_id, log, lock)
 
 
 def test_workers_share_the_shards_evenly_and_hand_them_over_without_replays(kinesalite: KinesisEndpoint,
@@ -72,11 +42,11 @@ def test_workers_share_the_shards_evenly_and_hand_them_over_without_replays(kine
     placed = kinesalite.put(stream, [f"r{i}".encode() for i in range(400)])
     log: list[tuple[str, str]] = []
     lock = threading.Lock()
-    a = Worker(config(kinesalite, zookeeper, stream, "a"), log, lock).start()
-    b: Worker | None = None
+    a = worker(config(kinesalite, zookeeper, stream, "a"), log, lock).start()
+    b: ConsumerThread | None = None
     try:
         assert wait_until(lambda: len(a.shards) == 8, 15), f"a holds {a.shards}"
-        b = Worker(config(kinesalite, zookeeper, stream, "b"), log, lock).start()
+        b = worker(config(kinesalite, zookeeper, stream, "b"), log, lock).start()
         assert wait_until(lambda: len(a.shards) == 4 and len(b.shards) == 4, 20), (a.shards, b.shards)
         assert not set(a.shards) & set(b.shards)
         placed += kinesalite.put(stream, [f"s{i}".encode() for i in range(400)])
@@ -185,7 +155,7 @@ def test_zookeeper_outages_move_no_shard_when_short_and_lose_nothing_when_long(
     placed = kinesalite.put(stream, [f"r{i}".encode() for i in range(200)])
     log: list[tuple[str, str]] = []
     lock = threading.Lock()
-    workers = [Worker(config(kinesalite, zookeeper, stream, name, zookeeper_session_timeout_s=SESSION_S), log,
+    workers = [worker(config(kinesalite, zookeeper, stream, name, zookeeper_session_timeout_s=SESSION_S), log,
                       lock).start() for name in ("a", "b")]
     try:
         assert wait_until(lambda: sorted(len(w.shards) for w in workers) == [2, 2], 20)
