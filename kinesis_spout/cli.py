@@ -4,6 +4,8 @@
 - ``kinesis-spout checkpoints --stream S --app A``: a table of the app's checkpoints of the stream.
 - ``kinesis-spout checkpoints reset --stream S --app A --shard ID --to {trim-horizon,latest,SEQ} --yes``: rewrite
   one shard's checkpoint (it may move backwards: that is the point). Stop the app first, or its next write wins.
+- ``kinesis-spout status --stream S --app A [--endpoint-url URL --region R]``: per shard its lease owner and epoch,
+  checkpoint, parents and whether it is open, closed or finished; and the live workers.
 
 ZooKeeper digest credentials come from the ``KINESIS_SPOUT_ZOOKEEPER_AUTH`` environment variable
 (``user:password``), never from the command line, where other users could see them.
@@ -60,13 +62,68 @@ def _list(args: argparse.Namespace) -> int:
     if not checkpoints:
         print("(none)")
         return 0
-    rows = [("shard", "checkpoint", "shard_end", "owner", "updated_at")]
+    rows: list[tuple[str, ...]] = [("shard", "checkpoint", "shard_end", "owner", "updated_at")]
     for shard_id, cp in checkpoints.items():
         rows.append((shard_id, _describe(cp), str(cp.shard_end).lower(), cp.owner or "-",
                      cp.updated_at.isoformat(timespec="seconds") if cp.updated_at else "-"))
+    _table(rows)
+    return 0
+
+
+def _table(rows: list[tuple[str, ...]]) -> None:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1])
+
+
+def _status(args: argparse.Namespace) -> int:
+    from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
+    from kinesis_spout.coordination.leases import ZooKeeperLeases
+
+    config = _config(args)
+    listed: dict[str, Any] = {}
+    kinesis_note = ""
+    try:
+        from kinesis_spout.kinesis.client import make_client
+        from kinesis_spout.kinesis.shards import list_shards
+
+        client = make_client(args.region, args.endpoint_url)
+        listed = {s.shard_id: s for s in list_shards(client, args.stream)}
+    except SpoutError as exc:
+        kinesis_note = f"(Kinesis not asked: {exc}; open/closed and parents are not shown)"
+    store = ZooKeeperCheckpointStore.from_config(config)
+    store.open()
+    try:
+        leases = ZooKeeperLeases(store, "status")
+        checkpoints = store.list()
+        lease_ids = store._call("listing leases", store._client.get_children, leases.leases_path) \
+            if store._client.exists(leases.leases_path) else []
+        workers = leases.workers() if store._client.exists(leases.workers_path) else []
+        shard_ids = sorted(set(listed) | set(checkpoints) | set(lease_ids))
+        states = leases.read(shard_ids)
+    finally:
+        store.close()
+    print(f"app {args.app!r} on stream {args.stream!r} at {config.checkpoint_path.rsplit('/', 1)[0]}")
+    print(f"live workers: {', '.join(workers) if workers else '(none)'}")
+    if kinesis_note:
+        print(kinesis_note)
+    rows: list[tuple[str, ...]] = [("shard", "state", "parents", "owner", "epoch", "checkpoint")]
+    for shard_id in shard_ids:
+        cp = checkpoints.get(shard_id)
+        shard = listed.get(shard_id)
+        if cp is not None and cp.shard_end:
+            state = "finished"
+        elif shard is None:
+            state = "not listed" if listed else "?"
+        else:
+            state = "closed" if shard.closed else "open"
+        owner, epoch = states[shard_id]
+        owner_text = owner or "-"
+        if owner and owner not in workers:
+            owner_text += " (gone)"
+        rows.append((shard_id, state, ",".join(shard.parents) if shard and shard.parents else "-", owner_text,
+                     str(epoch) if epoch >= 0 else "-", _describe(cp) if cp else "-"))
+    _table(rows)
     return 0
 
 
@@ -128,6 +185,18 @@ def _parser() -> argparse.ArgumentParser:
     cps.add_argument("--tls-cert", help="PEM client certificate (with --tls-key)")
     cps.add_argument("--tls-key", help="PEM key of the client certificate")
     cps.add_argument("--timeout", type=float, default=15.0, help="seconds to wait for ZooKeeper (default 15)")
+    status = sub.add_parser("status", help="shards with their lease owners, epochs, checkpoints and lineage; live "
+                                           "workers", description=f"ZooKeeper credentials: ${AUTH_ENV}.")
+    status.add_argument("--stream", required=True)
+    status.add_argument("--app", required=True)
+    status.add_argument("--zookeeper", default=os.environ.get("KINESIS_SPOUT_ZOOKEEPER", "127.0.0.1:2181"))
+    status.add_argument("--prefix", default="/kinesis_spout", help="zookeeper_prefix of the app")
+    status.add_argument("--endpoint-url", default=os.environ.get("KINESIS_SPOUT_ENDPOINT_URL"),
+                        help="Kinesis endpoint (for open/closed and parents)")
+    status.add_argument("--region", default=None, help="AWS region of the stream")
+    for name in ("tls", "tls_ca", "tls_cert", "tls_key"):
+        status.set_defaults(**{name: None if name != "tls" else False})
+    status.add_argument("--timeout", type=float, default=15.0, help="seconds to wait for ZooKeeper (default 15)")
     return parser
 
 
@@ -141,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
             return demo.main(rest)
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        if args.command == "status":
+            return _status(args)
         return _reset(args) if args.action == "reset" else _list(args)
     except SpoutError as exc:
         print(f"kinesis-spout: error: {exc}", file=sys.stderr)

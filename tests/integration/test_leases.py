@@ -182,3 +182,36 @@ def test_zookeeper_outages_move_no_shard_when_short_and_lose_nothing_when_long(
     else:
         moved = {s for before, now in zip(epochs, after) for s in before if now.get(s) != before[s]}
         assert moved, "leases were taken again under new epochs"
+
+
+def test_status_shows_owners_epochs_checkpoints_lineage_and_live_workers(kinesalite: KinesisEndpoint,
+                                                                         zookeeper: Any, capsys: Any) -> None:
+    from kinesis_spout.cli import main
+
+    stream = kinesalite.create_stream(shards=1)
+    parent = kinesalite.shard_ids(stream)[0]
+    placed = kinesalite.put(stream, [f"r{i}".encode() for i in range(20)])
+    admin = kinesalite.client()
+    admin.split_shard(StreamName=stream, ShardToSplit=parent, NewStartingHashKey=str(2 ** 127))
+    from kinesis_spout.testing.kinesis import wait_for_stream
+
+    wait_for_stream(admin, stream)
+    log: list[tuple[str, str]] = []
+    w = worker(config(kinesalite, zookeeper, stream, "w1", shard_sync_interval_s=1.0), log, threading.Lock())
+    w.start()
+    try:
+        assert wait_until(lambda: len(w.shards) == 2 and len(log) == 20, 20), w.shards
+        assert w.spout.flush_checkpoints()
+        args = ["status", "--stream", stream, "--app", "leases", "--zookeeper", zookeeper.hosts, "--prefix",
+                zookeeper.prefix, "--endpoint-url", kinesalite.endpoint_url, "--region", kinesalite.region]
+        assert main(args) == 0
+        out = capsys.readouterr().out
+    finally:
+        w.stop()
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("shardId-")}
+    assert "live workers: w1" in out
+    assert rows[parent][1:] == ["finished", "-", "-", "1", placed[-1][1]]  # read to its end, lease given back
+    children = [s for s in rows if s != parent]
+    assert len(children) == 2
+    for child in children:
+        assert rows[child][1:5] == ["open", parent, "w1", "0"] and rows[child][5] == "-"
