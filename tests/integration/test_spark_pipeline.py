@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from kinesis_spout import (
 )
 from kinesis_spout.spark import Batch, SpoutPipeline
 from kinesis_spout.spark.batch import failed_message_ids
-from kinesis_spout.testing.kinesis import KinesisEndpoint
+from kinesis_spout.testing.kinesis import KinesisEndpoint, put_records
 from kinesis_spout.testing.process import wait_until
 
 CONSUMER = Path(__file__).parent / "procs" / "spark_pipeline_consumer.py"
@@ -395,3 +396,42 @@ def test_sigkill_of_the_driver_and_restart_lose_nothing(moto_kinesis: KinesisEnd
     replays = len(lines) - len(expected) - retries
     print(f"\n[spark crash] {kills} SIGKILLs: {len(expected)} records, {len(lines)} deliveries, {retries} deliberate "
           f"retries, {replays} replays after crashes, {len(pids_by_batch)} batches")
+
+
+def test_two_pipelines_share_a_stream_through_leases_and_never_share_a_batch_id(
+        spark: Any, moto_kinesis: KinesisEndpoint, zookeeper: Any) -> None:
+    """Two SpoutPipelines of one app on one stream (coordination="leases", two workers): every record is processed,
+    each shard by one of them at a time, and each batch id is used by one pipeline only."""
+    stream = moto_kinesis.create_stream(shards=4)
+    placed = moto_kinesis.put(stream, [f"word-{i}" for i in range(100)])
+    seen = {name: Recorder() for name in ("p1", "p2")}
+    producing = threading.Event()
+    producing.set()
+
+    def produce() -> None:  # until both pipelines hold shards and have processed some (bounded)
+        client = moto_kinesis.client()
+        for n in range(150):
+            if seen["p1"].ids and seen["p2"].ids:
+                break
+            placed.extend(put_records(client, stream, [f"more-{n}-{i}" for i in range(10)]))
+            time.sleep(0.2)
+        producing.clear()
+    pipelines = {name: SpoutPipeline(spark, make_config(moto_kinesis, zookeeper, stream, coordination="leases",
+                                                        worker_id=name, zookeeper_session_timeout_s=4.0),
+                                     seen[name].see, trigger_interval_s=0.05, max_batch_records=20)
+                 for name in seen}
+
+    def done() -> bool:
+        return not producing.is_set() and seen["p1"].ids | seen["p2"].ids >= {f"{s}:{q}" for s, q in placed}
+
+    runners = [threading.Thread(target=p.run, kwargs={"until": done, "timeout_s": 90}, name=f"run-{n}")
+               for n, p in pipelines.items()] + [threading.Thread(target=produce, name="producer")]
+    for runner in runners:
+        runner.start()
+    for runner in runners:
+        runner.join(120)
+    assert not any(r.is_alive() for r in runners)
+    assert seen["p1"].ids | seen["p2"].ids >= {f"{s}:{q}" for s, q in placed}
+    assert seen["p1"].ids and seen["p2"].ids, "both pipelines processed records"
+    ids = {name: set(rec.batch_ids) for name, rec in seen.items()}
+    assert not ids["p1"] & ids["p2"], "a batch id was used by both pipelines"
