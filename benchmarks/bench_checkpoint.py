@@ -21,13 +21,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from kinesis_spout.kinesis.client import make_client
-
 from benchmarks.bench_read import LIMIT, timeout_for
 from benchmarks.context import ZK_PREFIX, BenchContext
 from benchmarks.loops import ReadResult
 from benchmarks.spout_read import read_with_spout, spout_config
 from benchmarks.stats import ratio, summary
+from kinesis_spout.kinesis.client import make_client
 
 TITLE = "Checkpoint cost: ZooKeeper writes and spout throughput by checkpoint interval"
 INTERVALS = (0.0, 0.1, 1.0, 10.0)

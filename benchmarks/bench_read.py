@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from kinesis_spout.kinesis.client import make_client
-from kinesis_spout.testing.kinesis import kinesis_client
-
 from benchmarks.context import ZK_PREFIX, BenchContext, LoadedStream
 from benchmarks.loops import ReadResult, read_boto3_loop
 from benchmarks.spout_read import read_with_spout, spout_config
 from benchmarks.stats import ratio, summary
+from kinesis_spout.kinesis.client import make_client
+from kinesis_spout.testing.kinesis import kinesis_client
 
 TITLE = "Read throughput: KinesisSpout vs a plain boto3 GetRecords loop"
 GOAL_RATIO = 0.9

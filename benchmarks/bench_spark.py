@@ -36,13 +36,12 @@ import threading
 import time
 from typing import Any, Callable
 
-from kinesis_spout.spark.metrics import BatchMetrics, percentile
-from kinesis_spout.testing.kinesis import KinesisEndpoint, put_records
-
 from benchmarks.context import ZK_PREFIX, BenchContext, BenchmarkError
 from benchmarks.machine import load_average
 from benchmarks.spout_read import spout_config
 from benchmarks.stats import Stopwatch, summary
+from kinesis_spout.spark.metrics import BatchMetrics, percentile
+from kinesis_spout.testing.kinesis import KinesisEndpoint, put_records
 
 TITLE = "Spark: SpoutPipeline and the readStream source, batch latency and records/s"
 GOAL_MS = 1_000.0

@@ -22,11 +22,10 @@ import time
 import tracemalloc
 from typing import Any
 
-from kinesis_spout.records import SequenceKey
-from kinesis_spout.tracker import InflightRecordTracker
-
 from benchmarks.context import BenchContext
 from benchmarks.stats import summary
+from kinesis_spout.records import SequenceKey
+from kinesis_spout.tracker import InflightRecordTracker
 
 TITLE = "In-flight record tracker: emit+ack pairs/s and memory per in-flight record"
 GOAL_PAIRS_PER_S = 1_000_000

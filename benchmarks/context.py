@@ -17,12 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from benchmarks.machine import describe_machine, versions
 from kinesis_spout.testing.emulators import KinesaliteServer, http_answers
 from kinesis_spout.testing.kinesis import KinesisEndpoint, put_records, wait_for_stream
 from kinesis_spout.testing.process import ServerProcess, free_port
 from kinesis_spout.testing.zookeeper import ZooKeeperServer
-
-from benchmarks.machine import describe_machine, versions
 
 #: The ZooKeeper path under which every benchmark run keeps its checkpoints (one app name per consumer run).
 ZK_PREFIX = "/kinesis-spout-bench"

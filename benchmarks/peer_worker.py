@@ -112,10 +112,9 @@ def read_kinesis_python(args: argparse.Namespace) -> ReadResult:
 
 
 def read_spout(args: argparse.Namespace) -> ReadResult:
-    from kinesis_spout.kinesis.client import make_client
-
     from benchmarks.context import ZK_PREFIX
     from benchmarks.spout_read import read_with_spout, spout_config
+    from kinesis_spout.kinesis.client import make_client
 
     config = spout_config(args.stream, f"peers-{uuid.uuid4().hex[:10]}", args.zookeeper, ZK_PREFIX, args.endpoint,
                           limit=args.limit, checkpoint_interval_s=1.0)

@@ -6,11 +6,10 @@ import threading
 import time
 from typing import Any
 
-from kinesis_spout import InitialPosition, KinesisSpout, SpoutConfig, ZooKeeperCheckpointStore
-from kinesis_spout.checkpoint.base import Checkpoint, CheckpointStore
-
 from benchmarks.loops import ReadResult, ShortRead
 from benchmarks.stats import Stopwatch
+from kinesis_spout import InitialPosition, KinesisSpout, SpoutConfig, ZooKeeperCheckpointStore
+from kinesis_spout.checkpoint.base import Checkpoint, CheckpointStore
 
 
 class CountingStore:

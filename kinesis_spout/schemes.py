@@ -27,7 +27,7 @@ class RecordScheme(Protocol):
 class RawScheme:
     """``(partition_key, data)`` with ``data`` as bytes. The default."""
 
-    fields = ("partition_key", "data")
+    fields: tuple[str, ...] = ("partition_key", "data")
 
     def __call__(self, record: Record) -> tuple[Any, ...]:
         return (record.partition_key, record.data)
@@ -39,7 +39,7 @@ class RawScheme:
 class TextScheme:
     """``(partition_key, text)``: data decoded as text (UTF-8 by default); undecodable data is a poison record."""
 
-    fields = ("partition_key", "text")
+    fields: tuple[str, ...] = ("partition_key", "text")
 
     def __init__(self, encoding: str = "utf-8") -> None:
         self.encoding = encoding
@@ -57,7 +57,7 @@ class TextScheme:
 class JsonScheme:
     """``(partition_key, value)``: data parsed as JSON; invalid JSON is a poison record."""
 
-    fields = ("partition_key", "value")
+    fields: tuple[str, ...] = ("partition_key", "value")
 
     def __call__(self, record: Record) -> tuple[Any, ...]:
         try:

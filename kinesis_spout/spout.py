@@ -21,13 +21,24 @@ from kinesis_spout.checkpoint.base import Checkpoint, CheckpointStore
 from kinesis_spout.checkpoint.writer import CheckpointWriter, ConflictHandler
 from kinesis_spout.config import SpoutConfig
 from kinesis_spout.coordination.sync import ShardSync
+
 if TYPE_CHECKING:
     from kinesis_spout.coordination.leases import ZooKeeperLeases
 from kinesis_spout.coordination.lineage import (
-    AFTER_SEQUENCE_NUMBER, AT_TIMESTAMP, LATEST, ShardStart, from_checkpoint, start_positions,
+    AFTER_SEQUENCE_NUMBER,
+    AT_TIMESTAMP,
+    LATEST,
+    ShardStart,
+    from_checkpoint,
+    start_positions,
 )
 from kinesis_spout.errors import (
-    CheckpointConflict, ConfigError, KinesisError, LeaseLost, SpoutError, SpoutStateError,
+    CheckpointConflict,
+    ConfigError,
+    KinesisError,
+    LeaseLost,
+    SpoutError,
+    SpoutStateError,
 )
 from kinesis_spout.kinesis.client import make_client
 from kinesis_spout.kinesis.getter import ShardGetter, StartPosition
@@ -313,7 +324,7 @@ class KinesisSpout:
         starts = start_positions({s.shard_id: s.parents for s in shards}, stored, cfg.initial_position,
                                  cfg.initial_timestamp)
         now = datetime.now(timezone.utc)
-        out = []
+        out: list[tuple[Shard, ShardStart, Checkpoint | None, StartPosition | None]] = []
         for shard in shards:
             start, checkpoint = starts[shard.shard_id], stored.get(shard.shard_id)
             if start.finished:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from heapq import heapify, heappop, heappush
 from itertools import compress, islice
 from operator import or_
-from typing import Any
+from typing import Any, cast
 
 from kinesis_spout.errors import ConfigError
 from kinesis_spout.records import SequenceKey
@@ -397,7 +397,8 @@ class InflightRecordTracker:
         if not pending:  # everything done: only the checkpoint is left
             new = [order[-1]]
         else:  # everything before the smallest pending key is done: drop it without hashing keys
-            seq = order[bisect_left(order, next(iter(pending)), self._lo) - 1 :]  # seq[0]: the candidate, done
+            keys = cast("list[SequenceKey]", order)  # only _order[0] may be None, and lo >= 1 skips it
+            seq = order[bisect_left(keys, next(iter(pending)), self._lo) - 1 :]  # seq[0]: the candidate, done
             if len(seq) - 1 == len(pending):  # no done key after the head (in-order acks)
                 new = seq
             else:  # keep seq[j] if it or seq[j + 1] is pending, and the last key; C-speed passes
@@ -407,4 +408,4 @@ class InflightRecordTracker:
                 new = list(compress(seq, keep))
         self._dropped += len(order) - len(new)
         self._order, self._lo = new, 1
-        self._tpos = len(new) if tkey is None else bisect_left(new, tkey, 1)
+        self._tpos = len(new) if tkey is None else bisect_left(cast("list[SequenceKey]", new), tkey, 1)

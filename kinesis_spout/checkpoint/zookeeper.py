@@ -230,8 +230,16 @@ class ZooKeeperCheckpointStore:
     def _bounded(self, what: str, start: Any) -> Any:
         """Run ``start()`` (which sends one asynchronous kazoo request and returns its result object) within
         ``operation_timeout_s``, as :meth:`_call` describes; ``start`` is called again for each try."""
-        from kazoo.exceptions import (BadVersionError, ConnectionLoss, KazooException, NoAuthError, NodeExistsError,
-                                      NoNodeError, OperationTimeoutError, SessionExpiredError)
+        from kazoo.exceptions import (
+            BadVersionError,
+            ConnectionLoss,
+            KazooException,
+            NoAuthError,
+            NodeExistsError,
+            NoNodeError,
+            OperationTimeoutError,
+            SessionExpiredError,
+        )
         from kazoo.handlers.threading import KazooTimeoutError
 
         deadline = time.monotonic() + self.operation_timeout_s

@@ -34,8 +34,8 @@ def assign(shards: Sequence[str], workers: Sequence[str], owners: Mapping[str, s
     held: dict[str, list[str]] = {w: [] for w in live}
     for shard in ordered:
         owner = owners.get(shard)
-        if owner in held:
-            held[owner].append(shard)  # type: ignore[index]
+        if owner is not None and owner in held:
+            held[owner].append(shard)
     base, extra = divmod(len(ordered), len(live))
     by_holding = sorted(live, key=lambda w: (-len(held[w]), w))
     quota = {w: base + (1 if i < extra else 0) for i, w in enumerate(by_holding)}

@@ -10,11 +10,13 @@ from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
-    ConnectionError as BotoConnectionError,
     HTTPClientError,
     NoCredentialsError,
     PartialCredentialsError,
     ReadTimeoutError,
+)
+from botocore.exceptions import (
+    ConnectionError as BotoConnectionError,
 )
 
 from kinesis_spout.errors import KinesisError, StreamNotFoundError, ThrottledError

@@ -35,7 +35,7 @@ class Backoff:
 
     def next_delay(self) -> float:
         """Delay before the next try after one more failure: uniform in [initial, min(max, initial * 2^n)]."""
-        ceiling = min(self.max_s, self.initial_s * (2 ** self.failures))
+        ceiling = min(self.max_s, self.initial_s * (2.0 ** self.failures))
         self.failures += 1
         return self.initial_s + (ceiling - self.initial_s) * self.rng()
 

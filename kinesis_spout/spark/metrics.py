@@ -29,8 +29,8 @@ class BatchMetrics:
     ``acked`` and ``failed`` count records (``failed`` includes every record of a batch whose ``process``
     raised; ``error`` then names the exception). ``dataframe_s`` is the time spent building the DataFrame
     through Arrow, ``process_s`` the time in ``process`` and collecting its failed ids; ``latency_s`` runs from
-    the batch's first record taken to its last ack or fail; ``records_per_s`` is ``records / latency_s``. ``lag_ms`` is each owned shard's
-    MillisBehindLatest after the batch (None while a shard has not been read yet).
+    the batch's first record taken to its last ack or fail; ``records_per_s`` is ``records / latency_s``.
+    ``lag_ms`` is each owned shard's MillisBehindLatest after the batch (None while a shard has not been read yet).
     """
 
     batch_id: int

@@ -41,8 +41,20 @@ from kinesis_spout.kinesis.reader import Backoff
 from kinesis_spout.kinesis.shards import Shard, list_shards, owned_shards
 from kinesis_spout.records import Record
 from kinesis_spout.spark.offsets import (
-    AT_TIMESTAMP, TRIM_HORIZON, ShardPosition, allocate, as_checkpoint, encode_offset, first_after, in_range,
-    initial_positions, parse_offset, parse_source_options, range_is_empty, unused_options, waiting_for_parents,
+    AT_TIMESTAMP,
+    TRIM_HORIZON,
+    ShardPosition,
+    allocate,
+    as_checkpoint,
+    encode_offset,
+    first_after,
+    in_range,
+    initial_positions,
+    parse_offset,
+    parse_source_options,
+    range_is_empty,
+    unused_options,
+    waiting_for_parents,
 )
 from kinesis_spout.spark.schema import SCHEMA_DDL, records_to_arrow
 
@@ -553,4 +565,4 @@ def _arrow_bytes(stream_name: str, records: Sequence[Record]) -> bytes:
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
-    return sink.getvalue().to_pybytes()
+    return bytes(sink.getvalue().to_pybytes())

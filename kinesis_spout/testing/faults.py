@@ -294,7 +294,7 @@ class FaultProxy:
         """Send the request upstream on a fresh connection; returns status, reason, headers and body."""
         up = self._upstream
         conn_class = http.client.HTTPSConnection if up.scheme == "https" else http.client.HTTPConnection
-        conn = conn_class(up.hostname, up.port, timeout=60.0)
+        conn = conn_class(up.hostname or "127.0.0.1", up.port, timeout=60.0)
         try:
             conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
             for name, value in headers:
@@ -359,7 +359,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
 
     def _read_body(self) -> bytes:
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            chunks = []
+            chunks: list[bytes] = []
             while True:
                 size = int(self.rfile.readline().split(b";", 1)[0].strip() or b"0", 16)
                 if size == 0:

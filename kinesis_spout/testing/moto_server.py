@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from types import TracebackType
+from typing import Any
 from urllib.request import Request, urlopen
 
 from kinesis_spout.errors import ServerStartError
@@ -15,7 +16,7 @@ class MotoKinesisServer:
     """
 
     def __init__(self) -> None:
-        self._server = None  # moto.server.ThreadedMotoServer once started
+        self._server: Any = None  # moto.server.ThreadedMotoServer once started
         self._port: int | None = None
 
     @property

@@ -14,7 +14,8 @@ from kinesis_spout.testing.process import ServerProcess, free_port, stop_all
 from kinesis_spout.testing.tls import TlsFiles, make_tls_files
 
 DEFAULT_JAR = Path("/usr/share/java/zookeeper.jar")
-INSTALL_HINT = "install Debian's zookeeper package (apt-get update && apt-get install -y zookeeper), or run `make setup`"
+INSTALL_HINT = ("install Debian's zookeeper package (apt-get update && apt-get install -y zookeeper), or run "
+                "`make setup`")
 
 
 def four_letter(host: str, port: int, command: str, timeout_s: float = 1.0) -> str:

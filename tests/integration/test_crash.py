@@ -58,7 +58,6 @@ def test_sigkill_and_restart_lose_nothing(kinesalite, zookeeper, tmp_path: Path,
             str(RECORDS)]
     env = {**os.environ, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
     history: list[dict[str, int]] = []
-    replayed_per_kill: list[int] = []
     for kill in range(KILLS):
         before = len(lines(log))
         proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

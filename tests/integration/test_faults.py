@@ -16,7 +16,7 @@ from kinesis_spout.kinesis.client import make_client
 from kinesis_spout.kinesis.getter import ShardGetter, StartPosition
 from kinesis_spout.kinesis.reader import BufferedShardReader
 from kinesis_spout.records import Record
-from kinesis_spout.testing.faults import DROPPED, FaultProxy, fault_proxy  # noqa: F401 - fault_proxy: a fixture
+from kinesis_spout.testing.faults import DROPPED, FaultProxy  # the fault_proxy fixture comes from the plugin
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until
 

@@ -52,7 +52,7 @@ class Workers:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGCONT)
                 proc.terminate()
-        for name, proc in self.procs.items():
+        for proc in self.procs.values():
             try:
                 proc.wait(30)
             except subprocess.TimeoutExpired:

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from kinesis_spout.spark.source import KinesisSpoutDataSource, KinesisSpoutStreamReader, ShardRange

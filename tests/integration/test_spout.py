@@ -16,7 +16,6 @@ from kinesis_spout import (
     MemoryCheckpointStore,
     RetryBackoff,
     SpoutConfig,
-    SpoutTuple,
     StreamNotFoundError,
 )
 from kinesis_spout.testing.kinesis import KinesisEndpoint

@@ -66,7 +66,8 @@ def test_writes_wait_while_suspended_and_the_latest_lands_after_reconnect(moto_k
         assert wait_until(lambda: spout._writer.failures > failures_before, 10), "the writer to wait on the connection"
         assert spout._writer.unreachable is None  # within the deadline: no error
         zookeeper.server.start()
-        assert wait_until(lambda: stored(zookeeper, config) == {first[0].record.shard_id: 20}, 30), "the latest checkpoint to be written after the reconnect"
+        assert wait_until(lambda: stored(zookeeper, config) == {first[0].record.shard_id: 20}, 30), \
+            "the latest checkpoint to be written after the reconnect"
         assert store.state == "CONNECTED" and store.session_losses == 0
 
 
@@ -98,7 +99,8 @@ def test_lost_session_reconnects_rereads_and_reports_a_takeover(moto_kinesis, zo
         finally:
             other.close()
         expire_session(zookeeper.hosts, store)
-        assert wait_until(lambda: store.session_losses == 1 and store.connected, 30), "the store to lose its session and open a new one"
+        assert wait_until(lambda: store.session_losses == 1 and store.connected, 30), \
+            "the store to lose its session and open a new one"
         read_some(spout, 5)  # advances our checkpoint to 15: behind the other worker's 25
         assert wait_until(lambda: len(conflicts) >= 1, 20), "the conflict to be reported"
     assert "another-worker" in str(conflicts[0]) and shard in str(conflicts[0])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime, timezone
 
 import pytest
@@ -15,7 +16,7 @@ def test_defaults_are_sane() -> None:
     assert cfg.initial_position is InitialPosition.LATEST
     assert cfg.retry_limit == 3 and cfg.message_timeout_s == 30.0 and cfg.reliable
     assert cfg.checkpoint_path == "/kinesis_spout/a/s/checkpoints"
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.retry_limit = 5  # type: ignore[misc]  # frozen
 
 

@@ -9,7 +9,13 @@ import pytest
 from kinesis_spout.checkpoint.base import Checkpoint
 from kinesis_spout.config import InitialPosition
 from kinesis_spout.coordination.lineage import (
-    AFTER_SEQUENCE_NUMBER, AT_TIMESTAMP, LATEST, PIN_MARGIN, SHARD_END, TRIM_HORIZON, start_positions,
+    AFTER_SEQUENCE_NUMBER,
+    AT_TIMESTAMP,
+    LATEST,
+    PIN_MARGIN,
+    SHARD_END,
+    TRIM_HORIZON,
+    start_positions,
 )
 from kinesis_spout.errors import CheckpointError
 from kinesis_spout.kinesis.shards import Shard, owned_shards, task_of

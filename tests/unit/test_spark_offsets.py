@@ -9,8 +9,19 @@ import pytest
 
 from kinesis_spout import CheckpointError, ConfigError, InitialPosition
 from kinesis_spout.spark.offsets import (
-    ShardPosition, SourceLimits, allocate, checkpoint_position, encode_offset, first_after, in_range, parse_offset,
-    initial_positions, parse_source_options, range_is_empty, unused_options, waiting_for_parents,
+    ShardPosition,
+    SourceLimits,
+    allocate,
+    checkpoint_position,
+    encode_offset,
+    first_after,
+    in_range,
+    initial_positions,
+    parse_offset,
+    parse_source_options,
+    range_is_empty,
+    unused_options,
+    waiting_for_parents,
 )
 
 BIG = "49590338271490256608559692538361571095921575989136588898"  # 56 digits, as Kinesis has them
