@@ -5,10 +5,7 @@ two workers under one lease epoch, and the stored checkpoints never move backwar
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import defaultdict
@@ -18,79 +15,17 @@ from typing import Any
 import pytest
 
 from kinesis_spout.testing.kinesis import KinesisEndpoint, put_records
+from kinesis_spout.testing.lease_worker import WorkerProcesses, lease_owners, spread_evenly
 from kinesis_spout.testing.process import wait_until
 
-WORKER = Path(__file__).parent / "procs" / "lease_worker.py"
 SESSION_S = 4.0
 APP = "lease-workers"
 
 pytestmark = pytest.mark.slow
 
 
-class Workers:
-    """The worker processes of one test, each with its own delivery log."""
-
-    def __init__(self, endpoint: KinesisEndpoint, zookeeper: Any, stream: str, tmp: Path) -> None:
-        self.argv = [sys.executable, str(WORKER), "--stream", stream, "--endpoint-url", endpoint.endpoint_url,
-                     "--zookeeper", zookeeper.hosts, "--prefix", zookeeper.prefix,
-                     "--session-timeout", str(SESSION_S)]
-        self.env = {**os.environ, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
-        self.tmp = tmp
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-
-    def start(self, name: str) -> None:
-        log = self.tmp / f"{name}.log"
-        log.touch()
-        self.procs[name] = subprocess.Popen(self.argv + ["--worker", name, "--log", str(log)], env=self.env,
-                                            stdout=subprocess.DEVNULL, stderr=open(self.tmp / f"{name}.err", "wb"))
-
-    def signal(self, name: str, sig: int) -> None:
-        self.procs[name].send_signal(sig)
-
-    def stop_all(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGCONT)
-                proc.terminate()
-        for proc in self.procs.values():
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
-
-    def deliveries(self) -> list[tuple[str, str, int]]:
-        out = []
-        for name in self.procs:
-            for line in (self.tmp / f"{name}.log").read_text().splitlines():
-                parts = line.split()
-                if len(parts) == 3 and parts[2].lstrip("-").isdigit():
-                    out.append((parts[0], parts[1], int(parts[2])))
-        return out
-
-    def lease_lost(self) -> int:
-        return sum(line.startswith("LEASE_LOST")
-                   for name in self.procs for line in (self.tmp / f"{name}.log").read_text().splitlines())
-
-
-def owners(zk: Any, base: str) -> dict[str, str | None]:
-    path = f"{base}/leases"
-    if not zk.exists(path):
-        return {}
-    return {s: json.loads(zk.get(f"{path}/{s}")[0])["owner"] for s in zk.get_children(path)}
-
-
-def live(zk: Any, base: str) -> set[str]:
-    path = f"{base}/workers"
-    return set(zk.get_children(path)) if zk.exists(path) else set()
-
-
-def spread(zk: Any, base: str, workers: set[str], shards: int = 8) -> bool:
-    """Every shard owned by one of ``workers``, and each of them owning its even share."""
-    held = owners(zk, base)
-    counts = [sum(1 for o in held.values() if o == w) for w in workers]
-    return (len(held) == shards and all(o in workers for o in held.values())
-            and live(zk, base) >= workers and max(counts) - min(counts) <= 1)
+def spread(zk: Any, base: str, workers: set[str]) -> bool:
+    return spread_evenly(zk, base, workers, shards=8)
 
 
 def test_kill_add_and_a_zombie_lose_nothing_and_never_share_an_epoch(kinesalite: KinesisEndpoint, zookeeper: Any,
@@ -121,7 +56,8 @@ def test_kill_add_and_a_zombie_lose_nothing_and_never_share_an_epoch(kinesalite:
                         checkpoints[shard].append(int(seq))
             stop.wait(0.2)
 
-    workers = Workers(kinesalite, zookeeper, stream, tmp_path)
+    workers = WorkerProcesses(stream=stream, endpoint_url=kinesalite.endpoint_url, zookeeper=zookeeper.hosts,
+                              prefix=zookeeper.prefix, app=APP, directory=tmp_path, session_timeout_s=SESSION_S)
     threads = [threading.Thread(target=produce, daemon=True), threading.Thread(target=sample, daemon=True)]
     for thread in threads:
         thread.start()
@@ -129,19 +65,19 @@ def test_kill_add_and_a_zombie_lose_nothing_and_never_share_an_epoch(kinesalite:
     try:
         for name in ("w1", "w2", "w3"):
             workers.start(name)
-        assert wait_until(lambda: spread(zk, base, {"w1", "w2", "w3"}), 40), owners(zk, base)
+        assert wait_until(lambda: spread(zk, base, {"w1", "w2", "w3"}), 40), lease_owners(zk, base)
         t0 = time.monotonic()
         workers.signal("w3", signal.SIGKILL)
-        assert wait_until(lambda: spread(zk, base, {"w1", "w2"}), 30), owners(zk, base)
+        assert wait_until(lambda: spread(zk, base, {"w1", "w2"}), 30), lease_owners(zk, base)
         timings["failover after SIGKILL"] = time.monotonic() - t0
         workers.start("w4")
-        assert wait_until(lambda: spread(zk, base, {"w1", "w2", "w4"}), 40), owners(zk, base)
+        assert wait_until(lambda: spread(zk, base, {"w1", "w2", "w4"}), 40), lease_owners(zk, base)
         t0 = time.monotonic()
         workers.signal("w1", signal.SIGSTOP)  # a zombie: paused past its session
-        assert wait_until(lambda: spread(zk, base, {"w2", "w4"}), 30), owners(zk, base)
+        assert wait_until(lambda: spread(zk, base, {"w2", "w4"}), 30), lease_owners(zk, base)
         timings["failover after SIGSTOP"] = time.monotonic() - t0
         workers.signal("w1", signal.SIGCONT)
-        assert wait_until(lambda: spread(zk, base, {"w1", "w2", "w4"}), 40), owners(zk, base)
+        assert wait_until(lambda: spread(zk, base, {"w1", "w2", "w4"}), 40), lease_owners(zk, base)
         stop.set()
         for thread in threads:
             thread.join(30)
@@ -160,7 +96,7 @@ def test_kill_add_and_a_zombie_lose_nothing_and_never_share_an_epoch(kinesalite:
     assert {k: v for k, v in readers.items() if len(v) > 1} == {}, "two workers read a shard under one epoch"
     assert all(seqs == sorted(seqs) for seqs in checkpoints.values()), "a stored checkpoint moved backwards"
     assert all(p.returncode == 0 for n, p in workers.procs.items() if n != "w3"), \
-        {n: (tmp_path / f"{n}.err").read_text()[-2000:] for n, p in workers.procs.items() if p.returncode}
+        {n: workers.errors(n) for n, p in workers.procs.items() if p.returncode}
     last: dict[str, int] = {}
     for shard, seq in sent:
         last[shard] = max(last.get(shard, 0), int(seq))
