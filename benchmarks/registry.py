@@ -50,6 +50,7 @@ BENCHMARKS: tuple[BenchmarkSpec, ...] = (
     BenchmarkSpec("checkpoint", "benchmarks.bench_checkpoint"),
     BenchmarkSpec("spark", "benchmarks.bench_spark"),
     BenchmarkSpec("scaling", "benchmarks.bench_scaling"),
+    BenchmarkSpec("leases", "benchmarks.bench_leases"),
 )
 
 NAMES = tuple(spec.name for spec in BENCHMARKS)

@@ -203,3 +203,15 @@ def test_summary_and_cells() -> None:
     assert fig["median"] == 2.0 and fig["min"] == 1.0 and fig["max"] == 3.0 and fig["spread_pct"] == 100.0
     assert ratio(summary([2.0]), summary([4.0])) == 0.5 and ratio(1.0, 0.0) is None
     assert fmt_cell(fig, "fig1") == "2.0 (1.0–3.0)" and fmt_cell(0.915, "x") == "0.92x" and fmt_cell(None, "x") == "-"
+
+
+def test_lease_failover_rebalance_and_rest_figures(smoke: tuple[Path, dict[str, Any], str]) -> None:
+    _, results, _ = smoke
+    rows = {r["case"]: r for r in rows_of(results, "leases")}
+    assert set(rows) == {"failover after SIGKILL", "failover after a clean stop (SIGTERM)",
+                         "rebalance when a third worker joins", "three workers at rest"}
+    kill = rows["failover after SIGKILL"]
+    assert kill["seconds"]["median"] >= kill["session_timeout_s"] * 0.5  # the dead session must time out first
+    assert rows["failover after a clean stop (SIGTERM)"]["seconds"]["median"] > 0
+    assert all(r["replayed"]["median"] >= 0 for r in rows.values() if "replayed" in r)
+    assert rows["three workers at rest"]["zk_requests_per_s_per_worker"]["median"] > 0
