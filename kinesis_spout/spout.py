@@ -158,7 +158,8 @@ class KinesisSpout:
                                        interval_s=cfg.shard_sync_interval_s, owns=owns, known=self._known,
                                        add=self._add_shards, flush=self.flush_checkpoints,
                                        on_error=self._on_sync_error,
-                                       round_s=LEASE_ROUND_S if self._leases is not None else None)
+                                       round_s=LEASE_ROUND_S if self._leases is not None else None,
+                                       forget=self._leases.delete if self._leases is not None else None)
                 ready = self._sync.sync()
                 self._add_shards(ready)
             except BaseException:

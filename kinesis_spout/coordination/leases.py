@@ -175,6 +175,16 @@ class ZooKeeperLeases:
         log.info("worker %s released the lease of %s (epoch %d)", self.worker_id, shard_id, epoch)
         return True
 
+    def delete(self, shard_id: str) -> None:
+        """Delete the lease node of a shard that is gone for good (finished and past the stream's retention)."""
+        from kazoo.exceptions import BadVersionError, NoNodeError
+
+        client = self.store._client
+        try:
+            self.store._call(f"deleting {self._node(shard_id)}", client.delete, self._node(shard_id))
+        except (NoNodeError, BadVersionError):
+            pass
+
     def forget(self, shard_id: str) -> None:
         """Drop a lease this worker lost (``LeaseLost``, a lost session) without writing to ZooKeeper."""
         with self._lock:

@@ -38,7 +38,8 @@ class ShardSync:
     def __init__(self, client: Any, stream_name: str, store: CheckpointStore, *, interval_s: float,
                  owns: Callable[[list[Shard]], list[Shard]], known: Callable[[], set[str]],
                  add: Callable[[list[Shard]], None], flush: Callable[[float], bool],
-                 on_error: Callable[[SpoutError], None], round_s: float | None = None) -> None:
+                 on_error: Callable[[SpoutError], None], round_s: float | None = None,
+                 forget: Callable[[str], None] | None = None) -> None:
         self.client = client
         self.stream_name = stream_name
         self.store = store
@@ -49,6 +50,8 @@ class ShardSync:
         self._add = add
         self._flush = flush
         self._on_error = on_error
+        self._forget = forget
+        self._cleaned_for: frozenset[str] | None = None
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -64,6 +67,7 @@ class ShardSync:
         if relist or self._listed_at is None or now - self._listed_at >= self.interval_s:
             self.listed = list_shards(self.client, self.stream_name)
             self._listed_at = now
+            self._clean_up(self.listed)
         listed = self.listed
         for shard in listed:  # a closed shard may have been finished by anyone reading it: its end is stored
             if shard.closed and shard.shard_id not in self.finished:
@@ -76,6 +80,30 @@ class ShardSync:
         if blocked:
             log.debug("shards waiting for their parents to be read to their end: %s", ", ".join(sorted(blocked)))
         return [s for s in candidates if s.shard_id not in blocked]
+
+    def _clean_up(self, listed: list[Shard]) -> None:
+        """Delete the stored state of shards that left the listing (past the stream's retention: nothing can be
+        read from them any more) once every listed child of theirs has its own checkpoint (the rule KCL follows):
+        then nothing is decided by them. A shard that is still listed keeps its checkpoint, finished or not, or it
+        would be read again. Runs when the listing changed."""
+        ids = frozenset(s.shard_id for s in listed)
+        if not ids or ids == self._cleaned_for:
+            return
+        self._cleaned_for = ids
+        stored = self.store.list()
+        children: dict[str, list[str]] = {}
+        for shard in listed:
+            for parent in shard.parents:
+                children.setdefault(parent, []).append(shard.shard_id)
+        for shard_id in stored:
+            if shard_id in ids:
+                continue
+            if all(child in stored for child in children.get(shard_id, ())):
+                self.store.delete(shard_id)
+                if self._forget is not None:
+                    self._forget(shard_id)
+                log.info("shard %s is no longer listed (past the stream's retention) and its children have "
+                         "checkpoints: its checkpoint was deleted", shard_id)
 
     def sync(self, relist: bool = True) -> list[Shard]:
         """One round: the shards that may be read now and that the spout owns (``owns``, which may take or give

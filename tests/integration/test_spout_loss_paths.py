@@ -81,7 +81,8 @@ def test_children_of_a_split_start_at_their_beginning_under_latest(kinesalite: K
 def test_children_start_at_their_beginning_after_the_parent_expired_from_the_listing(
         kinesalite: KinesisEndpoint) -> None:
     """Once the parent is past the retention, ListShards no longer shows it: its stored checkpoint still makes the
-    children start at TRIM_HORIZON rather than at LATEST."""
+    children start at TRIM_HORIZON rather than at LATEST. Once both children have checkpoints of their own, the
+    parent's is deleted (nothing depends on it any more)."""
     stream, parent, store, children_records = _split_after_a_first_run(kinesalite)
     with FaultProxy(kinesalite.endpoint_url) as proxy:
         proxy.expire_shards({parent})
@@ -89,6 +90,11 @@ def test_children_start_at_their_beginning_after_the_parent_expired_from_the_lis
         with KinesisSpout(make_config(through, stream), store) as spout:
             assert parent not in spout.shard_ids
             got = drain(spout, 40)
+            assert spout.flush_checkpoints()
+        assert store.load(parent) is not None  # kept while a child had no checkpoint of its own
+        with KinesisSpout(make_config(through, stream), store) as spout:
+            assert store.load(parent) is None, "the expired parent's checkpoint outlived its use"
+            assert drain(spout, 1, timeout_s=1.0) == []  # the children resume after their own checkpoints
     assert datas(got) == children_records
 
 
