@@ -154,6 +154,8 @@ class KinesisSpout:
                 owns = self._owns
                 if cfg.coordination == "leases":
                     owns = self._join_leases()
+                else:
+                    self._refuse_beside_lease_workers()
                 self._sync = ShardSync(self._client, cfg.stream_name, self._store,
                                        interval_s=cfg.shard_sync_interval_s, owns=owns, known=self._known,
                                        add=self._add_shards, flush=self.flush_checkpoints,
@@ -194,6 +196,23 @@ class KinesisSpout:
         self._leases.join()
         self._store.add_listener(self._on_zookeeper_state)
         return LeaseBalancer(self._leases, hand_back=self._hand_back, drop_all=self._drop_all).owns
+
+    def _refuse_beside_lease_workers(self) -> None:
+        """Static mode (in ``open()``): refuse to read an app's stream while workers share it through leases: both
+        would read the same shards, and the static spout's unfenced checkpoints would fight theirs."""
+        from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
+        from kinesis_spout.coordination.leases import ZooKeeperLeases
+
+        if not isinstance(self._store, ZooKeeperCheckpointStore):
+            return
+        leases = ZooKeeperLeases(self._store, self.config.worker_id)
+        if self._store._client.exists(leases.workers_path) is None:
+            return
+        live = leases.workers()
+        if live:
+            raise ConfigError(f"app {self.config.app_name!r} reads stream {self.config.stream_name!r} with leases "
+                              f"(live workers: {', '.join(live)}), but this spout has coordination='static': both "
+                              f"would read the same shards. Use coordination='leases', or another app_name")
 
     def _on_zookeeper_state(self, state: str) -> None:
         """Leases: note when the connection went away (kazoo's thread; no lock taken, one assignment)."""

@@ -215,3 +215,17 @@ def test_status_shows_owners_epochs_checkpoints_lineage_and_live_workers(kinesal
     assert len(children) == 2
     for child in children:
         assert rows[child][1:5] == ["open", parent, "w1", "0"] and rows[child][5] == "-"
+
+
+def test_a_static_spout_beside_lease_workers_of_its_app_is_a_clear_error(kinesalite: KinesisEndpoint,
+                                                                        zookeeper: Any) -> None:
+    from kinesis_spout import ConfigError
+
+    stream = kinesalite.create_stream(shards=1)
+    with KinesisSpout(config(kinesalite, zookeeper, stream, "leaser")):
+        static = KinesisSpout(config(kinesalite, zookeeper, stream, "static", coordination="static"))
+        with pytest.raises(ConfigError, match="with leases \\(live workers: leaser\\).*coordination='static'"):
+            static.open()
+        static.close()
+    with KinesisSpout(config(kinesalite, zookeeper, stream, "static", coordination="static")) as spout:
+        assert spout.shard_ids  # once the lease workers are gone, the static split may read it
