@@ -175,8 +175,8 @@ def test_zookeeper_outages_move_no_shard_when_short_and_lose_nothing_when_long(
         after = [w.spout.lease_epochs() for w in workers]
         assert all(w.error is None for w in workers), [w.error for w in workers]
     finally:
-        for worker in workers:
-            worker.stop()
+        for w in workers:
+            w.stop()
     if outage_s < SESSION_S:
         assert after == epochs, "a short ZooKeeper outage moved a lease"
     else:
