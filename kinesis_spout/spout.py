@@ -13,25 +13,15 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Iterable
 
 from kinesis_spout.checkpoint.base import Checkpoint, CheckpointStore
 from kinesis_spout.checkpoint.writer import CheckpointWriter, ConflictHandler
 from kinesis_spout.config import SpoutConfig
+from kinesis_spout.coordination.lineage import LATEST, ShardStart
+from kinesis_spout.coordination.starts import resolve_starts
 from kinesis_spout.coordination.sync import ShardSync
-
-if TYPE_CHECKING:
-    from kinesis_spout.coordination.leases import ZooKeeperLeases
-from kinesis_spout.coordination.lineage import (
-    AFTER_SEQUENCE_NUMBER,
-    AT_TIMESTAMP,
-    LATEST,
-    ShardStart,
-    from_checkpoint,
-    start_positions,
-)
 from kinesis_spout.errors import (
     CheckpointConflict,
     ConfigError,
@@ -47,17 +37,11 @@ from kinesis_spout.kinesis.shards import Shard, owned_shards
 from kinesis_spout.records import Record, SequenceKey, SpoutTuple, message_id, parse_message_id
 from kinesis_spout.tracker import FailOutcome, InflightRecordTracker
 
+if TYPE_CHECKING:
+    from kinesis_spout.coordination.leases import ZooKeeperLeases
+
 log = logging.getLogger("kinesis_spout")
 
-
-def _getter_start(start: ShardStart) -> StartPosition:
-    """The getter's iterator position for a shard start."""
-    if start.position == AFTER_SEQUENCE_NUMBER:
-        assert start.sequence_number is not None
-        return StartPosition.after(start.sequence_number)
-    if start.position == AT_TIMESTAMP:
-        return StartPosition(AT_TIMESTAMP, timestamp=start.timestamp)
-    return StartPosition(start.position)
 
 _EXPIRE_EVERY_S = 0.05
 LEASE_ROUND_S = 1.0  # how often a worker with leases looks at the workers and leases (and at once when one joins)
@@ -307,7 +291,8 @@ class KinesisSpout:
         installed under the lock and their readers started (unless the spout is still opening: ``open()`` starts
         them). Called by ``open()`` and by the shard sync thread."""
         states = []
-        for shard, start, checkpoint, first in self._resolve_starts(shards):
+        assert self._store is not None
+        for shard, start, checkpoint, first in resolve_starts(self._store, self.config, shards):
             if first is None:
                 log.info("shard %s was finished earlier (shard_end); not reading it again", shard.shard_id)
                 with self._lock:
@@ -324,63 +309,6 @@ class KinesisSpout:
                 self._rr.add([state.reader])
                 if self._state == "open":
                     state.reader.start()
-
-    def _resolve_starts(self, shards: list[Shard]
-                        ) -> list[tuple[Shard, ShardStart, Checkpoint | None, StartPosition | None]]:
-        """Each owned shard's start by the lineage rule (:mod:`kinesis_spout.coordination.lineage`), with its
-        stored checkpoint and the getter's first position. Called by ``open()`` before any reader starts.
-
-        The checkpoints of the shards and of their parents (listed or not) are read once, and every shard is
-        decided from that state. A ``LATEST`` or configured ``AT_TIMESTAMP`` start is then pinned and written to
-        the store at once, so that a crash before the shard's first checkpoint resumes at the same place.
-        """
-        cfg = self.config
-        assert self._store is not None
-        stored: dict[str, Checkpoint] = {}
-        for shard_id in sorted({s.shard_id for s in shards} | {p for s in shards for p in s.parents}):
-            checkpoint = self._store.load(shard_id)
-            if checkpoint is not None:
-                stored[shard_id] = checkpoint
-        starts = start_positions({s.shard_id: s.parents for s in shards}, stored, cfg.initial_position,
-                                 cfg.initial_timestamp)
-        now = datetime.now(timezone.utc)
-        out: list[tuple[Shard, ShardStart, Checkpoint | None, StartPosition | None]] = []
-        for shard in shards:
-            start, checkpoint = starts[shard.shard_id], stored.get(shard.shard_id)
-            if start.finished:
-                out.append((shard, start, checkpoint, None))
-                continue
-            first = _getter_start(start)
-            if start.needs_pin:
-                latest = start.position == LATEST
-                start, checkpoint = self._pin(shard.shard_id, start, now)
-                if latest and start.position == AT_TIMESTAMP:
-                    # The pin (a second back) is for a restart. This run takes its iterator at LATEST during open():
-                    # that is what LATEST means, and an AT_TIMESTAMP no record has reached yet is what kinesalite
-                    # never answers.
-                    first = StartPosition(LATEST)
-                else:
-                    first = _getter_start(start)
-            out.append((shard, start, checkpoint, first))
-        return out
-
-    def _pin(self, shard_id: str, start: ShardStart, now: datetime) -> tuple[ShardStart, Checkpoint | None]:
-        """Store ``start`` pinned to a time as the shard's checkpoint; if another worker stored a checkpoint
-        meanwhile, start from that one instead."""
-        assert self._store is not None
-        pinned = start.pin(now)
-        assert pinned.timestamp is not None
-        checkpoint = Checkpoint.pinned(shard_id, pinned.timestamp)
-        try:
-            self._store.save(checkpoint.stamped(self.config.worker_id))
-        except CheckpointConflict:
-            stored = self._store.load(shard_id)
-            if stored is None:
-                raise
-            log.info("shard %s: another worker stored a checkpoint while this one pinned its start; using it",
-                     shard_id)
-            return from_checkpoint(stored), stored
-        return pinned, checkpoint
 
     def _shard_state(self, shard: Shard, start: ShardStart, checkpoint: Checkpoint | None,
                      first: StartPosition) -> ShardState:

@@ -1,0 +1,98 @@
+"""Where a spout starts reading each shard it takes on: the lineage rule applied to the stored checkpoints, and
+``LATEST``/``AT_TIMESTAMP`` starts pinned in the store before the first record is delivered.
+
+The I/O half of :mod:`kinesis_spout.coordination.lineage`: it reads and writes the checkpoint store, and says
+where each shard's getter takes its first iterator.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timezone
+
+from kinesis_spout.checkpoint.base import Checkpoint, CheckpointStore
+from kinesis_spout.config import SpoutConfig
+from kinesis_spout.coordination.lineage import (
+    AFTER_SEQUENCE_NUMBER,
+    AT_TIMESTAMP,
+    LATEST,
+    ShardStart,
+    from_checkpoint,
+    start_positions,
+)
+from kinesis_spout.errors import CheckpointConflict
+from kinesis_spout.kinesis.getter import StartPosition
+from kinesis_spout.kinesis.shards import Shard
+
+__all__ = ["getter_start", "resolve_starts"]
+
+log = logging.getLogger("kinesis_spout")
+
+#: One shard's start: the shard, where it starts and why, its stored checkpoint, and the getter's first position
+#: (None for a shard finished earlier, which is not read).
+Resolved = tuple[Shard, ShardStart, "Checkpoint | None", "StartPosition | None"]
+
+
+def getter_start(start: ShardStart) -> StartPosition:
+    """The getter's iterator position for a shard start."""
+    if start.position == AFTER_SEQUENCE_NUMBER:
+        assert start.sequence_number is not None
+        return StartPosition.after(start.sequence_number)
+    if start.position == AT_TIMESTAMP:
+        return StartPosition(AT_TIMESTAMP, timestamp=start.timestamp)
+    return StartPosition(start.position)
+
+
+def resolve_starts(store: CheckpointStore, config: SpoutConfig, shards: list[Shard]) -> list[Resolved]:
+    """Each shard's start by the lineage rule, with its stored checkpoint and the getter's first position.
+
+    Who calls: the spout, before it starts a shard's reader (in ``open()`` and when its shard sync hands it new
+    shards). The checkpoints of the shards and of their parents (listed or not) are read once, and every shard is
+    decided from that state. A ``LATEST`` or configured ``AT_TIMESTAMP`` start is then pinned and written to the
+    store at once, so that a crash before the shard's first checkpoint resumes at the same place.
+    """
+    stored: dict[str, Checkpoint] = {}
+    for shard_id in sorted({s.shard_id for s in shards} | {p for s in shards for p in s.parents}):
+        checkpoint = store.load(shard_id)
+        if checkpoint is not None:
+            stored[shard_id] = checkpoint
+    starts = start_positions({s.shard_id: s.parents for s in shards}, stored, config.initial_position,
+                             config.initial_timestamp)
+    now = datetime.now(timezone.utc)
+    out: list[Resolved] = []
+    for shard in shards:
+        start, checkpoint = starts[shard.shard_id], stored.get(shard.shard_id)
+        if start.finished:
+            out.append((shard, start, checkpoint, None))
+            continue
+        first = getter_start(start)
+        if start.needs_pin:
+            latest = start.position == LATEST
+            start, checkpoint = _pin(store, config.worker_id, shard.shard_id, start, now)
+            if latest and start.position == AT_TIMESTAMP:
+                # The pin (a second back) is for a restart. This run takes its iterator at LATEST while the spout
+                # opens: that is what LATEST means, and an AT_TIMESTAMP that no record has reached yet is what
+                # kinesalite never answers.
+                first = StartPosition(LATEST)
+            else:
+                first = getter_start(start)
+        out.append((shard, start, checkpoint, first))
+    return out
+
+
+def _pin(store: CheckpointStore, owner: str, shard_id: str, start: ShardStart, now: datetime
+         ) -> tuple[ShardStart, Checkpoint | None]:
+    """Store ``start`` pinned to a time as the shard's checkpoint; if another worker stored a checkpoint meanwhile,
+    start from that one instead."""
+    pinned = start.pin(now)
+    assert pinned.timestamp is not None
+    checkpoint = Checkpoint.pinned(shard_id, pinned.timestamp)
+    try:
+        store.save(checkpoint.stamped(owner))
+    except CheckpointConflict:
+        stored = store.load(shard_id)
+        if stored is None:
+            raise
+        log.info("shard %s: another worker stored a checkpoint while this one pinned its start; using it", shard_id)
+        return from_checkpoint(stored), stored
+    return pinned, checkpoint
