@@ -1,0 +1,149 @@
+"""KPL aggregated records: one Kinesis record carrying many user records, and their de-aggregation.
+
+The format, as the Kinesis Producer Library writes it and the Kinesis Client Library reads it: the 4 magic bytes
+``F3 89 9A C2``, a protobuf ``AggregatedRecord`` message, and the 16-byte MD5 digest of that message's bytes.
+
+    AggregatedRecord { repeated string partition_key_table = 1; repeated string explicit_hash_key_table = 2;
+                       repeated Record records = 3; }
+    Record { required uint64 partition_key_index = 1; optional uint64 explicit_hash_key_index = 2;
+             required bytes data = 3; repeated Tag tags = 4; }
+
+PURE: standard library only (``hashlib`` for the digest); the protobuf wire format is decoded here, as it is a few
+dozen lines for these two messages and keeps the package free of a protobuf runtime. :func:`deaggregate` returns
+the user records, or ``None`` for data that is not an aggregate (no magic) or not a valid one (a digest that does
+not match, a message that does not parse, an index outside its table): such data is delivered as the plain record
+it is, as KCL does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import NamedTuple
+
+__all__ = ["MAGIC", "UserRecord", "deaggregate", "is_aggregated"]
+
+MAGIC = b"\xf3\x89\x9a\xc2"
+_DIGEST = 16
+
+
+class UserRecord(NamedTuple):
+    """One user record of an aggregate: its partition key, explicit hash key (or None) and data."""
+
+    partition_key: str
+    explicit_hash_key: str | None
+    data: bytes
+
+
+class _Malformed(Exception):
+    """The message does not parse (internal: :func:`deaggregate` answers None)."""
+
+
+def is_aggregated(data: bytes) -> bool:
+    """Whether ``data`` starts with the aggregate magic (it may still turn out not to be a valid aggregate)."""
+    return data[:4] == MAGIC
+
+
+def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= end or shift > 63:
+            raise _Malformed("truncated varint")
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+
+
+def _skip(buf: bytes, pos: int, end: int, wire: int) -> int:
+    """The position after a field of wire type ``wire`` whose value starts at ``pos``."""
+    if wire == 0:
+        return _varint(buf, pos, end)[1]
+    if wire == 1:
+        pos += 8
+    elif wire == 2:
+        length, pos = _varint(buf, pos, end)
+        pos += length
+    elif wire == 5:
+        pos += 4
+    else:
+        raise _Malformed(f"unsupported wire type {wire}")
+    if pos > end:
+        raise _Malformed("truncated field")
+    return pos
+
+
+def _record(buf: bytes, pos: int, end: int) -> tuple[int, int | None, bytes]:
+    """One ``Record`` message in ``buf[pos:end]``: (partition key index, explicit hash key index, data)."""
+    pk_index: int | None = None
+    ehk_index: int | None = None
+    data: bytes | None = None
+    while pos < end:
+        tag, pos = _varint(buf, pos, end)
+        field, wire = tag >> 3, tag & 7
+        if field == 1 and wire == 0:
+            pk_index, pos = _varint(buf, pos, end)
+        elif field == 2 and wire == 0:
+            ehk_index, pos = _varint(buf, pos, end)
+        elif field == 3 and wire == 2:
+            length, pos = _varint(buf, pos, end)
+            if pos + length > end:
+                raise _Malformed("truncated data")
+            data = buf[pos:pos + length]
+            pos += length
+        else:
+            pos = _skip(buf, pos, end, wire)
+    if pk_index is None or data is None:
+        raise _Malformed("a record without its partition key index or data")
+    return pk_index, ehk_index, data
+
+
+def _text(buf: bytes, pos: int, end: int) -> tuple[str, int]:
+    length, pos = _varint(buf, pos, end)
+    if pos + length > end:
+        raise _Malformed("truncated string")
+    try:
+        return buf[pos:pos + length].decode("utf-8"), pos + length
+    except UnicodeDecodeError as exc:
+        raise _Malformed("a key that is not UTF-8") from exc
+
+
+def deaggregate(data: bytes) -> list[UserRecord] | None:
+    """The user records of an aggregated record's ``data``, in order (their sub-sequence numbers are their
+    indexes); ``None`` when ``data`` is not a valid aggregate and must be delivered as it is."""
+    if len(data) < len(MAGIC) + _DIGEST or data[:4] != MAGIC:
+        return None
+    end = len(data) - _DIGEST
+    if hashlib.md5(data[4:end], usedforsecurity=False).digest() != data[end:]:
+        return None
+    pks: list[str] = []
+    ehks: list[str] = []
+    raw: list[tuple[int, int | None, bytes]] = []
+    pos = 4
+    try:
+        while pos < end:
+            tag, pos = _varint(data, pos, end)
+            field, wire = tag >> 3, tag & 7
+            if field == 1 and wire == 2:
+                key, pos = _text(data, pos, end)
+                pks.append(key)
+            elif field == 2 and wire == 2:
+                key, pos = _text(data, pos, end)
+                ehks.append(key)
+            elif field == 3 and wire == 2:
+                length, pos = _varint(data, pos, end)
+                if pos + length > end:
+                    raise _Malformed("truncated record")
+                raw.append(_record(data, pos, pos + length))
+                pos += length
+            else:
+                pos = _skip(data, pos, end, wire)
+        out = []
+        for pk_index, ehk_index, payload in raw:
+            if pk_index >= len(pks) or (ehk_index is not None and ehk_index >= len(ehks)):
+                return None
+            out.append(UserRecord(pks[pk_index], ehks[ehk_index] if ehk_index is not None else None, payload))
+        return out
+    except _Malformed:
+        return None

@@ -1,0 +1,97 @@
+"""KPL de-aggregation: the project's decoder agrees record for record with aws-kinesis-agg's own de-aggregator on
+aggregates made by aws-kinesis-agg's aggregator (a producer nobody here wrote), and corrupt aggregates come out as
+the plain records they are. No servers."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from datetime import datetime, timezone
+import pytest
+from aws_kinesis_agg.aggregator import RecordAggregator
+from aws_kinesis_agg.deaggregator import iter_deaggregate_records
+
+from kinesis_spout.kinesis.aggregation import MAGIC, UserRecord, deaggregate, is_aggregated
+
+NOW = datetime(2026, 11, 22, tzinfo=timezone.utc)
+
+
+def aggregate(records: list[tuple[str, bytes, str | None]]) -> bytes:
+    """One aggregate holding ``(partition key, data, explicit hash key)`` records, made by aws-kinesis-agg."""
+    aggregator = RecordAggregator()
+    for pk, data, ehk in records:
+        assert aggregator.add_user_record(pk, data, ehk) is None, "the test's records must fit one aggregate"
+    _, _, blob = aggregator.clear_and_get().get_contents()
+    return bytes(blob)
+
+
+def theirs(blob: bytes) -> list[UserRecord]:
+    """aws-kinesis-agg's reading of one Kinesis record's data."""
+    out = list(iter_deaggregate_records([{"SequenceNumber": "1", "PartitionKey": "outer", "Data": blob,
+                                          "ApproximateArrivalTimestamp": NOW}], data_format="Boto3"))
+    return [UserRecord(r["kinesis"]["partitionKey"], r["kinesis"].get("explicitHashKey"),
+                       base64.b64decode(r["kinesis"]["data"])) for r in out]  # it hands data back as base64
+
+
+CASES: dict[str, list[tuple[str, bytes, str | None]]] = {
+    "one record": [("pk-1", b"hello", None)],
+    "shared keys": [(f"pk-{i % 3}", f"record {i}".encode(), None) for i in range(50)],
+    "explicit hash keys": [(f"pk-{i}", bytes([i]) * i, str(2 ** 127 + i)) for i in range(20)],
+    "unicode keys and empty data": [("ключ-é-🔑", b"", None), ("键", "données ✓".encode(), None)],
+    "about 1 MiB": [(f"pk-{i}", bytes([i % 251]) * 10_000, None) for i in range(100)],
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_agrees_with_aws_kinesis_agg_record_for_record(case: str) -> None:
+    blob = aggregate(CASES[case])
+    assert is_aggregated(blob)
+    ours = deaggregate(blob)
+    assert ours is not None
+    reference = theirs(blob)
+    assert [(r.partition_key, r.data) for r in ours] == [(r.partition_key, r.data) for r in reference]
+    assert [(pk, data) for pk, data, _ in CASES[case]] == [(r.partition_key, r.data) for r in ours]
+    assert [r.explicit_hash_key for r in ours] == [ehk for _, _, ehk in CASES[case]]
+
+
+def test_an_aggregate_of_no_records_has_none() -> None:
+    body = b""  # an AggregatedRecord with empty tables and no records
+    blob = MAGIC + body + hashlib.md5(body).digest()
+    assert deaggregate(blob) == []
+
+
+def _corrupt(kind: str) -> bytes:
+    blob = aggregate(CASES["shared keys"])
+    body = blob[4:-16]
+    if kind == "bad magic":
+        return b"\xf3\x89\x9a\xc3" + blob[4:]
+    if kind == "bad digest":
+        return blob[:-1] + bytes([blob[-1] ^ 1])
+    if kind == "truncated message":
+        short = body[: len(body) // 2]
+        return MAGIC + short + hashlib.md5(short).digest()
+    if kind == "index outside its table":
+        bad = b"\x0a\x01a" + b"\x1a\x05\x08\x07\x1a\x01x"  # one key; a record pointing at key 7
+        return MAGIC + bad + hashlib.md5(bad).digest()
+    if kind == "too short":
+        return MAGIC + b"\x00" * 5
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize("kind", ["bad magic", "bad digest", "truncated message", "index outside its table",
+                                  "too short"])
+def test_a_corrupt_aggregate_is_no_aggregate(kind: str) -> None:
+    """Delivered as the plain record it is (as KCL does), never an exception that stops the shard."""
+    assert deaggregate(_corrupt(kind)) is None
+
+
+def test_plain_data_is_not_an_aggregate() -> None:
+    for data in (b"", b"plain", b'{"json": true}', MAGIC[:3]):
+        assert not is_aggregated(data) and deaggregate(data) is None
+
+
+def test_unknown_fields_are_skipped() -> None:
+    """Tags (field 4 of a record) and fields a newer producer may add are skipped, not errors."""
+    record = b"\x08\x00" + b"\x1a\x02hi" + b"\x22\x06\x0a\x01k\x12\x01v" + b"\x28\x05"  # tags, then varint field 5
+    body = b"\x0a\x02pk" + b"\x1a" + bytes([len(record)]) + record + b"\x25\x01\x02\x03\x04"  # a fixed32 field 4
+    assert deaggregate(MAGIC + body + hashlib.md5(body).digest()) == [UserRecord("pk", None, b"hi")]
