@@ -2,7 +2,7 @@
 
 - ``kinesis-spout demo``: the word count on embedded servers (see ``kinesis_spout.demo``).
 - ``kinesis-spout checkpoints --stream S --app A``: a table of the app's checkpoints of the stream.
-- ``kinesis-spout checkpoints reset --stream S --app A --shard ID --to {trim-horizon,latest,SEQ} --yes``: rewrite
+- ``kinesis-spout checkpoints reset --stream S --app A --shard ID --to {trim-horizon,latest,SEQ[:SUB]} --yes``: rewrite
   one shard's checkpoint (it may move backwards: that is the point). Stop the app first, or its next write wins.
 - ``kinesis-spout status --stream S --app A [--endpoint-url URL --region R]``: per shard its lease owner and epoch,
   checkpoint, parents and whether it is open, closed or finished; and the live workers.
@@ -127,14 +127,16 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _target(raw: str) -> tuple[str | None, str | None]:
-    """``--to`` as (sequence number, reset position)."""
+def _target(raw: str) -> tuple[str | None, int | None, str | None]:
+    """``--to`` as (sequence number, sub-sequence number, reset position)."""
     lowered = raw.strip().lower().replace("_", "-")
     if lowered in ("trim-horizon", "latest"):
-        return None, lowered.replace("-", "_").upper()
-    if raw.strip().isdigit():
-        return raw.strip(), None
-    raise ConfigError(f"--to must be trim-horizon, latest or a sequence number (decimal digits), got {raw!r}")
+        return None, None, lowered.replace("-", "_").upper()
+    sequence, _, sub = raw.strip().partition(":")
+    if sequence.isdigit() and (not sub or sub.isdigit()):
+        return sequence, int(sub) if sub else None, None
+    raise ConfigError(f"--to must be trim-horizon, latest, a sequence number (decimal digits), or SEQ:SUB for the "
+                      f"user record SUB of a KPL aggregate, got {raw!r}")
 
 
 def _reset(args: argparse.Namespace) -> int:
@@ -143,9 +145,9 @@ def _reset(args: argparse.Namespace) -> int:
 
     if not args.shard or not args.to:
         raise ConfigError("checkpoints reset needs --shard ID and --to {trim-horizon,latest,SEQUENCE_NUMBER}")
-    sequence, position = _target(args.to)
+    sequence, sub, position = _target(args.to)
     config = _config(args)
-    new = Checkpoint(args.shard, sequence, reset_to=position)
+    new = Checkpoint(args.shard, sequence, sub, reset_to=position)
     store = ZooKeeperCheckpointStore.from_config(config)
     store.open()
     try:

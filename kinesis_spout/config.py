@@ -89,6 +89,7 @@ class SpoutConfig:
     prefetch_records: int = 20_000
     prefetch_bytes: int = 32 << 20
     reliable: bool = True
+    deaggregate: bool = True
     scheme: RecordScheme = field(default_factory=RawScheme)
     dead_letter: DeadLetterHandler = log_dead_letter
     task_index: int = 0
@@ -157,8 +158,9 @@ class SpoutConfig:
         _require_int("max_inflight_bytes", self.max_inflight_bytes, 1, 1 << 40)
         _require_int("prefetch_records", self.prefetch_records, 1, 10_000_000)
         _require_int("prefetch_bytes", self.prefetch_bytes, 1, 1 << 40)
-        if not isinstance(self.reliable, bool):
-            raise ConfigError(f"reliable must be True or False, got {self.reliable!r}")
+        for name in ("reliable", "deaggregate"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if not callable(self.scheme) or not isinstance(getattr(self.scheme, "fields", None), tuple):
             raise ConfigError(f"scheme must be a callable with a 'fields' tuple (see kinesis_spout.schemes), "
                               f"got {self.scheme!r}")
@@ -221,7 +223,7 @@ _INT_FIELDS = {"max_records_per_call", "retry_limit", "max_inflight_records", "m
                "prefetch_records", "prefetch_bytes", "task_index", "task_count"}
 _FLOAT_FIELDS = {"zookeeper_session_timeout_s", "zookeeper_deadline_s", "empty_record_backoff_s",
                  "checkpoint_interval_s", "shard_sync_interval_s"}
-_BOOL_FIELDS = {"reliable", "zookeeper_world_readable", "zookeeper_tls"}
+_BOOL_FIELDS = {"reliable", "zookeeper_world_readable", "zookeeper_tls", "deaggregate"}
 
 
 def _convert(name: str, option: str, raw: str) -> Any:

@@ -37,7 +37,9 @@ class SequenceKey(NamedTuple):
 class Record:
     """One Kinesis record as the spout read it.
 
-    ``key`` is derived from ``sequence_number`` and ``sub_sequence_number`` once, when the record is read.
+    ``key`` is derived from ``sequence_number`` and ``sub_sequence_number`` once, when the record is read. A user
+    record of a KPL aggregate has ``sub_sequence_number`` 0..n-1 and ``aggregated`` n (the user records in its
+    Kinesis record); a plain record has ``sub_sequence_number`` None and ``aggregated`` 0.
     """
 
     shard_id: str
@@ -47,6 +49,7 @@ class Record:
     data: bytes
     approximate_arrival_timestamp: datetime | None
     key: SequenceKey
+    aggregated: int = 0
 
     @property
     def message_id(self) -> str:

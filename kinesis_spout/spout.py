@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Iterable
 
@@ -43,6 +43,23 @@ if TYPE_CHECKING:
 log = logging.getLogger("kinesis_spout")
 
 
+def _stored_sub(state: ShardState, key: SequenceKey) -> int | None:
+    """The sub-sequence number a checkpoint at ``key`` stores (lock held): the user record's inside a KPL aggregate
+    that is not done yet (even 0: the restart re-reads the aggregate and skips up to it), None when the Kinesis
+    record is done as a whole (a plain record, or an aggregate's last user record). Forgets the aggregates behind
+    the checkpoint."""
+    aggregates = state.aggregates
+    while aggregates:
+        first = next(iter(aggregates))
+        if first >= key.sequence:
+            break
+        del aggregates[first]
+    size = aggregates.get(key.sequence)
+    if size is None or key.sub_sequence >= size - 1:
+        return None
+    return key.sub_sequence
+
+
 _EXPIRE_EVERY_S = 0.05
 LEASE_ROUND_S = 1.0  # how often a worker with leases looks at the workers and leases (and at once when one joins)
 HANDOFF_TIMEOUT_S = 10.0  # how long a lease given back waits for the shard's in-flight records
@@ -59,6 +76,7 @@ class ShardState:
     start: ShardStart
     offered: SequenceKey | None = None
     finished: bool = False
+    aggregates: dict[int, int] = field(default_factory=dict)  # sequence -> user records, for aggregates in flight
 
 
 @dataclass(frozen=True)
@@ -75,6 +93,7 @@ class ShardMetrics:
     dead_lettered: int
     finished: bool
     read_to_end: bool = False  # the shard is closed and its reader fetched its last record (maybe still buffered)
+    corrupt_aggregates: int = 0  # records with the KPL magic that did not decode, delivered whole
 
 
 class KinesisSpout:
@@ -318,7 +337,8 @@ class KinesisSpout:
         tracker = InflightRecordTracker(
             shard.shard_id, retry_limit=cfg.retry_limit, backoff=cfg.retry_backoff,
             message_timeout_s=cfg.message_timeout_s, checkpoint=initial)
-        getter = ShardGetter(self._client, cfg.stream_name, shard.shard_id, first, cfg.max_records_per_call)
+        getter = ShardGetter(self._client, cfg.stream_name, shard.shard_id, first, cfg.max_records_per_call,
+                             deaggregate=cfg.deaggregate)
         if first.kind == LATEST:  # LATEST is the tip when open() runs, not when the reader thread gets to it
             try:
                 getter.prepare()
@@ -497,6 +517,8 @@ class KinesisSpout:
     def _emit(self, record: Record, now: float) -> SpoutTuple | None:
         state = self._shards[record.shard_id]
         tracker = state.tracker
+        if record.aggregated:  # how many user records its Kinesis record holds: the checkpoint needs it
+            state.aggregates.setdefault(record.key.sequence, record.aggregated)
         if not tracker.emit(record.key, now, record, record.size):
             return None  # a duplicate of something already emitted (replay after a re-seek)
         values = self._values(state, record)
@@ -587,8 +609,8 @@ class KinesisSpout:
         state.finished = True
         key = state.tracker.checkpoint
         assert self._writer is not None
-        self._writer.offer(Checkpoint(state.shard.shard_id, str(key.sequence) if key else None,
-                                      key.sub_sequence or None if key else None, shard_end=True))
+        self._writer.offer(Checkpoint(state.shard.shard_id, str(key.sequence) if key else None, None,
+                                      shard_end=True))
         self._rr.remove(state.reader)
         log.info("shard %s finished: every record is done", state.shard.shard_id)
         if self._sync is not None:
@@ -599,7 +621,9 @@ class KinesisSpout:
         if key is not None and key != state.offered:
             state.offered = key
             assert self._writer is not None
-            self._writer.offer(Checkpoint(state.shard.shard_id, str(key.sequence), key.sub_sequence or None))
+            self._writer.offer(Checkpoint(state.shard.shard_id, str(key.sequence), _stored_sub(state, key)))
+
+
 
     # -- observability ----------------------------------------------------------------------------------------
     @property
@@ -623,7 +647,7 @@ class KinesisSpout:
                 out.append(ShardMetrics(shard_id, str(key.sequence) if key else None, s.tracker.inflight_count,
                                         s.reader.buffered, s.tracker.retry_queue_len, s.reader.millis_behind_latest,
                                         st.emitted, st.acked, st.failed, st.dead_lettered, s.finished,
-                                        s.reader.ended))
+                                        s.reader.ended, s.reader.getter.corrupt_aggregates))
             return out
 
     def flush_checkpoints(self, timeout_s: float = 10.0) -> bool:

@@ -30,13 +30,14 @@ from typing import Collection, Mapping, Sequence
 from kinesis_spout.checkpoint.base import Checkpoint
 from kinesis_spout.config import InitialPosition
 
-__all__ = ["AFTER_SEQUENCE_NUMBER", "AT_TIMESTAMP", "LATEST", "PIN_MARGIN", "SHARD_END", "TRIM_HORIZON",
+__all__ = ["AFTER_SEQUENCE_NUMBER", "AT_SEQUENCE_NUMBER", "AT_TIMESTAMP", "LATEST", "PIN_MARGIN", "SHARD_END", "TRIM_HORIZON",
            "ShardStart", "start_positions", "waiting_for_parents"]
 
 TRIM_HORIZON = "TRIM_HORIZON"
 LATEST = "LATEST"
 AT_TIMESTAMP = "AT_TIMESTAMP"
 AFTER_SEQUENCE_NUMBER = "AFTER_SEQUENCE_NUMBER"
+AT_SEQUENCE_NUMBER = "AT_SEQUENCE_NUMBER"
 SHARD_END = "SHARD_END"
 
 #: A pinned LATEST starts this long before the pin was taken: an allowance for clock skew between this machine and
@@ -48,7 +49,9 @@ PIN_MARGIN = timedelta(seconds=1)
 class ShardStart:
     """Where one shard starts, and why.
 
-    ``position`` is ``AFTER_SEQUENCE_NUMBER`` (with ``sequence_number``), ``TRIM_HORIZON``, ``LATEST``,
+    ``position`` is ``AFTER_SEQUENCE_NUMBER`` (with ``sequence_number``), ``AT_SEQUENCE_NUMBER`` (a checkpoint
+    inside a KPL aggregate: ``sequence_number`` is read again and its user records up to ``sub_sequence_number``
+    are skipped), ``TRIM_HORIZON``, ``LATEST``,
     ``AT_TIMESTAMP`` (with ``timestamp``) or ``SHARD_END`` (finished: do not read). ``reason`` says which rule
     decided it (for logs). ``durable`` is True when starting again from the same stored state gives the same
     records: a sequence number, a stored pin, ``TRIM_HORIZON``; not a ``LATEST`` or a configured timestamp that was
@@ -79,8 +82,9 @@ class ShardStart:
 
     def describe(self) -> str:
         if self.position == AFTER_SEQUENCE_NUMBER:
-            sub = f":{self.sub_sequence_number}" if self.sub_sequence_number else ""
-            return f"after {self.sequence_number}{sub} ({self.reason})"
+            return f"after {self.sequence_number} ({self.reason})"
+        if self.position == AT_SEQUENCE_NUMBER:
+            return f"at {self.sequence_number}, after its user record {self.sub_sequence_number} ({self.reason})"
         if self.timestamp is not None:
             return f"{self.position} {self.timestamp.isoformat()} ({self.reason})"
         return f"{self.position} ({self.reason})"
@@ -91,9 +95,12 @@ def from_checkpoint(checkpoint: Checkpoint) -> ShardStart:
     if checkpoint.shard_end:
         return ShardStart(SHARD_END, checkpoint.sequence_number, checkpoint.sub_sequence_number,
                           reason="finished earlier")
+    if checkpoint.sequence_number is not None and checkpoint.sub_sequence_number is not None:
+        # inside a KPL aggregate: read the aggregate again; its user records up to the checkpoint are skipped
+        return ShardStart(AT_SEQUENCE_NUMBER, checkpoint.sequence_number, checkpoint.sub_sequence_number,
+                          reason="checkpoint inside an aggregate")
     if checkpoint.sequence_number is not None:
-        return ShardStart(AFTER_SEQUENCE_NUMBER, checkpoint.sequence_number, checkpoint.sub_sequence_number,
-                          reason="checkpoint")
+        return ShardStart(AFTER_SEQUENCE_NUMBER, checkpoint.sequence_number, reason="checkpoint")
     if checkpoint.reset_to == AT_TIMESTAMP:
         return ShardStart(AT_TIMESTAMP, timestamp=checkpoint.timestamp, reason="pinned start")
     if checkpoint.reset_to == LATEST:

@@ -14,6 +14,7 @@ from kinesis_spout.checkpoint.base import Checkpoint, CheckpointStore
 from kinesis_spout.config import SpoutConfig
 from kinesis_spout.coordination.lineage import (
     AFTER_SEQUENCE_NUMBER,
+    AT_SEQUENCE_NUMBER,
     AT_TIMESTAMP,
     LATEST,
     ShardStart,
@@ -38,6 +39,8 @@ def getter_start(start: ShardStart) -> StartPosition:
     if start.position == AFTER_SEQUENCE_NUMBER:
         assert start.sequence_number is not None
         return StartPosition.after(start.sequence_number)
+    if start.position == AT_SEQUENCE_NUMBER:  # inside an aggregate: the tracker skips what the checkpoint covers
+        return StartPosition(AT_SEQUENCE_NUMBER, sequence_number=start.sequence_number)
     if start.position == AT_TIMESTAMP:
         return StartPosition(AT_TIMESTAMP, timestamp=start.timestamp)
     return StartPosition(start.position)

@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 from botocore.exceptions import BotoCoreError, ClientError
 
 from kinesis_spout.errors import KinesisError
+from kinesis_spout.kinesis.aggregation import MAGIC, deaggregate
 from kinesis_spout.kinesis.client import translate
 from kinesis_spout.records import Record, SequenceKey
 
@@ -66,7 +67,7 @@ class ShardGetter:
     """
 
     def __init__(self, client: Any, stream_name: str, shard_id: str, start: StartPosition,
-                 max_records: int = 10_000) -> None:
+                 max_records: int = 10_000, *, deaggregate: bool = False) -> None:
         self.client = client
         self.stream_name = stream_name
         self.shard_id = shard_id
@@ -75,6 +76,8 @@ class ShardGetter:
         self._iterator: str | None = None
         self.shard_end = False
         self.expired_iterators = 0
+        self.deaggregate = deaggregate
+        self.corrupt_aggregates = 0  # records with the aggregate magic that did not decode: delivered as they are
 
     def _get_iterator(self) -> str:
         pos = self.position
@@ -134,10 +137,22 @@ class ShardGetter:
         return FetchResult(records, reply.get("MillisBehindLatest"), self.shard_end)
 
     def _records(self, raw: Any) -> list[Record]:
+        """The reply's records; with ``deaggregate``, each KPL aggregate becomes its user records (sub-sequence
+        numbers 0..n-1), and one that does not decode is kept whole, counted and logged."""
         shard_id = self.shard_id
-        out = []
+        out: list[Record] = []
         for r in raw:
-            seq = r["SequenceNumber"]
-            out.append(Record(shard_id, seq, None, r["PartitionKey"], r["Data"],
+            seq, data = r["SequenceNumber"], r["Data"]
+            if self.deaggregate and data[:4] == MAGIC:
+                users = deaggregate(data)
+                if users is not None:
+                    n, arrived, number = len(users), r.get("ApproximateArrivalTimestamp"), int(seq)
+                    out.extend(Record(shard_id, seq, i, u.partition_key, u.data, arrived, SequenceKey(number, i), n)
+                               for i, u in enumerate(users))
+                    continue
+                self.corrupt_aggregates += 1
+                log.warning("record %s:%s starts like a KPL aggregate but does not decode (bad digest or message); "
+                            "delivered as it is", shard_id, seq)
+            out.append(Record(shard_id, seq, None, r["PartitionKey"], data,
                               r.get("ApproximateArrivalTimestamp"), SequenceKey(int(seq), 0)))
         return out

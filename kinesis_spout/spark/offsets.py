@@ -181,6 +181,11 @@ def start_position_of(start: ShardStart) -> ShardPosition:
     if start.position == AT_TIMESTAMP:
         assert start.timestamp is not None
         return ShardPosition.at_timestamp(start.timestamp)
+    if start.position == lineage.AT_SEQUENCE_NUMBER:
+        raise CheckpointError(
+            f"the checkpoint stands inside KPL aggregate {start.sequence_number} (after its user record "
+            f"{start.sub_sequence_number}): the readStream source reads aggregates whole and cannot start inside one; "
+            f"read this app with the spout or SpoutPipeline, or give the query its own appName")
     return ShardPosition(start=start.position)
 
 

@@ -63,7 +63,11 @@ def test_reset_refuses_without_yes_and_rewrites_with_it(zookeeper, capsys) -> No
         assert cp.reset_to == "LATEST" and cp.sequence_number is None and cp.owner.startswith("kinesis-spout reset")
         assert main(base_args(zookeeper) + ["reset", "--shard", "shardId-000000000000", "--to", "yesterday",
                                             "--yes"]) == 1
-        assert "--to must be trim-horizon, latest or a sequence number" in capsys.readouterr().err
+        assert "--to must be trim-horizon, latest, a sequence number" in capsys.readouterr().err
+        assert main(base_args(zookeeper) + ["reset", "--shard", "shardId-000000000000", "--to", "500:3",
+                                            "--yes"]) == 0  # inside a KPL aggregate: after its user record 3
+        cp = s.load("shardId-000000000000")
+        assert (cp.sequence_number, cp.sub_sequence_number, cp.reset_to) == ("500", 3, None)
     finally:
         s.close()
 

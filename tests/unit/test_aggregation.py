@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from datetime import datetime, timezone
+
 import pytest
 from aws_kinesis_agg.aggregator import RecordAggregator
 from aws_kinesis_agg.deaggregator import iter_deaggregate_records

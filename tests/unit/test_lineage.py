@@ -10,6 +10,7 @@ from kinesis_spout.checkpoint.base import Checkpoint
 from kinesis_spout.config import InitialPosition
 from kinesis_spout.coordination.lineage import (
     AFTER_SEQUENCE_NUMBER,
+    AT_SEQUENCE_NUMBER,
     AT_TIMESTAMP,
     LATEST,
     PIN_MARGIN,
@@ -26,10 +27,13 @@ T0 = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
 
 def test_a_stored_checkpoint_wins_over_everything() -> None:
     stored = {"s1": Checkpoint("s1", SEQ, 3), "s2": Checkpoint("s2", SEQ, shard_end=True),
-              "s3": Checkpoint.pinned("s3", T0), "s4": Checkpoint("s4", None, reset_to="TRIM_HORIZON")}
+              "s3": Checkpoint.pinned("s3", T0), "s4": Checkpoint("s4", None, reset_to="TRIM_HORIZON"),
+              "s5": Checkpoint("s5", SEQ)}
     starts = start_positions({s: () for s in stored}, stored, InitialPosition.LATEST)
+    # inside a KPL aggregate: read it again, skipping its user records up to 3
     assert (starts["s1"].position, starts["s1"].sequence_number, starts["s1"].sub_sequence_number) == \
-        (AFTER_SEQUENCE_NUMBER, SEQ, 3)
+        (AT_SEQUENCE_NUMBER, SEQ, 3)
+    assert (starts["s5"].position, starts["s5"].sequence_number) == (AFTER_SEQUENCE_NUMBER, SEQ)
     assert starts["s2"].finished and starts["s2"].position == SHARD_END
     assert (starts["s3"].position, starts["s3"].timestamp, starts["s3"].needs_pin) == (AT_TIMESTAMP, T0, False)
     assert starts["s4"].position == TRIM_HORIZON
