@@ -30,8 +30,8 @@ from typing import Collection, Mapping, Sequence
 from kinesis_spout.checkpoint.base import Checkpoint
 from kinesis_spout.config import InitialPosition
 
-__all__ = ["AFTER_SEQUENCE_NUMBER", "AT_SEQUENCE_NUMBER", "AT_TIMESTAMP", "LATEST", "PIN_MARGIN", "SHARD_END", "TRIM_HORIZON",
-           "ShardStart", "start_positions", "waiting_for_parents"]
+__all__ = ["AFTER_SEQUENCE_NUMBER", "AT_SEQUENCE_NUMBER", "AT_TIMESTAMP", "LATEST", "PIN_MARGIN", "SHARD_END",
+           "TRIM_HORIZON", "ShardStart", "start_positions", "waiting_for_parents"]
 
 TRIM_HORIZON = "TRIM_HORIZON"
 LATEST = "LATEST"
