@@ -40,7 +40,8 @@ def _fast_timestamp(value: Any) -> datetime:
         return datetime.fromtimestamp(value, timezone.utc)
     from botocore.parsers import DEFAULT_TIMESTAMP_PARSER
 
-    return DEFAULT_TIMESTAMP_PARSER(value)  # type: ignore[no-any-return]
+    parsed: datetime = DEFAULT_TIMESTAMP_PARSER(value)
+    return parsed
 
 
 def make_client(region: str | None, endpoint_url: str | None, *, read_timeout_s: float = 30.0) -> Any:

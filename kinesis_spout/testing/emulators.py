@@ -11,6 +11,7 @@ import shutil
 import tempfile
 from pathlib import Path
 from types import TracebackType
+from typing import TypeVar
 from urllib.error import HTTPError, URLError
 from urllib.request import Request, urlopen
 
@@ -37,6 +38,9 @@ def http_answers(url: str) -> bool:
         return True
     except (URLError, OSError):
         return False
+
+
+_E = TypeVar("_E", bound="_NodeEmulator")
 
 
 class _NodeEmulator:
@@ -70,7 +74,7 @@ class _NodeEmulator:
     def _argv_env(self, package_dir: Path) -> tuple[list[str], dict[str, str]]:
         raise NotImplementedError
 
-    def start(self):  # type: ignore[no-untyped-def]
+    def start(self: _E) -> _E:
         if self.running:
             return self
         package_dir = self.node_modules / self.package
@@ -100,7 +104,7 @@ class _NodeEmulator:
     def log_tail(self, lines: int = 30) -> str:
         return self._process.log_tail(lines) if self._process else "(not started)"
 
-    def __enter__(self):  # type: ignore[no-untyped-def]
+    def __enter__(self: _E) -> _E:
         return self.start()
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,

@@ -326,7 +326,7 @@ class _ProxyServer(ThreadingHTTPServer):
 
     def process_request_thread(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
         try:
-            super().process_request_thread(request, client_address)  # type: ignore[arg-type]
+            super().process_request_thread(request, client_address)
         finally:
             with self.proxy._lock:
                 self.proxy._connections.pop(threading.current_thread(), None)
