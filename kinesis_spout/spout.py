@@ -81,6 +81,9 @@ class ShardState:
 
 @dataclass(frozen=True)
 class ShardMetrics:
+    """One shard's figures. ``checkpoint`` is the safe checkpoint's sequence number, as ``"SEQ:SUB"`` while it
+    stands inside a KPL aggregate (after its user record SUB)."""
+
     shard_id: str
     checkpoint: str | None
     inflight: int
@@ -644,7 +647,9 @@ class KinesisSpout:
             for shard_id, s in self._shards.items():
                 st = s.tracker.stats
                 key = s.tracker.checkpoint
-                out.append(ShardMetrics(shard_id, str(key.sequence) if key else None, s.tracker.inflight_count,
+                sub = _stored_sub(s, key) if key is not None else None
+                text = None if key is None else str(key.sequence) if sub is None else f"{key.sequence}:{sub}"
+                out.append(ShardMetrics(shard_id, text, s.tracker.inflight_count,
                                         s.reader.buffered, s.tracker.retry_queue_len, s.reader.millis_behind_latest,
                                         st.emitted, st.acked, st.failed, st.dead_lettered, s.finished,
                                         s.reader.ended, s.reader.getter.corrupt_aggregates))

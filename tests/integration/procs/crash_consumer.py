@@ -13,6 +13,7 @@ import argparse
 import json
 import signal
 import sys
+import time
 from pathlib import Path
 
 from kinesis_spout import InitialPosition, KinesisSpout, RetryBackoff, SpoutConfig
@@ -28,6 +29,8 @@ def main() -> int:
     p.add_argument("--total", type=int, required=True)
     p.add_argument("--checkpoint-interval", type=float, default=0.2)
     p.add_argument("--until")
+    p.add_argument("--app", default="crash")
+    p.add_argument("--pause", type=float, default=0.0, help="seconds of 'processing' after each batch")
     args = p.parse_args()
     until = {shard: int(seq) for shard, seq in json.loads(Path(args.until).read_text()).items()} if args.until else {}
 
@@ -36,7 +39,7 @@ def main() -> int:
     seen = set()
     with open(args.log) as log:
         seen.update(line.split()[0] for line in log if line.strip())
-    config = SpoutConfig(stream_name=args.stream, app_name="crash", zookeeper=args.zookeeper,
+    config = SpoutConfig(stream_name=args.stream, app_name=args.app, zookeeper=args.zookeeper,
                          zookeeper_prefix=args.prefix, endpoint_url=args.endpoint_url, region="us-east-1",
                          initial_position=InitialPosition.TRIM_HORIZON, checkpoint_interval_s=args.checkpoint_interval,
                          empty_record_backoff_s=0.2, max_records_per_call=100, max_inflight_records=200,
@@ -44,8 +47,9 @@ def main() -> int:
     with KinesisSpout(config) as spout, open(args.log, "a", buffering=1) as log:
         def more() -> bool:
             metrics = spout.metrics()
-            if until:
-                return any(int(m.checkpoint or 0) < until[m.shard_id] for m in metrics)
+            if until:  # a checkpoint "SEQ:SUB" stands inside an aggregate: not at the end yet
+                return any(":" in (m.checkpoint or "") or int(m.checkpoint or 0) < until[m.shard_id]
+                           for m in metrics)
             return len(seen) < args.total or any(m.inflight for m in metrics)
 
         while not stop and more():
@@ -56,6 +60,8 @@ def main() -> int:
                     spout.fail(tup.message_id)
                 else:
                     spout.ack(tup.message_id)
+            if args.pause:
+                time.sleep(args.pause)
     return 0
 
 
