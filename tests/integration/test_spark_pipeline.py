@@ -435,3 +435,31 @@ def test_two_pipelines_share_a_stream_through_leases_and_never_share_a_batch_id(
     assert seen["p1"].ids and seen["p2"].ids, "both pipelines processed records"
     ids = {name: set(rec.batch_ids) for name, rec in seen.items()}
     assert not ids["p1"] & ids["p2"], "a batch id was used by both pipelines"
+
+
+def test_an_aggregated_stream_arrives_as_user_records_with_their_sub_sequence_numbers(
+        spark: Any, moto_kinesis: KinesisEndpoint, zookeeper: Any) -> None:
+    """KPL aggregates (made by aws-kinesis-agg) reach process() as one row per user record; a word count over them
+    counts every word once."""
+    from aws_kinesis_agg.aggregator import RecordAggregator
+
+    stream = moto_kinesis.create_stream(shards=1)
+    sentences = [f"the quick fox {i}" for i in range(60)]
+    blobs = []
+    for start in range(0, 60, 20):
+        aggregator = RecordAggregator()
+        for i in range(start, start + 20):
+            aggregator.add_user_record(f"pk-{i}", sentences[i].encode())
+        blobs.append(bytes(aggregator.clear_and_get().get_contents()[2]))
+    moto_kinesis.put(stream, blobs)
+    rows: list[tuple[str, int, str]] = []
+
+    def collect(df: Any, batch: Batch) -> None:
+        rows.extend((r.partition_key, r.sub_sequence_number, bytes(r.data).decode())
+                    for r in df.select("partition_key", "sub_sequence_number", "data").collect())
+
+    pipeline = SpoutPipeline(spark, make_config(moto_kinesis, zookeeper, stream), collect, trigger_interval_s=0.0)
+    pipeline.run(until=lambda: len(rows) >= 60, timeout_s=60)
+    assert sorted(rows, key=lambda r: int(r[0][3:])) == [(f"pk-{i}", i % 20, sentences[i]) for i in range(60)]
+    words = Counter(word for _, _, text in rows for word in text.split())
+    assert words["the"] == words["quick"] == words["fox"] == 60
