@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from kinesis_spout.checkpoint.base import CheckpointStore
 from kinesis_spout.coordination.lineage import waiting_for_parents
-from kinesis_spout.errors import SpoutError, StreamNotFoundError
+from kinesis_spout.errors import LeaseError, SpoutError, StreamNotFoundError
 from kinesis_spout.kinesis.shards import Shard, list_shards
 
 __all__ = ["ShardSync"]
@@ -137,7 +137,7 @@ class ShardSync:
                     log.info("starting %d new shards of %r: %s", len(ready), self.stream_name,
                              ", ".join(s.shard_id for s in ready))
                     self._add(ready)
-            except StreamNotFoundError as exc:
+            except (StreamNotFoundError, LeaseError) as exc:  # retrying cannot fix these: the user must hear
                 log.error("shard sync: %s", exc)
                 self._on_error(exc)
             except SpoutError as exc:  # throttled, ZooKeeper away: the next round tries again

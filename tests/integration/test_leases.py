@@ -15,7 +15,7 @@ from kinesis_spout.coordination.leases import ZooKeeperLeases
 from kinesis_spout.errors import LeaseError, LeaseLost
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until
-from kinesis_spout.testing.spout import ConsumerThread
+from kinesis_spout.testing.spout import ConsumerThread, drain
 
 SEQ = 49680465285133529400596629017544029581412381053432102914
 SESSION_S = 8.0  # the outage test's session timeout: a killed ZooKeeper restarts and is reconnected well within it
@@ -229,3 +229,39 @@ def test_a_static_spout_beside_lease_workers_of_its_app_is_a_clear_error(kinesal
         static.close()
     with KinesisSpout(config(kinesalite, zookeeper, stream, "static", coordination="static")) as spout:
         assert spout.shard_ids  # once the lease workers are gone, the static split may read it
+
+
+def test_a_corrupt_lease_znode_is_a_clear_error_naming_it(kinesalite: KinesisEndpoint, zookeeper: Any) -> None:
+    from kinesis_spout.errors import LeaseError
+
+    stream = kinesalite.create_stream(shards=1)
+    shard = kinesalite.shard_ids(stream)[0]
+    node = f"{zookeeper.prefix}/leases/{stream}/leases/{shard}"
+    zookeeper.client().create(node, b"not a lease", makepath=True)
+    spout = KinesisSpout(config(kinesalite, zookeeper, stream, "w"))
+    with pytest.raises(LeaseError, match=f"lease znode {node} is not a lease"):
+        spout.open()
+    spout.close()
+
+
+def test_a_stream_deleted_under_a_running_worker_is_a_clear_error(kinesalite: KinesisEndpoint,
+                                                                  zookeeper: Any) -> None:
+    from kinesis_spout.errors import KinesisError
+
+    stream = kinesalite.create_stream(shards=1)
+    kinesalite.put(stream, [b"a", b"b"])
+    with KinesisSpout(config(kinesalite, zookeeper, stream, "w")) as spout:
+        assert len(drain(spout, 2)) == 2
+        kinesalite.client().delete_stream(StreamName=stream)
+
+        def raises() -> bool:
+            try:
+                spout.next_batch(max_records=10, timeout_s=0.2)
+            except KinesisError as exc:
+                raised.append(exc)
+                return True
+            return False
+
+        raised: list[KinesisError] = []
+        assert wait_until(raises, 30), "reading a deleted stream went on silently"
+    assert stream in str(raised[0]) or "not found" in str(raised[0]).lower()
