@@ -261,6 +261,21 @@ class KinesisSpout:
         self.flush_checkpoints(10.0)
         state.reader.close()
 
+    def _give_back_leases(self) -> None:
+        """At ``close()``, after the last checkpoints were written: release the leases and leave, so the next owners
+        start at once. Without ZooKeeper this is skipped: the leases go with the session."""
+        assert self._leases is not None
+        try:
+            for shard_id in self._leases.held:
+                if not getattr(self._store, "connected", True):
+                    log.warning("closing without ZooKeeper: the leases of %s go when the session times out",
+                                ", ".join(self._leases.held))
+                    return
+                self._leases.release(shard_id)
+            self._leases.leave()
+        except SpoutError as exc:
+            log.warning("could not give the leases back on close (they go when the session times out): %s", exc)
+
     def _drop_all(self) -> None:
         """Leases: stop reading every shard at once, writing nothing more for them (their leases are lost)."""
         with self._lock:
@@ -366,9 +381,7 @@ class KinesisSpout:
         if self._writer is not None:
             self._writer.close()
         if was_open and self._leases is not None:
-            for shard_id in self._leases.held:  # the last checkpoints are written: give the shards back now
-                self._leases.release(shard_id)
-            self._leases.leave()
+            self._give_back_leases()
         if was_open and self._store is not None:
             self._store.close()
         log.info("spout %s closed", self.config.app_name)
