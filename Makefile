@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test test-unit bench bench-smoke clean
+.PHONY: setup demo test test-unit lint bench bench-smoke mutation clean
 
 setup:
 	@scripts/setup.sh
@@ -11,8 +11,13 @@ setup:
 demo: setup
 	$(PY) examples/wordcount.py --demo $(DEMO_ARGS)
 
-test: setup
+test: setup lint
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The checks a contributor runs (configuration in pyproject.toml): ruff (lint and import order), then mypy.
+lint: setup
+	.venv/bin/ruff check kinesis_spout tests benchmarks examples scripts
+	.venv/bin/mypy
 
 test-unit: setup
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
@@ -27,5 +32,11 @@ bench:
 bench-smoke: setup
 	$(PY) -m benchmarks --smoke --no-chart
 
+# Mutation testing of the modules where a mistake loses data, on demand (not part of `make test`): its own venv
+# (.venv-mutation), mutmut at nice 19 with MUTATION_JOBS workers; prints the score per module and the survivors.
+# Results: benchmarks/results/mutation.md. MUTATION_ARGS=--retest-survivors tests the survivors again.
+mutation:
+	@scripts/mutation.sh
+
 clean:
-	rm -rf .venv emulators/node_modules .pytest_cache .hypothesis build *.egg-info
+	rm -rf .venv .venv-mutation mutants emulators/node_modules .pytest_cache .hypothesis build *.egg-info

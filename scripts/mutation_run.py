@@ -1,0 +1,148 @@
+"""Runs mutmut (configured in pyproject.toml, ``[tool.mutmut]``) with a test list per mutated module.
+
+mutmut's stats run records which tests call each mutated function, and each mutant is then tested against those
+tests only. That is too many for this project: every function the spout calls is covered by most of the
+integration suite, and each mutant runs in a fresh process that starts its own servers. This driver narrows the
+recorded tests, per module, to the ones written for that module (``TESTS_BY_MODULE``), keeps one Kinesis backend of
+each test parametrized over moto and kinesalite (kinesalite: real sequence numbers), and runs a mutant of an I/O
+module against its module's fastest test that reaches it (first pass) or against the tests written for the
+module's mutants and its fastest tests up to a time budget (``BUDGET_S``, second pass, survivors only). Narrowing
+can only let a mutant survive that more tests would kill: the score is a lower bound. A function that none of the
+recorded tests reaches is reported as "no tests".
+
+Usage: ``python scripts/mutation_run.py [--second-pass] [--retest-survivors] [mutmut run options and mutant names]``.
+``--second-pass`` tests the survivors of the first pass again (once each; run it with a larger budget),
+``--retest-survivors`` tests every surviving and untested mutant again (after tests were added).
+Run from the project root, in the mutation venv (``make mutation`` does both).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import sys
+from pathlib import Path
+
+UNIT = ["tests/unit/*"]
+INTEGRATION = "tests/integration/"
+
+#: Which tests may kill the mutants of a module (fnmatch patterns on pytest node ids). Pure modules: the unit
+#: tests. I/O modules: the integration tests written for them, and their ``test_mutants_<module>.py``.
+TESTS_BY_MODULE: dict[str, list[str]] = {
+    "kinesis_spout.tracker": UNIT,
+    "kinesis_spout.checkpoint.base": UNIT,
+    "kinesis_spout.checkpoint.memory": UNIT,
+    "kinesis_spout.coordination.lineage": UNIT,
+    "kinesis_spout.spark.offsets": UNIT + [INTEGRATION + "test_spark_source.py::*"],
+    "kinesis_spout.checkpoint.writer": [INTEGRATION + f + "::*" for f in (
+        "test_checkpoint_writer.py", "test_zookeeper_trouble.py", "test_mutants_writer.py")],
+    "kinesis_spout.checkpoint.zookeeper": [INTEGRATION + f + "::*" for f in (
+        "test_zookeeper_store.py", "test_zookeeper_trouble.py", "test_checkpoint_writer.py",
+        "test_mutants_zookeeper.py")],
+    "kinesis_spout.kinesis.getter": [INTEGRATION + f + "::*" for f in (
+        "test_reader_backoff.py", "test_faults.py", "test_mutants_getter.py")],
+    "kinesis_spout.kinesis.reader": [INTEGRATION + f + "::*" for f in (
+        "test_reader_backoff.py", "test_faults.py", "test_mutants_reader.py")],
+    "kinesis_spout.spout": [INTEGRATION + f + "::*" for f in (
+        "test_spout.py", "test_spout_loss_paths.py", "test_mutants_spout.py")],
+}
+
+
+#: Measured test time (seconds, fastest tests first) run against one mutant of an I/O module, beyond the tests
+#: written for its mutants. Each test of an I/O module needs servers, and every mutant runs in a process of its own.
+#: 0 (the first pass): only the module's fastest test that reaches the mutated function. $MUTATION_BUDGET_S sets it.
+BUDGET_S = float(os.environ.get("MUTATION_BUDGET_S", "0"))
+
+
+def narrow(tests: set[str], module: str, duration: dict[str, float]) -> set[str]:
+    """The tests of ``tests`` that run against the mutants of ``module``: the module's own, else (a function only
+    reached through another module) any; one backend of a test run on both. The module's own unit tests: all of
+    them. Of the others, with no budget the fastest one; with a budget every test written for the module's mutants
+    and the fastest up to ``BUDGET_S``. mutmut runs them fastest first and stops at the first failure."""
+    patterns = TESTS_BY_MODULE.get(module)
+    if patterns is None:
+        return tests
+    own = {t for t in tests if any(fnmatch.fnmatchcase(t, p) for p in patterns)}
+    kept = own or set(tests)
+    # a test run on both backends: keep the kinesalite run (real sequence numbers), drop the moto one
+    kept = {t for t in kept if "[moto_kinesis" not in t or t.replace("[moto_kinesis", "[kinesalite", 1) not in kept}
+    unit = {t for t in kept if t.startswith("tests/unit/")} if own else set()  # no servers: all of them
+    if unit and patterns == UNIT:
+        return unit
+    fastest = sorted(kept - unit, key=lambda t: (duration.get(t, 0.0), t))
+    if BUDGET_S <= 0:
+        return unit | set(fastest[:1])
+    chosen = unit | {t for t in kept if "/test_mutants_" in t}
+    spent = 0.0
+    for t in fastest:
+        if t in chosen:
+            continue
+        if chosen and spent + duration.get(t, 0.0) > BUDGET_S:
+            break
+        chosen.add(t)
+        spent += duration.get(t, 0.0)
+    return chosen
+
+
+SECOND_PASS = Path("mutants") / "second-pass.json"
+
+
+def reset_survivors(skip: set[str] = frozenset()) -> int:  # type: ignore[assignment]
+    """Mark the surviving and untested mutants of the last run (but those in ``skip``) as not checked, so that
+    mutmut tests them again."""
+    count = 0
+    for meta_path in Path("mutants").rglob("*.py.meta"):
+        meta = json.loads(meta_path.read_text())
+        codes = meta["exit_code_by_key"]
+        again = [k for k, code in codes.items() if code in (0, 5, 33) and k not in skip]
+        for key in again:
+            codes[key] = None
+        if again:
+            meta_path.write_text(json.dumps(meta, indent=4))
+            count += len(again)
+    return count
+
+
+def survivors() -> set[str]:
+    return {key for meta_path in Path("mutants").rglob("*.py.meta")
+            for key, code in json.loads(meta_path.read_text())["exit_code_by_key"].items() if code in (0, 5, 33)}
+
+
+def main() -> None:
+    import mutmut.__main__ as mutmut_main
+    from mutmut.state import state
+    from mutmut.utils.format_utils import get_module_from_key
+
+    args = sys.argv[1:]
+    second_pass = "--second-pass" in args
+    if second_pass:  # survivors of the first pass, not yet tested again without the budget
+        args.remove("--second-pass")
+        done = set(json.loads(SECOND_PASS.read_text())) if SECOND_PASS.exists() else set()
+        print(f"second pass: testing {reset_survivors(done)} surviving or untested mutants again, "
+              f"with a test budget of {BUDGET_S:g} s")
+    if "--retest-survivors" in args:
+        args.remove("--retest-survivors")
+        print(f"testing {reset_survivors()} surviving or untested mutants again")
+
+    collect = mutmut_main.collect_or_load_stats
+
+    def collect_and_narrow(*a: object, **kw: object) -> None:
+        collect(*a, **kw)  # type: ignore[arg-type]
+        by_function = state().tests_by_mangled_function_name
+        before = sum(map(len, by_function.values()))
+        for function, tests in by_function.items():
+            by_function[function] = narrow(set(tests), get_module_from_key(function), state().duration_by_test)
+        print(f"    tests per mutated function narrowed to the module's own: {before} -> "
+              f"{sum(map(len, by_function.values()))} (function, test) pairs")
+
+    mutmut_main.collect_or_load_stats = collect_and_narrow
+    try:
+        mutmut_main.cli(["run", *args])
+    finally:
+        if second_pass:
+            SECOND_PASS.write_text(json.dumps(sorted(survivors()), indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""The shard getter, exactly: start positions it refuses, LATEST pinned to a time, AT_TIMESTAMP reads, the end of
+a closed shard, expired iterators counted, errors that say what was read. Written against mutants of
+kinesis_spout/kinesis/getter.py the rest of the suite let survive (see benchmarks/results/mutation.md).
+kinesalite (real sequence numbers, closed shards end) and the fault-injecting proxy through the fixtures."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from kinesis_spout.errors import KinesisError
+from kinesis_spout.kinesis.client import make_client
+from kinesis_spout.kinesis.getter import ITERATOR_TYPES, LATEST_MARGIN, FetchResult, ShardGetter, StartPosition
+from kinesis_spout.testing.faults import FaultProxy
+from kinesis_spout.testing.kinesis import KinesisEndpoint, wait_for_stream
+
+T0 = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
+
+
+def client_of(endpoint: KinesisEndpoint) -> Any:
+    return make_client(endpoint.region, endpoint.endpoint_url, read_timeout_s=10.0)
+
+
+def test_start_positions_refused_and_accepted() -> None:
+    with pytest.raises(ValueError) as exc:
+        StartPosition("EARLIEST")
+    assert str(exc.value) == f"unknown start position 'EARLIEST'; expected one of {', '.join(ITERATOR_TYPES)}"
+    for kind in ("AT_SEQUENCE_NUMBER", "AFTER_SEQUENCE_NUMBER"):
+        with pytest.raises(ValueError) as exc:
+            StartPosition(kind)
+        assert str(exc.value) == f"{kind} needs a sequence number"
+    with pytest.raises(ValueError) as exc:
+        StartPosition("AT_TIMESTAMP")
+    assert str(exc.value) == "AT_TIMESTAMP needs a timestamp"
+    assert StartPosition("AT_TIMESTAMP", timestamp=T0).describe() == f"AT_TIMESTAMP {T0.isoformat()}"
+    assert StartPosition("AT_SEQUENCE_NUMBER", sequence_number="5").describe() == "AT_SEQUENCE_NUMBER 5"
+
+
+def test_a_new_getter_reads_10000_records_a_call_and_has_not_ended() -> None:
+    getter = ShardGetter(None, "stream", "shardId-000000000000", StartPosition("TRIM_HORIZON"))
+    assert getter.max_records == 10_000 and getter.shard_end is False and getter.expired_iterators == 0
+
+
+def test_latest_is_pinned_to_the_time_its_iterator_was_taken_less_the_margin(kinesalite: KinesisEndpoint) -> None:
+    stream = kinesalite.create_stream()
+    shard = kinesalite.shard_ids(stream)[0]
+    latest = ShardGetter(client_of(kinesalite), stream, shard, StartPosition("LATEST"))
+    before = datetime.now(timezone.utc)
+    latest.prepare()
+    after = datetime.now(timezone.utc)
+    assert latest.position.kind == "AT_TIMESTAMP"
+    assert latest.position.timestamp is not None and latest.position.timestamp.tzinfo is not None
+    assert before - LATEST_MARGIN <= latest.position.timestamp <= after - LATEST_MARGIN
+    horizon = ShardGetter(client_of(kinesalite), stream, shard, StartPosition("TRIM_HORIZON"))
+    horizon.prepare()
+    assert horizon.position == StartPosition("TRIM_HORIZON")
+
+
+def test_at_timestamp_reads_from_the_first_record_that_arrived_then(kinesalite: KinesisEndpoint) -> None:
+    stream = kinesalite.create_stream()
+    placed = kinesalite.put(stream, [f"early-{i}".encode() for i in range(3)], ["pk"] * 3)
+    shard = placed[0][0]
+    everything = ShardGetter(client_of(kinesalite), stream, shard, StartPosition("TRIM_HORIZON")).fetch().records
+    stamp = everything[-1].approximate_arrival_timestamp
+    assert stamp is not None
+    later = kinesalite.put(stream, [b"late"], ["pk"])
+    at = ShardGetter(client_of(kinesalite), stream, shard, StartPosition("AT_TIMESTAMP", timestamp=stamp + timedelta(
+        milliseconds=1)))
+    got = at.fetch().records
+    assert [r.sequence_number for r in got] == [later[0][1]]
+
+
+def test_a_closed_shard_ends_and_stays_ended(kinesalite: KinesisEndpoint) -> None:
+    client = client_of(kinesalite)
+    stream = kinesalite.create_stream()
+    placed = kinesalite.put(stream, [f"r{i}".encode() for i in range(4)], ["pk"] * 4)
+    parent = placed[0][0]
+    client.split_shard(StreamName=stream, ShardToSplit=parent, NewStartingHashKey=str(2 ** 127))
+    wait_for_stream(client, stream)
+    getter = ShardGetter(client, stream, parent, StartPosition("TRIM_HORIZON"))
+    results: list[FetchResult] = []
+    for _ in range(20):
+        results.append(getter.fetch())
+        if results[-1].shard_end:
+            break
+    assert results[-1].shard_end is True and getter.shard_end is True
+    assert all(r.shard_end is False for r in results[:-1])
+    assert all(isinstance(r.millis_behind_latest, int) for r in results)
+    assert [r.sequence_number for res in results for r in res.records] == [seq for _, seq in placed]
+    assert getter.fetch() == FetchResult([], 0, True)
+
+
+def test_each_expired_iterator_is_counted_and_a_second_in_a_row_is_an_error_naming_the_shard(
+        fault_proxy: tuple[FaultProxy, KinesisEndpoint], kinesis_backend: KinesisEndpoint) -> None:
+    proxy, through = fault_proxy
+    stream = kinesis_backend.create_stream()
+    placed = kinesis_backend.put(stream, [f"r{i}".encode() for i in range(6)], ["pk"] * 6)
+    shard = placed[0][0]
+    getter = ShardGetter(client_of(through), stream, shard, StartPosition("TRIM_HORIZON"), max_records=2)
+    got = list(getter.fetch().records)
+    for _ in range(2):
+        proxy.inject("GetRecords", "ExpiredIteratorException", message="Iterator expired")
+        got += getter.fetch().records
+    assert getter.expired_iterators == 2
+    assert [r.sequence_number for r in got] == [seq for _, seq in placed]
+    proxy.inject("GetRecords", "ExpiredIteratorException", times=2, message="Iterator expired")
+    with pytest.raises(KinesisError) as exc:
+        getter.fetch()
+    assert f"reading {shard} of {stream!r}" in str(exc.value)
+
+
+def test_an_iterator_refused_is_an_error_naming_the_shard_and_the_position(kinesalite: KinesisEndpoint) -> None:
+    getter = ShardGetter(client_of(kinesalite), "no-such-stream", "shardId-000000000000",
+                         StartPosition("AFTER_SEQUENCE_NUMBER", sequence_number="49590338271490256608559692538361571"))
+    with pytest.raises(KinesisError) as exc:
+        getter.fetch()
+    assert ("getting a shard iterator for shardId-000000000000 of 'no-such-stream' at AFTER_SEQUENCE_NUMBER "
+            "49590338271490256608559692538361571") in str(exc.value)
+
+
+def test_prepare_takes_one_iterator_however_often_it_is_called(fault_proxy: tuple[FaultProxy, KinesisEndpoint],
+                                                               kinesis_backend: KinesisEndpoint) -> None:
+    proxy, through = fault_proxy
+    stream = kinesis_backend.create_stream()
+    shard = kinesis_backend.shard_ids(stream)[0]
+    getter = ShardGetter(client_of(through), stream, shard, StartPosition("TRIM_HORIZON"))
+    getter.prepare()
+    getter.prepare()
+    assert proxy.calls["GetShardIterator"] == 1
