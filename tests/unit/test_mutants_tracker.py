@@ -20,6 +20,8 @@ def test_backoff_errors_name_the_field_and_the_value() -> None:
         RetryBackoff(multiplier=0.5)
     with pytest.raises(ConfigError, match=r"^RetryBackoff.max_s must be >= initial_s \(2.0\), got 1.0$"):
         RetryBackoff(initial_s=2.0, max_s=1.0)
+    with pytest.raises(ValueError, match=r"^attempt must be >= 1, got 0$"):
+        RetryBackoff().delay(0)
 
 
 def test_a_record_retried_many_times_times_out_once_per_emission() -> None:
@@ -36,3 +38,13 @@ def test_a_record_retried_many_times_times_out_once_per_emission() -> None:
     assert tracker.next_retry(now + 5.0) == (KEY, "x", 200)
     assert tracker.ack(KEY) and tracker.checkpoint == KEY and tracker.inflight_count == 0
     assert tracker.next_due(now + 5.0) is None and tracker.expire(now + 100.0) == []
+
+
+def test_defaults_and_constructor_errors() -> None:
+    tracker = InflightRecordTracker("shard-7")
+    assert (tracker.shard_id, tracker.retry_limit, tracker.message_timeout_s) == ("shard-7", 3, 30.0)
+    assert tracker.emit(KEY, 0.0) and tracker.inflight_bytes == 0  # no size given: counts nothing
+    with pytest.raises(ConfigError, match=r"^retry_limit must be an int >= 0, got -1$"):
+        InflightRecordTracker("s", retry_limit=-1)
+    with pytest.raises(ConfigError, match=r"^message_timeout_s must be > 0 or None, got 0$"):
+        InflightRecordTracker("s", message_timeout_s=0)
