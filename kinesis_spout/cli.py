@@ -96,10 +96,8 @@ def _status(args: argparse.Namespace) -> int:
     try:
         leases = ZooKeeperLeases(store, "status")
         checkpoints = store.list()
-        lease_ids = store._call("listing leases", store._client.get_children, leases.leases_path) \
-            if store._client.exists(leases.leases_path) else []
-        workers = leases.workers() if store._client.exists(leases.workers_path) else []
-        shard_ids = sorted(set(listed) | set(checkpoints) | set(lease_ids))
+        workers = leases.workers()
+        shard_ids = sorted(set(listed) | set(checkpoints) | set(leases.lease_ids()))
         states = leases.read(shard_ids)
     finally:
         store.close()

@@ -211,10 +211,7 @@ class KinesisSpout:
 
         if not isinstance(self._store, ZooKeeperCheckpointStore):
             return
-        leases = ZooKeeperLeases(self._store, self.config.worker_id)
-        if self._store._client.exists(leases.workers_path) is None:
-            return
-        live = leases.workers()
+        live = ZooKeeperLeases(self._store, self.config.worker_id).workers()
         if live:
             raise ConfigError(f"app {self.config.app_name!r} reads stream {self.config.stream_name!r} with leases "
                               f"(live workers: {', '.join(live)}), but this spout has coordination='static': both "
@@ -245,9 +242,7 @@ class KinesisSpout:
             state = self._shards.get(shard_id)
             if state is None:
                 return
-            if state.reader in self._rr.readers:
-                self._rr.remove(state.reader)
-            state.reader._stop.set()
+            self._detach(state)
             deadline = time.monotonic() + min(HANDOFF_TIMEOUT_S, self.config.message_timeout_s or HANDOFF_TIMEOUT_S)
             while state.tracker.inflight_count and self._state == "open":
                 left = deadline - time.monotonic()
@@ -276,30 +271,28 @@ class KinesisSpout:
         except SpoutError as exc:
             log.warning("could not give the leases back on close (they go when the session times out): %s", exc)
 
+    def _detach(self, state: ShardState) -> None:
+        """Take no more records from a shard (lock held): its reader leaves the round-robin and stops fetching."""
+        if state.reader in self._rr.readers:
+            self._rr.remove(state.reader)
+        state.reader._stop.set()
+
     def _drop_all(self) -> None:
         """Leases: stop reading every shard at once, writing nothing more for them (their leases are lost)."""
         with self._lock:
-            states = list(self._shards.values())
-            self._shards.clear()
-            for state in states:
-                if state.reader in self._rr.readers:
-                    self._rr.remove(state.reader)
-                state.reader._stop.set()
-                if self._leases is not None:
-                    self._leases.forget(state.shard.shard_id)
+            for shard_id in list(self._shards):
+                self._drop(shard_id, "this worker may have lost its ZooKeeper session")
 
-    def _drop(self, shard_id: str) -> None:
-        """Leases: stop reading one shard whose lease was lost (a fenced write was refused)."""
+    def _drop(self, shard_id: str, why: str = "its lease was lost to another worker") -> None:
+        """Leases: stop reading one shard whose lease was lost, writing nothing more for it."""
         with self._lock:
             state = self._shards.pop(shard_id, None)
             if state is not None:
-                if state.reader in self._rr.readers:
-                    self._rr.remove(state.reader)
-                state.reader._stop.set()
+                self._detach(state)
             if self._leases is not None:
                 self._leases.forget(shard_id)
         if state is not None:
-            log.warning("shard %s dropped: its lease was lost to another worker", shard_id)
+            log.warning("shard %s dropped: %s", shard_id, why)
 
     def _on_writer_conflict(self, conflict: CheckpointConflict) -> None:
         """The checkpoint writer's conflicts: a lost lease drops its shard; all go to the user's handler too."""
@@ -595,7 +588,8 @@ class KinesisSpout:
                     advanced[found[0].shard.shard_id] = found[0]
             for state in advanced.values():
                 self._offer_checkpoint(state)
-            self._settled.notify_all()
+            if self._leases is not None:  # a hand-back may be waiting for these
+                self._settled.notify_all()
 
     def fail_many(self, mids: Iterable[str]) -> None:
         """:meth:`fail` for many ids at once (one lock)."""
@@ -605,7 +599,8 @@ class KinesisSpout:
                 found = self._lookup(mid)
                 if found is not None and found[0].tracker.fail(found[1], now) is FailOutcome.DEAD_LETTER:
                     self._deliver_dead_letters(found[0], "failed")
-            self._settled.notify_all()
+            if self._leases is not None:
+                self._settled.notify_all()
 
     # -- housekeeping -----------------------------------------------------------------------------------------
     def _maintain(self, now: float) -> None:
@@ -638,8 +633,6 @@ class KinesisSpout:
             state.offered = key
             assert self._writer is not None
             self._writer.offer(Checkpoint(state.shard.shard_id, str(key.sequence), _stored_sub(state, key)))
-
-
 
     # -- observability ----------------------------------------------------------------------------------------
     @property

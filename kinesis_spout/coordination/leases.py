@@ -81,9 +81,20 @@ class ZooKeeperLeases:
             is not None
 
     def workers(self) -> list[str]:
-        """The live workers' ids, sorted."""
-        client = self.store._client
-        return sorted(self.store._call(f"listing {self.workers_path}", client.get_children, self.workers_path))
+        """The live workers' ids, sorted (none when no worker ever joined)."""
+        return self._children(self.workers_path)
+
+    def lease_ids(self) -> list[str]:
+        """The shards that have a lease node, sorted."""
+        return self._children(self.leases_path)
+
+    def _children(self, path: str) -> list[str]:
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            return sorted(self.store._call(f"listing {path}", self.store._client.get_children, path))
+        except NoNodeError:
+            return []
 
     def watch_workers(self, changed: Callable[[], None]) -> None:
         """Call ``changed()`` (on kazoo's thread: it must not block) whenever a worker joins or leaves."""
