@@ -155,6 +155,25 @@ def test_latest_is_pinned_to_a_time_so_a_replay_reads_the_same_records(moto_kine
     reader.stop()
 
 
+def test_a_pinned_latest_reaches_zookeeper_so_a_query_without_its_checkpoint_resumes_there(
+        moto_kinesis: KinesisEndpoint, zookeeper: Any) -> None:
+    """LATEST pinned by the first batch is written to ZooKeeper at the next: a new query without Spark's checkpoint
+    location starts at the pin, not at a new LATEST (which would skip what arrived in between)."""
+    stream = moto_kinesis.create_stream(shards=1)
+    options = source_options(moto_kinesis, zookeeper, stream, initialPosition="LATEST")
+    reader = KinesisSpoutStreamReader(options)
+    pinned = reader.latestOffset(reader.initialOffset(), ReadAllAvailable())
+    reader.latestOffset(pinned, ReadAllAvailable())  # Spark completed the empty first batch
+    reader.stop()
+    (shard, pin), = pinned.items()
+    stored = stored_checkpoints(zookeeper, stream)[shard]
+    assert (stored["reset_to"], stored["sequence_number"]) == ("AT_TIMESTAMP", None)
+    assert f"AT_TIMESTAMP:{stored['timestamp']}" == pin
+    second = KinesisSpoutStreamReader(options)
+    assert second.initialOffset() == pinned
+    second.stop()
+
+
 def test_available_now_ends_at_the_records_present_when_it_started_and_zookeeper_resumes_there(
         moto_kinesis: KinesisEndpoint, zookeeper: Any) -> None:
     stream = moto_kinesis.create_stream(shards=2)
