@@ -21,7 +21,7 @@ from typing import Any
 
 from benchmarks.context import BenchContext
 from benchmarks.stats import summary
-from kinesis_spout.testing.kinesis import put_records
+from kinesis_spout.testing.kinesis import put_records, wait_for_stream
 from kinesis_spout.testing.lease_worker import WorkerProcesses, spread_evenly
 from kinesis_spout.testing.process import wait_until
 from kinesis_spout.testing.zookeeper import four_letter
@@ -64,8 +64,6 @@ def _one_run(ctx: BenchContext, size: dict[str, Any], directory: Path) -> dict[s
     client = endpoint.client()
     stream = f"bench-leases-{ctx.unique_app('s')}"
     client.create_stream(StreamName=stream, ShardCount=SHARDS)
-    from kinesis_spout.testing.kinesis import wait_for_stream
-
     wait_for_stream(client, stream, timeout_s=60)
     app, prefix = ctx.unique_app("leases"), "/kinesis_spout_bench"
     base = f"{prefix}/{app}/{stream}"
@@ -106,22 +104,21 @@ def _one_run(ctx: BenchContext, size: dict[str, Any], directory: Path) -> dict[s
         stop.clear()
         producer = threading.Thread(target=produce, daemon=True)
         producer.start()
-        time.sleep(1.0)
-        replays, t0 = _replays(workers), time.monotonic()
-        workers.signal("w3", signal.SIGKILL)
-        wait_until(lambda: spread_evenly(zk, base, {"w1", "w2"}, SHARDS), 60, interval_s=0.02)
-        out["kill"] = time.monotonic() - t0
-        time.sleep(2.0)
-        out["kill_replays"] = _replays(workers) - replays
+
+        def hand_over(name: str, sig: int) -> tuple[float, int]:
+            """Seconds until the survivors own every shard after ``sig`` to ``name``, and the records replayed."""
+            time.sleep(1.0)  # steady state first
+            replays, t0 = _replays(workers), time.monotonic()
+            workers.signal(name, sig)
+            wait_until(lambda: spread_evenly(zk, base, {"w1", "w2"}, SHARDS), 60, interval_s=0.02)
+            seconds = time.monotonic() - t0
+            time.sleep(2.0)  # the new owners read what the old one left
+            return seconds, _replays(workers) - replays
+
+        out["kill"], out["kill_replays"] = hand_over("w3", signal.SIGKILL)
         workers.start("w4")
         wait_until(lambda: spread_evenly(zk, base, {"w1", "w2", "w4"}, SHARDS), 60)
-        time.sleep(1.0)
-        replays, t0 = _replays(workers), time.monotonic()
-        workers.signal("w4", signal.SIGTERM)
-        wait_until(lambda: spread_evenly(zk, base, {"w1", "w2"}, SHARDS), 60, interval_s=0.02)
-        out["clean"] = time.monotonic() - t0
-        time.sleep(2.0)
-        out["clean_replays"] = _replays(workers) - replays
+        out["clean"], out["clean_replays"] = hand_over("w4", signal.SIGTERM)
     finally:
         stop.set()
         workers.stop_all()
