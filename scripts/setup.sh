@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Sets up everything kinesis_spout needs on this machine, idempotently:
 #   venv      a .venv with the package (editable) and its test extras
-#   zookeeper Debian's zookeeper package (the server jar the fixtures start)
+#   servers   Debian's zookeeper, redis-server and memcached packages (the servers the fixtures start)
 #   emulators the npm Kinesis emulators (kinesalite, kinesis-local) in emulators/node_modules
-# Usage: scripts/setup.sh [venv] [zookeeper] [emulators]   (no argument: all three)
+# Usage: scripts/setup.sh [venv] [servers] [emulators]   (no argument: all three; "zookeeper" = "servers")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,29 +27,41 @@ setup_venv() {
   touch "$stamp"
 }
 
-setup_zookeeper() {
-  if [ -f "$ZK_JAR" ]; then
-    log "zookeeper: present ($ZK_JAR)"; return
+# Debian packages for the servers the fixtures start: ZooKeeper (checkpoints, leases), Redis and Memcached (the
+# exactly-once state backends). Only the missing ones are installed.
+setup_servers() {
+  local missing=()
+  [ -f "$ZK_JAR" ] || missing+=(zookeeper)
+  command -v redis-server >/dev/null || [ -x /usr/bin/redis-server ] || missing+=(redis-server)
+  command -v memcached >/dev/null || [ -x /usr/bin/memcached ] || missing+=(memcached)
+  if [ ${#missing[@]} -eq 0 ]; then
+    log "servers: present (zookeeper, redis-server, memcached)"; return
   fi
   if [ "$(id -u)" != 0 ]; then
     if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
       SUDO=sudo
     else
       cat >&2 <<MSG
-[setup] ZooKeeper is missing and this user cannot install packages.
-[setup] Install Debian's zookeeper package as root, then run make again:
-[setup]     sudo apt-get update && sudo apt-get install -y zookeeper
-[setup] (or point the tests and the demo at your own server: see README.md, "Using your own servers")
+[setup] Missing Debian packages: ${missing[*]}, and this user cannot install packages.
+[setup] Install them as root, then run make again:
+[setup]     sudo apt-get update && sudo apt-get install -y ${missing[*]}
+[setup] (or point the tests and the demo at your own servers: see README.md, "Using your own servers")
 MSG
       exit 1
     fi
   else
     SUDO=
   fi
-  log "zookeeper: installing Debian's zookeeper package"
+  log "servers: installing Debian packages: ${missing[*]}"
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends zookeeper >/dev/null
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   [ -f "$ZK_JAR" ] || { echo "[setup] zookeeper installed but $ZK_JAR is missing" >&2; exit 1; }
+  # The packages' own services are not needed: the fixtures start private servers on free ports.
+  for service in redis-server memcached; do
+    if command -v systemctl >/dev/null && systemctl is-active --quiet "$service" 2>/dev/null; then
+      $SUDO systemctl stop "$service" || true
+    fi
+  done
 }
 
 setup_emulators() {
@@ -68,12 +80,12 @@ setup_emulators() {
 }
 
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(venv zookeeper emulators)
+[ ${#steps[@]} -gt 0 ] || steps=(venv servers emulators)
 for step in "${steps[@]}"; do
   case "$step" in
     venv) setup_venv ;;
-    zookeeper) setup_zookeeper ;;
+    servers|zookeeper) setup_servers ;;
     emulators) setup_emulators ;;
-    *) echo "[setup] unknown step: $step (expected venv, zookeeper or emulators)" >&2; exit 2 ;;
+    *) echo "[setup] unknown step: $step (expected venv, servers or emulators)" >&2; exit 2 ;;
   esac
 done
