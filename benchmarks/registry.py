@@ -51,6 +51,8 @@ BENCHMARKS: tuple[BenchmarkSpec, ...] = (
     BenchmarkSpec("spark", "benchmarks.bench_spark"),
     BenchmarkSpec("scaling", "benchmarks.bench_scaling"),
     BenchmarkSpec("leases", "benchmarks.bench_leases"),
+    BenchmarkSpec("kpl", "benchmarks.bench_kpl"),
+    BenchmarkSpec("state", "benchmarks.bench_state"),
 )
 
 NAMES = tuple(spec.name for spec in BENCHMARKS)
