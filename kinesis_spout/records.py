@@ -10,6 +10,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
+#: The sub-sequence of a key that stands after every user record of its Kinesis record (a checkpoint or an offset
+#: that consumed the whole record): greater than any real sub-sequence number.
+WHOLE = 1 << 62
+
 
 class SequenceKey(NamedTuple):
     """The order of a record within its shard: ``(sequence number, sub-sequence number)`` as ints.

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from typing import Protocol, runtime_checkable
 
 from kinesis_spout.errors import CheckpointError
-from kinesis_spout.records import SequenceKey
+from kinesis_spout.records import WHOLE, SequenceKey
 
 FORMAT_VERSION = 1
 #: Positions a checkpoint can hold instead of a sequence number: where a shard in which nothing was consumed yet
@@ -46,9 +46,13 @@ class Checkpoint:
 
     @property
     def key(self) -> SequenceKey | None:
+        """The last consumed user record: ``(sequence, sub-sequence)`` inside a KPL aggregate, ``(sequence, WHOLE)``
+        when the whole Kinesis record was consumed (so a checkpoint that finishes an aggregate is ahead of one
+        inside it); None when nothing was consumed."""
         if self.sequence_number is None:
             return None
-        return SequenceKey(int(self.sequence_number), self.sub_sequence_number or 0)
+        sub = WHOLE if self.sub_sequence_number is None else self.sub_sequence_number
+        return SequenceKey(int(self.sequence_number), sub)
 
     def is_behind(self, other: "Checkpoint") -> bool:
         """True when this checkpoint would move ``other`` backwards."""

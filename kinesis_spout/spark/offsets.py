@@ -6,8 +6,10 @@ module what a position means, which records a batch may take, and which shards m
 An offset is a JSON object ``{shard_id: position}`` whose positions are strings:
 
 =============================  ================================================================================
-``"49590338271490256608559"``  the last record this query consumed from the shard (the next read starts
-                               ``AFTER_SEQUENCE_NUMBER`` it)
+``"49590338271490256608559"``  the last record this query consumed from the shard, all of it (the next read
+                               starts ``AFTER_SEQUENCE_NUMBER`` it)
+``"4959...8559:41"``           inside a KPL aggregate: its user records up to sub-sequence 41 were consumed, the
+                               rest were not (the next read starts ``AT_SEQUENCE_NUMBER`` it and skips 0..41)
 ``"TRIM_HORIZON"``             nothing consumed yet; the shard is read from its oldest record
 ``"LATEST"``                   nothing consumed yet; only in a new query's first offset, resolved to
                                ``AT_TIMESTAMP`` by the first batch (so a replay reads the same records)
@@ -17,6 +19,12 @@ An offset is a JSON object ``{shard_id: position}`` whose positions are strings:
 =============================  ================================================================================
 
 Sequence numbers are compared as ints, never as strings.
+
+**Aggregated records.** The source de-aggregates KPL records (``deaggregate``, on by default) and works at user
+record granularity: admission control counts user records, and a batch may end inside an aggregate (``SEQ:SUB``);
+the next batch, or a replay, reads that Kinesis record again and skips the user records already consumed. So
+``maxRecordsPerTrigger`` holds even for an aggregate of thousands of user records, and a ZooKeeper checkpoint the
+spout left inside an aggregate is a valid start.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from kinesis_spout.config import OPTION_NAMES, SpoutConfig
 from kinesis_spout.coordination import lineage
 from kinesis_spout.coordination.lineage import ShardStart
 from kinesis_spout.errors import CheckpointError, ConfigError
+from kinesis_spout.records import WHOLE, SequenceKey
 
 #: Options of the source that are not SpoutConfig fields; taken out before the rest goes to ``from_options``.
 MAX_RECORDS_PER_TRIGGER = "maxRecordsPerTrigger"
@@ -99,32 +108,50 @@ def _positive_int(name: str, value: Any) -> int:
 class ShardPosition:
     """Where a query stands in one shard (see the module docstring for the string forms).
 
-    ``sequence_number`` is the last record consumed (None when nothing was); ``start`` says where reading begins
-    when nothing was consumed (``TRIM_HORIZON``, ``LATEST`` or ``AT_TIMESTAMP`` with ``timestamp``); ``ended``
-    marks a closed shard read to its end.
+    ``sequence_number`` is the last record consumed (None when nothing was); ``sub_sequence_number``, when not
+    None, says that only the user records 0..``sub_sequence_number`` of that KPL aggregate were consumed; ``start``
+    says where reading begins when nothing was consumed (``TRIM_HORIZON``, ``LATEST`` or ``AT_TIMESTAMP`` with
+    ``timestamp``); ``ended`` marks a closed shard read to its end.
     """
 
     sequence_number: str | None = None
     start: str = TRIM_HORIZON
     timestamp: datetime | None = None
     ended: bool = False
+    sub_sequence_number: int | None = None
 
     @classmethod
-    def after(cls, sequence_number: str) -> "ShardPosition":
-        """The position after the record ``sequence_number``."""
-        return cls(sequence_number=sequence_number)
+    def after(cls, sequence_number: str, sub_sequence_number: int | None = None) -> "ShardPosition":
+        """The position after the record ``sequence_number`` (all of it, or its user records up to
+        ``sub_sequence_number``)."""
+        return cls(sequence_number=sequence_number, sub_sequence_number=sub_sequence_number)
+
+    @classmethod
+    def after_record(cls, key: SequenceKey, whole: bool) -> "ShardPosition":
+        """The position after the record ``key``: after its whole Kinesis record when ``whole`` (a plain record,
+        or the last user record of an aggregate that a batch takes), else inside its aggregate."""
+        return cls.after(key.sequence_number, None if whole else key.sub_sequence)
 
     @classmethod
     def at_timestamp(cls, when: datetime) -> "ShardPosition":
         return cls(start=AT_TIMESTAMP, timestamp=when if when.tzinfo else when.replace(tzinfo=timezone.utc))
 
     @property
-    def key(self) -> int | None:
-        """The last consumed sequence number as an int (None when nothing was consumed)."""
-        return int(self.sequence_number) if self.sequence_number is not None else None
+    def key(self) -> SequenceKey | None:
+        """The last consumed user record as ``(sequence, sub-sequence)`` ints, ``(sequence, WHOLE)`` when the whole
+        Kinesis record was consumed (None when nothing was). A record ``r`` was consumed when ``r.key <= key``."""
+        if self.sequence_number is None:
+            return None
+        sub = WHOLE if self.sub_sequence_number is None or self.ended else self.sub_sequence_number
+        return SequenceKey(int(self.sequence_number), sub)
+
+    @property
+    def inside_aggregate(self) -> bool:
+        """True when the position stands inside a KPL aggregate: the next read starts ``AT_SEQUENCE_NUMBER``."""
+        return self.sequence_number is not None and self.sub_sequence_number is not None and not self.ended
 
     def finished(self) -> "ShardPosition":
-        """This position, marked as the end of a closed shard."""
+        """This position, marked as the end of a closed shard (every record of it consumed)."""
         return ShardPosition(self.sequence_number, self.start, self.timestamp, ended=True)
 
     def encode(self) -> str:
@@ -132,6 +159,8 @@ class ShardPosition:
         if self.ended:
             return SHARD_END if self.sequence_number is None else f"{SHARD_END}:{self.sequence_number}"
         if self.sequence_number is not None:
+            if self.sub_sequence_number is not None:
+                return f"{self.sequence_number}:{self.sub_sequence_number}"
             return self.sequence_number
         if self.start == AT_TIMESTAMP:
             assert self.timestamp is not None
@@ -150,6 +179,8 @@ class ShardPosition:
         if text == SHARD_END:
             return cls(start=TRIM_HORIZON, ended=True)
         head, _, tail = text.partition(":")
+        if head.isdigit() and tail.isdigit():
+            return cls.after(head, int(tail))
         if head == SHARD_END and tail.isdigit():
             return cls(sequence_number=tail, ended=True)
         if head == AT_TIMESTAMP and tail:
@@ -158,7 +189,8 @@ class ShardPosition:
             except ValueError:
                 pass
         raise CheckpointError(f"{where}: unreadable shard position {text!r}; expected a sequence number, "
-                              f"TRIM_HORIZON, LATEST, AT_TIMESTAMP:<ISO-8601> or SHARD_END[:<sequence number>]")
+                              f"<sequence number>:<sub-sequence number>, TRIM_HORIZON, LATEST, "
+                              f"AT_TIMESTAMP:<ISO-8601> or SHARD_END[:<sequence number>]")
 
     @property
     def unresolved(self) -> bool:
@@ -181,11 +213,9 @@ def start_position_of(start: ShardStart) -> ShardPosition:
     if start.position == AT_TIMESTAMP:
         assert start.timestamp is not None
         return ShardPosition.at_timestamp(start.timestamp)
-    if start.position == lineage.AT_SEQUENCE_NUMBER:
-        raise CheckpointError(
-            f"the checkpoint stands inside KPL aggregate {start.sequence_number} (after its user record "
-            f"{start.sub_sequence_number}): the readStream source reads aggregates whole and cannot start inside one; "
-            f"read this app with the spout or SpoutPipeline, or give the query its own appName")
+    if start.position == lineage.AT_SEQUENCE_NUMBER:  # a checkpoint inside a KPL aggregate
+        assert start.sequence_number is not None
+        return ShardPosition.after(start.sequence_number, start.sub_sequence_number or 0)
     return ShardPosition(start=start.position)
 
 
@@ -209,7 +239,8 @@ def as_checkpoint(shard_id: str, position: ShardPosition) -> Checkpoint | None:
     """The ZooKeeper checkpoint that stands for a query position; None for a position that needs none (nothing
     consumed from ``TRIM_HORIZON``, or a ``LATEST`` not pinned yet)."""
     if position.sequence_number is not None or position.ended:
-        return Checkpoint(shard_id, position.sequence_number, None, shard_end=position.ended)
+        sub = None if position.ended else position.sub_sequence_number
+        return Checkpoint(shard_id, position.sequence_number, sub, shard_end=position.ended)
     if position.start == AT_TIMESTAMP and position.timestamp is not None:
         return Checkpoint.pinned(shard_id, position.timestamp)
     return None
@@ -233,10 +264,30 @@ def range_is_empty(start: ShardPosition, end: ShardPosition) -> bool:
     return not end.is_beyond(start)
 
 
-def in_range(sequence: int, start: ShardPosition, end: ShardPosition) -> bool:
-    """Whether the record ``sequence`` belongs to the batch ``(start, end]`` of its shard."""
+def in_range(key: SequenceKey, start: ShardPosition, end: ShardPosition) -> bool:
+    """Whether the (user) record ``key`` belongs to the batch ``(start, end]`` of its shard."""
     low, high = start.key, end.key
-    return high is not None and sequence <= high and (low is None or sequence > low)
+    return high is not None and key <= high and (low is None or key > low)
+
+
+def consumed(key: SequenceKey, position: ShardPosition) -> bool:
+    """Whether the (user) record ``key`` was consumed by ``position`` (at or before it)."""
+    mine = position.key
+    return mine is not None and key <= mine
+
+
+def end_after(taken: Sequence[SequenceKey], following: SequenceKey | None, position: ShardPosition
+              ) -> ShardPosition:
+    """The shard's position after a batch takes the records ``taken`` (keys in order) from ``position``.
+
+    ``following`` is the key of the first record left for later (None when the batch took all it had read): when
+    it has the same sequence number as the last record taken, the batch ends inside that aggregate.
+    """
+    if not taken:
+        return position
+    last = taken[-1]
+    whole = following is None or following.sequence != last.sequence
+    return ShardPosition.after_record(last, whole)
 
 
 def allocate(sizes: Mapping[str, Sequence[int]], max_records: int | None, max_bytes: int | None) -> dict[str, int]:

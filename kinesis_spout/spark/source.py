@@ -46,7 +46,9 @@ from kinesis_spout.spark.offsets import (
     ShardPosition,
     allocate,
     as_checkpoint,
+    consumed,
     encode_offset,
+    end_after,
     first_after,
     in_range,
     initial_positions,
@@ -149,12 +151,27 @@ class _ShardCursor:
 
 
 def start_position(position: ShardPosition) -> StartPosition:
-    """Where a getter starts to read the records after ``position``."""
+    """Where a getter starts to read the records after ``position`` (inside an aggregate: at the aggregate, whose
+    user records up to the position the caller skips, see :func:`skip_consumed`)."""
+    if position.inside_aggregate:
+        assert position.sequence_number is not None
+        return StartPosition("AT_SEQUENCE_NUMBER", sequence_number=position.sequence_number)
     if position.sequence_number is not None:
         return StartPosition.after(position.sequence_number)
     if position.start == AT_TIMESTAMP:
         return StartPosition(AT_TIMESTAMP, timestamp=position.timestamp)
     return StartPosition(position.start)
+
+
+def skip_consumed(records: list[Record], position: ShardPosition) -> list[Record]:
+    """``records`` without those ``position`` already consumed: the user records of the aggregate a read started
+    at, up to the position's sub-sequence. Other reads have none, and only the first records are looked at."""
+    if not position.inside_aggregate:
+        return records
+    i = 0
+    while i < len(records) and consumed(records[i].key, position):
+        i += 1
+    return records[i:] if i else records
 
 
 class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -329,7 +346,8 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         for cursor in cursors:
             n = counts[cursor.shard_id]
             taken, cursor.pending = cursor.pending[:n], cursor.pending[n:]
-            new = ShardPosition.after(taken[-1].sequence_number) if taken else cursor.position
+            new = end_after([r.key for r in taken[-1:]], cursor.pending[0].key if cursor.pending else None,
+                            cursor.position)
             if cursor.getter.shard_end and not cursor.pending:  # every record of the shard was admitted
                 new = new.finished()
                 self._listed_at = None  # look for the children of the closed shard
@@ -375,7 +393,7 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         cursor = self._cursors.get(shard_id)
         if cursor is None or cursor.position != position:
             getter = ShardGetter(self._kinesis(), self.config.stream_name, shard_id, start_position(position),
-                                 self.config.max_records_per_call)
+                                 self.config.max_records_per_call, deaggregate=self.config.deaggregate)
             cursor = self._cursors[shard_id] = _ShardCursor(shard_id, position, getter)
         return cursor
 
@@ -422,7 +440,7 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
             cursor.next_poll = time.monotonic() + pause
             return
         cursor.backoff.reset()
-        cursor.pending.extend(result.records)
+        cursor.pending.extend(skip_consumed(result.records, cursor.position))
         cursor.busy = bool(result.records)
         at_tip = not result.records and result.millis_behind_latest in (0, None)
         cursor.at_tip = cursor.at_tip or at_tip
@@ -514,7 +532,7 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         """
         cfg = self.config
         getter = ShardGetter(_executor_client(cfg.region, cfg.endpoint_url), cfg.stream_name, shard_id,
-                             start_position(start), cfg.max_records_per_call)
+                             start_position(start), cfg.max_records_per_call, deaggregate=cfg.deaggregate)
         out: list[Record] = []
         backoff = Backoff()
         next_call = 0.0
@@ -529,12 +547,15 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
                 continue
             backoff.reset()
             next_call = time.monotonic() + MIN_POLL_INTERVAL_S
+            high = end.key
+            assert high is not None
             for record in result.records:
-                if not in_range(record.key.sequence, start, end):
+                if record.key > high:
                     return out
-                out.append(record)
-                if record.key.sequence == end.key:
-                    return out
+                if in_range(record.key, start, end):  # the aggregate a replay starts at: skip what start consumed
+                    out.append(record)
+            if out and out[-1].key.sequence == high.sequence and (out[-1].key == high or not end.inside_aggregate):
+                return out  # a Kinesis record comes whole in one reply: nothing of the end's record is left
             if result.shard_end or not result.records and result.millis_behind_latest in (0, None):
                 raise KinesisError(
                     f"replaying {shard_id} of {cfg.stream_name!r} from {start.encode()} to {end.encode()}: the "

@@ -105,3 +105,22 @@ def test_deaggregation_can_be_switched_off(kinesis_backend: KinesisEndpoint) -> 
         got = drain(spout, 1)
         assert drain(spout, 1, timeout_s=0.5) == []
     assert [(t.record.data, t.record.sub_sequence_number) for t in got] == [(blob, None)]
+
+
+def test_a_checkpoint_that_finishes_an_aggregate_replaces_the_one_inside_it(kinesis_backend: KinesisEndpoint) -> None:
+    """Half of an aggregate acked and its checkpoint stored, then the rest: the stored checkpoint must say the whole
+    aggregate is done (sub-sequence None), not stay inside it, which would deliver its second half again."""
+    stream = kinesis_backend.create_stream(shards=1)
+    placed = put(kinesis_backend, stream, [aggregate(USERS[:10])])
+    store = MemoryCheckpointStore()
+    with KinesisSpout(make_config(kinesis_backend, stream), store) as spout:
+        got = drain(spout, 10, ack=False)
+        spout.ack_many(t.message_id for t in got[:5])
+        assert spout.flush_checkpoints()
+        assert store.load(placed[0][0]).sub_sequence_number == 4
+        spout.ack_many(t.message_id for t in got[5:])
+        assert spout.flush_checkpoints()
+    stored = store.load(placed[0][0])
+    assert (stored.sequence_number, stored.sub_sequence_number) == (placed[0][1], None)
+    with KinesisSpout(make_config(kinesis_backend, stream), store) as spout:
+        assert drain(spout, 1, timeout_s=1.0) == []

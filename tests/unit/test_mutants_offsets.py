@@ -10,11 +10,15 @@ import pytest
 from kinesis_spout.checkpoint.base import Checkpoint
 from kinesis_spout.coordination.lineage import AT_SEQUENCE_NUMBER, ShardStart
 from kinesis_spout.errors import CheckpointError
+from kinesis_spout.records import WHOLE, SequenceKey
 from kinesis_spout.spark.offsets import (
     AT_TIMESTAMP,
     TRIM_HORIZON,
     ShardPosition,
     as_checkpoint,
+    consumed,
+    end_after,
+    in_range,
     parse_offset,
     parse_source_options,
     start_position_of,
@@ -59,8 +63,36 @@ def test_as_checkpoint_stores_what_the_position_needs_and_nothing_else() -> None
     assert as_checkpoint("s", ShardPosition()) is None
 
 
-def test_a_start_inside_an_aggregate_is_refused_with_the_aggregate_named() -> None:
+def test_a_start_inside_an_aggregate_becomes_a_position_inside_it_and_back_to_the_same_checkpoint() -> None:
     start = ShardStart(AT_SEQUENCE_NUMBER, "42", 3, reason="checkpoint inside an aggregate")
-    with pytest.raises(CheckpointError, match=r"^the checkpoint stands inside KPL aggregate 42 \(after its user "
-                                              r"record 3\): the readStream source reads aggregates whole"):
-        start_position_of(start)
+    position = start_position_of(start)
+    assert position == ShardPosition.after("42", 3) and position.inside_aggregate
+    assert position.encode() == "42:3" and ShardPosition.parse("42:3") == position
+    assert as_checkpoint("s", position) == Checkpoint("s", "42", 3)
+    assert start_position_of(ShardStart(AT_SEQUENCE_NUMBER, "42", 0)).encode() == "42:0"
+
+
+def test_positions_inside_an_aggregate_order_user_records_by_sub_sequence() -> None:
+    inside, whole = ShardPosition.after("42", 3), ShardPosition.after("42")
+    assert whole.is_beyond(inside) and not inside.is_beyond(whole)
+    assert ShardPosition.after("42", 4).is_beyond(inside) and not inside.is_beyond(ShardPosition.after("42", 4))
+    assert ShardPosition.after("41").is_beyond(ShardPosition()) and inside.is_beyond(ShardPosition.after("41"))
+    assert consumed(SequenceKey(42, 3), inside) and not consumed(SequenceKey(42, 4), inside)
+    assert consumed(SequenceKey(42, 99), whole) and not consumed(SequenceKey(43, 0), whole)
+    assert not consumed(SequenceKey(1, 0), ShardPosition())
+    assert in_range(SequenceKey(42, 4), inside, whole) and not in_range(SequenceKey(42, 3), inside, whole)
+    assert in_range(SequenceKey(42, 0), ShardPosition.after("41"), inside)
+    assert not in_range(SequenceKey(42, 4), ShardPosition.after("41"), inside)
+    ended = ShardPosition.after("42", 3).finished()
+    assert ended.encode() == "SHARD_END:42" and ended.key == SequenceKey(42, WHOLE) and not ended.inside_aggregate
+    assert as_checkpoint("s", ended) == Checkpoint("s", "42", None, shard_end=True)
+
+
+def test_a_batch_ends_inside_an_aggregate_only_when_part_of_it_is_left() -> None:
+    start = ShardPosition(start=TRIM_HORIZON)
+    keys = [SequenceKey(7, 0), SequenceKey(9, 0), SequenceKey(9, 1)]
+    assert end_after([], SequenceKey(7, 0), start) == start
+    assert end_after(keys[:2], SequenceKey(9, 1), start) == ShardPosition.after("9", 0)
+    assert end_after(keys, None, start) == ShardPosition.after("9")
+    assert end_after(keys, SequenceKey(10, 0), start) == ShardPosition.after("9")
+    assert end_after(keys[:1], SequenceKey(9, 0), start) == ShardPosition.after("7")

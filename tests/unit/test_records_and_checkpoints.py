@@ -125,3 +125,10 @@ def test_memory_store_refuses_writes_after_close_until_reopened() -> None:
     store.save(Checkpoint("s", "20"))
     store.save_batch_id(4)
     assert store.load("s").sequence_number == "20" and store.load_batch_id() == 4 and store.writes == 2
+
+
+def test_a_checkpoint_of_a_whole_kinesis_record_is_ahead_of_one_inside_it() -> None:
+    inside, whole = Checkpoint("s", "42", 4), Checkpoint("s", "42", None)
+    assert inside.is_behind(whole) and not whole.is_behind(inside)
+    assert Checkpoint("s", "42", 0).is_behind(inside) and not whole.is_behind(Checkpoint("s", "42", 9))
+    assert whole.is_behind(Checkpoint("s", "43", 0))

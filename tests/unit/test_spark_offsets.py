@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from kinesis_spout import CheckpointError, ConfigError, InitialPosition
+from kinesis_spout.records import SequenceKey
 from kinesis_spout.spark.offsets import (
     ShardPosition,
     SourceLimits,
@@ -93,7 +94,8 @@ def test_sequence_numbers_compare_as_integers_not_strings() -> None:
     nine, ten = ShardPosition.after("9"), ShardPosition.after("10")
     assert ten.is_beyond(nine) and not nine.is_beyond(ten)  # as strings "9" > "10"
     assert ShardPosition.after(BIG).is_beyond(ShardPosition.after(str(int(BIG) - 1)))
-    assert in_range(10, nine, ten) and not in_range(9, nine, ten) and not in_range(11, nine, ten)
+    assert in_range(SequenceKey(10), nine, ten) and not in_range(SequenceKey(9), nine, ten)
+    assert not in_range(SequenceKey(11), nine, ten)
 
 
 def test_shard_end_keeps_the_last_sequence_number() -> None:
@@ -108,7 +110,7 @@ def test_ranges_without_a_consumed_end_are_empty() -> None:
     assert range_is_empty(ShardPosition(start="LATEST"), stamp)
     assert range_is_empty(ShardPosition(start="TRIM_HORIZON"), ShardPosition(ended=True))
     assert not range_is_empty(ShardPosition(start="TRIM_HORIZON"), ShardPosition.after("1"))
-    assert in_range(1, ShardPosition(start="TRIM_HORIZON"), ShardPosition.after("1"))
+    assert in_range(SequenceKey(1), ShardPosition(start="TRIM_HORIZON"), ShardPosition.after("1"))
 
 
 # -- admission control ---------------------------------------------------------------------------------------------
