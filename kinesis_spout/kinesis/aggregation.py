@@ -111,7 +111,11 @@ def _text(buf: bytes, pos: int, end: int) -> tuple[str, int]:
 
 def deaggregate(data: bytes) -> list[UserRecord] | None:
     """The user records of an aggregated record's ``data``, in order (their sub-sequence numbers are their
-    indexes); ``None`` when ``data`` is not a valid aggregate and must be delivered as it is."""
+    indexes); ``None`` when ``data`` is not a valid aggregate and must be delivered as it is.
+
+    The records field is read on a fast path for the shape producers write (tag, a length under 16 KiB, then the
+    partition key index under 128 and the data under 16 KiB); anything else goes through the general parser.
+    """
     if len(data) < len(MAGIC) + _DIGEST or data[:4] != MAGIC:
         return None
     end = len(data) - _DIGEST
@@ -120,9 +124,33 @@ def deaggregate(data: bytes) -> list[UserRecord] | None:
     pks: list[str] = []
     ehks: list[str] = []
     raw: list[tuple[int, int | None, bytes]] = []
+    append = raw.append
     pos = 4
     try:
         while pos < end:
+            tag = data[pos]
+            if tag == 0x1A:  # field 3 (records), length-delimited
+                length = data[pos + 1]
+                pos += 2
+                if length >= 0x80:
+                    length, pos = _varint(data, pos - 1, end)
+                stop = pos + length
+                if stop > end:
+                    raise _Malformed("truncated record")
+                # fast path: field 1 (partition key index) then field 3 (data), nothing else
+                if data[pos] == 0x08 and data[pos + 1] < 0x80 and data[pos + 2] == 0x1A:
+                    n = data[pos + 3]
+                    first = pos + 4
+                    if n >= 0x80:
+                        n = (n & 0x7F) | (data[pos + 4] << 7) if data[pos + 4] < 0x80 else -1
+                        first += 1
+                    if first + n == stop:
+                        append((data[pos + 1], None, data[first:stop]))
+                        pos = stop
+                        continue
+                append(_record(data, pos, stop))
+                pos = stop
+                continue
             tag, pos = _varint(data, pos, end)
             field, wire = tag >> 3, tag & 7
             if field == 1 and wire == 2:
@@ -135,15 +163,12 @@ def deaggregate(data: bytes) -> list[UserRecord] | None:
                 length, pos = _varint(data, pos, end)
                 if pos + length > end:
                     raise _Malformed("truncated record")
-                raw.append(_record(data, pos, pos + length))
+                append(_record(data, pos, pos + length))
                 pos += length
             else:
                 pos = _skip(data, pos, end, wire)
-        out = []
-        for pk_index, ehk_index, payload in raw:
-            if pk_index >= len(pks) or (ehk_index is not None and ehk_index >= len(ehks)):
-                return None
-            out.append(UserRecord(pks[pk_index], ehks[ehk_index] if ehk_index is not None else None, payload))
-        return out
-    except _Malformed:
+        # an index outside its table raises IndexError (indexes are never negative): not a valid aggregate
+        new, cls = tuple.__new__, UserRecord  # a NamedTuple built by tuple.__new__: half the cost of UserRecord()
+        return [new(cls, (pks[pk], None if ehk is None else ehks[ehk], payload)) for pk, ehk, payload in raw]
+    except (_Malformed, IndexError):
         return None

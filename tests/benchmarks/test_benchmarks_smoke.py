@@ -215,3 +215,17 @@ def test_lease_failover_rebalance_and_rest_figures(smoke: tuple[Path, dict[str, 
     assert rows["failover after a clean stop (SIGTERM)"]["seconds"]["median"] > 0
     assert all(r["replayed"]["median"] >= 0 for r in rows.values() if "replayed" in r)
     assert rows["three workers at rest"]["zk_requests_per_s_per_worker"]["median"] > 0
+
+
+def test_kpl_figures_compare_aggregated_with_one_by_one(smoke: tuple[Path, dict[str, Any], str]) -> None:
+    _, results, _ = smoke
+    rows = rows_of(results, "kpl")
+    by = {(r["case"], r["stream"]): r for r in rows}
+    for case in ("boto3 loop", "KinesisSpout"):
+        agg, one = by[(case, "aggregated")], by[(case, "one by one")]
+        assert agg["records"] == one["records"] > 0 and agg["kinesis_records"] * 100 == agg["records"]
+        assert assert_figure(agg["user_records_per_s"]) > 0 and assert_figure(one["cpu_us_per_user_record"]) > 0
+        assert agg["speedup_vs_plain"] > 0
+    assert by[("KinesisSpout", "aggregated")]["checkpoints_at_end"] is True
+    for case in ("decoder: kinesis_spout", "decoder: aws-kinesis-agg"):
+        assert assert_figure(by[(case, "aggregated (in memory)")]["cpu_us_per_user_record"]) > 0
