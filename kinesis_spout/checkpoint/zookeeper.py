@@ -434,6 +434,88 @@ class ZooKeeperCheckpointStore:
 
         self._compare_and_set(node, str(batch_id).encode(), refuse, "batch id")
 
+    # -- batch ends of executor reads (readMode=executors, see kinesis_spout.spark.batches) -------------------------
+    def batches_node(self, query: str) -> str:
+        """``{prefix}/{app}/{stream}/batches/{query}``: the ends executor tasks recorded for one query's batches."""
+        return self.path.rsplit("/", 1)[0] + f"/batches/{query}"
+
+    def batch_end(self, query: str, batch: int, shard_id: str) -> bytes | None:
+        """The end recorded for ``(batch, shard)``, or None when no task recorded one yet."""
+        from kazoo.exceptions import NoNodeError
+
+        node = f"{self.batches_node(query)}/{batch}/{shard_id}"
+        try:
+            data, _ = self._call(f"reading {node}", self._client.get, node)
+        except NoNodeError:
+            return None
+        return bytes(data)
+
+    def record_batch_end(self, query: str, batch: int, shard_id: str, payload: bytes) -> bytes:
+        """Record ``payload`` as the end of ``(batch, shard)`` unless a task recorded one first (create, never
+        overwrite); returns the end that stands: ``payload`` or the first writer's."""
+        from kazoo.exceptions import NodeExistsError, NoNodeError
+
+        node = f"{self.batches_node(query)}/{batch}/{shard_id}"
+        try:
+            self._call(f"creating {node}", self._client.create, node, payload, makepath=True)
+            return payload
+        except NodeExistsError:
+            pass
+        try:
+            data, _ = self._call(f"reading {node}", self._client.get, node)
+        except NoNodeError as exc:  # created and deleted at once: only a cleanup far ahead of this batch does that
+            raise CheckpointError(f"batch end {node} vanished right after it was written; was the batch cleaned "
+                                  f"up by a query that is further on?", retriable=False) from exc
+        return bytes(data)
+
+    def batch_ends(self, query: str, batch: int) -> dict[str, bytes]:
+        """Every end recorded for ``batch`` (shard id -> payload): one listing and pipelined reads."""
+        from kazoo.exceptions import NoNodeError
+
+        node = f"{self.batches_node(query)}/{batch}"
+        try:
+            shards = self._call(f"listing {node}", self._client.get_children, node)
+        except NoNodeError:
+            return {}
+        pending = {s: self._client.get_async(f"{node}/{s}") for s in shards}
+        out: dict[str, bytes] = {}
+        for shard_id, result in pending.items():
+            try:
+                data, _ = result.get(timeout=self.operation_timeout_s)
+            except NoNodeError:
+                continue
+            except Exception:  # noqa: BLE001 - a read that failed in the pipeline is made again, bounded
+                data = self.batch_end(query, batch, shard_id)
+                if data is None:
+                    continue
+            out[shard_id] = bytes(data)
+        return out
+
+    def delete_batches(self, query: str, below: int) -> int:
+        """Delete the recorded ends of ``query``'s batches numbered below ``below``; returns how many batches."""
+        from kazoo.exceptions import NoNodeError
+
+        base = self.batches_node(query)
+        try:
+            batches = self._call(f"listing {base}", self._client.get_children, base)
+        except NoNodeError:
+            return 0
+        deleted = 0
+        for name in sorted((b for b in batches if b.isdigit() and int(b) < below), key=int):
+            node = f"{base}/{name}"
+            try:
+                for shard_id in self._call(f"listing {node}", self._client.get_children, node):
+                    try:
+                        self._call(f"deleting {node}/{shard_id}", self._client.delete, f"{node}/{shard_id}")
+                    except NoNodeError:
+                        pass
+                self._call(f"deleting {node}", self._client.delete, node)
+                deleted += 1
+            except (NoNodeError, CheckpointError):
+                continue  # deleted meanwhile, a straggling task recorded an end since, or ZooKeeper is slow: the
+                # next cleanup tries again
+        return deleted
+
     def close(self) -> None:
         client, self._client = self._client, None
         self._connected.clear()

@@ -43,7 +43,11 @@ from kinesis_spout.records import WHOLE, SequenceKey
 #: Options of the source that are not SpoutConfig fields; taken out before the rest goes to ``from_options``.
 MAX_RECORDS_PER_TRIGGER = "maxRecordsPerTrigger"
 MAX_BYTES_PER_TRIGGER = "maxBytesPerTrigger"
-SOURCE_ONLY_OPTIONS = (MAX_RECORDS_PER_TRIGGER, MAX_BYTES_PER_TRIGGER)
+READ_MODE = "readMode"
+SOURCE_ONLY_OPTIONS = (MAX_RECORDS_PER_TRIGGER, MAX_BYTES_PER_TRIGGER, READ_MODE)
+#: ``readMode``: ``driver`` reads Kinesis on the driver and hands the records to the tasks; ``executors`` plans on
+#: the driver and reads on the executors (:mod:`kinesis_spout.spark.batches`).
+READ_MODES = ("driver", "executors")
 
 #: SpoutConfig options for per-record ack/fail, which a Structured Streaming source has no use for: a batch is
 #: done when Spark commits it. They are accepted (the same options serve the spout) and reported as unused.
@@ -63,10 +67,12 @@ class SourceLimits:
     """Admission control from the source-only options: at most this many records / bytes per micro-batch.
 
     ``None`` means no limit. A batch always admits at least one record, even one larger than ``max_bytes``.
+    ``read_mode`` is the ``readMode`` option (one of ``READ_MODES``), which says who reads Kinesis.
     """
 
     max_records: int | None = None
     max_bytes: int | None = None
+    read_mode: str = "driver"
 
 
 def parse_source_options(options: Mapping[str, str]) -> tuple[SpoutConfig, SourceLimits]:
@@ -80,14 +86,19 @@ def parse_source_options(options: Mapping[str, str]) -> tuple[SpoutConfig, Sourc
     canonical = {name.lower(): name for name in (*OPTION_NAMES, *SOURCE_ONLY_OPTIONS)}
     spout_options: dict[str, str] = {}
     limits: dict[str, int] = {}
+    read_mode = "driver"
     for raw_name, value in options.items():
         name = canonical.get(str(raw_name).lower(), str(raw_name))
-        if name in SOURCE_ONLY_OPTIONS:
+        if name == READ_MODE:
+            read_mode = str(value).strip().lower()
+            if read_mode not in READ_MODES:
+                raise ConfigError(f"option {READ_MODE!r} must be one of {', '.join(READ_MODES)}, got {value!r}")
+        elif name in SOURCE_ONLY_OPTIONS:
             limits[name] = _positive_int(name, value)
         else:
             spout_options[name] = value
     config = SpoutConfig.from_options(spout_options)
-    return config, SourceLimits(limits.get(MAX_RECORDS_PER_TRIGGER), limits.get(MAX_BYTES_PER_TRIGGER))
+    return config, SourceLimits(limits.get(MAX_RECORDS_PER_TRIGGER), limits.get(MAX_BYTES_PER_TRIGGER), read_mode)
 
 
 def unused_options(options: Mapping[str, str]) -> list[str]:
@@ -251,6 +262,10 @@ def parse_offset(doc: Any, where: str = "offset") -> dict[str, ShardPosition]:
     if not isinstance(doc, Mapping):
         raise CheckpointError(f"{where}: expected a JSON object of shard positions, got {doc!r}; was the "
                               f"checkpoint location written by another source?")
+    if "batch" in doc and "shards" in doc:
+        raise CheckpointError(f"{where}: the checkpoint location was written with readMode=executors; keep that "
+                              f"mode for it, or start the query with a new checkpoint location (it resumes from "
+                              f"ZooKeeper's checkpoints)")
     return {str(shard): ShardPosition.parse(text, f"{where}, shard {shard}") for shard, text in doc.items()}
 
 

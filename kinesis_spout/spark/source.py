@@ -33,7 +33,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxBytes, ReadMaxRows, SupportsTriggerAvailableNow
 
 from kinesis_spout.checkpoint.base import Checkpoint
-from kinesis_spout.config import MIN_POLL_INTERVAL_S
+from kinesis_spout.config import MIN_POLL_INTERVAL_S, SpoutConfig
 from kinesis_spout.errors import CheckpointConflict, CheckpointError, KinesisError
 from kinesis_spout.kinesis.client import make_client
 from kinesis_spout.kinesis.getter import LATEST_MARGIN, ShardGetter, StartPosition
@@ -94,6 +94,13 @@ class KinesisSpoutDataSource(DataSource):
         return SCHEMA_DDL
 
     def streamReader(self, schema: Any) -> "KinesisSpoutStreamReader":
+        """The reader of the ``readMode`` option: ``driver`` (this module) or ``executors``
+        (:mod:`kinesis_spout.spark.executor_source`)."""
+        _, limits = parse_source_options(self.options)
+        if limits.read_mode == "executors":
+            from kinesis_spout.spark.executor_source import ExecutorStreamReader
+
+            return ExecutorStreamReader(self.options)
         return KinesisSpoutStreamReader(self.options)
 
 
@@ -526,42 +533,51 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         yield from records_to_arrow(self.config.stream_name, records).to_batches()
 
     def replay(self, shard_id: str, start: ShardPosition, end: ShardPosition) -> list[Record]:
-        """Read exactly the records of ``(start, end]`` of a shard from Kinesis (a batch replayed after a restart).
-
-        Raises ``KinesisError`` when the shard runs out before ``end`` (a re-created stream, expired records).
-        """
+        """Read exactly the records of ``(start, end]`` of a shard from Kinesis (a batch replayed after a restart)."""
         cfg = self.config
-        getter = ShardGetter(_executor_client(cfg.region, cfg.endpoint_url), cfg.stream_name, shard_id,
-                             start_position(start), cfg.max_records_per_call, deaggregate=cfg.deaggregate)
-        out: list[Record] = []
-        backoff = Backoff()
-        next_call = 0.0
-        while True:
-            time.sleep(max(0.0, next_call - time.monotonic()))  # Kinesis allows 5 GetRecords/s per shard
-            try:
-                result = getter.fetch()
-            except KinesisError as exc:
-                if not exc.retriable or backoff.failures >= MAX_RETRIES:
-                    raise
-                next_call = time.monotonic() + backoff.next_delay()
-                continue
-            backoff.reset()
-            next_call = time.monotonic() + MIN_POLL_INTERVAL_S
-            high = end.key
-            assert high is not None
-            for record in result.records:
-                if record.key > high:
-                    return out
-                if in_range(record.key, start, end):  # the aggregate a replay starts at: skip what start consumed
-                    out.append(record)
-            if out and out[-1].key.sequence == high.sequence and (out[-1].key == high or not end.inside_aggregate):
-                return out  # a Kinesis record comes whole in one reply: nothing of the end's record is left
-            if result.shard_end or not result.records and result.millis_behind_latest in (0, None):
-                raise KinesisError(
-                    f"replaying {shard_id} of {cfg.stream_name!r} from {start.encode()} to {end.encode()}: the "
-                    f"shard has no more records after {out[-1].sequence_number if out else start.encode()}; was "
-                    f"the stream re-created or did the records expire? Start the query afresh (new checkpoint "
-                    f"location) to continue from ZooKeeper's checkpoints")
+        return read_range(_executor_client(cfg.region, cfg.endpoint_url), cfg, shard_id, start, end)
+
+
+def read_range(client: Any, cfg: SpoutConfig, shard_id: str, start: ShardPosition, end: ShardPosition
+               ) -> list[Record]:
+    """Read exactly the (user) records of ``(start, end]`` of a shard from Kinesis, paced as Kinesis allows.
+
+    Who calls: executors, for a batch whose records are not at hand (a replay, a task that lost the race to record
+    its end). Raises ``KinesisError`` when the shard runs out before ``end`` (a re-created stream, expired records).
+    """
+    getter = ShardGetter(client, cfg.stream_name, shard_id, start_position(start), cfg.max_records_per_call,
+                         deaggregate=cfg.deaggregate)
+    out: list[Record] = []
+    if range_is_empty(start, end):
+        return out
+    backoff = Backoff()
+    next_call = 0.0
+    high = end.key
+    assert high is not None
+    while True:
+        time.sleep(max(0.0, next_call - time.monotonic()))  # Kinesis allows 5 GetRecords/s per shard
+        try:
+            result = getter.fetch()
+        except KinesisError as exc:
+            if not exc.retriable or backoff.failures >= MAX_RETRIES:
+                raise
+            next_call = time.monotonic() + backoff.next_delay()
+            continue
+        backoff.reset()
+        next_call = time.monotonic() + MIN_POLL_INTERVAL_S
+        for record in result.records:
+            if record.key > high:
+                return out
+            if in_range(record.key, start, end):  # the aggregate a replay starts at: skip what start consumed
+                out.append(record)
+        if out and out[-1].key.sequence == high.sequence and (out[-1].key == high or not end.inside_aggregate):
+            return out  # a Kinesis record comes whole in one reply: nothing of the end's record is left
+        if result.shard_end or not result.records and result.millis_behind_latest in (0, None):
+            raise KinesisError(
+                f"replaying {shard_id} of {cfg.stream_name!r} from {start.encode()} to {end.encode()}: the "
+                f"shard has no more records after {out[-1].sequence_number if out else start.encode()}; was "
+                f"the stream re-created or did the records expire? Start the query afresh (new checkpoint "
+                f"location) to continue from ZooKeeper's checkpoints")
 
 
 _clients: dict[tuple[str | None, str | None], Any] = {}

@@ -27,6 +27,7 @@ def main() -> int:
     p.add_argument("--log", required=True)
     p.add_argument("--checkpoint-location", required=True)
     p.add_argument("--max-records-per-trigger", default="25")
+    p.add_argument("--read-mode", default="driver")
     args = p.parse_args()
 
     spark = local_spark_session("kinesis-spout-source-crash")
@@ -46,6 +47,7 @@ def main() -> int:
           .option("initialPosition", "TRIM_HORIZON").option("checkpointIntervalS", "0")
           .option("emptyRecordBackoffS", "0.2")
           .option("maxRecordsPerTrigger", args.max_records_per_trigger)
+          .option("readMode", args.read_mode)
           .load())
     query = (df.writeStream.foreachBatch(append_ids)
              .option("checkpointLocation", args.checkpoint_location)

@@ -1,0 +1,160 @@
+"""Pure logic of executor reads (``readMode=executors``): planned batches, the ends executors record, and cuts.
+
+PURE: standard library and the project's value types only; no Spark, no network, no clock. The driver side
+(:class:`kinesis_spout.spark.executor_source.ExecutorStreamReader`) and the executor side
+(:func:`kinesis_spout.spark.executor_source.read_shard_batch`) ask this module what an offset says and where a
+shard's part of a batch ends.
+
+**The model.** Kinesis cannot say where a shard's data ends without reading it, and a Python data source's
+executors can hand nothing but rows back to the driver. So the offset of batch ``N`` (a :class:`PlannedBatch`)
+holds ``N`` and each shard's START, and the limits of its tasks. The executor task of ``(N, shard)`` reads from the
+start into a bounded buffer, then records the END it chose in ZooKeeper (``.../batches/<query>/<N>/<shard>``, a
+:class:`ShardEnd`; the first writer wins). A task that finds the end already recorded (a retry, a speculative
+copy, a second action on the batch, a replay after a restart) reads exactly up to it. Nothing is yielded before
+the end is recorded, so every attempt of ``(N, shard)`` yields the same rows. The next batch starts each shard at
+its recorded end.
+
+Offset (JSON object)::
+
+    {"query": "<id>", "batch": N, "shards": {shard id: position}, "maxRecords": n, "maxBytes": n,
+     "cutoff": "<ISO-8601>"}
+
+``batch`` is -1 in a query's initial offset (nothing planned); positions are those of
+:mod:`kinesis_spout.spark.offsets`; ``maxRecords``/``maxBytes`` are per shard task (absent: no limit);
+``cutoff`` is the start of a ``Trigger.AvailableNow`` run (absent otherwise). ``query`` names the query's batch
+znodes: made by ``initialOffset`` and kept in Spark's offset log, so two queries of one app never share them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Mapping, Sequence
+
+from kinesis_spout.errors import CheckpointError
+from kinesis_spout.records import Record
+from kinesis_spout.spark.offsets import ShardPosition, end_after, first_after, in_range
+
+__all__ = ["PlannedBatch", "ShardEnd", "cut", "split_limit", "within"]
+
+
+@dataclass(frozen=True)
+class PlannedBatch:
+    """The offset of one planned batch in executor-read mode (see the module docstring)."""
+
+    query: str
+    batch: int
+    starts: Mapping[str, ShardPosition] = field(default_factory=dict)
+    max_records: int | None = None
+    max_bytes: int | None = None
+    cutoff: datetime | None = None
+
+    def encode(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"query": self.query, "batch": self.batch,
+                               "shards": {s: self.starts[s].encode() for s in sorted(self.starts)}}
+        if self.max_records is not None:
+            doc["maxRecords"] = self.max_records
+        if self.max_bytes is not None:
+            doc["maxBytes"] = self.max_bytes
+        if self.cutoff is not None:
+            doc["cutoff"] = self.cutoff.isoformat()
+        return doc
+
+    @classmethod
+    def parse(cls, doc: Any, where: str = "offset") -> "PlannedBatch":
+        """Read an offset back; ``CheckpointError`` naming ``where`` when it is not one of executor-read mode."""
+        if not isinstance(doc, Mapping) or "batch" not in doc or "shards" not in doc:
+            raise CheckpointError(
+                f"{where}: {str(doc)[:120]!r} is not an offset of readMode=executors; the checkpoint location was "
+                f"written by readMode=driver (or another source): keep that mode for it, or start the query with a "
+                f"new checkpoint location (it resumes from ZooKeeper's checkpoints)")
+        try:
+            batch = int(doc["batch"])
+            query = str(doc["query"])
+            shards = doc["shards"]
+            if not isinstance(shards, Mapping):
+                raise TypeError("shards is not an object")
+            starts = {str(s): ShardPosition.parse(p, f"{where}, shard {s}") for s, p in shards.items()}
+            cutoff = datetime.fromisoformat(doc["cutoff"]) if doc.get("cutoff") else None
+            max_records = int(doc["maxRecords"]) if doc.get("maxRecords") is not None else None
+            max_bytes = int(doc["maxBytes"]) if doc.get("maxBytes") is not None else None
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CheckpointError(f"{where}: unreadable executor-read offset {str(doc)[:200]!r} ({exc})") from exc
+        return cls(query, batch, starts, max_records, max_bytes, cutoff)
+
+
+@dataclass(frozen=True)
+class ShardEnd:
+    """What the first task of ``(batch, shard)`` recorded: where the shard's part of the batch ends.
+
+    ``end`` is the position after the last record the batch holds (the start itself when it holds none), marked
+    ``ended`` when the shard is closed and every record of it is in. ``records`` counts them; ``at_tip`` says the
+    task stopped because the shard had nothing more (not because of a limit), ``past_cutoff`` that it stopped at a
+    record that arrived after the AvailableNow cutoff.
+    """
+
+    end: ShardPosition
+    records: int = 0
+    at_tip: bool = False
+    past_cutoff: bool = False
+
+    def to_json(self) -> bytes:
+        return json.dumps({"end": self.end.encode(), "records": self.records, "at_tip": self.at_tip,
+                           "past_cutoff": self.past_cutoff}, sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes, where: str) -> "ShardEnd":
+        """Read a batch znode; ``CheckpointError`` naming ``where`` and the fix when it is not one."""
+        try:
+            doc = json.loads(data.decode("utf-8"))
+            return cls(ShardPosition.parse(doc["end"], where), int(doc.get("records", 0)),
+                       bool(doc.get("at_tip", False)), bool(doc.get("past_cutoff", False)))
+        except (UnicodeDecodeError, ValueError, KeyError, TypeError, CheckpointError) as exc:
+            raise CheckpointError(
+                f"unreadable batch end at ZooKeeper node {where}: {data[:80]!r} ({exc}). The batch cannot be replayed "
+                f"exactly; start the query with a new checkpoint location (it resumes from ZooKeeper's "
+                f"checkpoints)") from exc
+
+
+def split_limit(total: int | None, shards: int) -> int | None:
+    """A batch limit shared by ``shards`` tasks: each gets an equal part, at least 1 (None: no limit)."""
+    if total is None:
+        return None
+    return max(1, total // max(1, shards))
+
+
+def cut(records: Sequence[Record], start: ShardPosition, max_records: int | None, max_bytes: int | None,
+        cutoff: datetime | None, *, shard_end: bool, reached_tip: bool) -> tuple[int, ShardEnd]:
+    """How many of ``records`` (read in order after ``start``) a task's part of the batch takes, and its end.
+
+    The first record is always taken (a record larger than ``max_bytes`` must not stall the shard); a record that
+    would pass a limit, or arrived after ``cutoff``, stops the cut. The end is marked ``ended`` only when the shard
+    is closed (``shard_end``: everything of it was read) and every record was taken; ``at_tip`` when the read
+    ``reached_tip`` (the last GetRecords said the shard had nothing more) and every record was taken.
+    """
+    n = len(records)
+    past = first_after((r.approximate_arrival_timestamp for r in records), cutoff) if cutoff is not None else None
+    if past is not None:
+        n = past
+    if max_records is not None:
+        n = min(n, max(1, max_records) if n else 0)
+    if max_bytes is not None:
+        used = 0
+        for i in range(n):
+            used += records[i].size
+            if used > max_bytes and i > 0:
+                n = i
+                break
+    taken = records[:n]
+    following = records[n].key if n < len(records) else None
+    end = end_after([r.key for r in taken[-1:]], following, start)
+    if shard_end and n == len(records):
+        end = end.finished()
+    at_tip = (reached_tip or shard_end) and n == len(records) and past is None
+    return n, ShardEnd(end, n, at_tip=at_tip, past_cutoff=past is not None and n == past)
+
+
+def within(records: Sequence[Record], start: ShardPosition, end: ShardPosition) -> list[Record]:
+    """The records of ``(start, end]``: what a task yields once the end is recorded."""
+    return [r for r in records if in_range(r.key, start, end)]

@@ -1,0 +1,254 @@
+"""``readMode=executors`` on real servers: the driver plans, tasks read Kinesis, recorded ends make replays exact.
+
+The first tests drive the stream reader as Spark does (initialOffset, latestOffset, partitions, read, commit)
+without a session, on kinesalite with real sequence numbers and a real ZooKeeper: every attempt of a task (a
+retry, a speculative copy racing it, a replay in a new process) yields exactly the same records. The last ones run
+queries on the shared local[2] Spark session and SIGKILL a driver.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import threading
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql.streaming.datasource import ReadMaxRows
+from test_spark_source import (
+    CONSUMER,
+    last_by_shard,
+    load,
+    message_ids,
+    read_partition,
+    source_options,
+    stored_checkpoints,
+)
+
+from kinesis_spout import CheckpointError
+from kinesis_spout.spark.batches import PlannedBatch, ShardEnd
+from kinesis_spout.spark.executor_source import ExecutorStreamReader, ShardTask
+from kinesis_spout.spark.offsets import ShardPosition
+from kinesis_spout.testing.kinesis import KinesisEndpoint, wait_for_stream
+from kinesis_spout.testing.process import wait_until
+
+APP = "source-test"  # the app name of test_spark_source's options
+
+
+def executor_options(endpoint: KinesisEndpoint, zookeeper: Any, stream: str, **extra: str) -> dict[str, str]:
+    return source_options(endpoint, zookeeper, stream, readMode="executors", **extra)
+
+
+def drive(reader: ExecutorStreamReader, start: dict[str, Any], limit: Any, max_batches: int = 200
+          ) -> tuple[list[tuple[dict[str, Any], dict[str, Any], list[str]]], dict[str, Any]]:
+    """Spark's micro-batch loop: plan, run every task, commit, until latestOffset returns its start."""
+    batches = []
+    for _ in range(max_batches):
+        end = reader.latestOffset(start, limit)
+        if end == start:
+            return batches, end
+        ids = [mid for part in reader.partitions(start, end) for mid in read_partition(reader, part)]
+        batches.append((start, end, ids))
+        reader.commit(end)
+        start = end
+    raise AssertionError(f"no end after {max_batches} batches")
+
+
+def test_batches_cover_every_record_once_and_every_attempt_of_a_task_yields_the_same(
+        kinesalite: KinesisEndpoint, zookeeper: Any) -> None:
+    stream = kinesalite.create_stream(shards=3)
+    placed = kinesalite.put(stream, [f"r{i}".encode() * (1 + i % 5) for i in range(300)])
+    reader = ExecutorStreamReader(executor_options(kinesalite, zookeeper, stream, maxRecordsPerTrigger="60"))
+    reader.prepareForTriggerAvailableNow()
+    batches, final = drive(reader, reader.initialOffset(), reader.getDefaultReadLimit())
+    got = [mid for *_, ids in batches for mid in ids]
+    assert sorted(got) == sorted(message_ids(placed)) and len(got) == len(set(got))
+    assert all(len(ids) <= 60 for *_, ids in batches) and len(batches) >= 5
+    assert final == batches[-1][1]  # the run ended after the last planned batch
+    assert {s: d["sequence_number"] for s, d in stored_checkpoints(zookeeper, stream).items()} == \
+        last_by_shard(placed)
+    # a new process (unpickled: no clients) replays the last batches: their tasks find their recorded ends
+    fresh = pickle.loads(pickle.dumps(reader))
+    for start, end, ids in batches[-3:]:
+        parts = fresh.partitions(start, end)
+        assert all(isinstance(p, ShardTask) for p in parts)
+        assert [mid for p in parts for mid in read_partition(fresh, p)] == ids
+        # two attempts of each task at once (speculation) agree too
+        for part in parts:
+            results: list[list[str]] = []
+            threads = [threading.Thread(target=lambda: results.append(read_partition(fresh, part)))
+                       for _ in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(60)
+            assert len(results) == 2 and results[0] == results[1]
+    reader.stop()
+    fresh.stop()
+
+
+def test_racing_attempts_yield_the_end_recorded_first(kinesalite: KinesisEndpoint, zookeeper: Any) -> None:
+    """Two first attempts of one task race on an unread batch: whichever records its end first, both yield
+    exactly the same records; an attempt that finds a shorter end already recorded trims to it."""
+    stream = kinesalite.create_stream(shards=1)
+    placed = kinesalite.put(stream, [f"race-{i}".encode() for i in range(40)])
+    reader = ExecutorStreamReader(executor_options(kinesalite, zookeeper, stream))
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadMaxRows(1000))
+    planned = PlannedBatch.parse(end)
+    shard = placed[0][0]
+    store = reader._checkpoints()
+    short = ShardEnd(ShardPosition.after(placed[6][1]), 7)
+    assert store.record_batch_end(planned.query, planned.batch, shard, short.to_json()) == short.to_json()
+    [part] = reader.partitions(start, end)
+    assert read_partition(reader, part) == message_ids(placed[:7])
+    # the next batch starts after the recorded end: nothing lost, nothing twice
+    reader.commit(end)
+    following = reader.latestOffset(end, ReadMaxRows(1000))
+    rest = [mid for p in reader.partitions(end, following) for mid in read_partition(reader, p)]
+    assert rest == message_ids(placed[7:])
+    reader.stop()
+
+
+def test_a_missing_recorded_end_of_a_completed_batch_is_an_error_naming_the_node(kinesalite: KinesisEndpoint,
+                                                                                 zookeeper: Any) -> None:
+    stream = kinesalite.create_stream(shards=1)
+    kinesalite.put(stream, [b"one", b"two"])
+    reader = ExecutorStreamReader(executor_options(kinesalite, zookeeper, stream))
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadMaxRows(1000))
+    for part in reader.partitions(start, end):
+        read_partition(reader, part)
+    planned = PlannedBatch.parse(end)
+    node = f"{reader._checkpoints().batches_node(planned.query)}/{planned.batch}"
+    zookeeper.client().delete(node, recursive=True)
+    fresh = pickle.loads(pickle.dumps(reader))
+    with pytest.raises(CheckpointError, match=f"batch {planned.batch} was completed but ZooKeeper has no recorded "
+                                              f"end for shardId-000000000000 \\(expected at {node}/"):
+        fresh.latestOffset(end, ReadMaxRows(1000))
+    reader.stop()
+    fresh.stop()
+
+
+def test_an_idle_stream_plans_no_batch_until_a_record_arrives(kinesalite: KinesisEndpoint, zookeeper: Any) -> None:
+    stream = kinesalite.create_stream(shards=2)
+    reader = ExecutorStreamReader(executor_options(kinesalite, zookeeper, stream))
+    start = reader.initialOffset()
+    assert reader.latestOffset(start, ReadMaxRows(1000)) == start  # probed, nothing there: no empty batch
+    placed = kinesalite.put(stream, [b"late"])
+    end = reader.latestOffset(start, ReadMaxRows(1000))
+    assert end != start
+    assert [mid for p in reader.partitions(start, end) for mid in read_partition(reader, p)] == message_ids(placed)
+    reader.commit(end)
+    assert reader.latestOffset(end, ReadMaxRows(1000)) == end  # caught up again: no empty batch after it
+    reader.stop()
+
+
+def test_children_of_a_split_are_read_after_their_parent_mid_query(kinesalite: KinesisEndpoint,
+                                                                   zookeeper: Any) -> None:
+    stream = kinesalite.create_stream(shards=1)
+    client = kinesalite.client()
+    parent = kinesalite.shard_ids(stream)[0]
+    before = kinesalite.put(stream, [f"p{i}".encode() for i in range(30)])
+    reader = ExecutorStreamReader(executor_options(kinesalite, zookeeper, stream, maxRecordsPerTrigger="20",
+                                                   shardSyncIntervalS="0.2"))
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadMaxRows(20))  # the first batch is planned before the split
+    order = [mid for p in reader.partitions(start, end) for mid in read_partition(reader, p)]
+    reader.commit(end)
+    client.split_shard(StreamName=stream, ShardToSplit=parent, NewStartingHashKey=str(2 ** 127))
+    wait_for_stream(client, stream)
+    after = kinesalite.put(stream, [f"c{i}".encode() for i in range(30)])
+    reader.prepareForTriggerAvailableNow()
+    batches, _ = drive(reader, end, ReadMaxRows(20))
+    order += [mid for *_, ids in batches for mid in ids]
+    assert sorted(order) == sorted(message_ids(before + after)) and len(order) == len(set(order))
+    last_parent = max(i for i, mid in enumerate(order) if mid.startswith(parent + ":"))
+    first_child = min(i for i, mid in enumerate(order) if not mid.startswith(parent + ":"))
+    assert last_parent < first_child
+    stored = stored_checkpoints(zookeeper, stream)
+    assert stored[parent]["shard_end"] is True
+    reader.stop()
+
+
+# -- queries on Spark --------------------------------------------------------------------------------------------
+def test_spark_query_reads_on_executors_and_a_second_action_on_a_batch_sees_the_same_rows(
+        spark: Any, kinesalite: KinesisEndpoint, zookeeper: Any, tmp_path: Path) -> None:
+    stream = kinesalite.create_stream(shards=4)
+    placed = kinesalite.put(stream, [f"spark-{i}".encode() for i in range(400)])
+    seen: dict[int, tuple[int, list[str]]] = {}
+
+    def count_then_collect(df: Any, batch_id: int) -> None:  # two actions: each runs the batch's tasks
+        counted = df.count()
+        seen[batch_id] = (counted, sorted(r.message_id for r in df.select("message_id").collect()))
+
+    df = load(spark, executor_options(kinesalite, zookeeper, stream, maxRecordsPerTrigger="120"))
+    query = (df.writeStream.foreachBatch(count_then_collect).trigger(availableNow=True)
+             .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
+    assert query.awaitTermination(180), "the AvailableNow query did not stop"
+    assert query.exception() is None
+    assert all(counted == len(ids) for counted, ids in seen.values())
+    rows = [mid for _, ids in seen.values() for mid in ids]
+    assert sorted(rows) == sorted(message_ids(placed))
+    assert max(len(ids) for _, ids in seen.values()) <= 120 and len(seen) >= 4
+    assert {s: d["sequence_number"] for s, d in stored_checkpoints(zookeeper, stream).items()} == \
+        last_by_shard(placed)
+
+
+def logged_batches(log: Path) -> dict[str, dict[int, set[str]]]:
+    """batch id -> process id -> message ids, from the consumer's log (a SIGKILL may cut the last line short)."""
+    out: dict[str, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for line in log.read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+            out[parts[1]][int(parts[2])].add(parts[0])
+    return out
+
+
+@pytest.mark.slow
+def test_sigkill_of_the_driver_twice_under_a_producer_replays_batches_exactly(
+        kinesalite: KinesisEndpoint, zookeeper: Any, tmp_path: Path) -> None:
+    stream = kinesalite.create_stream(shards=4)
+    placed = kinesalite.put(stream, [f"crash-{i}".encode() for i in range(300)])
+    log = tmp_path / "processed.log"
+    log.touch()
+    argv = [sys.executable, str(CONSUMER), "--stream", stream, "--endpoint-url", kinesalite.endpoint_url,
+            "--zookeeper", zookeeper.hosts, "--prefix", zookeeper.prefix, "--app", APP, "--log", str(log),
+            "--checkpoint-location", str(tmp_path / "checkpoint"), "--max-records-per-trigger", "40",
+            "--read-mode", "executors"]
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
+    for kill in range(2):
+        before = sum(len(ids) for pids in logged_batches(log).values() for ids in pids.values())
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                start_new_session=True)
+        try:
+            assert wait_until(lambda: sum(len(i) for p in logged_batches(log).values() for i in p.values())
+                              >= before + 60 or proc.poll() is not None, 120), "the consumer made no progress"
+            assert proc.poll() is None, proc.stderr.read().decode()[-3000:] if proc.stderr else ""
+            placed += kinesalite.put(stream, [f"live-{kill}-{i}".encode() for i in range(50)])  # a live producer
+            os.killpg(proc.pid, signal.SIGKILL)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        placed += kinesalite.put(stream, [f"more-{kill}-{i}".encode() for i in range(50)])
+    final = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=180)
+    assert final.returncode == 0, final.stderr[-3000:]
+    batches = logged_batches(log)
+    batch_of: dict[str, set[str]] = defaultdict(set)
+    for batch_id, by_pid in batches.items():
+        runs = list(by_pid.values())
+        complete = runs[-1]
+        assert all(run <= complete for run in runs), f"batch {batch_id} yielded other rows when it was replayed"
+        for mid in complete:
+            batch_of[mid].add(batch_id)
+    assert set(batch_of) == set(message_ids(placed)), "records lost"
+    assert all(len(ids) == 1 for ids in batch_of.values()), "a record came in two different batches"
+    replayed = sum(1 for by_pid in batches.values() if len(by_pid) > 1)
+    print(f"\n[executor reads crash] {len(placed)} records in {len(batches)} batches, {replayed} replayed")
+    assert Counter(len(ids) for ids in batch_of.values()) == Counter({1: len(placed)})
