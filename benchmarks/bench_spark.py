@@ -39,7 +39,7 @@ from typing import Any, Callable
 from benchmarks.context import ZK_PREFIX, BenchContext, BenchmarkError
 from benchmarks.machine import load_average
 from benchmarks.spout_read import spout_config
-from benchmarks.stats import Stopwatch, summary
+from benchmarks.stats import Stopwatch, ratio, summary
 from kinesis_spout.spark.metrics import BatchMetrics, percentile
 from kinesis_spout.testing.kinesis import KinesisEndpoint, put_records
 
@@ -63,6 +63,11 @@ SIZES = {
 
 PIPELINE = "SpoutPipeline"
 SOURCE = "readStream source"
+SOURCE_EXECUTORS = "readStream source, readMode=executors"
+#: readMode=executors against the driver's reading: backlog records/s at least this many times, caught-up p50 under
+#: GOAL_EXECUTOR_P50_MS
+GOAL_EXECUTOR_SPEEDUP = 2.0
+GOAL_EXECUTOR_P50_MS = 250.0
 
 COLUMNS = [
     ("case", "consumer", "{}"),
@@ -245,7 +250,7 @@ def _await(query: Any, done: Callable[[], bool], give_up: Callable[[], bool], ti
             raise BenchmarkError(f"the readStream query stopped early: {query.exception()}")
 
 
-def source_caught_up(ctx: BenchContext, spark: Any, seconds: float) -> dict[str, Any]:
+def source_caught_up(ctx: BenchContext, spark: Any, seconds: float, read_mode: str = "driver") -> dict[str, Any]:
     endpoint = ctx.endpoint("kinesalite")
     stream = endpoint.create_stream(endpoint.unique_stream_name("spark-live"), shards=SHARDS)
     counted: list[int] = []
@@ -254,7 +259,8 @@ def source_caught_up(ctx: BenchContext, spark: Any, seconds: float) -> dict[str,
     producer = Producer(endpoint, stream, RATE, RECORD_BYTES).start()
     put = 0
     try:
-        query = _query(spark, _source_options(ctx, endpoint, stream), counted, checkpoint, available_now=False)
+        query = _query(spark, _source_options(ctx, endpoint, stream, readMode=read_mode), counted, checkpoint,
+                       available_now=False)
         try:
             deadline = time.monotonic() + seconds + WARMUP_TIMEOUT_S
             warm_at = None
@@ -290,12 +296,14 @@ def source_caught_up(ctx: BenchContext, spark: Any, seconds: float) -> dict[str,
             "batches": len(batches), "records_per_batch": statistics.median(b["rows"] for b in kept), "put": put}
 
 
-def source_backlog(ctx: BenchContext, spark: Any, records: int, max_batch: int) -> dict[str, Any]:
+def source_backlog(ctx: BenchContext, spark: Any, records: int, max_batch: int, read_mode: str = "driver"
+                   ) -> dict[str, Any]:
     loaded = ctx.stream(SHARDS, records, RECORD_BYTES)
     counted: list[int] = []
     batches: dict[int, dict[str, Any]] = {}
     checkpoint = tempfile.mkdtemp(prefix="kinesis-spout-bench-spark-")
-    options = _source_options(ctx, loaded.endpoint, loaded.name, maxRecordsPerTrigger=str(max_batch))
+    options = _source_options(ctx, loaded.endpoint, loaded.name, maxRecordsPerTrigger=str(max_batch),
+                              readMode=read_mode)
     try:
         watch = Stopwatch().start()
         query = _query(spark, options, counted, checkpoint, available_now=True)
@@ -369,8 +377,10 @@ def run(ctx: BenchContext, smoke: bool) -> list[dict[str, Any]]:
     steps: list[tuple[str, Callable[[], dict[str, Any]]]] = [
         ("pipeline caught up", lambda: pipeline_caught_up(ctx, spark, size["caught_up_s"])),
         ("source caught up", lambda: source_caught_up(ctx, spark, size["caught_up_s"])),
+        ("executors caught up", lambda: source_caught_up(ctx, spark, size["caught_up_s"], "executors")),
         ("pipeline backlog", lambda: pipeline_backlog(ctx, spark, size["backlog"], size["max_batch"])),
         ("source backlog", lambda: source_backlog(ctx, spark, size["backlog"], size["max_batch"])),
+        ("executors backlog", lambda: source_backlog(ctx, spark, size["backlog"], size["max_batch"], "executors")),
     ]
     results: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in steps}
     try:
@@ -388,12 +398,19 @@ def run(ctx: BenchContext, smoke: bool) -> list[dict[str, Any]]:
     finally:
         spark.stop()
     n, backlog, started = size["repeats"], size["backlog"], (spark_start_s, warmup_s)
-    return [
+    rows = [
         _row(PIPELINE, "caught up", f"{TRIGGER_S:g} s", results["pipeline caught up"], started, None, n),
         _row(SOURCE, "caught up", "default", results["source caught up"], started, None, n),
+        _row(SOURCE_EXECUTORS, "caught up", "default", results["executors caught up"], started, None, n),
         _row(PIPELINE, "backlog", "0 s", results["pipeline backlog"], started, backlog, n),
         _row(SOURCE, "backlog", "AvailableNow", results["source backlog"], started, backlog, n),
+        _row(SOURCE_EXECUTORS, "backlog", "AvailableNow", results["executors backlog"], started, backlog, n),
     ]
+    by = {(r["case"], r["kind"]): r for r in rows}
+    for kind in ("caught up", "backlog"):
+        by[(SOURCE_EXECUTORS, kind)]["records_per_s_vs_driver_reads"] = ratio(
+            by[(SOURCE_EXECUTORS, kind)]["records_per_s"], by[(SOURCE, kind)]["records_per_s"])
+    return rows
 
 
 def headline(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -411,6 +428,17 @@ def headline(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                   f"(trigger {row['trigger']})",
                         "value": f"{row['records_per_s']['median']:,.0f} records/s in "
                                  f"{row['batches']['median']:g} batches", "goal": "-", "met": None})
+    by = {(r["case"], r["kind"]): r for r in rows}
+    backlog, live = by.get((SOURCE_EXECUTORS, "backlog")), by.get((SOURCE_EXECUTORS, "caught up"))
+    if backlog is not None and backlog.get("records_per_s_vs_driver_reads") is not None:
+        speedup = backlog["records_per_s_vs_driver_reads"]
+        out.append({"figure": "readMode=executors / driver reads, backlog records/s",
+                    "value": f"{speedup:.2f}x", "goal": f">= {GOAL_EXECUTOR_SPEEDUP:g}x",
+                    "met": speedup >= GOAL_EXECUTOR_SPEEDUP})
+    if live is not None:
+        p50 = live["batch_p50_ms"]["median"]
+        out.append({"figure": "readMode=executors batch latency p50, caught up", "value": f"{p50:,.0f} ms",
+                    "goal": f"<= {GOAL_EXECUTOR_P50_MS:g} ms", "met": p50 <= GOAL_EXECUTOR_P50_MS})
     if rows:
         out.append({"figure": "local[2] SparkSession start; then its first job and first readStream query",
                     "value": f"{rows[0]['spark_start_s']:.1f} s; {rows[0]['spark_warmup_s']:.1f} s",

@@ -156,19 +156,21 @@ def test_scaling_by_shards_and_by_records_in_flight(smoke: tuple[Path, dict[str,
 def test_spark_pipeline_and_source_latency_and_throughput(smoke: tuple[Path, dict[str, Any], str]) -> None:
     _, results, _ = smoke
     rows = {(r["case"], r["kind"]): r for r in rows_of(results, "spark")}
-    assert set(rows) == {(c, k) for c in ("SpoutPipeline", "readStream source") for k in ("caught up", "backlog")}
+    cases = ("SpoutPipeline", "readStream source", "readStream source, readMode=executors")
+    assert set(rows) == {(c, k) for c in cases for k in ("caught up", "backlog")}
     for row in rows.values():
         p50, p95 = assert_figure(row["batch_p50_ms"], 1), assert_figure(row["batch_p95_ms"], 1)
         assert p50 <= p95
         assert_figure(row["records_per_s"], 1)
         assert row["shards"] == 4 and row["record_bytes"] == 100 and row["emulator"] == "kinesalite"
-    for case in ("SpoutPipeline", "readStream source"):
+    for case in cases:
         assert rows[(case, "caught up")]["batches"]["median"] >= 3  # warm-up batches plus at least two measured
         assert rows[(case, "backlog")]["records"] == 400
     assert rows[("SpoutPipeline", "caught up")]["dataframe_ms"]["median"] > 0
     assert rows[("SpoutPipeline", "caught up")]["spark_start_s"] > 0
     lines = [line["figure"] for line in results["benchmarks"]["spark"]["headline"]]
-    assert sum("batch latency, caught up" in line for line in lines) == 2
+    assert sum("batch latency, caught up" in line for line in lines) == 3
+    assert rows[("readStream source, readMode=executors", "backlog")]["records_per_s_vs_driver_reads"] > 0
 
 
 def test_markdown_shows_summary_sections_and_the_spark_slot(smoke: tuple[Path, dict[str, Any], str]) -> None:
