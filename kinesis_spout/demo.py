@@ -6,6 +6,8 @@ words, acks every record, prints progress each second (records/s and each shard'
 at the end. It stops on its own after ``--duration`` seconds, or on Ctrl-C.
 
 Environment (or flags): ``KINESIS_SPOUT_ENDPOINT_URL``, ``KINESIS_SPOUT_ZOOKEEPER``, ``KINESIS_SPOUT_STREAM``.
+With an endpoint of your own (an emulator, LocalStack) and no AWS credentials configured, the demo uses dummy
+ones: emulators accept any.
 """
 
 from __future__ import annotations
@@ -55,16 +57,42 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+DUMMY_AWS_ENV = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
+
+
+def use_dummy_credentials_if_none() -> bool:
+    """Set dummy AWS credentials in this process's environment when boto3 finds none; returns whether it did.
+
+    Who calls: :func:`embedded_servers`, for an endpoint given by the user. An emulator accepts any credentials
+    but boto3 signs every request and refuses to without some; credentials that are configured (environment,
+    profile, role) are left alone, so a real AWS endpoint still gets the real ones.
+    """
+    import botocore.session
+
+    if botocore.session.get_session().get_credentials() is not None:
+        return False
+    os.environ.update(DUMMY_AWS_ENV)
+    return True
+
+
 @contextlib.contextmanager
 def embedded_servers(endpoint_url: str | None, zookeeper: str | None) -> Iterator[tuple[str, str]]:
-    """Yield (endpoint_url, zookeeper hosts), starting embedded servers for whatever was not given."""
+    """Yield (endpoint_url, zookeeper hosts), starting embedded servers for whatever was not given.
+
+    For an ``endpoint_url`` of the user's, dummy AWS credentials are set when none are configured (see
+    :func:`use_dummy_credentials_if_none`).
+    """
     with contextlib.ExitStack() as stack:
         endpoint = endpoint_url
-        if not endpoint:
+        if endpoint:
+            if use_dummy_credentials_if_none():
+                print(f"[demo] no AWS credentials configured: using dummy ones for {endpoint} (emulators accept "
+                      f"any; a real AWS endpoint needs real ones)", flush=True)
+        else:
             from kinesis_spout.testing.moto_server import MotoKinesisServer
 
-            os.environ.setdefault("AWS_ACCESS_KEY_ID", "test")
-            os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "test")
+            for name, value in DUMMY_AWS_ENV.items():
+                os.environ.setdefault(name, value)
             endpoint = stack.enter_context(MotoKinesisServer()).endpoint_url
             print(f"[demo] embedded Kinesis (moto server) at {endpoint}", flush=True)
         zk = zookeeper

@@ -1,13 +1,21 @@
 """Kinesis emulators from npm with real sequence numbers: kinesalite and kinesis-local (kinesis-mock).
 
-They are installed into the project's ``emulators/node_modules`` by ``make setup``; point ``node_modules`` (or the
-environment variable ``KINESIS_SPOUT_NODE_MODULES``) elsewhere to use another installation.
+Where they are looked up, first match wins (see :func:`node_modules_candidates`):
+
+1. ``$KINESIS_SPOUT_NODE_MODULES``: a ``node_modules`` folder of your own; when it is set, it is the only place
+   looked at, so a wrong path is an error rather than a silent fallback;
+2. the source tree's ``emulators/node_modules`` (what ``make setup`` installs);
+3. the user cache, ``$XDG_CACHE_HOME/kinesis-spout/emulators/node_modules`` (``~/.cache/...``), where
+   ``kinesis-spout install-emulators`` puts them for a pip-installed package.
+
+A server given ``node_modules=`` explicitly uses that folder alone.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 from types import TracebackType
@@ -18,15 +26,81 @@ from urllib.request import Request, urlopen
 from kinesis_spout.errors import ServerStartError
 from kinesis_spout.testing.process import ServerProcess, free_port
 
-INSTALL_HINT = "run `make setup` (npm install --prefix emulators) or set KINESIS_SPOUT_NODE_MODULES"
+NODE_MODULES_ENV = "KINESIS_SPOUT_NODE_MODULES"
+#: The npm packages and the versions the fixtures are tested with.
+EMULATOR_PACKAGES = {"kinesalite": "3.3.3", "kinesis-local": "0.6.2"}
+INSTALL_HINT = (f"run `kinesis-spout install-emulators` (npm, into the user cache), `make setup` in a source "
+                f"checkout, or set {NODE_MODULES_ENV} to a node_modules folder that has them")
+_SOURCE_TREE = Path(__file__).resolve().parents[2] / "emulators" / "node_modules"
 
 
-def default_node_modules() -> Path:
-    """Where the emulators are installed: $KINESIS_SPOUT_NODE_MODULES, else the source tree's emulators folder."""
-    env = os.environ.get("KINESIS_SPOUT_NODE_MODULES")
+def user_cache_dir() -> Path:
+    """The package's user cache: ``$XDG_CACHE_HOME/kinesis-spout``, else ``~/.cache/kinesis-spout``."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kinesis-spout"
+
+
+def user_node_modules() -> Path:
+    """Where ``kinesis-spout install-emulators`` installs the emulators."""
+    return user_cache_dir() / "emulators" / "node_modules"
+
+
+def node_modules_candidates() -> list[tuple[str, Path]]:
+    """The folders searched for the emulators, in order, each with a label saying where it comes from.
+
+    Pure apart from reading the environment: nothing is checked on disk.
+    """
+    env = os.environ.get(NODE_MODULES_ENV)
     if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[2] / "emulators" / "node_modules"
+        return [(f"${NODE_MODULES_ENV}", Path(env).expanduser())]
+    return [("source tree", _SOURCE_TREE), ("user cache", user_node_modules())]
+
+
+def find_package(package: str) -> Path:
+    """The folder of an installed emulator package (``.../node_modules/<package>``), first candidate that has it.
+
+    Raises :class:`ServerStartError` listing every place looked at and how to install it.
+    """
+    candidates = node_modules_candidates()
+    for _label, folder in candidates:
+        if (folder / package).is_dir():
+            return folder / package
+    looked = "; ".join(f"{folder / package} ({label})" for label, folder in candidates)
+    raise ServerStartError(f"{package} is not installed: looked at {looked}; {INSTALL_HINT}")
+
+
+def default_node_modules(package: str = "kinesalite") -> Path:
+    """The ``node_modules`` folder that holds ``package``, else the first place that would be searched."""
+    try:
+        return find_package(package).parent
+    except ServerStartError:
+        return node_modules_candidates()[0][1]
+
+
+def install_emulators(target: Path | None = None, *, npm: str = "npm", timeout_s: float = 600.0) -> Path:
+    """Install the emulators with npm into ``target``'s parent (default: :func:`user_node_modules`).
+
+    Runs ``npm install --prefix <parent> kinesalite@3.3.3 kinesis-local@0.6.2``; returns the ``node_modules``
+    folder. Raises :class:`ServerStartError` when npm is missing or fails (with its output's tail).
+    """
+    node_modules = target or user_node_modules()
+    prefix = node_modules.parent
+    executable = shutil.which(npm)
+    if executable is None:
+        raise ServerStartError(f"{npm} is not on PATH: the emulators are npm packages; install Node.js 18+ with "
+                               f"npm (Debian: apt-get install -y nodejs npm)")
+    prefix.mkdir(parents=True, exist_ok=True)
+    specs = [f"{name}@{version}" for name, version in EMULATOR_PACKAGES.items()]
+    argv = [executable, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--no-save",
+            "--loglevel=error", *specs]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise ServerStartError(f"npm install did not finish within {timeout_s:g} s: {' '.join(argv)}") from exc
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).splitlines()[-20:])
+        raise ServerStartError(f"npm install failed with code {done.returncode}: {' '.join(argv)}\n{tail}")
+    return node_modules
 
 
 def http_answers(url: str) -> bool:
@@ -51,7 +125,7 @@ class _NodeEmulator:
 
     def __init__(self, node_modules: Path | None = None, port: int | None = None,
                  start_timeout_s: float = 60.0) -> None:
-        self.node_modules = node_modules or default_node_modules()
+        self.node_modules = node_modules  # None: looked up at start() (see the module's docstring)
         self._port = port
         self.start_timeout_s = start_timeout_s
         self._workdir: Path | None = None
@@ -77,9 +151,12 @@ class _NodeEmulator:
     def start(self: _E) -> _E:
         if self.running:
             return self
-        package_dir = self.node_modules / self.package
-        if not package_dir.is_dir():
-            raise ServerStartError(f"{self.name} is not installed: {package_dir} is missing; {INSTALL_HINT}")
+        if self.node_modules is None:
+            package_dir = find_package(self.package)
+        else:
+            package_dir = self.node_modules / self.package
+            if not package_dir.is_dir():
+                raise ServerStartError(f"{self.name} is not installed: {package_dir} is missing; {INSTALL_HINT}")
         if shutil.which("node") is None:
             raise ServerStartError(f"node is not on PATH: {self.name} needs Node.js 18 or later")
         if self._port is None:

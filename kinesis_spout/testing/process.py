@@ -87,7 +87,9 @@ class ServerProcess:
     """One server child process with its log file.
 
     Who calls: the server classes of this package. ``start()`` launches, ``stop()`` terminates (SIGTERM, then
-    SIGKILL after ``grace_s``), ``kill()`` sends SIGKILL at once. Both are idempotent.
+    SIGKILL after ``grace_s``), ``kill()`` sends SIGKILL at once. Both are idempotent. The child runs in a session
+    of its own, so a Ctrl-C in the terminal interrupts the parent only (which then stops its servers), and it is
+    SIGKILLed when the parent process dies.
     """
 
     def __init__(self, name: str, argv: Sequence[str], log_path: Path, env: dict[str, str] | None = None,
@@ -112,6 +114,7 @@ class ServerProcess:
             self._proc = _spawner.popen(lambda: subprocess.Popen(
                 self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env={**os.environ, **(self.env or {})}, cwd=self.cwd, preexec_fn=_die_with_parent,
+                start_new_session=True,  # a terminal's Ctrl-C reaches the parent alone, which stops it in order
             ))
         except OSError as exc:
             raise ServerStartError(f"{self.name}: cannot run {self.argv[0]!r}: {exc}") from exc

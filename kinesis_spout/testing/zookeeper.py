@@ -1,11 +1,18 @@
-"""A private ZooKeeper server (Debian's ``zookeeper`` package) on a free loopback port."""
+"""A private ZooKeeper server on a free loopback port.
+
+The server jar is ``$KINESIS_SPOUT_ZOOKEEPER_JAR`` when set, else Debian's ``/usr/share/java/zookeeper.jar``
+(package ``zookeeper``). A jar whose manifest does not name its dependencies (the ``lib/zookeeper-3.8.*.jar`` of
+Apache's binary tarball) runs with the jars beside it on the class path.
+"""
 
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
 import socket
 import tempfile
+import zipfile
 from pathlib import Path
 from types import TracebackType
 
@@ -13,9 +20,26 @@ from kinesis_spout.errors import ServerStartError
 from kinesis_spout.testing.process import ServerProcess, free_port, stop_all
 from kinesis_spout.testing.tls import TlsFiles, make_tls_files
 
+JAR_ENV = "KINESIS_SPOUT_ZOOKEEPER_JAR"
 DEFAULT_JAR = Path("/usr/share/java/zookeeper.jar")
-INSTALL_HINT = ("install Debian's zookeeper package (apt-get update && apt-get install -y zookeeper), or run "
-                "`make setup`")
+INSTALL_HINT = ("install Debian's zookeeper package (apt-get update && apt-get install -y zookeeper), or set "
+                f"{JAR_ENV} to the server jar of a ZooKeeper 3.8 binary release (its lib/zookeeper-3.8.*.jar)")
+
+
+def default_jar() -> Path:
+    """The ZooKeeper server jar: ``$KINESIS_SPOUT_ZOOKEEPER_JAR`` when set, else Debian's. Checks nothing on disk."""
+    env = os.environ.get(JAR_ENV)
+    return Path(env).expanduser() if env else DEFAULT_JAR
+
+
+def _manifest_names_dependencies(jar: Path) -> bool:
+    """True when the jar's manifest has a ``Class-Path`` (Debian's does; Apache's release jar does not)."""
+    try:
+        with zipfile.ZipFile(jar) as archive:
+            manifest = archive.read("META-INF/MANIFEST.MF").decode(errors="replace")
+    except (OSError, KeyError, zipfile.BadZipFile):
+        return False
+    return any(line.startswith("Class-Path:") for line in manifest.splitlines())
 
 
 def four_letter(host: str, port: int, command: str, timeout_s: float = 1.0) -> str:
@@ -42,7 +66,7 @@ class ZooKeeperServer:
     port (fault tests use that); ``close()`` stops it and removes the data dir.
     """
 
-    def __init__(self, port: int | None = None, data_dir: Path | None = None, jar: Path = DEFAULT_JAR,
+    def __init__(self, port: int | None = None, data_dir: Path | None = None, jar: Path | None = None,
                  start_timeout_s: float = 30.0, *, tls: bool = False) -> None:
         self._port = port
         self.tls = tls
@@ -50,7 +74,7 @@ class ZooKeeperServer:
         self.tls_files: TlsFiles | None = None
         self._data_dir = data_dir
         self._owns_dir = data_dir is None
-        self.jar = jar
+        self.jar = jar if jar is not None else default_jar()
         self.start_timeout_s = start_timeout_s
         self._process: ServerProcess | None = None
 
@@ -118,7 +142,10 @@ class ZooKeeperServer:
         ]
 
     def _classpath(self) -> str:
-        """The server jar (its manifest names its dependencies) plus a simple slf4j binding for a readable log."""
+        """The server jar and its dependencies (named by its manifest, else the jars beside it) plus a simple slf4j
+        binding for a readable log (Debian's; a release's lib folder has logback)."""
+        if not _manifest_names_dependencies(self.jar):
+            return ":".join([str(self.jar), str(self.jar.parent / "*")])
         extra = [self.jar.parent / "slf4j-simple.jar"]
         if self.tls:  # the Netty connection factory needs jars the server's manifest does not name
             extra += [self.jar.parent / f"netty-{name}.jar" for name in ("codec", "resolver")]

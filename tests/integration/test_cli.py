@@ -121,3 +121,40 @@ def test_credentials_come_from_the_environment_and_are_never_printed(zookeeper, 
     assert main(base_args(zookeeper) + ["reset", "--shard", "shardId-000000000000", "--to", "1", "--yes"]) == 0
     captured = capsys.readouterr()
     assert "hunter2" not in captured.out + captured.err
+
+
+def test_reset_refuses_a_shard_the_stream_does_not_have_unless_forced(kinesalite, zookeeper, capsys) -> None:
+    """A mistyped shard id used to exit 0 and leave a phantom checkpoint that nothing ever reads."""
+    stream = kinesalite.create_stream(shards=2)
+    args = base_args(zookeeper, stream) + ["--endpoint-url", kinesalite.endpoint_url, "--region", "us-east-1",
+                                           "reset", "--to", "trim-horizon", "--yes", "--shard"]
+    node = f"{zookeeper.prefix}/etl/{stream}/checkpoints/shardId-000000000007"
+    assert main(args + ["shardId-000000000007"]) == 1
+    err = capsys.readouterr().err
+    assert f"stream {stream!r} has no shard 'shardId-000000000007'" in err
+    assert "shardId-000000000000, shardId-000000000001" in err and "--force" in err
+    assert zookeeper.client().exists(node) is None
+    assert main(args + ["shardId-000000000001"]) == 0  # a real shard without a checkpoint yet: fine
+    assert main(args + ["shardId-000000000007", "--force"]) == 0
+    assert json.loads(zookeeper.client().get(node)[0])["reset_to"] == "TRIM_HORIZON"
+
+
+def test_reset_of_a_shard_without_checkpoint_refuses_when_kinesis_cannot_be_asked(zookeeper, capsys) -> None:
+    from kinesis_spout.testing.process import free_port
+
+    args = base_args(zookeeper) + ["--endpoint-url", f"http://127.0.0.1:{free_port()}", "--region", "us-east-1",
+                                   "reset", "--shard", "shardId-000000000000", "--to", "latest", "--yes"]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "cannot check that stream 'clicks' has shard 'shardId-000000000000'" in err and "--force" in err
+    assert zookeeper.client().exists(f"{zookeeper.prefix}/etl/clicks/checkpoints/shardId-000000000000") is None
+
+
+def test_an_unreachable_zookeeper_is_reported_with_the_cli_flag(capsys) -> None:
+    from kinesis_spout.testing.process import free_port
+
+    hosts = f"127.0.0.1:{free_port()}"
+    assert main(["checkpoints", "--stream", "clicks", "--app", "etl", "--zookeeper", hosts, "--timeout", "1"]) == 1
+    err = capsys.readouterr().err
+    assert f"cannot connect to ZooKeeper at {hosts}" in err
+    assert "--zookeeper HOST:PORT" in err and "SpoutConfig" not in err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -134,3 +135,79 @@ def test_servers_die_with_a_killed_test_process(tmp_path) -> None:
     finally:
         if holder.poll() is None:
             holder.kill()
+
+
+def test_emulators_are_looked_up_in_the_documented_order(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """$KINESIS_SPOUT_NODE_MODULES alone when set; else the source tree, then the user cache."""
+    from kinesis_spout.testing import emulators
+
+    source, cache, own = tmp_path / "src" / "node_modules", tmp_path / "cache", tmp_path / "own" / "node_modules"
+    monkeypatch.setattr(emulators, "_SOURCE_TREE", source)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    monkeypatch.delenv(emulators.NODE_MODULES_ENV, raising=False)
+    user = cache / "kinesis-spout" / "emulators" / "node_modules"
+    assert emulators.user_node_modules() == user
+    assert [folder for _, folder in emulators.node_modules_candidates()] == [source, user]
+    with pytest.raises(ServerStartError) as missing:
+        emulators.find_package("kinesalite")
+    assert str(source / "kinesalite") in str(missing.value) and str(user / "kinesalite") in str(missing.value)
+    assert "kinesis-spout install-emulators" in str(missing.value)
+    (user / "kinesalite").mkdir(parents=True)
+    assert emulators.find_package("kinesalite") == user / "kinesalite"
+    (source / "kinesalite").mkdir(parents=True)
+    assert emulators.find_package("kinesalite") == source / "kinesalite"
+    monkeypatch.setenv(emulators.NODE_MODULES_ENV, str(own))
+    with pytest.raises(ServerStartError, match=r"\$KINESIS_SPOUT_NODE_MODULES"):  # set: no silent fallback
+        emulators.find_package("kinesalite")
+    (own / "kinesalite").mkdir(parents=True)
+    assert emulators.find_package("kinesalite") == own / "kinesalite"
+
+
+def test_zookeeper_jar_from_the_environment_with_its_dependencies_beside_it(tmp_path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A release's lib folder: a server jar whose manifest names no dependencies, the dependencies beside it."""
+    import zipfile
+
+    from kinesis_spout.testing.zookeeper import DEFAULT_JAR, JAR_ENV
+
+    monkeypatch.setenv(JAR_ENV, str(tmp_path / "missing.jar"))
+    with pytest.raises(ServerStartError, match=r"missing\.jar is missing.*KINESIS_SPOUT_ZOOKEEPER_JAR"):
+        ZooKeeperServer().start()
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    with zipfile.ZipFile(DEFAULT_JAR) as debian:
+        manifest = debian.read("META-INF/MANIFEST.MF").decode()
+        with zipfile.ZipFile(lib / "zookeeper-3.8.jar", "w") as bare:
+            for item in debian.infolist():
+                if item.filename != "META-INF/MANIFEST.MF":
+                    bare.writestr(item, debian.read(item))
+            bare.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")
+    class_path = manifest.replace("\n ", "").split("Class-Path:", 1)[1].splitlines()[0].split()
+    for dependency in map(Path, class_path):
+        if dependency.exists():
+            (lib / dependency.name).symlink_to(dependency)
+    monkeypatch.setenv(JAR_ENV, str(lib / "zookeeper-3.8.jar"))
+    with ZooKeeperServer() as server:
+        assert server.jar == lib / "zookeeper-3.8.jar"
+        assert "Mode: standalone" in four_letter("127.0.0.1", server.port, "srvr")
+
+
+@pytest.mark.slow
+def test_install_emulators_puts_them_where_the_fixtures_find_them(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`kinesis-spout install-emulators` (real npm) into the user cache; a server then starts with no setting."""
+    from kinesis_spout.cli import main
+    from kinesis_spout.testing import emulators
+
+    monkeypatch.setattr(emulators, "_SOURCE_TREE", tmp_path / "no-source-tree")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv(emulators.NODE_MODULES_ENV, raising=False)
+    try:
+        assert main(["install-emulators"]) == 0
+    except ServerStartError as exc:
+        if any(code in str(exc) for code in ("ENOTFOUND", "EAI_AGAIN", "ETIMEDOUT", "ECONNREFUSED")):
+            pytest.skip(f"the npm registry is not reachable: {exc}")
+        raise
+    installed = tmp_path / "cache" / "kinesis-spout" / "emulators" / "node_modules" / "kinesalite"
+    assert emulators.find_package("kinesalite") == installed
+    with KinesaliteServer() as server:
+        assert server.running and str(installed) in " ".join(server._process.argv)  # type: ignore[union-attr]
