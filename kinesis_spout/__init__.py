@@ -7,6 +7,7 @@ retries and a safe checkpoint per shard, checkpoints in ZooKeeper, and adapters 
 from kinesis_spout.checkpoint import Checkpoint, CheckpointStore, MemoryCheckpointStore
 from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore, ZooKeeperSecurity
 from kinesis_spout.config import InitialPosition, SpoutConfig
+from kinesis_spout.deadletters import DeadLetterError, JsonLinesDeadLetters, KinesisDeadLetters
 from kinesis_spout.errors import (
     CheckpointConflict,
     CheckpointError,
@@ -30,10 +31,13 @@ __all__ = [
     "CheckpointError",
     "CheckpointStore",
     "ConfigError",
+    "DeadLetterError",
     "FailOutcome",
     "InflightRecordTracker",
     "InitialPosition",
+    "JsonLinesDeadLetters",
     "JsonScheme",
+    "KinesisDeadLetters",
     "KinesisError",
     "KinesisSpout",
     "MemoryCheckpointStore",

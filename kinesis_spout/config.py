@@ -13,17 +13,23 @@ import os
 import socket
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Union
 
 from kinesis_spout.errors import ConfigError
 from kinesis_spout.records import Record
 from kinesis_spout.schemes import SCHEMES, RawScheme, RecordScheme
 from kinesis_spout.tracker import RetryBackoff
 
+if TYPE_CHECKING:
+    from kinesis_spout.deadletters.base import DeadLetterDestination
+
 log = logging.getLogger("kinesis_spout")
 
-#: Called with the record and the reason when a record's retries ran out (or it cannot be decoded).
+#: Called with the record and the reason when a record's retries ran out (or it cannot be decoded). It runs on the
+#: spout's dead-letter thread; the record is done when it returns, and retried with backoff when it raises.
 DeadLetterHandler = Callable[[Record, str], None]
+#: What ``SpoutConfig.dead_letter`` takes: a handler, or a destination of :mod:`kinesis_spout.deadletters`.
+DeadLetterTarget = Union[DeadLetterHandler, "DeadLetterDestination"]
 
 #: Kinesis allows 5 GetRecords calls per second per shard; a reader never polls a shard faster than this.
 MIN_POLL_INTERVAL_S = 0.2
@@ -59,6 +65,12 @@ class SpoutConfig:
     """Configuration of a :class:`~kinesis_spout.KinesisSpout`. Validated on construction (``ConfigError``).
 
     Per-shard limits (``max_inflight_*``, ``prefetch_*``) apply to each shard the spout owns.
+
+    ``dead_letter`` is a handler ``(record, reason) -> None`` or a destination of :mod:`kinesis_spout.deadletters`;
+    a dead-lettered record is done only once its dead letter was written, failed writes are retried with backoff,
+    and once they kept failing for ``dead_letter_deadline_s`` the spout raises a ``DeadLetterError``.
+    ``metrics_port`` (optional) serves Prometheus metrics on that port from ``open()`` (0: any free port); it
+    needs the ``metrics`` extra (prometheus-client).
     """
 
     stream_name: str
@@ -91,7 +103,9 @@ class SpoutConfig:
     reliable: bool = True
     deaggregate: bool = True
     scheme: RecordScheme = field(default_factory=RawScheme)
-    dead_letter: DeadLetterHandler = log_dead_letter
+    dead_letter: DeadLetterTarget = log_dead_letter
+    dead_letter_deadline_s: float = 60.0
+    metrics_port: int | None = None
     task_index: int = 0
     task_count: int = 1
     coordination: str = "static"
@@ -164,8 +178,12 @@ class SpoutConfig:
         if not callable(self.scheme) or not isinstance(getattr(self.scheme, "fields", None), tuple):
             raise ConfigError(f"scheme must be a callable with a 'fields' tuple (see kinesis_spout.schemes), "
                               f"got {self.scheme!r}")
-        if not callable(self.dead_letter):
-            raise ConfigError(f"dead_letter must be a callable (record, reason) -> None, got {self.dead_letter!r}")
+        if not callable(self.dead_letter) and not callable(getattr(self.dead_letter, "open_writer", None)):
+            raise ConfigError(f"dead_letter must be a callable (record, reason) -> None or a destination such as "
+                              f"kinesis_spout.deadletters.KinesisDeadLetters, got {self.dead_letter!r}")
+        _require_float("dead_letter_deadline_s", self.dead_letter_deadline_s, 1.0, 86400.0)
+        if self.metrics_port is not None:
+            _require_int("metrics_port", self.metrics_port, 0, 65535)
         _require_int("task_count", self.task_count, 1, 100_000)
         _require_int("task_index", self.task_index, 0, self.task_count - 1)
         if self.coordination not in COORDINATION_MODES:
@@ -222,7 +240,7 @@ OPTION_NAMES.update({"retryBackoffInitialS": "retry_backoff.initial_s",
 _INT_FIELDS = {"max_records_per_call", "retry_limit", "max_inflight_records", "max_inflight_bytes",
                "prefetch_records", "prefetch_bytes", "task_index", "task_count"}
 _FLOAT_FIELDS = {"zookeeper_session_timeout_s", "zookeeper_deadline_s", "empty_record_backoff_s",
-                 "checkpoint_interval_s", "shard_sync_interval_s"}
+                 "checkpoint_interval_s", "shard_sync_interval_s", "dead_letter_deadline_s"}
 _BOOL_FIELDS = {"reliable", "zookeeper_world_readable", "zookeeper_tls", "deaggregate"}
 
 
@@ -238,6 +256,14 @@ def _convert(name: str, option: str, raw: str) -> Any:
         return _to_float(option, raw)
     if name == "message_timeout_s":
         return None if raw.strip().lower() in ("", "none", "off") else _to_float(option, raw)
+    if name == "metrics_port":
+        if raw.strip().lower() in ("", "none", "off"):
+            return None
+        try:
+            return int(raw)
+        except ValueError:
+            raise ConfigError(f"option {option!r} must be a port number (0 for any free port) or 'none', "
+                              f"got {raw!r}") from None
     if name in _BOOL_FIELDS:
         lowered = raw.strip().lower()
         if lowered not in ("true", "false", "1", "0", "yes", "no"):

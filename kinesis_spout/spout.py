@@ -14,7 +14,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from kinesis_spout.checkpoint.base import Checkpoint, CheckpointStore
 from kinesis_spout.checkpoint.writer import CheckpointWriter, ConflictHandler
@@ -22,6 +22,8 @@ from kinesis_spout.config import SpoutConfig
 from kinesis_spout.coordination.lineage import LATEST, ShardStart
 from kinesis_spout.coordination.starts import resolve_starts
 from kinesis_spout.coordination.sync import ShardSync
+from kinesis_spout.deadletters.base import DeadLetter, open_writer
+from kinesis_spout.deadletters.worker import DeadLetterWorker
 from kinesis_spout.errors import (
     CheckpointConflict,
     ConfigError,
@@ -63,6 +65,7 @@ def _stored_sub(state: ShardState, key: SequenceKey) -> int | None:
 _EXPIRE_EVERY_S = 0.05
 LEASE_ROUND_S = 1.0  # how often a worker with leases looks at the workers and leases (and at once when one joins)
 HANDOFF_TIMEOUT_S = 10.0  # how long a lease given back waits for the shard's in-flight records
+DEAD_LETTER_CLOSE_S = 10.0  # how long close() keeps trying to write the dead letters still queued
 _POISON: Any = object()  # what _values returns for a record its scheme refused
 
 
@@ -77,12 +80,17 @@ class ShardState:
     offered: SequenceKey | None = None
     finished: bool = False
     aggregates: dict[int, int] = field(default_factory=dict)  # sequence -> user records, for aggregates in flight
+    emitted_bytes: int = 0  # bytes (data + partition key) of the new records emitted
+    stored: Checkpoint | None = None  # the stored checkpoint last seen by metrics()
+    stored_at: float = field(default_factory=time.monotonic)  # when metrics() first saw it
 
 
 @dataclass(frozen=True)
 class ShardMetrics:
     """One shard's figures. ``checkpoint`` is the safe checkpoint's sequence number, as ``"SEQ:SUB"`` while it
-    stands inside a KPL aggregate (after its user record SUB)."""
+    stands inside a KPL aggregate (after its user record SUB). Counters (``emitted`` ... ``expired_iterators``)
+    count since the spout started reading the shard. ``checkpoint_age_s`` is how long the *stored* checkpoint has
+    not moved (as seen by calls of ``metrics()``: their interval is its resolution)."""
 
     shard_id: str
     checkpoint: str | None
@@ -97,6 +105,16 @@ class ShardMetrics:
     finished: bool
     read_to_end: bool = False  # the shard is closed and its reader fetched its last record (maybe still buffered)
     corrupt_aggregates: int = 0  # records with the KPL magic that did not decode, delivered whole
+    dead_letters_pending: int = 0  # dead letters not written yet (counted in inflight; they hold the checkpoint)
+    inflight_bytes: int = 0
+    emitted_bytes: int = 0
+    retried: int = 0  # re-emissions of failed records
+    timed_out: int = 0  # failures caused by the message timeout (counted in failed too)
+    records_read: int = 0  # records fetched from Kinesis (before the buffer)
+    getrecords_calls: int = 0
+    getrecords_retried_errors: int = 0  # throttles, 5xx, lost connections: retried after a backoff
+    expired_iterators: int = 0
+    checkpoint_age_s: float = 0.0
 
 
 class KinesisSpout:
@@ -111,6 +129,12 @@ class KinesisSpout:
     cursor, the counters) is touched only under one lock, ``_lock``; reader threads touch only their own buffers
     (under their own lock) and wake the consumer through the round-robin reader's condition, which is waited on
     without holding ``_lock``.
+
+    Dead letters: a record whose retries ran out, or whose scheme raised, is queued for the dead-letter thread (a
+    :class:`~kinesis_spout.deadletters.DeadLetterWorker`) and stays pending in its tracker, holding the checkpoint
+    back. That thread calls the dead-letter handler or destination *without* ``_lock`` (user code never runs
+    under the spout's lock there), then takes ``_lock`` to mark the written records done and offer the moved
+    checkpoints. The scheme, by contrast, is still called under ``_lock`` on the caller's thread.
     """
 
     def __init__(self, config: SpoutConfig, checkpoint_store: CheckpointStore | None = None, *,
@@ -134,6 +158,8 @@ class KinesisSpout:
         self._leases: ZooKeeperLeases | None = None
         self._settled = threading.Condition(self._lock)  # notified when records are acked or failed
         self._disconnected_since: float | None = None  # leases: when ZooKeeper's connection was last lost
+        self._dead_letters: DeadLetterWorker | None = None
+        self._metrics_server: Any = None  # the Prometheus server started for config.metrics_port
         self.unknown_message_ids = 0
         self.poison_records = 0
 
@@ -146,47 +172,68 @@ class KinesisSpout:
             if self._state == "closed":
                 raise SpoutStateError("this spout was closed; create a new KinesisSpout to read again")
             cfg = self.config
-            if self._client is None:
-                self._client = make_client(cfg.region, cfg.endpoint_url)
-            if self._store is None:
-                from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
+            dead_letter_writer = open_writer(cfg.dead_letter, cfg)  # no I/O; may refuse the destination
+            if cfg.metrics_port is not None and self._metrics_server is None:
+                from kinesis_spout.metrics.server import start_metrics_server
 
-                self._store = ZooKeeperCheckpointStore.from_config(cfg)
-            self._store.open()
+                self._metrics_server = start_metrics_server(cfg.metrics_port, self)
             try:
-                self._writer = CheckpointWriter(self._store, cfg.checkpoint_interval_s, cfg.worker_id,
-                                                deadline_s=cfg.zookeeper_deadline_s,
-                                                on_conflict=self._on_writer_conflict)
-                owns = self._owns
-                if cfg.coordination == "leases":
-                    owns = self._join_leases()
-                else:
-                    self._refuse_beside_lease_workers()
-                self._sync = ShardSync(self._client, cfg.stream_name, self._store,
-                                       interval_s=cfg.shard_sync_interval_s, owns=owns, known=self._known,
-                                       add=self._add_shards, flush=self.flush_checkpoints,
-                                       on_error=self._on_sync_error,
-                                       round_s=LEASE_ROUND_S if self._leases is not None else None,
-                                       forget=self._leases.delete if self._leases is not None else None)
-                ready = self._sync.sync()
-                self._add_shards(ready)
+                self._open(cfg, dead_letter_writer)
             except BaseException:
-                self._store.close()
+                self._stop_metrics_server()
                 raise
-            self._writer.start()
-            for state in self._shards.values():
-                state.reader.start()
-            self._state = "open"
-            self._sync.start()
-            if self._leases is not None:
-                self._leases.watch_workers(self._sync.wake)
-            mine = self._owns(self._sync.listed)
-            waiting = sorted({s.shard_id for s in mine} - self._known())
-            log.info("spout %s opened stream %r: task %d/%d owns %d of %d shards (%s)%s", cfg.app_name,
-                     cfg.stream_name, cfg.task_index, cfg.task_count, len(mine), len(self._sync.listed),
-                     ", ".join(f"{s.shard.shard_id} {s.start.describe()}" for s in self._shards.values())
-                     or "none", f"; waiting for their parents: {', '.join(waiting)}" if waiting else "")
             return self
+
+    def _open(self, cfg: SpoutConfig, dead_letter_writer: Any) -> None:
+        """``open()`` under the lock, once the dead-letter writer and the metrics server are ready."""
+        if self._client is None:
+            self._client = make_client(cfg.region, cfg.endpoint_url)
+        if self._store is None:
+            from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
+
+            self._store = ZooKeeperCheckpointStore.from_config(cfg)
+        self._store.open()
+        try:
+            self._writer = CheckpointWriter(self._store, cfg.checkpoint_interval_s, cfg.worker_id,
+                                            deadline_s=cfg.zookeeper_deadline_s,
+                                            on_conflict=self._on_writer_conflict)
+            owns = self._owns
+            if cfg.coordination == "leases":
+                owns = self._join_leases()
+            else:
+                self._refuse_beside_lease_workers()
+            self._sync = ShardSync(self._client, cfg.stream_name, self._store,
+                                   interval_s=cfg.shard_sync_interval_s, owns=owns, known=self._known,
+                                   add=self._add_shards, flush=self.flush_checkpoints,
+                                   on_error=self._on_sync_error,
+                                   round_s=LEASE_ROUND_S if self._leases is not None else None,
+                                   forget=self._leases.delete if self._leases is not None else None)
+            ready = self._sync.sync()
+            self._add_shards(ready)
+        except BaseException:
+            self._store.close()
+            raise
+        self._writer.start()
+        self._dead_letters = DeadLetterWorker(dead_letter_writer, self._on_dead_letters_written,
+                                              deadline_s=cfg.dead_letter_deadline_s)
+        self._dead_letters.start()
+        for state in self._shards.values():
+            state.reader.start()
+        self._state = "open"
+        self._sync.start()
+        if self._leases is not None:
+            self._leases.watch_workers(self._sync.wake)
+        mine = self._owns(self._sync.listed)
+        waiting = sorted({s.shard_id for s in mine} - self._known())
+        log.info("spout %s opened stream %r: task %d/%d owns %d of %d shards (%s)%s", cfg.app_name,
+                 cfg.stream_name, cfg.task_index, cfg.task_count, len(mine), len(self._sync.listed),
+                 ", ".join(f"{s.shard.shard_id} {s.start.describe()}" for s in self._shards.values())
+                 or "none", f"; waiting for their parents: {', '.join(waiting)}" if waiting else "")
+
+    def _stop_metrics_server(self) -> None:
+        server, self._metrics_server = self._metrics_server, None
+        if server is not None:
+            server.close()
 
     def _join_leases(self) -> Any:
         """Leases mode (in ``open()``): register this worker in ZooKeeper and return the lease round that decides
@@ -371,12 +418,15 @@ class KinesisSpout:
         if self._sync is not None:
             self._sync.close()
         self._rr.close()
+        if self._dead_letters is not None:  # before the writer: the letters it writes move checkpoints
+            self._dead_letters.close(min(DEAD_LETTER_CLOSE_S, self.config.dead_letter_deadline_s))
         if self._writer is not None:
             self._writer.close()
         if was_open and self._leases is not None:
             self._give_back_leases()
         if was_open and self._store is not None:
             self._store.close()
+        self._stop_metrics_server()
         log.info("spout %s closed", self.config.app_name)
 
     def __enter__(self) -> "KinesisSpout":
@@ -402,8 +452,9 @@ class KinesisSpout:
 
         Due retries go first; then new records round-robin across shards that are under their in-flight
         limits. An error of a background reader (e.g. the stream was deleted) is raised here, and so is a
-        ``CheckpointError`` while checkpoints could not be stored for ``zookeeper_deadline_s`` (acks keep working
-        and nothing pending is dropped; the error clears once writes succeed again).
+        ``CheckpointError`` while checkpoints could not be stored for ``zookeeper_deadline_s``, and a
+        ``DeadLetterError`` while dead letters could not be written for ``dead_letter_deadline_s`` (acks keep
+        working, nothing pending is dropped, the checkpoints wait; each error clears once writes succeed again).
         """
         with self._lock:
             now = self._prepare()
@@ -419,6 +470,8 @@ class KinesisSpout:
             raise error
         if self._writer is not None and self._writer.unreachable is not None:
             raise self._writer.unreachable
+        if self._dead_letters is not None and self._dead_letters.unreachable is not None:
+            raise self._dead_letters.unreachable
         now = time.monotonic()
         if now - self._last_expire >= _EXPIRE_EVERY_S:
             self._maintain(now)
@@ -446,8 +499,9 @@ class KinesisSpout:
         """Up to ``max_records`` tuples; waits up to ``timeout_s`` for the first one, then returns what is ready.
 
         With ``max_bytes`` the batch stops growing once its records' bytes reach it (so it may pass it by less than
-        one record). Tuples taken are never lost to an error: if one arises after some were taken (a reader's
-        error, a dead-letter handler that raises), the batch is returned and the error is raised by the next call.
+        one record). Tuples taken are never lost to an error: if one arises after some were taken (e.g. a reader's
+        error), the batch is returned and the error is raised by the next call. Errors are raised as by
+        :meth:`next_tuple`.
         """
         deadline = time.monotonic() + timeout_s
         batch: list[SpoutTuple] = []
@@ -530,6 +584,7 @@ class KinesisSpout:
             state.aggregates.setdefault(record.key.sequence, record.aggregated)
         if not tracker.emit(record.key, now, record, record.size):
             return None  # a duplicate of something already emitted (replay after a re-seek)
+        state.emitted_bytes += record.size
         values = self._values(state, record)
         if values is _POISON:
             return None
@@ -539,20 +594,37 @@ class KinesisSpout:
         return SpoutTuple(record.message_id, record, values, 1)
 
     def _deliver_dead_letters(self, state: ShardState, how: str) -> None:
-        """Hand records whose retries ran out to the dead-letter handler, then persist the moved checkpoint."""
-        try:
-            for _key, record, attempts in state.tracker.take_dead_letters():
-                self.config.dead_letter(record, f"{how} on attempt {attempts} of {self.config.retry_limit + 1}")
-        finally:
-            self._offer_checkpoint(state)
+        """Queue the records whose retries ran out for the dead-letter thread (lock held). They stay pending in the
+        tracker until their dead letters are written (:meth:`_on_dead_letters_written`)."""
+        limit = self.config.retry_limit + 1
+        self._queue_dead_letters(state, lambda attempts: f"{how} on attempt {attempts} of {limit}")
 
     def _dead_letter(self, state: ShardState, record: Record, reason: str) -> None:
-        """Give up on a record: hand it to the dead-letter handler, then count it done."""
-        try:
-            self.config.dead_letter(record, reason)
-        finally:
-            state.tracker.ack(record.key)
-            self._offer_checkpoint(state)
+        """Give up on a record in flight at once (its scheme refused it; lock held): queue its dead letter."""
+        if state.tracker.give_up(record.key):
+            self._queue_dead_letters(state, lambda attempts: reason)
+
+    def _queue_dead_letters(self, state: ShardState, reason: Callable[[int], str]) -> None:
+        cfg = self.config
+        now = time.time()
+        letters = [DeadLetter(record, reason(attempts), attempts, cfg.stream_name, cfg.app_name, now)
+                   for _key, record, attempts in state.tracker.take_dead_letters()]
+        assert self._dead_letters is not None
+        self._dead_letters.put(letters)
+
+    def _on_dead_letters_written(self, letters: Sequence[DeadLetter]) -> None:
+        """The dead-letter thread wrote these letters: their records are done; offer the moved checkpoints. Letters
+        of shards no longer read (lease lost, handed over) change nothing: the next owner reads them again."""
+        with self._lock:
+            moved: dict[str, ShardState] = {}
+            for letter in letters:
+                state = self._shards.get(letter.record.shard_id)
+                if state is not None and state.tracker.dead_letter_written(letter.record.key):
+                    moved[state.shard.shard_id] = state
+            for state in moved.values():
+                self._offer_checkpoint(state)
+            if self._leases is not None:  # a hand-back may be waiting for these
+                self._settled.notify_all()
 
     # -- ack / fail -------------------------------------------------------------------------------------------
     def _lookup(self, mid: str) -> tuple[ShardState, SequenceKey] | None:
@@ -650,25 +722,64 @@ class KinesisSpout:
         """A snapshot per owned shard: checkpoint, in-flight, buffered, retry queue, lag and counters."""
         with self._lock:
             out = []
+            now = time.monotonic()
+            written = self._writer.written if self._writer is not None else {}
             for shard_id, s in self._shards.items():
                 st = s.tracker.stats
                 key = s.tracker.checkpoint
                 sub = _stored_sub(s, key) if key is not None else None
                 text = None if key is None else str(key.sequence) if sub is None else f"{key.sequence}:{sub}"
-                out.append(ShardMetrics(shard_id, text, s.tracker.inflight_count,
-                                        s.reader.buffered, s.tracker.retry_queue_len, s.reader.millis_behind_latest,
-                                        st.emitted, st.acked, st.failed, st.dead_lettered, s.finished,
-                                        s.reader.ended, s.reader.getter.corrupt_aggregates))
+                stored = written.get(shard_id)
+                if stored is not None and stored != s.stored:
+                    s.stored, s.stored_at = stored, now
+                reader, getter = s.reader, s.reader.getter
+                out.append(ShardMetrics(
+                    shard_id, text, s.tracker.inflight_count, reader.buffered, s.tracker.retry_queue_len,
+                    reader.millis_behind_latest, st.emitted, st.acked, st.failed, st.dead_lettered, s.finished,
+                    reader.ended, getter.corrupt_aggregates, s.tracker.dead_letters_pending,
+                    inflight_bytes=s.tracker.inflight_bytes, emitted_bytes=s.emitted_bytes, retried=st.retried,
+                    timed_out=st.timed_out, records_read=reader.records_read, getrecords_calls=reader.calls,
+                    getrecords_retried_errors=reader.retried_errors, expired_iterators=getter.expired_iterators,
+                    checkpoint_age_s=now - s.stored_at))
             return out
 
     def flush_checkpoints(self, timeout_s: float = 10.0) -> bool:
-        """Write every pending checkpoint now; True when all were written."""
-        return self._writer.flush(timeout_s) if self._writer else True
+        """Wait (within ``timeout_s``) for the dead letters queued to be written, then write every pending
+        checkpoint now; True when all were written."""
+        deadline = time.monotonic() + timeout_s
+        letters_done = self._dead_letters.flush(timeout_s) if self._dead_letters else True
+        written = self._writer.flush(max(0.0, deadline - time.monotonic())) if self._writer else True
+        return letters_done and written
+
+    @property
+    def dead_letter_failures(self) -> int:
+        """Failed writes of dead letters so far (each is retried with backoff)."""
+        return self._dead_letters.failures if self._dead_letters else 0
+
+    @property
+    def dead_letter_errors(self) -> BaseException | None:
+        """The last error of a dead-letter write, or None."""
+        return self._dead_letters.last_error if self._dead_letters else None
 
     @property
     def checkpoint_errors(self) -> SpoutError | None:
         """The last error of the checkpoint writer (a conflict or a failed write), or None."""
         return self._writer.last_error if self._writer else None
+
+    @property
+    def checkpoint_writes(self) -> int:
+        """Checkpoints written to the store so far."""
+        return self._writer.writes if self._writer else 0
+
+    @property
+    def checkpoint_write_failures(self) -> int:
+        """Checkpoint writes that failed (and were retried) so far."""
+        return self._writer.failures if self._writer else 0
+
+    @property
+    def metrics_server(self) -> Any:
+        """The Prometheus server started for ``config.metrics_port`` (its ``port`` is the one bound), or None."""
+        return self._metrics_server
 
     @property
     def checkpoint_conflicts(self) -> int:

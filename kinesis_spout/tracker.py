@@ -5,8 +5,9 @@ from any monotonic clock, never decreasing between calls) and an event loop asks
 may sleep. One tracker per shard, called by the spout from one thread.
 
 The **safe checkpoint** is the greatest emitted key K such that every record emitted at or below K is done
-(acked, or dead-lettered after its retries ran out). New keys arrive in increasing order, so if the smallest
-pending key is h, the safe checkpoint is the key emitted immediately before h. The tracker therefore keeps:
+(acked, or dead-lettered after its retries ran out, once its dead letter is written). New keys arrive in
+increasing order, so if the smallest pending key is h, the safe checkpoint is the key emitted immediately before h.
+The tracker therefore keeps:
 
 - ``_pending``: a dict ``key -> (item, size, emitted_at)`` of records not yet done, in emission order;
   ``emitted_at`` is ``None`` while the record waits in the retry queue;
@@ -76,7 +77,7 @@ class FailOutcome(enum.Enum):
     """What :meth:`InflightRecordTracker.fail` did with a failed record."""
 
     RETRY = "retry"  # queued for re-emission after a backoff
-    DEAD_LETTER = "dead_letter"  # retries exhausted: done, hand the item to the dead-letter handler
+    DEAD_LETTER = "dead_letter"  # retries exhausted: a pending dead letter, done once its write succeeded
     UNKNOWN = "unknown"  # not in flight (unknown, already done, or already waiting for its retry): ignored
 
 
@@ -86,6 +87,7 @@ class TrackerStats:
     writes them.
 
     ``emitted`` counts new records (not re-emissions, which are ``retried``); ``acked`` counts successful acks;
+    ``dead_lettered`` counts dead letters written (:meth:`InflightRecordTracker.dead_letter_written`);
     ``failed`` counts every failure that was acted upon, timeouts included (``timed_out`` is the part caused by the
     message timeout); ``unknown_*`` count acks and fails that changed nothing.
     """
@@ -106,7 +108,8 @@ class InflightRecordTracker:
 
     Who calls: the spout, from one thread. All methods are O(1) amortized per record (heap operations
     O(log r) for the r records in retry). Memory is proportional to the records not yet done.
-    Dead-lettered records are collected until the caller takes them with :meth:`take_dead_letters`.
+    Dead-lettered records are collected until the caller takes them with :meth:`take_dead_letters`; they stay
+    pending (holding the checkpoint back) until the caller reports them written with :meth:`dead_letter_written`.
     """
 
     def __init__(
@@ -137,7 +140,8 @@ class InflightRecordTracker:
         self._waiting = 0  # live entries of _retry_heap
         self._reemit_heap: list[tuple[float, SequenceKey]] = []  # (re-emitted at, key), for timeouts
         self._bytes = 0
-        self._dead: list[tuple[SequenceKey, Any, int]] = []
+        self._dead: list[tuple[SequenceKey, Any, int]] = []  # dead letters not yet taken by the caller
+        self._dead_lettering: dict[SequenceKey, int] = {}  # pending dead letters (not written yet) -> attempt
         self._dropped = 0  # keys dropped from _order by compactions: emitted = _dropped + len(_order) - 1
         self._budget = 0  # acks left before _order may need compacting
         self._check_compaction()
@@ -168,6 +172,9 @@ class InflightRecordTracker:
         Acking a record waiting in the retry queue removes it from the queue. Unknown or already-done keys
         return ``False`` and are counted in ``unknown_acks``.
         """
+        if self._dead_lettering and key in self._dead_lettering:
+            self._stats.unknown_acks += 1  # its retries ran out: it is done when its dead letter is written
+            return False
         entry = self._pending.pop(key, None)
         if entry is None:
             self._stats.unknown_acks += 1
@@ -184,8 +191,9 @@ class InflightRecordTracker:
         """Handle the failure of a record in flight. Called by the spout when downstream fails it.
 
         With retries left (attempt number <= ``retry_limit``) the record is queued for re-emission at
-        ``now + backoff.delay(attempt)``: ``RETRY``. Otherwise it is done (it counts as acked, so the checkpoint
-        moves on) and queued for :meth:`take_dead_letters`: ``DEAD_LETTER``. An unknown key, a done key or a key
+        ``now + backoff.delay(attempt)``: ``RETRY``. Otherwise it becomes a pending dead letter, queued for
+        :meth:`take_dead_letters`: ``DEAD_LETTER``; it no longer times out, acks of it are ignored, and it is done
+        (so the checkpoint moves on) when :meth:`dead_letter_written` is called. An unknown key, a done key or a key
         already waiting in the retry queue changes nothing and is counted in ``unknown_fails``: ``UNKNOWN``.
         """
         entry = self._pending.get(key)
@@ -203,24 +211,50 @@ class InflightRecordTracker:
                 self._retry_heap = [e for e in self._retry_heap if self._is_waiting(e[1])]
                 heapify(self._retry_heap)
             return FailOutcome.RETRY
-        del self._pending[key]
         self._attempts.pop(key, None)
-        self._bytes -= entry[1]
-        self._dead.append((key, entry[0], attempt))
-        self._stats.dead_lettered += 1
-        self._budget -= 1
-        if self._budget < 0:
-            self._check_compaction()
+        self._start_dead_letter(key, entry, attempt)
         return FailOutcome.DEAD_LETTER
+
+    def give_up(self, key: SequenceKey) -> bool:
+        """Dead-letter a record in flight at once, without a retry (e.g. its scheme cannot decode it). Called by the
+        spout. The record joins the dead letters of :meth:`take_dead_letters` with its current attempt number, and,
+        like any dead letter, is done only once :meth:`dead_letter_written` is called. ``False`` (nothing changed)
+        for a key that is not in flight (unknown, done, waiting for its retry, or already a dead letter)."""
+        entry = self._pending.get(key)
+        if entry is None or entry[2] is None:
+            return False
+        self._start_dead_letter(key, entry, self._attempts.pop(key, 1))
+        return True
 
     def take_dead_letters(self) -> list[tuple[SequenceKey, Any, int]]:
         """Return and forget the records dead-lettered since the last call, as ``(key, item, last attempt)``.
 
-        Called by the spout after :meth:`fail` or :meth:`expire` reported ``DEAD_LETTER``, to hand the items to
-        its dead-letter handler. The tracker keeps them until then.
+        Called by the spout after :meth:`fail` or :meth:`expire` reported ``DEAD_LETTER`` (or after
+        :meth:`give_up`), to hand the items to its dead-letter destination. The records stay pending (they hold the
+        checkpoint back) until the spout reports each one written with :meth:`dead_letter_written`.
         """
         dead, self._dead = self._dead, []
         return dead
+
+    def dead_letter_written(self, key: SequenceKey) -> bool:
+        """The dead letter of ``key`` was durably written: the record is done, and the checkpoint may move past it.
+        Called by the spout once its dead-letter destination succeeded. ``False`` (nothing changed) for a key that
+        is not a pending dead letter."""
+        if self._dead_lettering.pop(key, None) is None:
+            return False
+        entry = self._pending.pop(key)
+        self._bytes -= entry[1]
+        self._stats.dead_lettered += 1
+        self._budget -= 1
+        if self._budget < 0:
+            self._check_compaction()
+        return True
+
+    def _start_dead_letter(self, key: SequenceKey, entry: tuple[Any, int, float | None], attempt: int) -> None:
+        """Turn a record in flight into a pending dead letter: no timeout, no retry, not done."""
+        self._pending[key] = (entry[0], entry[1], None)
+        self._dead_lettering[key] = attempt
+        self._dead.append((key, entry[0], attempt))
 
     # ------------------------------------------------------------------ retries and timeouts
 
@@ -340,6 +374,12 @@ class InflightRecordTracker:
         return self._bytes
 
     @property
+    def dead_letters_pending(self) -> int:
+        """Records whose retries ran out (or that were given up) and whose dead letter is not written yet; they are
+        counted in :attr:`inflight_count` and hold the checkpoint back."""
+        return len(self._dead_lettering)
+
+    @property
     def retry_queue_len(self) -> int:
         """Records failed and waiting for their re-emission."""
         return self._waiting
@@ -351,7 +391,7 @@ class InflightRecordTracker:
 
     def _is_waiting(self, key: SequenceKey) -> bool:
         entry = self._pending.get(key)
-        return entry is not None and entry[2] is None
+        return entry is not None and entry[2] is None and key not in self._dead_lettering
 
     def _is_reemitted_at(self, heap_entry: tuple[float, SequenceKey]) -> bool:
         """Whether a re-emission heap entry is the record's current emission (not acked, failed or re-emitted)."""

@@ -16,10 +16,12 @@ from typing import Mapping, Sequence
 
 from kinesis_spout.spout import ShardMetrics
 
-__all__ = ["BatchMetrics", "MetricsRecorder", "PipelineMetrics", "percentile"]
+__all__ = ["LATENCY_BUCKETS_S", "BatchMetrics", "MetricsRecorder", "PipelineMetrics", "percentile"]
 
 #: Batch latencies kept for the percentiles of :class:`PipelineMetrics`.
 LATENCY_WINDOW = 1000
+#: Upper bounds (seconds) of the batch-latency histogram of :class:`PipelineMetrics` (Prometheus' ``le``).
+LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, math.inf)
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,9 @@ class PipelineMetrics:
 
     ``batches`` counts processed batches (empty triggers are not batches), ``failed_batches`` those whose
     ``process`` raised. ``records_per_s`` is ``records`` over the time ``run()`` has been running.
-    ``latency_p50_s``/``latency_p95_s`` cover the last 1,000 batches. ``batch_id`` is the id of the last
+    ``latency_p50_s``/``latency_p95_s`` cover the last 1,000 batches; ``latency_buckets`` is a histogram of every
+    batch's latency since the run started: for each bound of :data:`LATENCY_BUCKETS_S`, the batches at or under
+    it (cumulative, as Prometheus wants), with ``latency_sum_s`` their total. ``batch_id`` is the id of the last
     processed batch (or the stored one before the first batch). ``shards`` is ``KinesisSpout.metrics()`` as
     of the last batch, refreshed every 0.2 s while the pipeline waits for records: checkpoint, in-flight,
     retry queue, lag and dead-letter counts per shard.
@@ -87,6 +91,8 @@ class PipelineMetrics:
     records_per_s: float = 0.0
     latency_p50_s: float | None = None
     latency_p95_s: float | None = None
+    latency_sum_s: float = 0.0
+    latency_buckets: tuple[int, ...] = (0,) * len(LATENCY_BUCKETS_S)
     batch_id: int = 0
     last: BatchMetrics | None = None
     shards: tuple[ShardMetrics, ...] = ()
@@ -132,12 +138,15 @@ class MetricsRecorder:
             self._latencies.append(batch.latency_s)
             running = time.monotonic() - self._started
             records = t.records + batch.records
+            latency = batch.latency_s
+            buckets = tuple(n + (latency <= bound) for n, bound in zip(t.latency_buckets, LATENCY_BUCKETS_S))
             self._totals = PipelineMetrics(
                 batches=t.batches + 1, failed_batches=t.failed_batches + (batch.error is not None),
                 records=records, bytes=t.bytes + batch.bytes, acked=t.acked + batch.acked,
                 failed=t.failed + batch.failed, running_s=running,
                 records_per_s=records / running if running > 0 else 0.0,
                 latency_p50_s=percentile(self._latencies, 0.5), latency_p95_s=percentile(self._latencies, 0.95),
+                latency_sum_s=t.latency_sum_s + latency, latency_buckets=buckets,
                 batch_id=batch.batch_id, last=batch, shards=tuple(shards))
 
     def update_shards(self, shards: Sequence[ShardMetrics]) -> None:

@@ -100,6 +100,7 @@ def test_failed_and_timed_out_records_reach_the_dead_letter_handler_with_their_r
         first = [next_tuple(spout) for _ in range(3)]
         spout.ack(first[0].message_id)
         spout.fail(first[1].message_id)
+        assert wait_until(lambda: len(dead) == 1, TIMEOUT_S)  # written on the dead-letter thread
         assert dead == [(first[1].message_id, "failed on attempt 1 of 1")]
         assert wait_until(lambda: spout.next_tuple() is None and len(dead) == 2, TIMEOUT_S), dead
         assert dead[1] == (first[2].message_id, "timed out on attempt 1 of 1")

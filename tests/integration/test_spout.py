@@ -292,8 +292,8 @@ def test_batches_bounded_by_bytes_and_acked_or_failed_in_bulk(moto_kinesis: Kine
         assert len(batch) == 10
         spout.fail_many([batch[0].message_id])  # no retries left: dead-lettered at once
         spout.ack_many(t.message_id for t in batch[1:])
+        assert spout.flush_checkpoints()  # waits for the dead letter to be written too
         assert dead == [batch[0].message_id]
-        assert spout.flush_checkpoints()
     assert store.load(placed[0][0]).sequence_number == placed[9][1]
 
 

@@ -164,28 +164,6 @@ def test_a_scheme_that_raises_anything_makes_a_poison_record_and_loses_nothing_e
     assert store.load(placed[0][0]).sequence_number == placed[-1][1]
 
 
-def test_tuples_taken_before_a_callback_raises_are_returned_and_the_error_comes_next(
-        kinesis_backend: KinesisEndpoint) -> None:
-    """A dead-letter handler that raises in the middle of a batch: the tuples taken before it are returned (they are
-    in flight: losing them would stall or skip them), the error is raised by the next call, and reading goes on."""
-    stream = kinesis_backend.create_stream(shards=1)
-    kinesis_backend.put(stream, [b'{"n": 1}', b'{"n": 2}', b"not json", b'{"n": 4}'])
-
-    def failing_handler(record: Record, reason: str) -> None:
-        raise RuntimeError("the dead-letter destination is down")
-
-    config = make_config(kinesis_backend, stream, initial_position=InitialPosition.TRIM_HORIZON,
-                         scheme=JsonScheme(), dead_letter=failing_handler)
-    with KinesisSpout(config, MemoryCheckpointStore()) as spout:
-        assert wait_until(lambda: spout.metrics()[0].buffered == 4, 20)
-        first = spout.next_batch(max_records=10, timeout_s=1.0)
-        assert [t.values[1] for t in first] == [{"n": 1}, {"n": 2}]
-        with pytest.raises(RuntimeError, match="destination is down"):
-            spout.next_batch(max_records=10, timeout_s=1.0)
-        rest = drain(spout, 1)
-    assert [t.values[1] for t in rest] == [{"n": 4}]
-
-
 # -- threads ----------------------------------------------------------------------------------------------------------
 
 

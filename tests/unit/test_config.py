@@ -36,13 +36,30 @@ def test_defaults_are_sane() -> None:
     ({"initial_timestamp": datetime(2026, 1, 1)}, "only used with initial_position AT_TIMESTAMP"),
     ({"task_index": 2, "task_count": 2}, "task_index must be a whole number from 0 to 1, got 2"),
     ({"scheme": lambda r: r}, "scheme must be a callable with a 'fields' tuple"),
-    ({"dead_letter": "log"}, "dead_letter must be a callable"),
+    ({"dead_letter": "log"}, "dead_letter must be a callable (record, reason) -> None or a destination"),
+    ({"dead_letter_deadline_s": 0.5}, "dead_letter_deadline_s must be a number from 1 to 86400, got 0.5"),
+    ({"metrics_port": 70_000}, "metrics_port must be a whole number from 0 to 65,535, got 70000"),
+    ({"metrics_port": "9108"}, "metrics_port must be a whole number"),
     ({"retry_backoff": (0.1, 2.0, 10.0)}, "retry_backoff must be a RetryBackoff"),
 ])
 def test_bad_values_raise_config_error_naming_the_field(kwargs: dict, message: str) -> None:
     base = {"stream_name": "s", "app_name": "a"}
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         SpoutConfig(**{**base, **kwargs})
+
+
+def test_dead_letter_takes_a_handler_or_a_destination_and_metrics_port_parses_from_options(tmp_path) -> None:
+    from kinesis_spout.deadletters import JsonLinesDeadLetters, KinesisDeadLetters
+
+    for target in (print, KinesisDeadLetters("dlq"), JsonLinesDeadLetters(str(tmp_path / "dead.jsonl"))):
+        assert SpoutConfig(stream_name="s", app_name="a", dead_letter=target).dead_letter is target
+    cfg = SpoutConfig.from_options({"streamName": "s", "appName": "a", "metricsPort": "9108",
+                                    "deadLetterDeadlineS": "30"})
+    assert (cfg.metrics_port, cfg.dead_letter_deadline_s) == (9108, 30.0)
+    assert SpoutConfig.from_options({"streamName": "s", "appName": "a", "metricsPort": "none"}).metrics_port is None
+    assert SpoutConfig(stream_name="s", app_name="a").metrics_port is None  # opt-in
+    with pytest.raises(ConfigError, match="option 'metricsPort' must be a port number"):
+        SpoutConfig.from_options({"streamName": "s", "appName": "a", "metricsPort": "http"})
 
 
 def test_retry_backoff_validates_itself() -> None:

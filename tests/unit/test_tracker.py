@@ -101,8 +101,10 @@ def test_retry_limit_zero_tracks_and_checkpoints() -> None:
     assert tr.inflight_count == 2
     assert tr.fail(A, 1.0) is FailOutcome.DEAD_LETTER
     assert tr.retry_queue_len == 0
-    assert tr.checkpoint == A
+    assert tr.checkpoint is None  # a dead letter not written yet holds the checkpoint
     assert tr.take_dead_letters() == [(A, "a", 1)]
+    assert tr.dead_letter_written(A)
+    assert tr.checkpoint == A
     assert tr.ack(B)
     assert tr.checkpoint == B
     assert tr.inflight_count == 0
@@ -225,13 +227,37 @@ def test_dead_letter_after_retry_limit_moves_checkpoint() -> None:
         outcomes.append(tr.fail(A, 1.0))
         tr.next_retry(1.0)
     assert outcomes == [FailOutcome.RETRY, FailOutcome.RETRY, FailOutcome.DEAD_LETTER]
-    assert tr.checkpoint == B
-    assert tr.inflight_count == 0 and tr.inflight_bytes == 0
+    assert tr.checkpoint is None  # A's dead letter is not written yet
+    assert tr.inflight_count == 1 and tr.inflight_bytes == 3 and tr.dead_letters_pending == 1
     assert tr.take_dead_letters() == [(A, "a", 3)]
     assert tr.take_dead_letters() == []
+    assert tr.stats.dead_lettered == 0
+    assert tr.ack(A) is False and tr.fail(A, 2.0) is FailOutcome.UNKNOWN  # a pending dead letter stays one
+    assert tr.expire(1e9) == [] and tr.next_retry(1e9) is None and tr.next_due(1e9) is None
+    assert tr.dead_letter_written(A)
+    assert tr.checkpoint == B
+    assert tr.inflight_count == 0 and tr.inflight_bytes == 0 and tr.dead_letters_pending == 0
     assert tr.stats.dead_lettered == 1 and tr.stats.failed == 3
     assert (tr.stats.emitted, tr.stats.acked, tr.stats.retried) == (2, 1, 2)
     assert tr.ack(A) is False  # already done
+    assert tr.dead_letter_written(A) is False and tr.dead_letter_written(C) is False
+
+
+def test_give_up_dead_letters_a_record_in_flight_at_once() -> None:
+    """A record its scheme refused: a dead letter at its current attempt, done when written."""
+    tr = InflightRecordTracker("s", retry_limit=5, backoff=RetryBackoff(0.0, 1.0, 0.0))
+    tr.emit(A, 0.0, item="a")
+    tr.emit(B, 0.0, item="b")
+    assert tr.fail(B, 1.0) is FailOutcome.RETRY
+    assert tr.give_up(B) is False  # waiting for its retry: not in flight
+    assert tr.next_retry(1.0) == (B, "b", 2)
+    assert tr.give_up(B) and tr.give_up(B) is False
+    assert tr.give_up(A) and tr.give_up(C) is False
+    assert tr.take_dead_letters() == [(B, "b", 2), (A, "a", 1)]
+    assert tr.retry_queue_len == 0 and tr.checkpoint is None
+    assert tr.dead_letter_written(B) and tr.checkpoint is None
+    assert tr.dead_letter_written(A) and tr.checkpoint == B
+    assert tr.stats.dead_lettered == 2 and tr.stats.acked == 0
 
 
 def test_fail_of_a_record_waiting_for_retry_is_unknown() -> None:
@@ -296,8 +322,10 @@ def test_timeout_dead_letters_when_no_retries_left() -> None:
     tr.emit(A, 0.0, item="a")
     tr.emit(B, 0.5, item="b")
     assert tr.expire(1.5) == [(A, FailOutcome.DEAD_LETTER), (B, FailOutcome.DEAD_LETTER)]
-    assert tr.checkpoint == B
+    assert tr.checkpoint is None
     assert tr.take_dead_letters() == [(A, "a", 1), (B, "b", 1)]
+    assert tr.dead_letter_written(B) and tr.checkpoint is None
+    assert tr.dead_letter_written(A) and tr.checkpoint == B
 
 
 def test_timeout_disabled() -> None:
@@ -456,6 +484,8 @@ def test_compaction_keeps_the_acked_tail(finish: str) -> None:
         tr.ack(keys[0])
     else:
         assert tr.fail(keys[0], 1.0) is FailOutcome.DEAD_LETTER
+        assert tr.checkpoint is None
+        assert tr.dead_letter_written(keys[0])
     assert tr.checkpoint == keys[-1]
 
 
@@ -467,6 +497,8 @@ def test_compaction_with_nothing_pending_keeps_the_last_key(monkeypatch: pytest.
     tr.ack(A)
     tr.ack(C)
     assert tr.fail(B, 0.0) is FailOutcome.DEAD_LETTER
+    assert tr.checkpoint == A
+    assert tr.dead_letter_written(B)
     assert tr.checkpoint == C
     tr.emit(D, 1.0)
     assert tr.checkpoint == C

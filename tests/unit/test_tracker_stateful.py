@@ -1,9 +1,10 @@
 """Hypothesis stateful test: InflightRecordTracker against a plain, obviously-correct reference model.
 
 The model keeps every emitted record, in emission order, with its state; the checkpoint is a linear scan.
-Random emit/ack/fail/next_retry/expire calls, random clock advances, sparse 56-digit keys with random gaps and
-KPL sub-sequences, retry limits 0..3, and tiny compaction thresholds (down to compacting on every ack) so that
-the compaction paths run too. Hypothesis switches rules on and off per example, so setup emits a first batch.
+Random emit/ack/fail/give_up/next_retry/expire calls, dead letters written in any order, random clock advances,
+sparse 56-digit keys with random gaps and KPL sub-sequences, retry limits 0..3, and tiny compaction thresholds (down
+to compacting on every ack) so that the compaction paths run too. Hypothesis switches rules on and off per example,
+so setup emits a first batch.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from kinesis_spout.tracker import FailOutcome, InflightRecordTracker, RetryBacko
 BASE = 49590338271490256608559692538361571095921575989136588898
 _DEFAULTS = (tracker_mod._COMPACT_FACTOR, tracker_mod._COMPACT_SLACK, tracker_mod._HEAP_SLACK)
 
-INFLIGHT, WAITING, DONE = "inflight", "waiting", "done"
+INFLIGHT, WAITING, DEAD, DONE = "inflight", "waiting", "dead", "done"  # DEAD: a dead letter not written yet
 DT = st.one_of(st.sampled_from([0.0, 0.05, 0.1, 0.3, 0.5, 1.0, 2.5, 10.0]), st.floats(0.0, 20.0))
 GAPS = st.one_of(st.integers(1, 3), st.integers(1, 10**30))  # sparse: tiny or huge gaps between sequence numbers
 
@@ -112,9 +113,8 @@ class TrackerMachine(RuleBasedStateMachine):
             b = self.backoff
             rec.state, rec.due = WAITING, now + min(b.initial_s * b.multiplier ** (rec.attempt - 1), b.max_s)
             return FailOutcome.RETRY
-        rec.state = DONE
+        rec.state = DEAD
         self.dead.append((rec.key, rec.item, rec.attempt))
-        self.counts["dead_lettered"] += 1
         return FailOutcome.DEAD_LETTER
 
     def pick_key(self, data: st.DataObject) -> SequenceKey:
@@ -161,7 +161,7 @@ class TrackerMachine(RuleBasedStateMachine):
 
     def _ack(self, key: SequenceKey) -> None:
         rec = self.by_key.get(key)
-        expected = rec is not None and rec.state != DONE
+        expected = rec is not None and rec.state not in (DONE, DEAD)
         if expected:
             rec.state = DONE  # type: ignore[union-attr]
             self.counts["acked"] += 1
@@ -181,6 +181,31 @@ class TrackerMachine(RuleBasedStateMachine):
         pending = [r.key for r in self.records if r.state != DONE]
         for key in data.draw(st.permutations(pending))[: data.draw(st.integers(1, len(pending)))]:
             self._ack(key)
+
+    @precondition(lambda self: self.records)
+    @rule(data=st.data())
+    def give_up(self, data: st.DataObject) -> None:
+        """The scheme refused a record: dead-letter it at once if it is in flight."""
+        key = self.pick_key(data)
+        rec = self.by_key.get(key)
+        expected = rec is not None and rec.state == INFLIGHT
+        if expected:
+            rec.state = DEAD  # type: ignore[union-attr]
+            self.dead.append((rec.key, rec.item, rec.attempt))  # type: ignore[union-attr]
+        assert self.tr.give_up(key) is expected
+
+    @precondition(lambda self: self.records)
+    @rule(data=st.data())
+    def dead_letter_written(self, data: st.DataObject) -> None:
+        """The spout's dead-letter thread wrote one letter (any key: unknown, pending or done ones too)."""
+        self.observe_dead_letters()
+        key = self.pick_key(data)
+        rec = self.by_key.get(key)
+        expected = rec is not None and rec.state == DEAD
+        if expected:
+            rec.state = DONE  # type: ignore[union-attr]
+            self.counts["dead_lettered"] += 1
+        assert self.tr.dead_letter_written(key) is expected
 
     @precondition(lambda self: self.records)
     @rule(data=st.data())
@@ -240,10 +265,13 @@ class TrackerMachine(RuleBasedStateMachine):
         assert self.tr.next_due(self.now) == expected_due
         expected_has_due = any(r.state == WAITING and r.due <= self.now for r in self.records)
         assert self.tr.has_due_retry(self.now) is expected_has_due
+        self.observe_dead_letters()
+        self._check_checkpoint()
+
+    def observe_dead_letters(self) -> None:
         got = self.tr.take_dead_letters()
         assert sorted(got) == sorted(self.dead)
         self.dead = []
-        self._check_checkpoint()
 
     # ------------------------------------------------------------------ invariants
 
@@ -267,7 +295,9 @@ class TrackerMachine(RuleBasedStateMachine):
         """White-box: the internal structures hold what is pending, not what was acked."""
         pending = [r for r in self.records if r.state != DONE]
         assert len(self.tr._pending) == len(pending)
-        assert self.tr._attempts == {r.key: r.attempt for r in pending if r.attempt > 1 or r.state == WAITING}
+        assert self.tr._attempts == {r.key: r.attempt for r in pending
+                                     if r.state != DEAD and (r.attempt > 1 or r.state == WAITING)}
+        assert self.tr.dead_letters_pending == sum(r.state == DEAD for r in self.records)
         bound = max(tracker_mod._COMPACT_FACTOR * len(pending) + tracker_mod._COMPACT_SLACK, 2 * len(pending) + 1)
         assert len(self.tr._order) <= bound
 

@@ -1,0 +1,27 @@
+"""Dead-letter destinations: where records go when their retries ran out or their scheme cannot decode them.
+
+``SpoutConfig(dead_letter=...)`` takes a handler ``(record, reason) -> None`` (the default logs the record) or a
+destination: :class:`KinesisDeadLetters` (another stream) or :class:`JsonLinesDeadLetters` (a file). Whatever it
+is, a record is done, and its shard's checkpoint may pass it, only once its dead letter was written; failed writes
+are retried with backoff on the spout's dead-letter thread (see :class:`DeadLetterWorker`).
+"""
+
+from kinesis_spout.deadletters.base import (
+    ENVELOPE_VERSION,
+    DeadLetter,
+    DeadLetterDestination,
+    DeadLetterError,
+    DeadLetterWriter,
+    HandlerWriter,
+    envelope,
+    envelope_bytes,
+    open_writer,
+    record_from_envelope,
+)
+from kinesis_spout.deadletters.jsonl import JsonLinesDeadLetters
+from kinesis_spout.deadletters.kinesis import KinesisDeadLetters
+from kinesis_spout.deadletters.worker import DeadLetterWorker
+
+__all__ = ["ENVELOPE_VERSION", "DeadLetter", "DeadLetterDestination", "DeadLetterError", "DeadLetterWorker",
+           "DeadLetterWriter", "HandlerWriter", "JsonLinesDeadLetters", "KinesisDeadLetters", "envelope",
+           "envelope_bytes", "open_writer", "record_from_envelope"]

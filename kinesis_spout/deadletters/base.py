@@ -1,0 +1,152 @@
+"""Dead letters: the value handed to a destination, its JSON envelope, and the contract destinations follow.
+
+A record becomes a dead letter when its retries ran out (failed or timed out ``retry_limit + 1`` times) or when its
+scheme cannot decode it. The spout hands dead letters to a :class:`DeadLetterWriter` on a background thread
+(:mod:`kinesis_spout.deadletters.worker`); a record is done, and the shard's checkpoint may pass it, only once its
+dead letter was written. Pure apart from the writers' own I/O: no threads here.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, runtime_checkable
+
+from kinesis_spout.errors import SpoutError
+from kinesis_spout.records import Record, SequenceKey
+
+if TYPE_CHECKING:
+    from kinesis_spout.config import SpoutConfig
+
+__all__ = ["ENVELOPE_VERSION", "DeadLetter", "DeadLetterDestination", "DeadLetterError", "DeadLetterWriter",
+           "HandlerWriter", "envelope", "envelope_bytes", "open_writer", "record_from_envelope"]
+
+#: The ``version`` field of the JSON envelope; it changes only if a field changes meaning or goes away.
+ENVELOPE_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A record given up on: ``reason`` says why, ``attempts`` how many times it was emitted (1 for a record whose
+    scheme refused it on first emission), ``stream_name``/``app_name`` where it was read, ``at`` when it was given
+    up (epoch seconds)."""
+
+    record: Record
+    reason: str
+    attempts: int
+    stream_name: str
+    app_name: str
+    at: float
+
+
+class DeadLetterError(SpoutError):
+    """Dead letters could not be written. ``written`` holds the letters of the failed call that were written
+    nonetheless (a partial success); the others are retried. Raised by ``next_batch``/``next_tuple`` once writes
+    kept failing for ``dead_letter_deadline_s``; nothing is dropped meanwhile (the checkpoint waits)."""
+
+    retriable = True
+
+    def __init__(self, message: str, *, written: Sequence[DeadLetter] = ()) -> None:
+        super().__init__(message)
+        self.written = tuple(written)
+
+
+@runtime_checkable
+class DeadLetterWriter(Protocol):
+    """Writes dead letters durably. Who calls: the spout's dead-letter thread only (never two calls at once).
+
+    ``write`` returns once every letter is durably stored, or raises (a :class:`DeadLetterError` with ``written``
+    for a partial success; any other exception means none is known to be written). The letters not written are
+    passed again later, so a write should not keep half-done state. ``close`` releases files or clients and is
+    idempotent.
+    """
+
+    def write(self, letters: Sequence[DeadLetter]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class DeadLetterDestination(Protocol):
+    """A dead-letter destination as configured (``SpoutConfig(dead_letter=...)``): immutable settings that make a
+    fresh :class:`DeadLetterWriter` for each spout. ``open_writer`` does no I/O (the writer connects or opens its
+    file on its first write)."""
+
+    def open_writer(self, config: SpoutConfig) -> DeadLetterWriter: ...
+
+
+class HandlerWriter:
+    """A writer over a plain handler ``(record, reason) -> None`` (such as the default, which logs): the handler is
+    called once per letter, in order; a handler that raises stops the call, and the letters before it count as
+    written."""
+
+    def __init__(self, handler: Callable[[Record, str], None]) -> None:
+        self.handler = handler
+
+    def write(self, letters: Sequence[DeadLetter]) -> None:
+        for i, letter in enumerate(letters):
+            try:
+                self.handler(letter.record, letter.reason)
+            except Exception as exc:  # noqa: BLE001 - any handler error: retried later, never dropped
+                raise DeadLetterError(f"the dead-letter handler raised {type(exc).__name__}: {exc}",
+                                      written=letters[:i]) from exc
+
+    def close(self) -> None:
+        pass
+
+
+def open_writer(dead_letter: Any, config: SpoutConfig) -> DeadLetterWriter:
+    """The writer for ``config.dead_letter``: a destination's own, or a :class:`HandlerWriter` for a callable."""
+    if isinstance(dead_letter, DeadLetterDestination):
+        return dead_letter.open_writer(config)
+    return HandlerWriter(dead_letter)
+
+
+def envelope(letter: DeadLetter) -> dict[str, Any]:
+    """The JSON envelope of a dead letter (the same for every built-in destination).
+
+    ``data`` is the original record's data in base64; ``sub_sequence_number`` is null for a plain record (a user
+    record of a KPL aggregate has one); times are ISO 8601 in UTC.
+    """
+    record = letter.record
+    arrival = record.approximate_arrival_timestamp
+    return {
+        "version": ENVELOPE_VERSION,
+        "reason": letter.reason,
+        "attempts": letter.attempts,
+        "app": letter.app_name,
+        "stream": letter.stream_name,
+        "shard_id": record.shard_id,
+        "sequence_number": record.sequence_number,
+        "sub_sequence_number": record.sub_sequence_number,
+        "partition_key": record.partition_key,
+        "approximate_arrival_timestamp": arrival.isoformat() if arrival is not None else None,
+        "dead_lettered_at": datetime.fromtimestamp(letter.at, timezone.utc).isoformat(),
+        "data": base64.b64encode(record.data).decode("ascii"),
+    }
+
+
+def envelope_bytes(letter: DeadLetter) -> bytes:
+    """The envelope as compact UTF-8 JSON on one line (no newline)."""
+    return json.dumps(envelope(letter), separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def record_from_envelope(doc: dict[str, Any] | bytes | str) -> tuple[str, Record]:
+    """Read an envelope back (to replay dead letters): ``(stream, record)``. Raises ``ValueError`` naming what is
+    missing or malformed."""
+    if isinstance(doc, (bytes, str)):
+        doc = json.loads(doc)
+    if not isinstance(doc, dict):
+        raise ValueError(f"a dead-letter envelope is a JSON object, got {type(doc).__name__}")
+    try:
+        arrival = doc.get("approximate_arrival_timestamp")
+        sub = doc.get("sub_sequence_number")
+        record = Record(shard_id=doc["shard_id"], sequence_number=doc["sequence_number"], sub_sequence_number=sub,
+                        partition_key=doc["partition_key"], data=base64.b64decode(doc["data"], validate=True),
+                        approximate_arrival_timestamp=datetime.fromisoformat(arrival) if arrival else None,
+                        key=SequenceKey.parse(doc["sequence_number"], sub))
+        return str(doc["stream"]), record
+    except KeyError as exc:
+        raise ValueError(f"dead-letter envelope lacks the field {exc.args[0]!r}") from None

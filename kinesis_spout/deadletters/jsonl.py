@@ -1,0 +1,83 @@
+"""A JSON Lines file as dead-letter destination: one envelope per line, flushed and fsynced per write."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, Sequence
+
+from kinesis_spout.deadletters.base import DeadLetter, envelope_bytes
+from kinesis_spout.errors import ConfigError
+
+if TYPE_CHECKING:
+    from kinesis_spout.config import SpoutConfig
+
+__all__ = ["JsonLinesDeadLetters", "JsonLinesWriter"]
+
+
+@dataclass(frozen=True)
+class JsonLinesDeadLetters:
+    """Dead letters appended to the file ``path``, one JSON envelope (see
+    :func:`~kinesis_spout.deadletters.envelope`) per line.
+
+    Each write of a batch of dead letters is one ``write`` of whole lines, then ``flush`` and ``fsync``: a record
+    is done only after its line is on disk. A crash in the middle of a write may leave a last line cut short; the
+    next writer starts on a new line, so readers should skip a line that does not parse (its record was not
+    checkpointed and is dead-lettered again). Give each process its own file.
+    """
+
+    path: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.path, (str, os.PathLike)) or not str(self.path).strip():
+            raise ConfigError(f"JsonLinesDeadLetters.path must be a file path, got {self.path!r}")
+        folder = os.path.dirname(os.path.abspath(self.path))
+        if not os.path.isdir(folder):
+            raise ConfigError(f"JsonLinesDeadLetters.path {str(self.path)!r}: the folder {folder!r} does not "
+                              f"exist; create it first")
+
+    def open_writer(self, config: SpoutConfig) -> "JsonLinesWriter":
+        return JsonLinesWriter(str(self.path))
+
+
+class JsonLinesWriter:
+    """Appends envelopes to a file (opened on the first write; reopened after an error). One caller thread."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._file: IO[bytes] | None = None
+
+    def write(self, letters: Sequence[DeadLetter]) -> None:
+        if not letters:
+            return
+        payload = b"".join(envelope_bytes(letter) + b"\n" for letter in letters)
+        try:
+            f = self._open()
+            f.write(payload)
+            f.flush()
+            os.fsync(f.fileno())
+        except BaseException:
+            self.close()  # the next attempt reopens and starts on a fresh line
+            raise
+
+    def _open(self) -> IO[bytes]:
+        if self._file is None:
+            f = open(self.path, "a+b")  # noqa: SIM115 - kept open across writes, closed by close()
+            try:
+                size = f.seek(0, os.SEEK_END)
+                if size:
+                    f.seek(size - 1)
+                    torn = f.read(1) != b"\n"
+                    f.seek(0, os.SEEK_END)
+                    if torn:  # a crash cut the last line short: keep it apart from ours
+                        f.write(b"\n")
+            except BaseException:
+                f.close()
+                raise
+            self._file = f
+        return self._file
+
+    def close(self) -> None:
+        f, self._file = self._file, None
+        if f is not None:
+            f.close()

@@ -1,0 +1,184 @@
+"""The dead-letter thread: writes dead letters off the spout's threads, retrying failed writes with backoff."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Callable, Sequence
+
+from kinesis_spout.deadletters.base import DeadLetter, DeadLetterError, DeadLetterWriter
+from kinesis_spout.tracker import RetryBackoff
+
+log = logging.getLogger("kinesis_spout.deadletters")
+
+__all__ = ["DEAD_LETTER_BACKOFF", "DeadLetterWorker"]
+
+#: Backoff between failed writes of the same dead letters: 0.1 s, doubling, at most 5 s.
+DEAD_LETTER_BACKOFF = RetryBackoff(initial_s=0.1, multiplier=2.0, max_s=5.0)
+#: Dead letters handed to one ``write`` call at most.
+MAX_LETTERS_PER_WRITE = 500
+
+
+class DeadLetterWorker:
+    """Writes queued dead letters on a named daemon thread and reports each one written.
+
+    Who calls: the spout ``put``s letters (under its own lock: ``put`` only appends under the worker's lock and
+    never blocks); the thread calls ``writer.write`` and then ``on_written(letters)`` with no lock of the worker
+    held (the spout takes its lock there and marks the records done). The constructor does no I/O; ``start()``
+    starts the thread; ``close()`` writes what it can within its time-out, closes the writer, and is idempotent.
+
+    Failed writes keep their letters queued, in order, and are retried after :data:`DEAD_LETTER_BACKOFF`; each
+    failure is logged and counted in ``failures``. Once writes have kept failing for ``deadline_s``,
+    ``unreachable`` holds a :class:`DeadLetterError` (the spout raises it from ``next_batch``/``next_tuple``) until
+    a write succeeds again. Nothing queued is ever dropped while the worker runs; what is still queued at close is
+    not done, so its records are not checkpointed and are read again by the next run.
+
+    State shared with other threads (``_queue``, ``_busy``, ``_stop``) is touched only under ``_cond``; the counters
+    and ``unreachable`` are written by the thread alone and read freely.
+    """
+
+    def __init__(self, writer: DeadLetterWriter, on_written: Callable[[Sequence[DeadLetter]], None], *,
+                 deadline_s: float, backoff: RetryBackoff = DEAD_LETTER_BACKOFF) -> None:
+        self.writer = writer
+        self.on_written = on_written
+        self.deadline_s = deadline_s
+        self.backoff = backoff
+        self._cond = threading.Condition()
+        self._queue: list[DeadLetter] = []
+        self._busy = False
+        self._stop = False
+        self._give_up_at: float | None = None  # set by close(): stop retrying after this moment
+        self._thread: threading.Thread | None = None
+        self._failing_since: float | None = None
+        self.written = 0
+        self.failures = 0
+        self.last_error: BaseException | None = None
+        self.unreachable: DeadLetterError | None = None
+
+    def start(self) -> None:
+        if self._thread is None and not self._stop:
+            self._thread = threading.Thread(target=self._run, name="kinesis-dead-letters", daemon=True)
+            self._thread.start()
+
+    def put(self, letters: Sequence[DeadLetter]) -> None:
+        """Queue letters to write (any thread; never blocks)."""
+        if not letters:
+            return
+        with self._cond:
+            self._queue.extend(letters)
+            self._cond.notify_all()
+
+    @property
+    def pending(self) -> int:
+        """Letters queued or being written."""
+        with self._cond:
+            return len(self._queue)
+
+    def failing_for(self, now: float) -> float:
+        """Seconds writes have kept failing (0.0 while they succeed)."""
+        since = self._failing_since
+        return 0.0 if since is None else max(0.0, now - since)
+
+    def flush(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` until every queued letter is written; True when none is left."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while self._queue:
+                left = deadline - time.monotonic()
+                if left <= 0 or self._thread is None:
+                    return False
+                self._cond.wait(left)
+            return True
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Write what is queued, trying for at most ``timeout_s``, then stop the thread and close the writer.
+        Letters still queued are left undone (logged). Idempotent."""
+        with self._cond:
+            if self._stop and self._thread is None:
+                return
+            self._stop = True
+            self._give_up_at = time.monotonic() + timeout_s
+            self._cond.notify_all()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout_s + 5.0)
+        with self._cond:
+            left = len(self._queue)
+        if left:
+            log.error("%d dead letters could not be written before close (%s); their records are not checkpointed "
+                      "and are read again by the next run", left, self.last_error)
+        try:
+            self.writer.close()
+        except Exception as exc:  # noqa: BLE001 - closing must go on; the letters written are already durable
+            log.warning("closing the dead-letter writer failed: %s", exc)
+
+    # -- the thread ---------------------------------------------------------------------------------------------
+    def _run(self) -> None:
+        attempt = 0
+        while True:
+            with self._cond:
+                while not self._queue and not self._stop:
+                    self._cond.wait()
+                if not self._queue or self._gave_up():
+                    return
+                batch = self._queue[:MAX_LETTERS_PER_WRITE]
+                self._busy = True
+            written, error = self._write(batch)
+            if written:
+                try:
+                    self.on_written(written)
+                except Exception:  # noqa: BLE001 - a bug on the spout's side must not kill the thread
+                    log.exception("marking %d dead letters done failed", len(written))
+            with self._cond:
+                done = {id(letter) for letter in written}
+                self._queue = [letter for letter in self._queue if id(letter) not in done]
+                self._busy = False
+                self._cond.notify_all()
+            self.written += len(written)
+            if error is None:
+                attempt = 0
+                if self._failing_since is not None:
+                    log.info("dead letters are written again")
+                self._failing_since = None
+                self.unreachable = None
+                continue
+            attempt += 1
+            self._failed(error, len(batch) - len(written))
+            with self._cond:
+                delay = self.backoff.delay(attempt)
+                if self._give_up_at is not None:
+                    delay = min(delay, max(0.0, self._give_up_at - time.monotonic()))
+                if not self._stop or self._give_up_at is not None:
+                    self._cond.wait(delay)
+
+    def _gave_up(self) -> bool:
+        return self._give_up_at is not None and time.monotonic() >= self._give_up_at
+
+    def _write(self, batch: list[DeadLetter]) -> tuple[Sequence[DeadLetter], BaseException | None]:
+        """Write a batch; returns the letters written and the error (None when all were)."""
+        try:
+            self.writer.write(batch)
+        except DeadLetterError as exc:
+            ids = {id(letter) for letter in batch}
+            return [letter for letter in exc.written if id(letter) in ids], exc
+        except Exception as exc:  # noqa: BLE001 - any destination error: retried, never dropped
+            return [], exc
+        return batch, None
+
+    def _failed(self, error: BaseException, left: int) -> None:
+        now = time.monotonic()
+        self.failures += 1
+        self.last_error = error
+        if self._failing_since is None:
+            self._failing_since = now
+        log.warning("could not write %d dead letters (%s: %s); retrying, the shards' checkpoints wait for them",
+                    left, type(error).__name__, error)
+        if now - self._failing_since >= self.deadline_s and self.unreachable is None:
+            unreachable = DeadLetterError(
+                f"dead letters could not be written for {now - self._failing_since:.0f} s "
+                f"(dead_letter_deadline_s={self.deadline_s:g}): {type(error).__name__}: {error}. Nothing was "
+                f"dropped: the records stay pending and their shards' checkpoints wait; check the dead-letter "
+                f"destination. This error clears once a write succeeds")
+            unreachable.__cause__ = error
+            self.unreachable = unreachable
