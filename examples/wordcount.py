@@ -15,6 +15,13 @@ Against your own servers:
 With ``--demo`` it starts moto's Kinesis server and a private ZooKeeper, creates a 4-shard stream and produces
 sentences while it counts (what ``make demo`` runs). Ctrl-C stops it cleanly: checkpoints are flushed, and the
 next run resumes after them.
+
+``--exactly-once redis`` (or ``memcached``) keeps the counts in an OpaqueMap (Trident's opaque state) in Redis
+or memcached instead of in memory: a crash and restart never counts a sentence twice. The pipeline engine then
+runs SpoutPipeline in exactly-once mode (a transactional spout whose batch log is kept in the same store), and
+the stream engine uses foreachBatch's batch id as the txid. In that mode a failed record fails its whole batch,
+so poison sentences are skipped rather than failed. ``--state-url`` names your server (``redis://host:port/0``
+or ``host:port``); with ``--demo`` a private one is started. Counts are kept under ``--namespace``.
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ from typing import Any, Callable
 
 from kinesis_spout import InitialPosition, Record, SpoutConfig
 
+WORDS_COLUMN = "word"
+
 
 def count_words(df: Any) -> Counter[str]:
     """The Spark part: decode, split, explode, count; the (small) result is collected to the driver."""
@@ -41,11 +50,61 @@ def count_words(df: Any) -> Counter[str]:
     return Counter({row["word"]: row["count"] for row in words.groupBy("word").count().collect()})
 
 
+def words_of(df: Any) -> Any:
+    """One row per word of the batch's sentences (column ``word``)."""
+    from pyspark.sql import functions as F
+
+    return df.select(F.explode(F.split(F.decode(F.col("data"), "UTF-8"), " ")).alias(WORDS_COLUMN))
+
+
+class ExactlyOnce:
+    """The exactly-once counts: an OpaqueMap over a Redis or memcached backing map (factories only: picklable)."""
+
+    def __init__(self, backend: str, url: str, namespace: str) -> None:
+        from kinesis_spout.state import OpaqueMap
+        from kinesis_spout.state.memcached import MemcachedBackingMap
+        from kinesis_spout.state.redis import RedisBackingMap
+
+        self.where = f"{backend} at {url}, namespace {namespace!r}"
+        if backend == "redis":
+            self.backing: Any = RedisBackingMap.factory(url, namespace=namespace)
+            self.log: Any = RedisBackingMap.factory(url, namespace=f"{namespace}-log")
+        else:
+            self.backing = MemcachedBackingMap.factory(url, namespace=namespace)
+            self.log = MemcachedBackingMap.factory(url, namespace=f"{namespace}-log")
+        self.counts = OpaqueMap.factory(self.backing)
+
+    def update(self, words: Any, batch: Any) -> None:
+        from kinesis_spout.state import Count, persistent_aggregate
+
+        persistent_aggregate(words, batch, self.counts, group_by=[WORDS_COLUMN], aggregator=Count())
+
+    def read(self, words: list[str]) -> Counter[str]:
+        state = self.counts.make_state()
+        try:
+            return Counter({w: n for w, n in zip(words, state.multi_get([(w,) for w in words])) if n})
+        finally:
+            state.close()
+
+
 def run_pipeline(spark: Any, config: SpoutConfig, totals: Counter[str], processed: list[int],
-                 done: Callable[[], bool]) -> None:
+                 done: Callable[[], bool], exactly: ExactlyOnce | None = None) -> None:
     from pyspark.sql import functions as F
 
     from kinesis_spout.spark import SpoutPipeline
+
+    if exactly is not None:
+        def process_exactly_once(df: Any, batch: Any) -> None:
+            good = df.where(~F.decode(F.col("data"), "UTF-8").contains("poison"))  # skipped, not failed
+            words = words_of(good)
+            exactly.update(words, batch)
+            if batch.attempt == 1:
+                totals.update({row[WORDS_COLUMN]: 0 for row in words.distinct().collect()})  # the words seen
+                processed[0] += batch.records
+
+        SpoutPipeline(spark, config, process_exactly_once, trigger_interval_s=0.5,
+                      exactly_once=exactly.log).run(until=done)
+        return
 
     def process(df: Any, batch: Any) -> Any:
         is_poison = F.decode(F.col("data"), "UTF-8").contains("poison")
@@ -58,7 +117,7 @@ def run_pipeline(spark: Any, config: SpoutConfig, totals: Counter[str], processe
 
 
 def run_stream(spark: Any, config: SpoutConfig, totals: Counter[str], processed: list[int],
-               done: Callable[[], bool]) -> None:
+               done: Callable[[], bool], exactly: ExactlyOnce | None = None) -> None:
     from kinesis_spout.spark import KinesisSpoutDataSource
 
     spark.dataSource.register(KinesisSpoutDataSource)
@@ -69,7 +128,12 @@ def run_stream(spark: Any, config: SpoutConfig, totals: Counter[str], processed:
 
     def sink(batch_df: Any, batch_id: int) -> None:
         rows = batch_df.count()
-        totals.update(count_words(batch_df))
+        if exactly is not None:
+            words = words_of(batch_df)
+            exactly.update(words, batch_id)  # batch_id is a transactional txid
+            totals.update({row[WORDS_COLUMN]: 0 for row in words.distinct().collect()})
+        else:
+            totals.update(count_words(batch_df))
         processed[0] += rows
         logging.getLogger("wordcount").info("stream batch %d: %d records", batch_id, rows)
 
@@ -100,15 +164,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=15.0, help="how long to run (with --demo: to produce)")
     parser.add_argument("--demo", action="store_true", help="embedded servers and a producer")
     parser.add_argument("--rate", type=int, default=2000, help="--demo: sentences produced per second")
+    parser.add_argument("--exactly-once", choices=["redis", "memcached"],
+                        help="keep the counts in an OpaqueMap in Redis or memcached (exactly-once)")
+    parser.add_argument("--state-url", help="--exactly-once: redis://host:port/0 or host:port of memcached "
+                                            "(with --demo a private server is started when omitted)")
+    parser.add_argument("--namespace", default="wordcount", help="--exactly-once: the keys' prefix")
     args = parser.parse_args(argv)
+    if args.exactly_once and not args.state_url and not args.demo:
+        parser.error("--exactly-once needs --state-url (or --demo, which starts a private server)")
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for name in ("kinesis_spout.spark", "wordcount"):
         logging.getLogger(name).setLevel(logging.INFO)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
-    from kinesis_spout.demo import Producer, embedded_servers
+    from kinesis_spout.demo import Producer, embedded_servers, use_dummy_credentials_if_none
     from kinesis_spout.testing.spark import local_spark_session
+
+    if args.endpoint_url and not args.demo:
+        use_dummy_credentials_if_none()  # an emulator takes any credentials; set before Spark starts its workers
 
     with contextlib.ExitStack() as stack:
         endpoint, zookeeper = args.endpoint_url, args.zookeeper or "127.0.0.1:2181"
@@ -120,7 +194,20 @@ def main(argv: list[str] | None = None) -> int:
         config = SpoutConfig(stream_name=args.stream, app_name=args.app, zookeeper=zookeeper, endpoint_url=endpoint,
                              region=args.region, initial_position=InitialPosition.TRIM_HORIZON,
                              dead_letter=dead_letter, retry_limit=2)
-        print(f"[wordcount] starting Spark (local[2]); engine: {args.engine}", flush=True)
+        exactly = None
+        if args.exactly_once:
+            url = args.state_url
+            if url is None:
+                from kinesis_spout.testing.memcached import MemcachedServer
+                from kinesis_spout.testing.redis import RedisServer
+
+                if args.exactly_once == "redis":
+                    url = stack.enter_context(RedisServer()).url
+                else:
+                    url = stack.enter_context(MemcachedServer()).server
+            exactly = ExactlyOnce(args.exactly_once, url, args.namespace)
+        print(f"[wordcount] starting Spark (local[2]); engine: {args.engine}"
+              f"{'; exactly-once counts in ' + exactly.where if exactly else ''}", flush=True)
         spark = local_spark_session("wordcount")
         stack.callback(spark.stop)
         totals: Counter[str] = Counter()
@@ -142,13 +229,17 @@ def main(argv: list[str] | None = None) -> int:
             producer.start()
             stack.callback(producer.stop)
         try:
-            (run_pipeline if args.engine == "pipeline" else run_stream)(spark, config, totals, processed, done)
+            (run_pipeline if args.engine == "pipeline" else run_stream)(spark, config, totals, processed, done,
+                                                                        exactly)
         except KeyboardInterrupt:
             print("\n[wordcount] interrupted: stopping cleanly")
         elapsed = time.monotonic() - started
         produced = f" of {producer.produced} produced" if producer is not None else ""
         print(f"[wordcount] {processed[0]} sentences{produced} in {elapsed:.1f} s; checkpoints in ZooKeeper at "
               f"{config.checkpoint_path}")
+        if exactly is not None:
+            totals = exactly.read(sorted(totals))
+            print(f"[wordcount] exactly-once counts read back from {exactly.where}")
         print("[wordcount] top words:")
         for word, n in totals.most_common(10):
             print(f"[wordcount]   {word:<10} {n}")

@@ -10,16 +10,18 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from kinesis_spout.spark.batch import Batch
     from kinesis_spout.spark.metrics import BatchMetrics, PipelineMetrics
-    from kinesis_spout.spark.pipeline import SpoutPipeline
+    from kinesis_spout.spark.pipeline import SpoutPipeline, TransactionalBatch
     from kinesis_spout.spark.source import KinesisSpoutDataSource
 
-__all__ = ["Batch", "BatchMetrics", "KinesisSpoutDataSource", "PipelineMetrics", "SpoutPipeline"]
+__all__ = ["Batch", "BatchMetrics", "KinesisSpoutDataSource", "PipelineMetrics", "SpoutPipeline",
+           "TransactionalBatch"]
 
 _WHERE = {
     "Batch": "kinesis_spout.spark.batch",
     "BatchMetrics": "kinesis_spout.spark.metrics",
     "PipelineMetrics": "kinesis_spout.spark.metrics",
     "SpoutPipeline": "kinesis_spout.spark.pipeline",
+    "TransactionalBatch": "kinesis_spout.spark.pipeline",
     "KinesisSpoutDataSource": "kinesis_spout.spark.source",
 }
 

@@ -37,6 +37,27 @@ Decisions, in one place:
   While ZooKeeper cannot store the next batch id, the batch waits (its records held) and the write is retried,
   for at most ``zookeeper_deadline_s`` (then ``run()`` ends with a ``CheckpointError``) and never past the run's
   own limits.
+
+Exactly-once mode (``exactly_once=<backing map factory>``): the pipeline is a **transactional** Trident spout.
+
+- ``batch.id`` is a txid and ``batch.kind`` is ``"transactional"``: a batch that is replayed, in the same run or
+  after a crash, keeps its txid and holds exactly the same records. The pipeline keeps a batch log
+  (:mod:`kinesis_spout.state.txlog`) in the given backing map: before ``process`` sees a txid, the log holds every
+  shard's committed position and the txid's last record and count per shard; after ``process`` returns, the log
+  marks the txid committed, and only then are its records acked. A restart reads the log: records committed
+  earlier are acked without being processed, an uncommitted txid is replayed with its records (counted, so a
+  replay that cannot be whole is an error, e.g. records trimmed by retention), and the rest comes after it.
+- Why transactional and not opaque: Kinesis records are immutable and addressed by sequence number, so the same
+  records can always be read again while the stream retains them; the spout never acks a record of an
+  uncommitted txid, so its checkpoints never pass one. TransactionalMap and OpaqueMap are both exactly-once.
+- Per-record fail/retry, folded in: a failed record (or an exception) fails its whole batch, as in Trident, and
+  the batch is processed again under the same txid with the same records (``attempt`` 2, 3, ...; after
+  ``retry_backoff``), up to ``retry_limit`` times. Records are never dead-lettered in this mode (dropping one
+  would change the txid's records, which a transactional spout must not): after the last retry ``run()`` ends
+  with a :class:`~kinesis_spout.state.StateError`, the records are not acked, and the next run replays the txid.
+  The message timeout does not apply (a batch holds its records until it commits).
+- One pipeline per app and stream (``coordination="static"``, ``task_count=1``): state updates must follow one
+  txid order. Batch ids are not stored in ZooKeeper in this mode; the log holds the txid.
 """
 
 from __future__ import annotations
@@ -45,6 +66,7 @@ import logging
 import signal
 import threading
 import time
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from types import FrameType
 from typing import Any, Callable
@@ -57,8 +79,10 @@ from kinesis_spout.spark.batch import Batch, failed_message_ids
 from kinesis_spout.spark.metrics import BatchMetrics, MetricsRecorder, PipelineMetrics
 from kinesis_spout.spark.schema import records_to_arrow
 from kinesis_spout.spout import KinesisSpout
+from kinesis_spout.state.base import BackingMapFactory, StateError
+from kinesis_spout.state.txlog import BatchLog, BatchLogEntry, Place, ReplayCollector, next_entry
 
-__all__ = ["ProcessFunction", "SpoutPipeline"]
+__all__ = ["ProcessFunction", "SpoutPipeline", "TransactionalBatch"]
 
 log = logging.getLogger("kinesis_spout.spark")
 
@@ -68,6 +92,17 @@ ProcessFunction = Callable[[Any, Batch], Any]
 _POLL_S = 0.2  # longest wait between looks at stop requests and run limits
 _STORE_BACKOFF_MAX_S = 5.0
 _FLUSH_TIMEOUT_S = 10.0
+_REPLAY_TIMEOUT_S = 120.0  # how long a restart may take to read an uncommitted txid's records again
+
+
+@dataclass(frozen=True)
+class TransactionalBatch(Batch):
+    """A batch of the exactly-once mode: ``id`` is its txid (the same on every replay, also after a crash),
+    ``kind`` the spout kind the state operations check, ``attempt`` how many times this txid was processed in
+    this run (1 first). ``retries`` counts the batch's records when ``attempt`` > 1."""
+
+    kind: str = "transactional"
+    attempt: int = 1
 
 
 class SpoutPipeline:
@@ -86,7 +121,8 @@ class SpoutPipeline:
 
     def __init__(self, spark: Any, config: SpoutConfig, process: ProcessFunction, *,
                  trigger_interval_s: float = 1.0, max_batch_records: int = 10_000, max_batch_bytes: int = 8 << 20,
-                 checkpoint_store: CheckpointStore | None = None) -> None:
+                 checkpoint_store: CheckpointStore | None = None,
+                 exactly_once: BackingMapFactory | None = None) -> None:
         if not isinstance(config, SpoutConfig):
             raise TypeError(f"config must be a SpoutConfig, got {type(config).__name__}")
         if not callable(process):
@@ -98,6 +134,18 @@ class SpoutPipeline:
         for name, value in (("max_batch_records", max_batch_records), ("max_batch_bytes", max_batch_bytes)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be a whole number >= 1, got {value!r}")
+        if exactly_once is not None:
+            if not callable(getattr(exactly_once, "make_backing_map", None)):
+                raise ConfigError(f"exactly_once must be a backing map factory where the pipeline keeps its batch "
+                                  f"log, e.g. RedisBackingMap.factory(url, namespace='wordcount-log'), got "
+                                  f"{exactly_once!r}")
+            if config.coordination != "static" or config.task_count != 1:
+                raise ConfigError("exactly_once needs one pipeline per app and stream (coordination='static', "
+                                  "task_count=1): the state updates of all shards follow one txid order")
+            if not config.reliable:
+                raise ConfigError("exactly_once needs reliable=True: records must stay unacked until their txid "
+                                  "committed, so that a crash can replay it")
+        self.exactly_once = exactly_once
         self.spark = spark
         self.config = config
         self.process = process
@@ -161,6 +209,9 @@ class SpoutPipeline:
     def _run(self, until: Callable[[], bool] | None, max_batches: int | None, deadline: float | None) -> None:
         from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
 
+        if self.exactly_once is not None:
+            self._run_exactly_once(until, max_batches, deadline)
+            return
         cfg = self.config
         store = self._store_given if self._store_given is not None else ZooKeeperCheckpointStore.from_config(cfg)
         spout = KinesisSpout(cfg, checkpoint_store=store)
@@ -300,6 +351,207 @@ class SpoutPipeline:
         figures = BatchMetrics(batch_id=batch_id, records=len(tuples), bytes=batch.bytes, retries=batch.retries,
                                acked=acked, failed=len(tuples) - acked, error=error, started_at=batch.started_at,
                                dataframe_s=t1 - t0, process_s=process_s, latency_s=time.monotonic() - started,
+                               lag_ms={s.shard_id: s.millis_behind_latest for s in shards})
+        self._recorder.record(figures, shards)
+        log.info("%s", figures.describe())
+
+    # -- exactly-once mode ------------------------------------------------------------------------------------
+    def _run_exactly_once(self, until: Callable[[], bool] | None, max_batches: int | None,
+                          deadline: float | None) -> None:
+        """The loop of the exactly-once mode (see the module docstring): txids from the batch log."""
+        from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
+
+        assert self.exactly_once is not None
+        cfg = replace(self.config, message_timeout_s=None)  # a batch holds its records until its txid commits
+        store = self._store_given if self._store_given is not None else ZooKeeperCheckpointStore.from_config(cfg)
+        spout = KinesisSpout(cfg, checkpoint_store=store)
+        txlog = BatchLog(self.exactly_once, ("$batch-log", cfg.app_name, cfg.stream_name))
+        processed = 0
+
+        def finished() -> bool:
+            if self._stop.is_set() or self._signalled:
+                return True
+            if max_batches is not None and processed >= max_batches:
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return True
+            return until is not None and bool(until())
+
+        try:
+            spout.open()
+            entry = txlog.load()
+            through = entry.committed_through() if entry is not None else {}
+            carry: list[SpoutTuple] = []
+            txid = entry.txid + 1 if entry is not None else 1
+            self._recorder.reset(txid - 1, spout.metrics())
+            log.info("pipeline %s on stream %r, exactly-once: %d shards, txids from %d%s", cfg.app_name,
+                     cfg.stream_name, len(spout.shard_ids), txid,
+                     f" after replaying txid {entry.txid}" if entry is not None and not entry.committed else "")
+            if entry is not None and not entry.committed:
+                replayed = self._collect_replay(spout, entry, finished)
+                if replayed is None:
+                    return
+                tuples, carry = replayed
+                if not self._run_tx_batch(spout, txlog, entry, tuples, time.monotonic(), finished):
+                    return
+                through = replace(entry, committed=True).committed_through()
+                processed += 1
+            next_start = time.monotonic()
+            while not finished():
+                if not self._wait_until(next_start, finished):
+                    break
+                tuples, started = self._collect_fresh(spout, carry, through, finished)
+                carry = []
+                if not tuples:
+                    continue
+                next_start = started + self.trigger_interval_s
+                spans: dict[str, tuple[Any, int]] = {}
+                for t in tuples:
+                    last, count = spans.get(t.record.shard_id, (t.record.key, 0))
+                    spans[t.record.shard_id] = (max(last, t.record.key), count + 1)
+                entry = next_entry(txid, through, spans)
+                txlog.save(entry)  # before process sees the txid: a crash from here on replays it
+                if not self._run_tx_batch(spout, txlog, entry, tuples, started, finished):
+                    break
+                through = replace(entry, committed=True).committed_through()
+                txid += 1
+                processed += 1
+            self._log_stop_reason(processed, max_batches, deadline)
+        finally:
+            try:
+                self._close(spout)
+            finally:
+                txlog.close()
+
+    def _split_committed(self, spout: KinesisSpout, tuples: list[SpoutTuple],
+                         through: dict[str, Any]) -> list[SpoutTuple]:
+        """Ack (without processing) the tuples a committed txid already applied; return the others."""
+        fresh: list[SpoutTuple] = []
+        stale: list[SpoutTuple] = []
+        for t in tuples:
+            done = through.get(t.record.shard_id)
+            (stale if done is not None and t.record.key <= done else fresh).append(t)
+        if stale:
+            spout.ack_many(t.message_id for t in stale)
+            log.info("%d records read again after a restart were committed before; acked without processing",
+                     len(stale))
+        return fresh
+
+    def _collect_fresh(self, spout: KinesisSpout, carry: list[SpoutTuple], through: dict[str, Any],
+                       finished: Callable[[], bool]) -> tuple[list[SpoutTuple], float]:
+        """The next batch's tuples: those carried over from a replay, then what is ready (within the limits)."""
+        while True:
+            if carry:
+                taken, started = carry, time.monotonic()
+                room = self.max_batch_records - len(taken)
+                size = sum(t.record.size for t in taken)
+                if room > 0 and size < self.max_batch_bytes:
+                    taken = taken + spout.next_batch(max_records=room, timeout_s=0.0,
+                                                     max_bytes=self.max_batch_bytes - size)
+                carry = []
+            else:
+                taken, started = self._collect(spout, finished)
+                if not taken:
+                    return [], 0.0
+            fresh = self._split_committed(spout, taken, through)
+            if fresh:
+                return fresh, started
+
+    def _collect_replay(self, spout: KinesisSpout, entry: BatchLogEntry, finished: Callable[[], bool]
+                        ) -> tuple[list[SpoutTuple], list[SpoutTuple]] | None:
+        """Read the records of the uncommitted txid of ``entry`` again: (its tuples, tuples of later batches).
+
+        None if the run should end first (nothing is acked but records committed before). Raises StateError when
+        the replay cannot be whole within 120 s, or holds more records than logged.
+        """
+        collector = ReplayCollector(entry)
+        batch: list[SpoutTuple] = []
+        later: list[SpoutTuple] = []
+        give_up = time.monotonic() + _REPLAY_TIMEOUT_S
+        while any(n > 0 for n in collector.missing().values()):
+            if finished():
+                return None
+            if time.monotonic() >= give_up:
+                raise StateError(
+                    f"txid {entry.txid} cannot be replayed: after {_REPLAY_TIMEOUT_S:.0f} s these shards still miss "
+                    f"records of it: {collector.missing()}. Were they trimmed by the stream's retention, or the "
+                    f"stream re-created? Its state updates may be partly applied; the batch log stays as it is",
+                    retriable=True)
+            committed = []
+            for t in spout.next_batch(max_records=self.max_batch_records, timeout_s=_POLL_S):
+                place = entry.place(t.record.shard_id, t.record.key)
+                if place is Place.COMMITTED:
+                    committed.append(t.message_id)
+                elif place is Place.BATCH:
+                    batch.append(t)
+                    collector.add(t.record.shard_id)
+                else:
+                    later.append(t)
+            if committed:
+                spout.ack_many(committed)
+        extra = {s: -n for s, n in collector.missing().items() if n < 0}
+        if extra:
+            raise StateError(f"txid {entry.txid} replayed with more records than logged ({extra}): the stream does not "
+                             f"hold the records the batch log describes (a re-created stream?)")
+        log.info("replaying txid %d with its %d records, read again", entry.txid, len(batch))
+        return batch, later
+
+    def _run_tx_batch(self, spout: KinesisSpout, txlog: BatchLog, entry: BatchLogEntry, tuples: list[SpoutTuple],
+                      started: float, finished: Callable[[], bool]) -> bool:
+        """Process txid ``entry.txid`` until it succeeds, then mark it committed and ack its records.
+
+        A failed record or an exception processes the same records again under the same txid, after the
+        retry backoff, up to ``retry_limit`` times; then StateError (nothing acked). False if the run ends
+        (stop, signal, limits) between two attempts: nothing acked, the next run replays the txid.
+        """
+        records = [t.record for t in tuples]
+        ids = [t.message_id for t in tuples]
+        in_batch = set(ids)
+        backoff = self.config.retry_backoff
+        attempts = self.config.retry_limit + 1
+        error: str | None = None
+        for attempt in range(1, attempts + 1):
+            batch = TransactionalBatch(
+                id=entry.txid, records=len(records), bytes=sum(r.size for r in records),
+                retries=len(records) if attempt > 1 else 0, max_attempt=attempt,
+                shards=tuple(sorted({r.shard_id for r in records})),
+                started_at=datetime.now(timezone.utc) - timedelta(seconds=time.monotonic() - started),
+                attempt=attempt)
+            t0 = time.monotonic()
+            df = self.spark.createDataFrame(records_to_arrow(self.config.stream_name, records,
+                                                             [attempt] * len(records)))
+            t1 = time.monotonic()
+            try:
+                failed = failed_message_ids(self.process(df, batch)) & in_batch
+                error = None if not failed else f"{len(failed)} records failed"
+            except Exception as exc:  # noqa: BLE001 - any error of user code fails the batch, which is replayed
+                error = f"{type(exc).__name__}: {exc}"
+                log.error("txid %d attempt %d: process() raised", entry.txid, attempt, exc_info=True)
+                failed = in_batch
+            process_s = time.monotonic() - t1
+            if not failed:
+                txlog.save(replace(entry, committed=True))  # before the acks: checkpoints never pass an open txid
+                spout.ack_many(ids)
+            self._record(spout, batch, 0 if failed else len(records), error, t1 - t0, process_s, started)
+            if not failed:
+                return True
+            if attempt == attempts:
+                break
+            wait_s = min(backoff.max_s, backoff.initial_s * backoff.multiplier ** (attempt - 1))
+            log.warning("txid %d: %s; processing its %d records again under the same txid in %.2f s (attempt "
+                        "%d of %d)", entry.txid, error, len(records), wait_s, attempt + 1, attempts)
+            if not self._wait_until(time.monotonic() + wait_s, finished):
+                return False
+        raise StateError(f"txid {entry.txid} failed {attempts} times (last: {error}); its {len(records)} records are "
+                         f"not acked and the next run replays them under the same txid. A record cannot be "
+                         f"dead-lettered in exactly-once mode: fix the cause, or raise retry_limit")
+
+    def _record(self, spout: KinesisSpout, batch: Batch, acked: int, error: str | None, dataframe_s: float,
+                process_s: float, started: float) -> None:
+        shards = spout.metrics()
+        figures = BatchMetrics(batch_id=batch.id, records=batch.records, bytes=batch.bytes, retries=batch.retries,
+                               acked=acked, failed=batch.records - acked, error=error, started_at=batch.started_at,
+                               dataframe_s=dataframe_s, process_s=process_s, latency_s=time.monotonic() - started,
                                lag_ms={s.shard_id: s.millis_behind_latest for s in shards})
         self._recorder.record(figures, shards)
         log.info("%s", figures.describe())

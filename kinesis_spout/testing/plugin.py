@@ -15,6 +15,8 @@ kinesis_local      function  :class:`KinesisEndpoint` on kinesis-local (kinesis-
 kinesis_backend    function  parametrized over moto and kinesalite: write a test once, run it on both
 fault_proxy        function  ``(FaultProxy, KinesisEndpoint)``: the backend behind a fault-injecting proxy
 spark              session   a ``local[2]`` SparkSession (pyspark imported only when a test asks for it)
+redis              session   :class:`RedisServer` (``url``, ``kill()``, ``start()``): state backend tests
+memcached          session   :class:`MemcachedServer` (``server`` = ``host:port``): state backend tests
 =================  ========  ============================================================================
 """
 
@@ -31,7 +33,9 @@ import pytest
 from kinesis_spout.testing.emulators import KinesaliteServer, KinesisLocalServer
 from kinesis_spout.testing.faults import fault_proxy  # noqa: F401 - a fixture of this plugin
 from kinesis_spout.testing.kinesis import KinesisEndpoint
+from kinesis_spout.testing.memcached import MemcachedServer
 from kinesis_spout.testing.moto_server import MotoKinesisServer
+from kinesis_spout.testing.redis import RedisServer
 from kinesis_spout.testing.spark import spark  # noqa: F401 - a fixture of this plugin
 from kinesis_spout.testing.zookeeper import ZooKeeperServer
 
@@ -153,3 +157,15 @@ def kinesis_backend(request: pytest.FixtureRequest) -> KinesisEndpoint:
     """Each test using it runs once on moto and once on kinesalite."""
     endpoint: KinesisEndpoint = request.getfixturevalue(request.param)
     return endpoint
+
+
+@pytest.fixture(scope="session")
+def redis() -> Iterator[RedisServer]:
+    """A private Redis server for the whole test session (no persistence). Tests use namespaces of their own."""
+    yield from _running(RedisServer())
+
+
+@pytest.fixture(scope="session")
+def memcached() -> Iterator[MemcachedServer]:
+    """A private memcached server for the whole test session. Tests use namespaces of their own."""
+    yield from _running(MemcachedServer())

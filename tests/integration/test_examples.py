@@ -97,3 +97,27 @@ def test_make_demo_against_your_own_servers_needs_no_aws_credentials(kinesalite,
     assert f"[demo] using existing stream {stream!r}" in out.stdout
     final = [line.split() for line in out.stdout.splitlines() if " sentences of " in line]
     assert final and int(final[0][4]) > 0 and int(final[0][1]) >= int(final[0][4]), out.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine, backend", [("pipeline", "redis"), ("stream", "memcached")])
+def test_spark_wordcount_demo_exactly_once(engine: str, backend: str) -> None:
+    """`make demo DEMO_ARGS="--exactly-once redis"`, shortened: the counts live in an OpaqueMap in a private Redis
+    (or memcached) server and are read back from it."""
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / "wordcount.py"), "--demo", "--engine", engine,
+                          "--exactly-once", backend, "--seconds", "3", "--rate", "500"],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT,
+                         env={k: v for k, v in os.environ.items() if not k.startswith("KINESIS_SPOUT_")})
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert f"exactly-once counts read back from {backend} at" in out.stdout, out.stdout
+    final = [line.split() for line in out.stdout.splitlines() if " sentences of " in line]
+    assert final and int(final[0][4]) > 0 and int(final[0][1]) >= int(final[0][4]), out.stdout
+    counts = {parts[1]: int(parts[2]) for parts in (line.split() for line in out.stdout.splitlines())
+              if len(parts) == 3 and parts[0] == "[wordcount]" and parts[2].isdigit()}
+    # words of one demo sentence each are counted alike ("four score and seven years ago", "snow white and the
+    # seven dwarfs": the only sentences with "and" and "seven"): the stored counts agree with each other
+    assert counts["and"] == counts["seven"] > 0, out.stdout
+    for sentence in ("four score years ago", "snow white dwarfs"):
+        assert len({counts[w] for w in sentence.split() if w in counts}) <= 1, out.stdout
+    if "four" in counts and "snow" in counts:
+        assert counts["and"] == counts["four"] + counts["snow"], out.stdout

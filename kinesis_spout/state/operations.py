@@ -1,0 +1,213 @@
+"""The Spark operations on state: ``persistent_aggregate``, ``partition_persist`` and ``state_query``.
+
+Work happens where Spark does it. ``persistent_aggregate`` groups the batch by the key columns and aggregates in
+Spark (partially before the shuffle: a SQL aggregate for :class:`~kinesis_spout.state.Count` and
+:class:`~kinesis_spout.state.Sum`, ``reduceByKey`` for other combiners), so each key of the batch is in exactly
+one partition; then each partition, on an executor, makes its map state from the picklable factory and does one
+bulk read and one bulk write (one ``multi_get`` and one ``multi_put``: with compare-and-set, keys changed by
+another writer in between are read and written again). The call returns when every partition has written: the
+next batch's update cannot start before this one's is done, which is Trident's ordering of state updates by txid.
+
+The ``batch`` argument gives the txid and the spout kind (see :func:`~kinesis_spout.state.base.tx_batch`): an
+int (``foreachBatch``'s batch_id on the readStream source) is a transactional txid; a SpoutPipeline batch in
+exactly-once mode carries its kind; a pair that cannot be exactly-once raises
+:class:`~kinesis_spout.state.base.StatePairError` before anything is read or written. pyspark and pyarrow are
+imported when an operation is called.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Protocol, Sequence
+
+from kinesis_spout.errors import ConfigError
+from kinesis_spout.state.base import Key, MapState, SpoutKind, StateFactory, check_pair, tx_batch
+
+__all__ = ["PersistResult", "StateUpdater", "partition_persist", "persistent_aggregate", "state_query"]
+
+_VALUE = "__kinesis_spout_value"
+
+
+@dataclass(frozen=True)
+class PersistResult:
+    """What a state write did: the txid and spout kind, the partitions that wrote, the keys written (or skipped
+    as already applied) and the round trips to the store the partitions made (0 for stores that do not count)."""
+
+    txid: int
+    kind: SpoutKind
+    partitions: int
+    keys: int
+    round_trips: int
+
+
+class StateUpdater(Protocol):
+    """Trident's StateUpdater for ``partition_persist``: updates the state with one partition's rows."""
+
+    def update_state(self, state: MapState, rows: list[Any]) -> None: ...
+
+
+def _columns(df: Any, names: Sequence[str], what: str) -> list[str]:
+    if isinstance(names, str) or not names:
+        raise ConfigError(f"{what} must be a non-empty list of column names, got {names!r}")
+    missing = [n for n in names if n not in df.columns]
+    if missing:
+        raise ConfigError(f"{what} names columns the DataFrame does not have: {missing} (columns: {df.columns})")
+    return list(names)
+
+
+def _partitions(df: Any, partitions: int | None) -> int:
+    if partitions is None:
+        return max(1, int(df.sparkSession.sparkContext.defaultParallelism))
+    if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+        raise ConfigError(f"partitions must be a whole number >= 1 or None, got {partitions!r}")
+    return partitions
+
+
+def _round_trips(state: Any) -> int:
+    backing = getattr(state, "backing", None)
+    while backing is not None and not hasattr(backing, "round_trips") and hasattr(backing, "backing"):
+        backing = backing.backing
+    return int(getattr(backing, "round_trips", 0) or 0)
+
+
+class _Combine:
+    def __init__(self, aggregator: Any, partial: Any) -> None:
+        self.aggregator = aggregator
+        self.partial = partial
+
+    def __call__(self, stored: Any) -> Any:
+        return self.aggregator.combine(self.aggregator.zero() if stored is None else stored, self.partial)
+
+
+class _Reduce:
+    def __init__(self, aggregator: Any, rows: Iterable[Any]) -> None:
+        self.aggregator = aggregator
+        self.rows = rows
+
+    def __call__(self, stored: Any) -> Any:
+        value = self.aggregator.init() if stored is None else stored
+        for row in self.rows:
+            value = self.aggregator.reduce(value, row)
+        return value
+
+
+def _write_partitions(rdd: Any, state: StateFactory, txid: int, num: int, apply: Any) -> tuple[int, int, int]:
+    """Run ``apply(map_state, items)`` on each non-empty partition of ``rdd`` under txid; (partitions, keys, trips)."""
+
+    def run(index: int, items: Iterator[Any]) -> Iterator[tuple[int, int]]:
+        taken = list(items)
+        if not taken:
+            return
+        st = state.make_state(index, num)
+        try:
+            st.begin_commit(txid)
+            keys = apply(st, taken)
+            st.commit(txid)
+            yield keys, _round_trips(st)
+        finally:
+            close = getattr(st, "close", None)
+            if close is not None:
+                close()
+
+    stats = rdd.mapPartitionsWithIndex(run).collect()
+    return len(stats), sum(k for k, _ in stats), sum(t for _, t in stats)
+
+
+def persistent_aggregate(df: Any, batch: Any, state: StateFactory, *, group_by: Sequence[str], aggregator: Any,
+                         partitions: int | None = None) -> PersistResult:
+    """Aggregate ``df`` by ``group_by`` with ``aggregator`` and fold the result into ``state`` for this batch.
+
+    ``batch`` is ``foreachBatch``'s batch_id or the SpoutPipeline batch; ``state`` a map factory such as
+    ``OpaqueMap.factory(RedisBackingMap.factory(url, namespace="wordcount"))``; ``aggregator`` a combiner
+    (``Count()``, ``Sum("col")``, or init/combine/zero of your own) or a reducer (init/reduce). ``partitions``
+    (default: Spark's default parallelism) is how many tasks write, each with one bulk read and one bulk write.
+    Blocks until every partition wrote; returns a :class:`PersistResult`.
+    """
+    tx = tx_batch(batch)
+    check_pair(state.kind, tx.kind)
+    keys = _columns(df, group_by, "group_by")
+    num = _partitions(df, partitions)
+    agg = aggregator
+    if all(callable(getattr(agg, m, None)) for m in ("init", "combine", "zero")):
+        if callable(getattr(agg, "spark_agg", None)):
+            grouped = df.groupBy(*keys).agg(agg.spark_agg().alias(_VALUE)).coalesce(num)
+            pairs = grouped.rdd.map(lambda r: (tuple(r[c] for c in keys), r[_VALUE]))
+        else:
+            pairs = df.rdd.map(lambda r: (tuple(r[c] for c in keys), agg.init(r))).reduceByKey(agg.combine, num)
+
+        def apply(st: MapState, items: list[tuple[Key, Any]]) -> int:
+            st.multi_update([k for k, _ in items], [_Combine(agg, v) for _, v in items])
+            return len(items)
+    elif all(callable(getattr(agg, m, None)) for m in ("init", "reduce")):
+        pairs = df.rdd.map(lambda r: (tuple(r[c] for c in keys), r)).groupByKey(num)
+
+        def apply(st: MapState, items: list[tuple[Key, Any]]) -> int:
+            st.multi_update([k for k, _ in items], [_Reduce(agg, rows) for _, rows in items])
+            return len(items)
+    else:
+        raise ConfigError(f"aggregator must be a combiner (init(row), combine(a, b), zero()) or a reducer (init(), "
+                          f"reduce(value, row)), got {aggregator!r}")
+    parts, written, trips = _write_partitions(pairs, state, tx.txid, num, apply)
+    return PersistResult(tx.txid, tx.kind, parts, written, trips)
+
+
+def partition_persist(df: Any, batch: Any, state: StateFactory, updater: StateUpdater, *,
+                      partition_by: Sequence[str] | None = None, partitions: int | None = None) -> PersistResult:
+    """Hand each partition's rows to ``updater.update_state(map_state, rows)`` under this batch's txid.
+
+    With a transactional or opaque map a key must be updated by one partition per batch: pass the key columns
+    as ``partition_by`` (the rows are repartitioned by them), or a second partition's update of a key would be
+    taken for a replay (skipped, or recomputed over the first). ``PersistResult.keys`` counts rows here.
+    """
+    tx = tx_batch(batch)
+    check_pair(state.kind, tx.kind)
+    if not callable(getattr(updater, "update_state", None)):
+        raise ConfigError(f"updater must have update_state(state, rows), got {updater!r}")
+    num = _partitions(df, partitions)
+    frame = df.repartition(num, *_columns(df, partition_by, "partition_by")) if partition_by is not None \
+        else df.coalesce(num)
+
+    def apply(st: MapState, rows: list[Any]) -> int:
+        updater.update_state(st, rows)
+        return len(rows)
+
+    parts, written, trips = _write_partitions(frame.rdd, state, tx.txid, num, apply)
+    return PersistResult(tx.txid, tx.kind, parts, written, trips)
+
+
+def state_query(df: Any, state: StateFactory, *, key_columns: Sequence[str], result_column: str = "value",
+                result_type: str = "long") -> Any:
+    """``df`` with the state's current value of each row's key in ``result_column`` (null where none).
+
+    Trident's stateQuery with batch_retrieve: each partition reads all its distinct keys in one bulk read on its
+    executor, and the values are joined back to the rows. ``result_type`` is the Spark SQL type of the values
+    (``"long"``, ``"double"``, ``"string"``...). Lazy, like any DataFrame: each action reads again.
+    """
+    from pyspark.sql.types import StructField, StructType, _parse_datatype_string
+
+    keys = _columns(df, key_columns, "key_columns")
+    if result_column in df.columns:
+        raise ConfigError(f"result_column {result_column!r} is already a column of the DataFrame; pick another name")
+    try:
+        spark_type = _parse_datatype_string(result_type)
+    except Exception as exc:  # noqa: BLE001 - Spark's parse errors have no common base class
+        raise ConfigError(f"result_type must be a Spark SQL type such as 'long', 'double' or 'string', got "
+                          f"{result_type!r}: {exc}") from exc
+    schema = StructType(list(df.schema.fields) + [StructField(result_column, spark_type, True)])
+
+    def query(index: int, rows: Iterator[Any]) -> Iterator[tuple[Any, ...]]:
+        taken = list(rows)
+        if not taken:
+            return
+        wanted = list({tuple(r[c] for c in keys) for r in taken})
+        st = state.make_state(index, 1)
+        try:
+            found = dict(zip(wanted, st.multi_get(wanted)))
+        finally:
+            close = getattr(st, "close", None)
+            if close is not None:
+                close()
+        for r in taken:
+            yield (*r, found[tuple(r[c] for c in keys)])
+
+    return df.sparkSession.createDataFrame(df.rdd.mapPartitionsWithIndex(query), schema)

@@ -1,0 +1,210 @@
+"""The Spark operations on state, on the shared local Spark session with a real Redis and memcached."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from kinesis_spout.state import (
+    Count,
+    NonTransactionalMap,
+    OpaqueMap,
+    SpoutKind,
+    StatePairError,
+    Sum,
+    TransactionalMap,
+    TxBatch,
+    partition_persist,
+    persistent_aggregate,
+    state_query,
+)
+from kinesis_spout.state.memcached import MemcachedBackingMap
+from kinesis_spout.state.redis import RedisBackingMap
+
+pytestmark = pytest.mark.slow
+
+WORDS = "the cat and the dog and the bird".split()
+
+
+def words_df(spark, words=WORDS, parts=3):
+    return spark.createDataFrame([(w, len(w)) for w in words], "word string, n long").repartition(parts)
+
+
+@pytest.fixture
+def backing(redis):
+    return RedisBackingMap.factory(redis.url, namespace=f"t-{uuid.uuid4().hex[:10]}")
+
+
+def read(factory, words):
+    state = factory.make_state()
+    try:
+        return dict(zip(words, state.multi_get([(w,) for w in words])))
+    finally:
+        state.close()
+
+
+def test_persistent_aggregate_counts_and_a_replayed_txid_counts_once(spark, backing) -> None:
+    counts = TransactionalMap.factory(backing)
+    df = words_df(spark)
+    result = persistent_aggregate(df, 1, counts, group_by=["word"], aggregator=Count(), partitions=2)
+    assert (result.txid, result.kind, result.keys) == (1, SpoutKind.TRANSACTIONAL, 5)
+    assert result.round_trips == 2 * result.partitions  # one bulk read and one bulk write per partition
+    persistent_aggregate(df, 1, counts, group_by=["word"], aggregator=Count())  # Spark replays batch 1
+    assert read(counts, ["the", "and", "cat", "dog", "bird"]) == {"the": 3, "and": 2, "cat": 1, "dog": 1, "bird": 1}
+    persistent_aggregate(words_df(spark, ["the"]), 2, counts, group_by=["word"], aggregator=Count())
+    assert read(counts, ["the"]) == {"the": 4}
+
+
+def test_opaque_map_recomputes_a_replay_that_differs(spark, backing) -> None:
+    counts = OpaqueMap.factory(backing)
+    persistent_aggregate(words_df(spark), TxBatch(1, SpoutKind.OPAQUE), counts, group_by=["word"],
+                         aggregator=Count())
+    persistent_aggregate(words_df(spark, ["the", "cat"]), TxBatch(2, SpoutKind.OPAQUE), counts,
+                         group_by=["word"], aggregator=Count())
+    # txid 2 replayed with other records: its first attempt no longer counts
+    persistent_aggregate(words_df(spark, ["the"]), TxBatch(2, SpoutKind.OPAQUE), counts, group_by=["word"],
+                         aggregator=Count())
+    assert read(counts, ["the", "cat"]) == {"the": 4, "cat": 2}
+
+
+def test_sum_a_combiner_of_ones_own_and_a_reducer(spark, backing) -> None:
+    class Longest:
+        def init(self, row):
+            return row["n"]
+
+        def combine(self, a, b):
+            return max(a, b)
+
+        def zero(self):
+            return 0
+
+    class Joined:
+        def init(self):
+            return ""
+
+        def reduce(self, value, row):
+            return "".join(sorted(value + row["word"][0]))
+
+    from pyspark.sql import functions as F
+
+    df = words_df(spark).withColumn("first", F.substring("word", 1, 1))
+    for agg, expected in ((Sum("n"), {"t": 9, "c": 3, "a": 6, "d": 3, "b": 4}),
+                          (Longest(), {"t": 3, "c": 3, "a": 3, "d": 3, "b": 4}),
+                          (Joined(), {"t": "ttt", "c": "c", "a": "aa", "d": "d", "b": "b"})):
+        factory = OpaqueMap.factory(RedisBackingMap.factory(backing.url, namespace=f"{backing.namespace}-{agg!r}"[:60]))
+        persistent_aggregate(df, 1, factory, group_by=["first"], aggregator=agg)
+        assert read(factory, list(expected)) == expected
+
+
+def test_a_wrong_pair_is_refused_before_anything_is_written(spark, backing) -> None:
+    class PipelineBatch:  # a SpoutPipeline batch in its at-least-once mode: no kind
+        id = 7
+
+    with pytest.raises(StatePairError, match="use an OpaqueMap"):
+        persistent_aggregate(words_df(spark), TxBatch(1, SpoutKind.OPAQUE), TransactionalMap.factory(backing),
+                             group_by=["word"], aggregator=Count())
+    with pytest.raises(StatePairError, match="exactly_once=True"):
+        persistent_aggregate(words_df(spark), PipelineBatch(), OpaqueMap.factory(backing), group_by=["word"],
+                             aggregator=Count())
+    assert read(OpaqueMap.factory(backing), ["the"]) == {"the": None}
+    persistent_aggregate(words_df(spark), PipelineBatch(), NonTransactionalMap.factory(backing), group_by=["word"],
+                         aggregator=Count())  # at-least-once by choice: accepted
+    assert read(NonTransactionalMap.factory(backing), ["the"]) == {"the": 3}
+
+
+def test_state_query_joins_each_rows_value(spark, backing) -> None:
+    counts = OpaqueMap.factory(backing)
+    persistent_aggregate(words_df(spark), 1, counts, group_by=["word"], aggregator=Count())
+    probe = spark.createDataFrame([("the",), ("bird",), ("zebra",), ("the",)], "word string").repartition(2)
+    joined = state_query(probe, counts, key_columns=["word"], result_column="count")
+    got = sorted((r["word"], r["count"]) for r in joined.collect())
+    assert got == [("bird", 1), ("the", 3), ("the", 3), ("zebra", None)]
+
+
+def test_partition_persist_with_an_updater_on_memcached(spark, memcached) -> None:
+    class LastLength:
+        def update_state(self, state, rows):
+            keys = sorted({(r["word"],) for r in rows})
+            state.multi_put(keys, [len(k[0]) for k in keys])
+
+    factory = TransactionalMap.factory(MemcachedBackingMap.factory(memcached.server,
+                                                                   namespace=f"t-{uuid.uuid4().hex[:10]}"))
+    result = partition_persist(words_df(spark), 1, factory, LastLength(), partition_by=["word"])
+    assert result.keys == len(WORDS)
+    assert read(factory, ["the", "bird"]) == {"the": 3, "bird": 4}
+
+
+def test_bad_arguments_are_clear_errors(spark, backing) -> None:
+    with pytest.raises(ValueError, match="group_by names columns .*'nope'"):
+        persistent_aggregate(words_df(spark), 1, OpaqueMap.factory(backing), group_by=["nope"], aggregator=Count())
+    with pytest.raises(ValueError, match="combiner .* or a reducer"):
+        persistent_aggregate(words_df(spark), 1, OpaqueMap.factory(backing), group_by=["word"], aggregator=len)
+
+
+class Crash(BaseException):
+    """Ends a run like a crash would: not an Exception, so the pipeline does not treat it as a failed batch."""
+
+
+def test_pipeline_exactly_once_replays_a_txid_with_the_same_records(spark, kinesalite, zookeeper, redis) -> None:
+    """A failed record replays its batch under the same txid; a run cut short after the state write (before the
+    commit) is replayed by the next run with exactly the same records, and committed records are never
+    processed again; the OpaqueMap counts stay exact."""
+    from kinesis_spout import InitialPosition, RetryBackoff, SpoutConfig
+    from kinesis_spout.spark import SpoutPipeline
+
+    stream = kinesalite.create_stream(shards=2)
+    words = [f"w{i % 5}" for i in range(60)] + ["w7"]
+    kinesalite.put(stream, [w.encode() for w in words])
+    ns = f"t-{uuid.uuid4().hex[:10]}"
+    counts = OpaqueMap.factory(RedisBackingMap.factory(redis.url, namespace=ns))
+    log_map = RedisBackingMap.factory(redis.url, namespace=f"{ns}-log")
+    seen: list[tuple[int, int, str, tuple[str, ...]]] = []
+    crash_at = {"txid": 2}
+
+    def process(df, batch):
+        rows = df.select("message_id", F.col("data").cast("string").alias("word")).collect()
+        seen.append((batch.id, batch.attempt, batch.kind, tuple(sorted(r.message_id for r in rows))))
+        persistent_aggregate(df.select(F.col("data").cast("string").alias("word")), batch, counts,
+                             group_by=["word"], aggregator=Count(), partitions=1)
+        if batch.id == crash_at["txid"]:
+            crash_at["txid"] = None
+            raise Crash()
+        return [r.message_id for r in rows if r.word == "w7" and batch.attempt == 1]
+
+    from pyspark.sql import functions as F
+
+    config = SpoutConfig(stream_name=stream, app_name="eo", zookeeper=zookeeper.hosts,
+                         zookeeper_prefix=zookeeper.prefix, endpoint_url=kinesalite.endpoint_url, region="us-east-1",
+                         initial_position=InitialPosition.TRIM_HORIZON, empty_record_backoff_s=0.2,
+                         retry_backoff=RetryBackoff(initial_s=0.01, max_s=0.05))
+    pipeline = SpoutPipeline(spark, config, process, trigger_interval_s=0.0, max_batch_records=20,
+                             exactly_once=log_map)
+    with pytest.raises(Crash):
+        pipeline.run(timeout_s=60)
+    crashed = seen[-1]
+    assert crashed[0] == 2 and [s[0] for s in seen] == [1, 2]
+    total = {"n": 0}
+
+    def all_counted() -> bool:
+        state = counts.make_state()
+        try:
+            total["n"] = sum(v or 0 for v in state.multi_get([(f"w{i}",) for i in (0, 1, 2, 3, 4, 7)]))
+        finally:
+            state.close()
+        return total["n"] >= len(words)
+
+    pipeline.run(until=all_counted, timeout_s=60)
+    assert seen[2][0] == 2 and seen[2][3] == crashed[3], "the replay of txid 2 must hold the same records"
+    assert all(kind == "transactional" for _, _, kind, _ in seen)
+    txids = [s[0] for s in seen[2:]]
+    assert all(b - a in (0, 1) for a, b in zip(txids, txids[1:])), f"txids in order, each replayed in place: {txids}"
+    by_txid: dict[int, set[tuple[str, ...]]] = {}
+    for txid, _, _, mids in seen:
+        by_txid.setdefault(txid, set()).add(mids)
+    assert all(len(v) == 1 for v in by_txid.values()), "every attempt of a txid holds the same records"
+    assert any(attempt == 2 for _, attempt, _, _ in seen), "the failed w7 record replayed its batch"
+    per_txid = [mid for v in by_txid.values() for mid in next(iter(v))]
+    assert len(per_txid) == len(set(per_txid)) == len(words), "each record in exactly one txid"
+    assert read(counts, [f"w{i}" for i in (0, 1, 2, 3, 4, 7)]) == {"w0": 12, "w1": 12, "w2": 12, "w3": 12,
+                                                                   "w4": 12, "w7": 1}
