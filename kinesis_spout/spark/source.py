@@ -85,13 +85,25 @@ class KinesisSpoutDataSource(DataSource):
         return "kinesis_spout"
 
     def schema(self) -> str:
-        """Called by Spark at ``load()``: validates the options there, so a bad one fails before the query."""
-        parse_source_options(self.options)
+        """Called by Spark at ``load()``: validates the options there, so a bad one fails before the query.
+
+        ``load()`` serves ``spark.read`` and ``spark.readStream`` alike, so the batch-read options are accepted and
+        ``appName`` is not required here; a stream query without ``appName`` fails at ``start()``."""
+        from kinesis_spout.spark.batch_read import parse_batch_options
+
+        parse_batch_options(self.options)
         unused = unused_options(self.options)
         if unused:
             log.warning("options %s have no effect on the kinesis_spout source (a batch is done when Spark "
                         "commits it; per-record ack/fail is the spout's)", ", ".join(unused))
         return SCHEMA_DDL
+
+    def reader(self, schema: Any) -> Any:
+        """``spark.read.format("kinesis_spout")``: a batch read between two times
+        (:mod:`kinesis_spout.spark.batch_read`)."""
+        from kinesis_spout.spark.batch_read import KinesisBatchReader
+
+        return KinesisBatchReader(self.options)
 
     def streamReader(self, schema: Any) -> "KinesisSpoutStreamReader":
         """The reader of the ``readMode`` option: ``driver`` (this module) or ``executors``

@@ -32,7 +32,14 @@ def local_spark_session(app_name: str = "kinesis-spout-tests", cores: int = 2) -
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    """A ``local[2]`` SparkSession shared by the whole test session (stopped at the end)."""
+    """A ``local[2]`` SparkSession shared by the whole test session (stopped at the end).
+
+    Its Python workers inherit the environment of the moment the JVM starts, which may come before any Kinesis
+    fixture ran: the dummy credentials those fixtures set for the local servers are set here first (never over
+    credentials already in the environment)."""
+    for name, value in (("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"),
+                        ("AWS_DEFAULT_REGION", "us-east-1")):
+        os.environ.setdefault(name, value)
     session = local_spark_session()
     try:
         yield session

@@ -329,12 +329,13 @@ def test_spark_reads_a_multi_shard_stream_under_the_record_limit_and_available_n
     assert {s: d["sequence_number"] for s, d in stored.items()} == last_by_shard(placed)
 
 
+@pytest.mark.parametrize("read_mode", ["driver", "executors"])
 def test_spark_query_under_a_byte_limit_then_a_new_query_resumes_from_zookeeper(
-        spark: Any, moto_kinesis: KinesisEndpoint, zookeeper: Any) -> None:
+        spark: Any, moto_kinesis: KinesisEndpoint, zookeeper: Any, read_mode: str) -> None:
     stream = moto_kinesis.create_stream(shards=2)
     first = moto_kinesis.put(stream, [f"first-{i:03d}".encode() for i in range(60)])
     batches: dict[int, list[dict[str, Any]]] = {}
-    options = source_options(moto_kinesis, zookeeper, stream, maxBytesPerTrigger="200")
+    options = source_options(moto_kinesis, zookeeper, stream, maxBytesPerTrigger="200", readMode=read_mode)
     query = load(spark, options).writeStream.foreachBatch(collecting_sink(batches)).start()  # no checkpoint location
     try:
         assert wait_until(lambda: sum(len(b) for b in list(batches.values())) >= 60 or query.exception(), 120)

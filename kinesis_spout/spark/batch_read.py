@@ -1,0 +1,141 @@
+"""Batch reads: ``spark.read.format("kinesis_spout")``, every shard between two points in time.
+
+    df = (spark.read.format("kinesis_spout").option("streamName", "sentences")
+          .option("startingTimestamp", "2026-11-22T10:00:00+00:00")   # default: the oldest record (TRIM_HORIZON)
+          .option("endingTimestamp", "2026-11-22T11:00:00+00:00")     # default: when the read is planned
+          .load())
+
+Each shard the stream lists (closed ones within the retention period included) is one partition, read on an
+executor from its start until its tip, its end, or its first record that arrived after the end time. The end is
+fixed when Spark plans the read (``partitions``), so every task of one action agrees; another action on the same
+DataFrame is planned again and may see records that arrived since, as with any live source. No checkpoint is read or
+written: a batch read leaves the app's ZooKeeper state alone, and ``appName``/``zookeeper`` are not needed.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from typing import Any, Iterator, Mapping, Sequence
+
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from kinesis_spout.config import MIN_POLL_INTERVAL_S, SpoutConfig
+from kinesis_spout.errors import ConfigError, KinesisError
+from kinesis_spout.kinesis.client import make_client
+from kinesis_spout.kinesis.getter import ShardGetter, StartPosition
+from kinesis_spout.kinesis.reader import Backoff
+from kinesis_spout.kinesis.shards import list_shards
+from kinesis_spout.spark.schema import records_to_arrow
+
+__all__ = ["BATCH_OPTIONS", "KinesisBatchReader", "parse_batch_options"]
+
+STARTING_TIMESTAMP = "startingTimestamp"
+ENDING_TIMESTAMP = "endingTimestamp"
+#: Options of batch reads only (``readStream`` refuses them as unknown options).
+BATCH_OPTIONS = (STARTING_TIMESTAMP, ENDING_TIMESTAMP)
+#: Retriable errors in a row before a shard's read fails the task.
+MAX_RETRIES = 30
+
+
+def _timestamp(name: str, value: Any) -> datetime:
+    try:
+        when = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ConfigError(f"option {name!r} must be an ISO-8601 time such as 2026-11-22T10:00:00+00:00, got "
+                          f"{value!r}") from exc
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+
+
+def parse_batch_options(options: Mapping[str, str]) -> tuple[SpoutConfig, datetime | None, datetime | None]:
+    """The configuration and the (start, end) times of a batch read; ``ConfigError`` naming a bad option.
+
+    Spark hands the options with lower-cased names; they match case-insensitively. ``appName`` defaults to
+    ``batch-read`` (nothing is stored under it).
+    """
+    from kinesis_spout.spark.offsets import parse_source_options
+
+    canonical = {n.lower(): n for n in BATCH_OPTIONS}
+    times: dict[str, datetime] = {}
+    rest: dict[str, str] = {}
+    for raw, value in options.items():
+        name = canonical.get(str(raw).lower())
+        if name is not None:
+            times[name] = _timestamp(name, value)
+        else:
+            rest[str(raw)] = value
+    if not any(k.lower() == "appname" for k in rest):
+        rest["appName"] = "batch-read"
+    config, _ = parse_source_options(rest)
+    start, end = times.get(STARTING_TIMESTAMP), times.get(ENDING_TIMESTAMP)
+    if start is not None and end is not None and end <= start:
+        raise ConfigError(f"option {ENDING_TIMESTAMP!r} ({end.isoformat()}) must be after {STARTING_TIMESTAMP!r} "
+                          f"({start.isoformat()})")
+    return config, start, end
+
+
+class ShardSpan(InputPartition):
+    """One shard of a batch read: records from ``start`` (None: the oldest) that arrived at or before ``end``."""
+
+    def __init__(self, shard_id: str, start: str | None, end: str) -> None:
+        super().__init__((shard_id, start, end))
+        self.shard_id = shard_id
+        self.start = start
+        self.end = end
+
+
+class KinesisBatchReader(DataSourceReader):
+    """The reader of ``spark.read.format("kinesis_spout")``: one partition per shard, read on the executors.
+
+    The constructor does no I/O; ``partitions`` lists the shards on the driver; ``read`` runs on executors.
+    """
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.config, self.start, self.end = parse_batch_options(options)
+
+    def partitions(self) -> Sequence[InputPartition]:
+        cfg = self.config
+        end = self.end or datetime.now(timezone.utc)
+        start = self.start.isoformat() if self.start is not None else None
+        shards = list_shards(make_client(cfg.region, cfg.endpoint_url), cfg.stream_name)
+        return [ShardSpan(s.shard_id, start, end.isoformat()) for s in shards]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        """The shard's records up to the end time, as Arrow batches, one per GetRecords reply."""
+        from kinesis_spout.spark.source import _executor_client
+
+        assert isinstance(partition, ShardSpan)
+        cfg = self.config
+        first = (StartPosition("AT_TIMESTAMP", timestamp=datetime.fromisoformat(partition.start))
+                 if partition.start else StartPosition("TRIM_HORIZON"))
+        end = datetime.fromisoformat(partition.end)
+        begin = datetime.fromisoformat(partition.start) if partition.start else None
+        getter = ShardGetter(_executor_client(cfg.region, cfg.endpoint_url), cfg.stream_name, partition.shard_id,
+                             first, cfg.max_records_per_call, deaggregate=cfg.deaggregate)
+        backoff = Backoff()
+        next_call = 0.0
+        while True:
+            time.sleep(max(0.0, next_call - time.monotonic()))
+            try:
+                result = getter.fetch()
+            except KinesisError as exc:
+                if not exc.retriable or backoff.failures >= MAX_RETRIES:
+                    raise
+                next_call = time.monotonic() + backoff.next_delay()
+                continue
+            backoff.reset()
+            next_call = time.monotonic() + MIN_POLL_INTERVAL_S
+            records = result.records
+            if begin is not None:  # an iterator at a time may start a little early: keep the records from then on
+                records = [r for r in records if r.approximate_arrival_timestamp is None
+                           or r.approximate_arrival_timestamp >= begin]
+            late = next((i for i, r in enumerate(records) if r.approximate_arrival_timestamp is not None
+                         and r.approximate_arrival_timestamp > end), None)
+            if late is not None:
+                records = records[:late]
+            if records:
+                yield from records_to_arrow(cfg.stream_name, records).to_batches()
+            if late is not None or result.shard_end:
+                return
+            if not result.records and result.millis_behind_latest in (0, None):
+                return  # the tip: nothing more has arrived
