@@ -13,7 +13,7 @@ import os
 import socket
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Union
 
 from kinesis_spout.errors import ConfigError
 from kinesis_spout.records import Record
@@ -201,28 +201,47 @@ class SpoutConfig:
         return f"{base}/{self.app_name}/{self.stream_name}/checkpoints"
 
     @classmethod
-    def from_options(cls, options: Mapping[str, str], **overrides: Any) -> "SpoutConfig":
+    def from_options(cls, options: Mapping[str, str], *, also_known: Iterable[str] = (),
+                     **overrides: Any) -> "SpoutConfig":
         """Build a config from string options (camelCase names, see :data:`OPTION_NAMES`).
 
-        Unknown option names are an error that lists the known ones. ``overrides`` are Python values for fields
-        that have no string form (``dead_letter``, custom ``scheme``).
+        Unknown option names are an error that lists the known ones (with ``also_known``: options the caller
+        takes out before, such as the Spark source's own). A bad value is an error that names the option as it
+        was given. ``overrides`` are Python values for fields that have no string form (``dead_letter``, custom
+        ``scheme``).
         """
         values: dict[str, Any] = {}
         backoff: dict[str, float] = {}
+        given: dict[str, str] = {}
         for option, raw in options.items():
             name = OPTION_NAMES.get(option) or OPTION_NAMES.get(_camel(option))
             if name is None:
-                raise ConfigError(f"unknown option {option!r}; known options: {', '.join(sorted(OPTION_NAMES))}")
+                known = sorted({*OPTION_NAMES, *also_known}, key=str.lower)
+                raise ConfigError(f"unknown option {option!r}; known options: {', '.join(known)}")
+            given.setdefault(name.split(".", 1)[0], option)
             if name.startswith("retry_backoff."):
                 backoff[name.split(".", 1)[1]] = _to_float(option, raw)
             else:
                 values[name] = _convert(name, option, raw)
         if backoff:
-            values["retry_backoff"] = RetryBackoff(**backoff)
+            try:
+                values["retry_backoff"] = RetryBackoff(**backoff)
+            except ConfigError as exc:
+                names = ", ".join(repr(o) for o in options if (OPTION_NAMES.get(o) or OPTION_NAMES.get(_camel(o))
+                                                              or "").startswith("retry_backoff."))
+                raise ConfigError(f"option {names}: {exc}") from exc
         for key in ("stream_name", "app_name"):
             if key not in values and key not in overrides:
                 raise ConfigError(f"option {_camel(key)!r} is required")
-        return cls(**{**values, **overrides})
+        try:
+            return cls(**{**values, **overrides})
+        except ConfigError as exc:  # the field's check speaks of the field: name the option the user typed
+            text = str(exc)
+            for field_name, option in given.items():
+                spoken = "RetryBackoff" if field_name == "retry_backoff" else field_name
+                if text.startswith(f"{spoken} ") or text.startswith(f"{spoken}."):
+                    raise ConfigError(f"option {option!r}: {text}") from exc
+            raise
 
 
 def _camel(name: str) -> str:
@@ -270,7 +289,10 @@ def _convert(name: str, option: str, raw: str) -> Any:
             raise ConfigError(f"option {option!r} must be true or false, got {raw!r}")
         return lowered in ("true", "1", "yes")
     if name == "initial_position":
-        return _parse_position(raw)
+        try:
+            return _parse_position(raw)
+        except ConfigError as exc:
+            raise ConfigError(f"option {option!r}: {exc}") from None
     if name == "initial_timestamp":
         try:
             return datetime.fromisoformat(raw.replace("Z", "+00:00"))

@@ -157,7 +157,8 @@ class ZooKeeperCheckpointStore:
             hint = " over TLS (check the CA and client certificate files)" if self.security.tls else ""
             raise CheckpointError(f"cannot connect to ZooKeeper at {self.hosts}{hint} within "
                                   f"{self.connect_timeout_s:g} s: is it running and reachable? "
-                                  f"(set SpoutConfig.zookeeper)", retriable=True) from exc
+                                  f"(the zookeeper setting: SpoutConfig.zookeeper, the option \"zookeeper\" or "
+                                  f"--zookeeper)", retriable=True) from exc
         self._client = client
         negotiated = self.negotiated_session_timeout_s
         log.info("connected to ZooKeeper at %s%s%s, session timeout %s s", self.hosts,

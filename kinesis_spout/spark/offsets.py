@@ -97,7 +97,9 @@ def parse_source_options(options: Mapping[str, str]) -> tuple[SpoutConfig, Sourc
             limits[name] = _positive_int(name, value)
         else:
             spout_options[name] = value
-    config = SpoutConfig.from_options(spout_options)
+    from kinesis_spout.spark.batch_read import BATCH_OPTIONS
+
+    config = SpoutConfig.from_options(spout_options, also_known=(*SOURCE_ONLY_OPTIONS, *BATCH_OPTIONS))
     return config, SourceLimits(limits.get(MAX_RECORDS_PER_TRIGGER), limits.get(MAX_BYTES_PER_TRIGGER), read_mode)
 
 

@@ -65,6 +65,22 @@ def test_unknown_and_missing_options_are_reported_by_the_one_parser() -> None:
         parse_source_options({"streamName": "s"})
 
 
+
+def test_errors_name_the_option_as_the_user_typed_it_and_list_the_source_options() -> None:
+    base = {"streamName": "s", "appName": "a"}
+    with pytest.raises(ConfigError, match=r"^option 'initialPosition': initial_position must be one of"):
+        parse_source_options({**base, "initialposition": "EARLIEST"})
+    with pytest.raises(ConfigError, match=r"^option 'maxRecordsPerCall': max_records_per_call must be"):
+        parse_source_options({**base, "maxRecordsPerCall": "0"})
+    with pytest.raises(ConfigError, match=r"^option 'retryBackoffMaxS': RetryBackoff.max_s must be"):
+        parse_source_options({**base, "retryBackoffMaxS": "-1"})
+    with pytest.raises(ConfigError, match=r"unknown option 'maxRecordsPerTriggr'; known options: .*"
+                                          r"maxRecordsPerTrigger.*readMode.*startingTimestamp"):
+        parse_source_options({**base, "maxRecordsPerTriggr": "5"})
+    with pytest.raises(ConfigError, match=r"^option 'readMode' must be one of driver, executors, got 'cluster'"):
+        parse_source_options({**base, "readMode": "cluster"})
+
+
 # -- positions and offsets -----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("text", ["17", BIG, "TRIM_HORIZON", "LATEST", "SHARD_END", f"SHARD_END:{BIG}",
                                   "AT_TIMESTAMP:2026-01-31T12:00:00.250000+00:00"])
