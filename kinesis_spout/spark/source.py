@@ -34,8 +34,8 @@ from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxBytes, ReadMaxRow
 
 from kinesis_spout.checkpoint.base import Checkpoint
 from kinesis_spout.config import MIN_POLL_INTERVAL_S, SpoutConfig
-from kinesis_spout.errors import CheckpointConflict, CheckpointError, KinesisError
-from kinesis_spout.kinesis.client import make_client
+from kinesis_spout.errors import CheckpointConflict, CheckpointError, KinesisError, StreamNotFoundError
+from kinesis_spout.kinesis.client import make_client, translate
 from kinesis_spout.kinesis.getter import LATEST_MARGIN, ShardGetter, StartPosition
 from kinesis_spout.kinesis.reader import Backoff
 from kinesis_spout.kinesis.shards import Shard, list_shards, owned_shards
@@ -91,7 +91,8 @@ class KinesisSpoutDataSource(DataSource):
         ``appName`` is not required here; a stream query without ``appName`` fails at ``start()``."""
         from kinesis_spout.spark.batch_read import parse_batch_options
 
-        parse_batch_options(self.options)
+        config, _, _ = parse_batch_options(self.options)
+        check_stream_exists(config)
         unused = unused_options(self.options)
         if unused:
             log.warning("options %s have no effect on the kinesis_spout source (a batch is done when Spark "
@@ -114,6 +115,22 @@ class KinesisSpoutDataSource(DataSource):
 
             return ExecutorStreamReader(self.options)
         return KinesisSpoutStreamReader(self.options)
+
+
+def check_stream_exists(config: SpoutConfig) -> None:
+    """Raise ``StreamNotFoundError`` at ``load()`` when Kinesis says the stream does not exist (instead of a long
+    Py4J trace once the query runs). When Kinesis cannot be asked now (no credentials here, no network), nothing is
+    raised: the query reports it when it runs."""
+    try:
+        client = make_client(config.region, config.endpoint_url, read_timeout_s=5.0)
+        client.describe_stream_summary(StreamName=config.stream_name)
+    except Exception as exc:  # noqa: BLE001 - only "not found" is an answer; the rest is checked when reading
+        err = translate(exc, f"describing stream {config.stream_name!r}")
+        if isinstance(err, StreamNotFoundError):
+            where = f"endpoint {config.endpoint_url}" if config.endpoint_url else f"region {config.region or 'default'}"
+            raise StreamNotFoundError(f"stream {config.stream_name!r} does not exist at {where}; check the options "
+                                      f"streamName, region and endpointUrl", code=err.code) from exc
+        log.debug("could not check that stream %r exists at load(): %s", config.stream_name, err)
 
 
 class ShardRange(InputPartition):

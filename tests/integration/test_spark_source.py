@@ -406,3 +406,13 @@ def test_sigkill_of_the_driver_and_a_restart_lose_nothing(moto_kinesis: KinesisE
           f"{replays} replays")
     # a restart replays only the batch Spark had planned but not committed: at most one batch per kill
     assert replays <= kills * PER_BATCH
+
+
+def test_a_stream_that_does_not_exist_fails_at_load_naming_it(spark: Any, moto_kinesis: KinesisEndpoint,
+                                                                zookeeper: Any) -> None:
+    options = source_options(moto_kinesis, zookeeper, "no-such-stream")
+    with pytest.raises(Exception, match=r"stream 'no-such-stream' does not exist at endpoint http://127\.0\.0\.1:"
+                                        r"\d+; check the options streamName, region and endpointUrl"):
+        load(spark, options)
+    stream = moto_kinesis.create_stream(shards=1)
+    assert load(spark, {**options, "streamName": stream}).isStreaming  # an existing stream loads
