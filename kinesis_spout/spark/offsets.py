@@ -83,6 +83,9 @@ def parse_source_options(options: Mapping[str, str]) -> tuple[SpoutConfig, Sourc
     given to :meth:`SpoutConfig.from_options` (the one parser of string options) under their canonical spelling.
     Raises ``ConfigError`` naming the option.
     """
+    from kinesis_spout.spark.aliases import resolve_aliases
+
+    options = resolve_aliases(options)
     canonical = {name.lower(): name for name in (*OPTION_NAMES, *SOURCE_ONLY_OPTIONS)}
     spout_options: dict[str, str] = {}
     limits: dict[str, int] = {}

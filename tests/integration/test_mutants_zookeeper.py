@@ -170,7 +170,8 @@ def test_a_server_that_is_not_there_is_a_clear_retriable_error() -> None:
     with pytest.raises(CheckpointError) as exc:
         store.open()
     assert str(exc.value) == ("cannot connect to ZooKeeper at 127.0.0.1:9 within 0.5 s: is it running and "
-                              "reachable? (the zookeeper setting: SpoutConfig.zookeeper, the option \"zookeeper\" or --zookeeper)")
+                              "reachable? (the zookeeper setting: SpoutConfig.zookeeper, the option "
+                              "\"zookeeper\" or --zookeeper)")
     assert exc.value.retriable is True
     tls = ZooKeeperCheckpointStore("127.0.0.1:9", "/p", connect_timeout_s=0.5,
                                    security=ZooKeeperSecurity(tls=True))

@@ -1,0 +1,112 @@
+"""Option names of the AWS Scala connector for Structured Streaming, accepted where they mean the same here.
+
+PURE: no Spark, no I/O. Users of that connector switch by changing the format name: the options below are read
+under this source's own names; those whose meaning differs here are refused with a message that says what to use
+instead (never silently ignored, never taken with another meaning). Names match case-insensitively, as Spark hands
+a Python data source its options lower-cased.
+
+=======================================  =======================  ==================================================
+connector option                         here                     note
+=======================================  =======================  ==================================================
+``kinesis.streamName``                   ``streamName``
+``kinesis.region``                       ``region``
+``kinesis.endpointUrl``                  ``endpointUrl``
+``kinesis.startingPosition``             ``initialPosition``      ``EARLIEST`` is ``TRIM_HORIZON``;
+                                                                  ``AT_TIMESTAMP <time>`` sets ``initialTimestamp``
+``kinesis.getRecords.numberOfRecordsPerFetch``  ``maxRecordsPerCall``
+``kinesis.describeShardInterval``        ``shardSyncIntervalS``   ``1s``, ``500ms``, ``2m`` or seconds
+``kinesis.consumerType``                 (none)                   ``GetRecords`` only (no enhanced fan-out yet)
+=======================================  =======================  ==================================================
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from kinesis_spout.errors import ConfigError
+
+__all__ = ["ALIASES", "REFUSED", "resolve_aliases"]
+
+#: connector option (lower case) -> this source's option
+ALIASES: dict[str, str] = {
+    "kinesis.streamname": "streamName",
+    "kinesis.region": "region",
+    "kinesis.endpointurl": "endpointUrl",
+    "kinesis.startingposition": "initialPosition",
+    "kinesis.getrecords.numberofrecordsperfetch": "maxRecordsPerCall",
+    "kinesis.describeshardinterval": "shardSyncIntervalS",
+}
+
+#: connector options whose meaning differs here (lower case) -> what to use instead
+REFUSED: dict[str, str] = {
+    "kinesis.maxfetchrecordspershard": "it limits each shard; here maxRecordsPerTrigger limits the whole batch and "
+                                       "is shared fairly across the shards",
+    "kinesis.maxfetchtimepershardsec": "batches here end at the read limit or at the tip; use maxRecordsPerTrigger "
+                                       "or maxBytesPerTrigger",
+    "kinesis.failondataloss": "a shard whose records expired is reported as an error here, always",
+    "kinesis.metadatacommittertype": "this source keeps its batch metadata in Spark's checkpoint location and its "
+                                     "checkpoints in ZooKeeper (options zookeeper, appName)",
+    "kinesis.metadatapath": "batch metadata lives in Spark's checkpoint location; checkpoints in ZooKeeper "
+                            "(options zookeeper, appName)",
+    "kinesis.awsaccesskeyid": "credentials come from the default AWS chain (environment, profile, instance role)",
+    "kinesis.awssecretkey": "credentials come from the default AWS chain (environment, profile, instance role)",
+    "kinesis.stsrolearn": "credentials come from the default AWS chain (environment, profile, instance role)",
+    "kinesis.stssessionname": "credentials come from the default AWS chain (environment, profile, instance role)",
+    "kinesis.consumername": "enhanced fan-out (SubscribeToShard) is not supported yet",
+}
+
+
+def _duration_s(option: str, value: str) -> str:
+    text = str(value).strip().lower()
+    for suffix, factor in (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
+        if text.endswith(suffix) and text[:-len(suffix)].replace(".", "", 1).isdigit():
+            return repr(float(text[:-len(suffix)]) * factor)
+    if text.replace(".", "", 1).isdigit():
+        return text
+    raise ConfigError(f"option {option!r} must be a duration such as 1s, 500ms or 2m, got {value!r}")
+
+
+def _starting_position(option: str, value: str) -> dict[str, str]:
+    text = str(value).strip()
+    upper = text.upper()
+    if upper == "EARLIEST":
+        return {"initialPosition": "TRIM_HORIZON"}
+    if upper in ("LATEST", "TRIM_HORIZON"):
+        return {"initialPosition": upper}
+    if upper.startswith("AT_TIMESTAMP"):
+        when = text[len("AT_TIMESTAMP"):].strip()
+        if when:
+            return {"initialPosition": "AT_TIMESTAMP", "initialTimestamp": when}
+    raise ConfigError(f"option {option!r} must be LATEST, TRIM_HORIZON, EARLIEST or 'AT_TIMESTAMP <ISO-8601 time>', "
+                      f"got {value!r}")
+
+
+def resolve_aliases(options: Mapping[str, str]) -> dict[str, str]:
+    """``options`` with the connector's names replaced by this source's; ``ConfigError`` for a refused one, or for an
+    alias given next to the option it stands for (which one would win is not obvious)."""
+    given = {str(name).lower(): str(name) for name in options if str(name).lower() not in ALIASES}
+    out: dict[str, str] = {}
+    for raw_name, value in options.items():
+        name = str(raw_name)
+        lowered = name.lower()
+        if lowered in REFUSED:
+            raise ConfigError(f"option {name!r} of the AWS Scala connector has no equivalent here: {REFUSED[lowered]}")
+        if lowered == "kinesis.consumertype":
+            if str(value).strip().lower() != "getrecords":
+                raise ConfigError(f"option {name!r}: only GetRecords is supported (enhanced fan-out with "
+                                  f"SubscribeToShard is not yet), got {value!r}")
+            continue
+        if lowered not in ALIASES:
+            out[name] = value
+            continue
+        if lowered == "kinesis.startingposition":
+            translated = _starting_position(name, value)
+        elif lowered == "kinesis.describeshardinterval":
+            translated = {ALIASES[lowered]: _duration_s(name, value)}
+        else:
+            translated = {ALIASES[lowered]: value}
+        for target, text in translated.items():
+            if target.lower() in given:
+                raise ConfigError(f"options {name!r} and {given[target.lower()]!r} both set {target}; keep one")
+            out[target] = text
+    return out
