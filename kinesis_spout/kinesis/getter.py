@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple
@@ -156,3 +157,37 @@ class ShardGetter:
             out.append(Record(shard_id, seq, None, r["PartitionKey"], data,
                               r.get("ApproximateArrivalTimestamp"), SequenceKey(int(seq), 0)))
         return out
+
+
+class PacedGetter:
+    """A :class:`ShardGetter` read at most every ``interval_s`` (Kinesis allows 5 GetRecords per second and shard),
+    with retriable errors tried again after a growing backoff, up to ``max_retries`` in a row.
+
+    Who calls: the Spark tasks that read one shard in a loop (replays, executor reads, batch reads). Not
+    thread-safe: one task owns it.
+    """
+
+    def __init__(self, getter: ShardGetter, interval_s: float, max_retries: int) -> None:
+        from kinesis_spout.kinesis.reader import Backoff
+
+        self.getter = getter
+        self.interval_s = interval_s
+        self.max_retries = max_retries
+        self._backoff = Backoff()
+        self._next_call = 0.0
+
+    def fetch(self) -> FetchResult:
+        """The next reply, waiting for the shard's pace; raises what retrying cannot fix, or the last error after
+        ``max_retries`` retriable ones in a row."""
+        while True:
+            time.sleep(max(0.0, self._next_call - time.monotonic()))
+            try:
+                result = self.getter.fetch()
+            except KinesisError as exc:
+                if not exc.retriable or self._backoff.failures >= self.max_retries:
+                    raise
+                self._next_call = time.monotonic() + self._backoff.next_delay()
+                continue
+            self._backoff.reset()
+            self._next_call = time.monotonic() + self.interval_s
+            return result

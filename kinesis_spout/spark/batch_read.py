@@ -14,17 +14,15 @@ written: a batch read leaves the app's ZooKeeper state alone, and ``appName``/``
 
 from __future__ import annotations
 
-import time
 from datetime import datetime, timezone
 from typing import Any, Iterator, Mapping, Sequence
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from kinesis_spout.config import MIN_POLL_INTERVAL_S, SpoutConfig
-from kinesis_spout.errors import ConfigError, KinesisError
+from kinesis_spout.errors import ConfigError
 from kinesis_spout.kinesis.client import make_client
-from kinesis_spout.kinesis.getter import ShardGetter, StartPosition
-from kinesis_spout.kinesis.reader import Backoff
+from kinesis_spout.kinesis.getter import PacedGetter, ShardGetter, StartPosition
 from kinesis_spout.kinesis.shards import list_shards
 from kinesis_spout.spark.schema import records_to_arrow
 
@@ -110,21 +108,11 @@ class KinesisBatchReader(DataSourceReader):
                  if partition.start else StartPosition("TRIM_HORIZON"))
         end = datetime.fromisoformat(partition.end)
         begin = datetime.fromisoformat(partition.start) if partition.start else None
-        getter = ShardGetter(_executor_client(cfg.region, cfg.endpoint_url), cfg.stream_name, partition.shard_id,
-                             first, cfg.max_records_per_call, deaggregate=cfg.deaggregate)
-        backoff = Backoff()
-        next_call = 0.0
+        getter = PacedGetter(ShardGetter(_executor_client(cfg.region, cfg.endpoint_url), cfg.stream_name,
+                                         partition.shard_id, first, cfg.max_records_per_call,
+                                         deaggregate=cfg.deaggregate), MIN_POLL_INTERVAL_S, MAX_RETRIES)
         while True:
-            time.sleep(max(0.0, next_call - time.monotonic()))
-            try:
-                result = getter.fetch()
-            except KinesisError as exc:
-                if not exc.retriable or backoff.failures >= MAX_RETRIES:
-                    raise
-                next_call = time.monotonic() + backoff.next_delay()
-                continue
-            backoff.reset()
-            next_call = time.monotonic() + MIN_POLL_INTERVAL_S
+            result = getter.fetch()
             records = result.records
             if begin is not None:  # an iterator at a time may start a little early: keep the records from then on
                 records = [r for r in records if r.approximate_arrival_timestamp is None

@@ -28,8 +28,7 @@ from pyspark.sql.streaming.datasource import ReadLimit
 
 from kinesis_spout.config import MIN_POLL_INTERVAL_S, SpoutConfig
 from kinesis_spout.errors import CheckpointError, KinesisError
-from kinesis_spout.kinesis.getter import LATEST_MARGIN, ShardGetter
-from kinesis_spout.kinesis.reader import Backoff
+from kinesis_spout.kinesis.getter import LATEST_MARGIN, PacedGetter, ShardGetter
 from kinesis_spout.records import Record
 from kinesis_spout.spark.batches import PlannedBatch, ShardEnd, cut, split_limit, within
 from kinesis_spout.spark.offsets import ShardPosition, encode_offset, initial_positions, waiting_for_parents
@@ -272,24 +271,13 @@ def _read_bounded(client: Any, cfg: SpoutConfig, task: ShardTask, start: ShardPo
     (records, reached the tip, reached the shard's end)."""
     per_call = cfg.max_records_per_call if task.max_records is None else min(cfg.max_records_per_call,
                                                                              task.max_records)
-    getter = ShardGetter(client, cfg.stream_name, task.shard_id, start_position(start), per_call,
-                         deaggregate=cfg.deaggregate)
+    getter = PacedGetter(ShardGetter(client, cfg.stream_name, task.shard_id, start_position(start), per_call,
+                                     deaggregate=cfg.deaggregate), MIN_POLL_INTERVAL_S, MAX_RETRIES)
     records: list[Record] = []
     size = 0
-    backoff = Backoff()
     deadline = time.monotonic() + EXECUTOR_READ_S
-    next_call = 0.0
     while True:
-        time.sleep(max(0.0, next_call - time.monotonic()))
-        try:
-            result = getter.fetch()
-        except KinesisError as exc:
-            if not exc.retriable or backoff.failures >= MAX_RETRIES:
-                raise
-            next_call = time.monotonic() + backoff.next_delay()
-            continue
-        backoff.reset()
-        next_call = time.monotonic() + MIN_POLL_INTERVAL_S
+        result = getter.fetch()
         new = skip_consumed(result.records, start) if not records else result.records
         records.extend(new)
         size += sum(r.size for r in new)

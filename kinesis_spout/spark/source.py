@@ -36,7 +36,7 @@ from kinesis_spout.checkpoint.base import Checkpoint
 from kinesis_spout.config import MIN_POLL_INTERVAL_S, SpoutConfig
 from kinesis_spout.errors import CheckpointConflict, CheckpointError, KinesisError, StreamNotFoundError
 from kinesis_spout.kinesis.client import make_client, translate
-from kinesis_spout.kinesis.getter import LATEST_MARGIN, ShardGetter, StartPosition
+from kinesis_spout.kinesis.getter import LATEST_MARGIN, PacedGetter, ShardGetter, StartPosition
 from kinesis_spout.kinesis.reader import Backoff
 from kinesis_spout.kinesis.shards import Shard, list_shards, owned_shards
 from kinesis_spout.records import Record
@@ -574,26 +574,16 @@ def read_range(client: Any, cfg: SpoutConfig, shard_id: str, start: ShardPositio
     Who calls: executors, for a batch whose records are not at hand (a replay, a task that lost the race to record
     its end). Raises ``KinesisError`` when the shard runs out before ``end`` (a re-created stream, expired records).
     """
-    getter = ShardGetter(client, cfg.stream_name, shard_id, start_position(start), cfg.max_records_per_call,
-                         deaggregate=cfg.deaggregate)
+    getter = PacedGetter(ShardGetter(client, cfg.stream_name, shard_id, start_position(start),
+                                     cfg.max_records_per_call, deaggregate=cfg.deaggregate),
+                         MIN_POLL_INTERVAL_S, MAX_RETRIES)
     out: list[Record] = []
     if range_is_empty(start, end):
         return out
-    backoff = Backoff()
-    next_call = 0.0
     high = end.key
     assert high is not None
     while True:
-        time.sleep(max(0.0, next_call - time.monotonic()))  # Kinesis allows 5 GetRecords/s per shard
-        try:
-            result = getter.fetch()
-        except KinesisError as exc:
-            if not exc.retriable or backoff.failures >= MAX_RETRIES:
-                raise
-            next_call = time.monotonic() + backoff.next_delay()
-            continue
-        backoff.reset()
-        next_call = time.monotonic() + MIN_POLL_INTERVAL_S
+        result = getter.fetch()
         for record in result.records:
             if record.key > high:
                 return out

@@ -96,3 +96,27 @@ def test_a_successful_read_resets_the_backoff(fault_proxy: Proxied, kinesis_back
     assert proxy.injected == {f"GetRecords:{PTEE}": 4}
     assert reader.retried_errors == 4
     assert reader.take(10) == []  # no error stored
+
+
+def test_a_paced_getter_retries_throttles_after_its_backoff_and_gives_up_after_its_limit(
+        fault_proxy: Proxied, kinesis_backend: KinesisEndpoint) -> None:
+    """The loop of the Spark tasks: two throttles are retried after the backoff and the records arrive; three in a
+    row with a limit of two retries raise the throttle."""
+    from kinesis_spout.errors import KinesisError
+    from kinesis_spout.kinesis.getter import PacedGetter
+
+    proxy, through = fault_proxy
+    stream = kinesis_backend.create_stream()
+    placed = kinesis_backend.put(stream, [f"r{i}".encode() for i in range(5)])
+    shard = placed[0][0]
+    proxy.inject("GetRecords", PTEE, status=400, times=2)
+    paced = PacedGetter(_getter(through, stream, shard), interval_s=0.2, max_retries=2)
+    started = time.monotonic()
+    result = paced.fetch()
+    assert time.monotonic() - started >= 2 * Backoff().initial_s
+    assert [r.key.sequence for r in result.records] == [int(seq) for _, seq in placed]
+    proxy.inject("GetRecords", PTEE, status=400, times=3)
+    paced = PacedGetter(_getter(through, stream, shard), interval_s=0.2, max_retries=2)
+    with pytest.raises(KinesisError, match="throttled"):
+        paced.fetch()
+    assert proxy.injected == {f"GetRecords:{PTEE}": 5}
