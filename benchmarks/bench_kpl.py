@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from benchmarks.bench_read import LIMIT, alternate, timeout_for
 from benchmarks.context import ZK_PREFIX, BenchContext, LoadedStream
-from benchmarks.loops import ReadResult, ShortRead
+from benchmarks.loops import ReadResult, ShortRead, read_boto3_loop
 from benchmarks.spout_read import read_with_spout, spout_config
-from benchmarks.stats import Stopwatch, ratio, summary
+from benchmarks.stats import ratio, summary
 from kinesis_spout.kinesis.aggregation import deaggregate
 from kinesis_spout.kinesis.client import make_client
 from kinesis_spout.testing.kinesis import put_records, wait_for_stream
@@ -85,50 +85,24 @@ def load_aggregated(ctx: BenchContext, shards: int, records: int, record_bytes: 
     return stream, blobs
 
 
-def read_loop_deaggregating(client: Any, stream: str, expected: int, timeout_s: float) -> ReadResult:
-    """The boto3 loop of :func:`benchmarks.loops.read_boto3_loop`, de-aggregating each reply with aws-kinesis-agg
-    and counting user records (each one's data touched)."""
+def deaggregated(records: list[dict[str, Any]]) -> Iterator[bytes]:
+    """The user records' data of a GetRecords reply, de-aggregated by aws-kinesis-agg (the loop's own choice)."""
     from aws_kinesis_agg.deaggregator import iter_deaggregate_records
 
-    watch = Stopwatch().start()
-    deadline = time.monotonic() + timeout_s
-    shard_ids = [s["ShardId"] for s in client.list_shards(StreamName=stream)["Shards"]]
-    iterators: dict[str, str | None] = {
-        sid: client.get_shard_iterator(StreamName=stream, ShardId=sid,
-                                       ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
-        for sid in shard_ids}
-    count = nbytes = calls = 0
-    while count < expected:
-        if time.monotonic() > deadline:
-            raise ShortRead(f"boto3 loop read {count} of {expected} user records of {stream!r} in {timeout_s:g} s")
-        for sid in shard_ids:
-            iterator = iterators[sid]
-            if iterator is None:
-                continue
-            reply = client.get_records(ShardIterator=iterator, Limit=LIMIT)
-            calls += 1
-            for user in iter_deaggregate_records(reply["Records"], data_format="Boto3"):
-                nbytes += len(user["kinesis"]["data"])
-                count += 1
-            iterators[sid] = reply.get("NextShardIterator")
-    watch.stop()
-    return ReadResult(count, nbytes, watch.wall_s, watch.cpu_s, calls)
+    for user in iter_deaggregate_records(records, data_format="Boto3"):
+        yield user["kinesis"]["data"]
 
 
-def read_loop_plain(client: Any, stream: str, expected: int, timeout_s: float) -> ReadResult:
-    from benchmarks.loops import read_boto3_loop
-
-    return read_boto3_loop(client, stream, expected, LIMIT, timeout_s)
+def read_loop(client: Any, stream: str, expected: int, timeout_s: float, aggregated: bool) -> ReadResult:
+    return read_boto3_loop(client, stream, expected, LIMIT, timeout_s, unpack=deaggregated if aggregated else None)
 
 
 def consumers(ctx: BenchContext, stream: LoadedStream, aggregated: bool
               ) -> list[tuple[str, Callable[[], ReadResult]]]:
     url = stream.endpoint.endpoint_url
     timeout = timeout_for(stream.records)
-    loop_read = read_loop_deaggregating if aggregated else read_loop_plain
-
     def loop() -> ReadResult:
-        return loop_read(make_client("us-east-1", url), stream.name, stream.records, timeout)
+        return read_loop(make_client("us-east-1", url), stream.name, stream.records, timeout, aggregated)
 
     def spout() -> ReadResult:
         config = spout_config(stream.name, ctx.unique_app("kpl"), ctx.zookeeper_hosts, ZK_PREFIX, url,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Callable, Iterable
 
 from benchmarks.stats import Stopwatch
 
@@ -40,13 +40,15 @@ class ShortRead(Exception):
     """A consumer stopped before it read every record it should have; the message says how many it got."""
 
 
-def read_boto3_loop(client: Any, stream: str, expected: int, limit: int, timeout_s: float) -> ReadResult:
+def read_boto3_loop(client: Any, stream: str, expected: int, limit: int, timeout_s: float,
+                    unpack: Callable[[list[dict[str, Any]]], Iterable[bytes]] | None = None) -> ReadResult:
     """Read ``stream`` from TRIM_HORIZON until ``expected`` records were read: list the shards, take one iterator
     per shard, then call GetRecords on each shard in turn (``Limit=limit``) with no pause between calls.
 
-    Who calls: the read, peers and scaling benchmarks (directly, or in a worker process). The clock runs from the
-    shard listing to the last record; each record's data is touched, as a consumer would. Raises
-    :class:`ShortRead` when ``timeout_s`` passes first.
+    Who calls: the read, peers, scaling and KPL benchmarks (directly, or in a worker process). The clock runs from
+    the shard listing to the last record; each record's data is touched, as a consumer would. ``unpack`` turns a
+    reply's records into the data of the records the consumer counts (the KPL benchmark de-aggregates there);
+    by default each Kinesis record counts. Raises :class:`ShortRead` when ``timeout_s`` passes first.
     """
     watch = Stopwatch().start()
     deadline = time.monotonic() + timeout_s
@@ -65,9 +67,14 @@ def read_boto3_loop(client: Any, stream: str, expected: int, limit: int, timeout
                 continue
             reply = client.get_records(ShardIterator=iterator, Limit=limit)
             calls += 1
-            for record in reply["Records"]:
-                nbytes += len(record["Data"])
-            count += len(reply["Records"])
+            if unpack is None:
+                for record in reply["Records"]:
+                    nbytes += len(record["Data"])
+                count += len(reply["Records"])
+            else:
+                for data in unpack(reply["Records"]):
+                    nbytes += len(data)
+                    count += 1
             iterators[sid] = reply.get("NextShardIterator")
     watch.stop()
     return ReadResult(count, nbytes, watch.wall_s, watch.cpu_s, calls)
