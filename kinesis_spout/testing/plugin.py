@@ -22,9 +22,11 @@ memcached          session   :class:`MemcachedServer` (``server`` = ``host:port`
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import uuid
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -40,6 +42,7 @@ from kinesis_spout.testing.spark import spark  # noqa: F401 - a fixture of this 
 from kinesis_spout.testing.zookeeper import ZooKeeperServer
 
 KINESIS_BACKENDS = ("moto_kinesis", "kinesalite")
+log = logging.getLogger("kinesis_spout.testing")
 
 
 def _use_dummy_aws_credentials() -> None:
@@ -93,6 +96,21 @@ def _running(server: Any) -> Iterator[Any]:
         server.close()
 
 
+def _alive(server: Any) -> Any:
+    """The session's emulator, started again on its port if it died since the last test (its streams are gone:
+    tests make their own). The death is reported as a warning with the exit code and the log tail, so one crash of
+    an emulator fails the test it happened in, not every test after it."""
+    if not server.running:
+        process = getattr(server, "_process", None)
+        code = process.exit_code() if process is not None else None
+        tail = server.log_tail()
+        warnings.warn(f"{server.name} died during the test session (exit code {code}); started again on port "
+                      f"{server.port}. Its log ended with:\n{tail}", RuntimeWarning, stacklevel=2)
+        log.warning("%s died (exit code %s); starting it again. Log tail:\n%s", server.name, code, tail)
+        server.start()
+    return server
+
+
 def _test_slug(request: pytest.FixtureRequest) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "-", request.node.name)[:60] + "-" + uuid.uuid4().hex[:8]
 
@@ -137,7 +155,7 @@ def kinesalite_server() -> Iterator[KinesaliteServer]:
 def kinesalite(kinesalite_server: KinesaliteServer) -> KinesisEndpoint:
     """kinesalite, with real sequence numbers. Streams persist across tests: use unique names."""
     _use_dummy_aws_credentials()
-    return KinesisEndpoint("kinesalite", kinesalite_server.endpoint_url)
+    return KinesisEndpoint("kinesalite", _alive(kinesalite_server).endpoint_url)
 
 
 @pytest.fixture(scope="session")
@@ -149,7 +167,7 @@ def kinesis_local_server() -> Iterator[KinesisLocalServer]:
 def kinesis_local(kinesis_local_server: KinesisLocalServer) -> KinesisEndpoint:
     """kinesis-local (kinesis-mock), the most faithful emulator. Streams persist across tests: use unique names."""
     _use_dummy_aws_credentials()
-    return KinesisEndpoint("kinesis-local", kinesis_local_server.endpoint_url)
+    return KinesisEndpoint("kinesis-local", _alive(kinesis_local_server).endpoint_url)
 
 
 @pytest.fixture(params=KINESIS_BACKENDS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -211,3 +212,20 @@ def test_install_emulators_puts_them_where_the_fixtures_find_them(tmp_path, monk
     assert emulators.find_package("kinesalite") == installed
     with KinesaliteServer() as server:
         assert server.running and str(installed) in " ".join(server._process.argv)  # type: ignore[union-attr]
+
+
+def test_an_emulator_that_died_is_started_again_on_its_port_and_reported(kinesalite_server) -> None:
+    """One crash of the session's kinesalite must fail the test it happened in, not every test after it: the next
+    test's fixture starts it again on the same port, with a warning that carries the exit code and the log tail."""
+    import signal
+
+    from kinesis_spout.testing.emulators import http_answers
+    from kinesis_spout.testing.plugin import _alive
+
+    url = kinesalite_server.endpoint_url
+    os.kill(kinesalite_server._process.pid, signal.SIGKILL)  # as a crash would: not through the fixture's stop
+    assert wait_until(lambda: not kinesalite_server.running, 10) and not http_answers(url)
+    with pytest.warns(RuntimeWarning, match=r"kinesalite died during the test session \(exit code -9\); started "
+                                            r"again on port \d+"):
+        assert _alive(kinesalite_server) is kinesalite_server
+    assert kinesalite_server.endpoint_url == url and http_answers(url)
