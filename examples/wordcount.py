@@ -109,9 +109,10 @@ def run_pipeline(spark: Any, config: SpoutConfig, totals: Counter[str], processe
     def process(df: Any, batch: Any) -> Any:
         is_poison = F.decode(F.col("data"), "UTF-8").contains("poison")
         totals.update(count_words(df.where(~is_poison)))
-        poison = df.where(is_poison)
+        poison = df.where(is_poison).select("message_id", "attempt").collect()
         processed[0] += batch.records - batch.retries  # new records (retries were counted before)
-        return poison.select("message_id")  # these records fail: retried, then dead-lettered
+        POISON["failed"] += sum(1 for row in poison if row.attempt == 1)
+        return [row.message_id for row in poison]  # these records fail: retried, then dead-lettered
 
     SpoutPipeline(spark, config, process, trigger_interval_s=0.5).run(until=done)
 
@@ -148,8 +149,14 @@ def run_stream(spark: Any, config: SpoutConfig, totals: Counter[str], processed:
             query.stop()
 
 
+#: Poison sentences failed on their first attempt, and those dead-lettered since (the handler runs on the spout's
+#: dead-letter thread, the only writer of the second count).
+POISON = {"failed": 0, "dead_lettered": 0}
+
+
 def dead_letter(record: Record, reason: str) -> None:
     logging.getLogger("wordcount").warning("dead letter %s (%r): %s", record.message_id, record.data[:40], reason)
+    POISON["dead_lettered"] += 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -222,8 +229,9 @@ def main(argv: list[str] | None = None) -> int:
                 return False
             if producer is None:
                 return True
-            producer.stop()  # produced for long enough: finish once everything produced was read
-            return processed[0] >= producer.produced
+            producer.stop()  # produced for long enough: finish once everything produced was read, and every
+            # poison sentence failed so far went through its retries to the dead-letter handler
+            return processed[0] >= producer.produced and POISON["dead_lettered"] >= POISON["failed"]
 
         if producer is not None:
             producer.start()
@@ -240,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
         if exactly is not None:
             totals = exactly.read(sorted(totals))
             print(f"[wordcount] exactly-once counts read back from {exactly.where}")
+        if POISON["failed"]:
+            print(f"[wordcount] {POISON['failed']} poison sentences failed, retried {config.retry_limit} times, "
+                  f"dead-lettered: {POISON['dead_lettered']}")
         print("[wordcount] top words:")
         for word, n in totals.most_common(10):
             print(f"[wordcount]   {word:<10} {n}")

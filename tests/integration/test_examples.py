@@ -78,6 +78,10 @@ def test_spark_wordcount_demo_counts_everything_it_produced(engine: str) -> None
     assert final, out.stdout
     processed, produced = int(final[0][1]), int(final[0][4])
     assert produced > 0 and processed >= produced  # "[wordcount] N sentences of M produced"
+    if engine == "pipeline":  # the README promises the poison sentences are seen retried, then dead-lettered
+        poison = [line.split() for line in out.stdout.splitlines() if " poison sentences failed" in line]
+        assert poison and int(poison[0][1]) > 0 and poison[0][-1] == poison[0][1], out.stdout
+        assert (out.stdout + out.stderr).count("dead letter ") == int(poison[0][1]), out.stderr[-3000:]
     counts = {parts[1]: int(parts[2]) for parts in (line.split() for line in out.stdout.splitlines())
               if len(parts) == 3 and parts[0] == "[wordcount]" and parts[2].isdigit()}
     assert counts.get("the", 0) > 0, out.stdout
