@@ -34,6 +34,9 @@ TESTS_BY_MODULE: dict[str, list[str]] = {
     "kinesis_spout.checkpoint.base": UNIT,
     "kinesis_spout.checkpoint.memory": UNIT,
     "kinesis_spout.coordination.lineage": UNIT,
+    "kinesis_spout.coordination.assignment": UNIT,
+    "kinesis_spout.kinesis.aggregation": UNIT,
+    "kinesis_spout.spark.batches": UNIT + [INTEGRATION + "test_executor_reads.py::*"],
     "kinesis_spout.spark.offsets": UNIT + [INTEGRATION + "test_spark_source.py::*"],
     "kinesis_spout.checkpoint.writer": [INTEGRATION + f + "::*" for f in (
         "test_checkpoint_writer.py", "test_zookeeper_trouble.py", "test_mutants_writer.py")],
