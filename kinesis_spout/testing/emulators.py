@@ -196,7 +196,9 @@ class KinesaliteServer(_NodeEmulator):
     package = "kinesalite"
 
     def _argv_env(self, package_dir: Path) -> tuple[list[str], dict[str, str]]:
-        argv = ["node", str(package_dir / "cli.js"), "--port", str(self.port),
+        # the guard keeps a client killed mid-request from ending the server (see kinesalite_guard.js)
+        argv = ["node", "-r", str(Path(__file__).with_name("kinesalite_guard.js")), str(package_dir / "cli.js"),
+                "--port", str(self.port),
                 "--createStreamMs", "5", "--deleteStreamMs", "5", "--updateStreamMs", "5", "--shardLimit", "1000"]
         return argv, {}
 

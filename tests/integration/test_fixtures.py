@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -229,3 +230,25 @@ def test_an_emulator_that_died_is_started_again_on_its_port_and_reported(kinesal
                                             r"again on port \d+"):
         assert _alive(kinesalite_server) is kinesalite_server
     assert kinesalite_server.endpoint_url == url and http_answers(url)
+
+
+def test_a_client_killed_mid_request_does_not_end_kinesalite() -> None:
+    """kinesalite rethrows the error of a request whose client went away while sending its body, which ends the
+    server; the SIGKILL tests make such clients on purpose. The fixture's guard keeps the server up."""
+    import socket
+    import struct
+
+    from kinesis_spout.testing.emulators import http_answers
+
+    with KinesaliteServer() as server:
+        for _ in range(3):
+            sock = socket.create_connection(("127.0.0.1", server.port))
+            sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-amz-json-1.1\r\n"
+                         b"X-Amz-Target: Kinesis_20131202.ListStreams\r\nContent-Length: 1000\r\n\r\n{\"Li")
+            time.sleep(0.1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with a reset
+            sock.close()
+        time.sleep(0.5)
+        assert server.running, server.log_tail()
+        assert http_answers(server.endpoint_url)
+        assert "a client went away mid-request" in server.log_tail()
