@@ -18,6 +18,7 @@ from kinesis_spout.errors import (
     StreamNotFoundError,
     ThrottledError,
 )
+from kinesis_spout.kinesis.credentials import AwsCredentials
 from kinesis_spout.records import Record, SequenceKey, SpoutTuple
 from kinesis_spout.schemes import JsonScheme, RawScheme, RecordScheme, TextScheme
 from kinesis_spout.spout import KinesisSpout, ShardMetrics
@@ -26,6 +27,7 @@ from kinesis_spout.tracker import FailOutcome, InflightRecordTracker, RetryBacko
 __version__ = "0.1.0"
 
 __all__ = [
+    "AwsCredentials",
     "Checkpoint",
     "CheckpointConflict",
     "CheckpointError",

@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Union
 
 from kinesis_spout.errors import ConfigError
+from kinesis_spout.kinesis.credentials import AwsCredentials
 from kinesis_spout.records import Record
 from kinesis_spout.schemes import SCHEMES, RawScheme, RecordScheme
 from kinesis_spout.tracker import RetryBackoff
@@ -69,6 +70,9 @@ class SpoutConfig:
     ``dead_letter`` is a handler ``(record, reason) -> None`` or a destination of :mod:`kinesis_spout.deadletters`;
     a dead-lettered record is done only once its dead letter was written, failed writes are retried with backoff,
     and once they kept failing for ``dead_letter_deadline_s`` the spout raises a ``DeadLetterError``.
+    ``credentials`` (optional, :class:`~kinesis_spout.AwsCredentials`) give this spout's Kinesis clients their own
+    AWS identity (profile, static keys, a role to assume); None: boto's default chain. Secrets never show in
+    ``repr()`` or errors.
     ``metrics_port`` (optional) serves Prometheus metrics on that port from ``open()`` (0: any free port); it
     needs the ``metrics`` extra (prometheus-client).
     """
@@ -87,6 +91,7 @@ class SpoutConfig:
     zookeeper_tls_key_file: str | None = None
     region: str | None = None
     endpoint_url: str | None = None
+    credentials: AwsCredentials | None = None
     initial_position: InitialPosition = InitialPosition.LATEST
     initial_timestamp: datetime | None = None
     max_records_per_call: int = 10_000
@@ -182,6 +187,9 @@ class SpoutConfig:
             raise ConfigError(f"dead_letter must be a callable (record, reason) -> None or a destination such as "
                               f"kinesis_spout.deadletters.KinesisDeadLetters, got {self.dead_letter!r}")
         _require_float("dead_letter_deadline_s", self.dead_letter_deadline_s, 1.0, 86400.0)
+        if self.credentials is not None and not isinstance(self.credentials, AwsCredentials):
+            raise ConfigError(f"credentials must be a kinesis_spout.AwsCredentials or None, got "
+                              f"{type(self.credentials).__name__}")
         if self.metrics_port is not None:
             _require_int("metrics_port", self.metrics_port, 0, 65535)
         _require_int("task_count", self.task_count, 1, 100_000)
@@ -212,6 +220,7 @@ class SpoutConfig:
         """
         values: dict[str, Any] = {}
         backoff: dict[str, float] = {}
+        aws: dict[str, Any] = {}
         given: dict[str, str] = {}
         for option, raw in options.items():
             name = OPTION_NAMES.get(option) or OPTION_NAMES.get(_camel(option))
@@ -221,6 +230,8 @@ class SpoutConfig:
             given.setdefault(name.split(".", 1)[0], option)
             if name.startswith("retry_backoff."):
                 backoff[name.split(".", 1)[1]] = _to_float(option, raw)
+            elif name.startswith("credentials."):
+                aws[name.split(".", 1)[1]] = _convert(name, option, raw)
             else:
                 values[name] = _convert(name, option, raw)
         if backoff:
@@ -230,6 +241,16 @@ class SpoutConfig:
                 names = ", ".join(repr(o) for o in options if (OPTION_NAMES.get(o) or OPTION_NAMES.get(_camel(o))
                                                               or "").startswith("retry_backoff."))
                 raise ConfigError(f"option {names}: {exc}") from exc
+        if aws:
+            try:
+                values["credentials"] = AwsCredentials(**aws)
+            except ConfigError as exc:  # name the options as typed: AwsCredentials speaks of its fields
+                text = str(exc)
+                typed = {OPTION_NAMES.get(o) or OPTION_NAMES.get(_camel(o)): o for o in options}
+                for option, target in OPTION_NAMES.items():
+                    if target.startswith("credentials."):
+                        text = text.replace(target, f"option {typed.get(target, option)!r}")
+                raise ConfigError(text) from exc
         for key in ("stream_name", "app_name"):
             if key not in values and key not in overrides:
                 raise ConfigError(f"option {_camel(key)!r} is required")
@@ -249,15 +270,26 @@ def _camel(name: str) -> str:
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
-_STRING_FIELDS = [f.name for f in fields(SpoutConfig) if f.name not in ("retry_backoff", "dead_letter")]
+_STRING_FIELDS = [f.name for f in fields(SpoutConfig)
+                  if f.name not in ("retry_backoff", "dead_letter", "credentials")]
 #: String option name -> SpoutConfig field (``retry_backoff.*`` for the backoff's own fields).
 OPTION_NAMES: dict[str, str] = {_camel(n): n for n in _STRING_FIELDS}
 OPTION_NAMES.update({"retryBackoffInitialS": "retry_backoff.initial_s",
                      "retryBackoffMultiplier": "retry_backoff.multiplier",
                      "retryBackoffMaxS": "retry_backoff.max_s"})
+#: the fields of :class:`AwsCredentials`, as ``aws*`` options (``awsProfile``, ``awsRoleArn``...)
+OPTION_NAMES.update({"awsProfile": "credentials.profile",
+                     "awsAccessKeyId": "credentials.access_key_id",
+                     "awsSecretAccessKey": "credentials.secret_access_key",
+                     "awsSessionToken": "credentials.session_token",
+                     "awsRoleArn": "credentials.role_arn",
+                     "awsRoleSessionName": "credentials.role_session_name",
+                     "awsExternalId": "credentials.external_id",
+                     "awsRoleDurationS": "credentials.role_duration_s",
+                     "awsStsEndpointUrl": "credentials.sts_endpoint_url"})
 
-_INT_FIELDS = {"max_records_per_call", "retry_limit", "max_inflight_records", "max_inflight_bytes",
-               "prefetch_records", "prefetch_bytes", "task_index", "task_count"}
+_INT_FIELDS = {"credentials.role_duration_s", "max_records_per_call", "retry_limit", "max_inflight_records",
+               "max_inflight_bytes", "prefetch_records", "prefetch_bytes", "task_index", "task_count"}
 _FLOAT_FIELDS = {"zookeeper_session_timeout_s", "zookeeper_deadline_s", "empty_record_backoff_s",
                  "checkpoint_interval_s", "shard_sync_interval_s", "dead_letter_deadline_s"}
 _BOOL_FIELDS = {"reliable", "zookeeper_world_readable", "zookeeper_tls", "deaggregate"}

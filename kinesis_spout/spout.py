@@ -187,7 +187,7 @@ class KinesisSpout:
     def _open(self, cfg: SpoutConfig, dead_letter_writer: Any) -> None:
         """``open()`` under the lock, once the dead-letter writer and the metrics server are ready."""
         if self._client is None:
-            self._client = make_client(cfg.region, cfg.endpoint_url)
+            self._client = make_client(cfg.region, cfg.endpoint_url, credentials=cfg.credentials)
         if self._store is None:
             from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
 

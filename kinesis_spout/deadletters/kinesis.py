@@ -11,6 +11,7 @@ from kinesis_spout.errors import ConfigError
 
 if TYPE_CHECKING:
     from kinesis_spout.config import SpoutConfig
+    from kinesis_spout.kinesis.credentials import AwsCredentials
 
 __all__ = ["KinesisDeadLetters", "KinesisDeadLetterWriter", "MAX_ENVELOPE_BYTES"]
 
@@ -24,7 +25,8 @@ _MAX_BYTES_PER_CALL = 5 << 20  # and 5 MiB per call
 class KinesisDeadLetters:
     """Dead letters put into the Kinesis stream ``stream_name``, one record per dead letter: its data is the JSON
     envelope (:func:`~kinesis_spout.deadletters.envelope`; the original data in base64), its partition key the
-    original one. ``region`` and ``endpoint_url`` default to the spout's own.
+    original one. ``region``, ``endpoint_url`` and ``credentials`` (an :class:`~kinesis_spout.AwsCredentials`)
+    default to the spout's own.
 
     Each dead letter is put once: a ``PutRecords`` entry that Kinesis refused (throttled, internal error) is put
     again, alone with the other refused ones, up to ``put_attempts`` times within one write; entries already
@@ -37,6 +39,7 @@ class KinesisDeadLetters:
     region: str | None = None
     endpoint_url: str | None = None
     put_attempts: int = 3
+    credentials: AwsCredentials | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.stream_name, str) or not self.stream_name.strip():
@@ -52,15 +55,17 @@ class KinesisDeadLetters:
             raise ConfigError(f"the dead-letter stream {self.stream_name!r} is the stream the spout reads: its dead "
                               "letters would be read again as records; use another stream")
         return KinesisDeadLetterWriter(self.stream_name, self.region or config.region,
-                                       self.endpoint_url or config.endpoint_url, self.put_attempts)
+                                       self.endpoint_url or config.endpoint_url, self.put_attempts,
+                                       credentials=self.credentials or config.credentials)
 
 
 class KinesisDeadLetterWriter:
     """Puts envelopes with ``PutRecords`` (the client is made on the first write). One caller thread."""
 
     def __init__(self, stream_name: str, region: str | None, endpoint_url: str | None, put_attempts: int,
-                 client: Any = None) -> None:
+                 client: Any = None, credentials: AwsCredentials | None = None) -> None:
         self.stream_name = stream_name
+        self.credentials = credentials
         self.region = region
         self.endpoint_url = endpoint_url
         self.put_attempts = put_attempts
@@ -118,7 +123,7 @@ class KinesisDeadLetterWriter:
         from kinesis_spout.kinesis.client import make_client, translate
 
         if self._client is None:
-            self._client = make_client(self.region, self.endpoint_url)
+            self._client = make_client(self.region, self.endpoint_url, credentials=self.credentials)
         try:
             reply: dict[str, Any] = self._client.put_records(StreamName=self.stream_name, Records=records)
         except Exception as exc:

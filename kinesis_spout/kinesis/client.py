@@ -20,6 +20,7 @@ from botocore.exceptions import (
 )
 
 from kinesis_spout.errors import KinesisError, StreamNotFoundError, ThrottledError
+from kinesis_spout.kinesis.credentials import AwsCredentials, apply_credentials
 
 THROTTLING_CODES = frozenset({
     "ProvisionedThroughputExceededException", "ThrottlingException", "LimitExceededException",
@@ -30,6 +31,10 @@ RETRIABLE_CODES = frozenset({
     "KMSThrottlingException", "RequestTimeout", "RequestTimeoutException",
 })
 NOT_FOUND_CODES = frozenset({"ResourceNotFoundException"})
+AUTH_CODES = frozenset({
+    "AccessDeniedException", "AccessDenied", "UnrecognizedClientException", "InvalidSignatureException",
+    "InvalidClientTokenId", "SignatureDoesNotMatch", "ExpiredToken", "ExpiredTokenException",
+})
 # ConnectionError covers endpoint, connect-timeout and proxy errors; HTTPClientError covers closed connections.
 _TRANSIENT = (BotoConnectionError, HTTPClientError, ReadTimeoutError)
 
@@ -44,13 +49,16 @@ def _fast_timestamp(value: Any) -> datetime:
     return parsed
 
 
-def make_client(region: str | None, endpoint_url: str | None, *, read_timeout_s: float = 30.0) -> Any:
+def make_client(region: str | None, endpoint_url: str | None, *, read_timeout_s: float = 30.0,
+                credentials: AwsCredentials | None = None) -> Any:
     """A Kinesis client whose retries are left to the caller (botocore's own retries are off).
 
+    ``credentials`` (optional) say where this client's AWS credentials come from; None: boto's default chain.
     Who calls: the spout on open(), the CLI and the benchmarks. The reader threads share one client (boto3
     clients are thread-safe).
     """
     session = botocore.session.get_session()
+    apply_credentials(session, credentials, region)
     session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=_fast_timestamp)
     config = Config(retries={"total_max_attempts": 1}, connect_timeout=5, read_timeout=read_timeout_s,
                     max_pool_connections=64, user_agent_extra="kinesis-spout")
@@ -76,12 +84,16 @@ def translate(exc: Exception, what: str) -> KinesisError:
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
         retriable = code in RETRIABLE_CODES or status >= 500
         hint = ""
-        if code in ("AccessDeniedException", "UnrecognizedClientException", "InvalidSignatureException"):
-            hint = "; check the AWS credentials and their IAM permissions for Kinesis"
+        if status in (401, 403) or code in AUTH_CODES:
+            hint = ("; check the AWS credentials (SpoutConfig.credentials, options awsProfile / awsAccessKeyId / "
+                    "awsRoleArn, or the default chain) and their IAM permissions for Kinesis")
+        if len(message) > 300:
+            message = message[:300] + "..."
         return KinesisError(f"{what}: {message} ({code}){hint}", code=code, retriable=retriable)
     if isinstance(exc, NoCredentialsError | PartialCredentialsError):
-        return KinesisError(f"{what}: {exc}; configure AWS credentials (environment, profile or instance role)",
-                            code=type(exc).__name__, retriable=False)
+        return KinesisError(f"{what}: {exc}; configure AWS credentials: SpoutConfig.credentials (options "
+                            f"awsProfile / awsAccessKeyId / awsRoleArn), or the default chain (environment, shared "
+                            f"files, instance role)", code=type(exc).__name__, retriable=False)
     if isinstance(exc, BotoCoreError):
         # connection loss and time-outs may pass; anything else (bad parameters, no region...) will not
         retriable = isinstance(exc, _TRANSIENT)

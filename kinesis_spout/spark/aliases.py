@@ -15,6 +15,11 @@ connector option                         here                     note
                                                                   ``AT_TIMESTAMP <time>`` sets ``initialTimestamp``
 ``kinesis.getRecords.numberOfRecordsPerFetch``  ``maxRecordsPerCall``
 ``kinesis.describeShardInterval``        ``shardSyncIntervalS``   ``1s``, ``500ms``, ``2m`` or seconds
+``kinesis.awsAccessKeyId``               ``awsAccessKeyId``       with ``kinesis.awsSecretKey``
+``kinesis.awsSecretKey``                 ``awsSecretAccessKey``
+``kinesis.stsRoleArn``                   ``awsRoleArn``           a role to assume (``awsExternalId`` if asked)
+``kinesis.stsSessionName``               ``awsRoleSessionName``
+``kinesis.stsEndpointUrl``               ``awsStsEndpointUrl``
 ``kinesis.consumerType``                 (none)                   ``GetRecords`` only (no enhanced fan-out yet)
 =======================================  =======================  ==================================================
 """
@@ -35,6 +40,11 @@ ALIASES: dict[str, str] = {
     "kinesis.startingposition": "initialPosition",
     "kinesis.getrecords.numberofrecordsperfetch": "maxRecordsPerCall",
     "kinesis.describeshardinterval": "shardSyncIntervalS",
+    "kinesis.awsaccesskeyid": "awsAccessKeyId",
+    "kinesis.awssecretkey": "awsSecretAccessKey",
+    "kinesis.stsrolearn": "awsRoleArn",
+    "kinesis.stssessionname": "awsRoleSessionName",
+    "kinesis.stsendpointurl": "awsStsEndpointUrl",
 }
 
 #: connector options whose meaning differs here (lower case) -> what to use instead
@@ -48,10 +58,6 @@ REFUSED: dict[str, str] = {
                                      "checkpoints in ZooKeeper (options zookeeper, appName)",
     "kinesis.metadatapath": "batch metadata lives in Spark's checkpoint location; checkpoints in ZooKeeper "
                             "(options zookeeper, appName)",
-    "kinesis.awsaccesskeyid": "credentials come from the default AWS chain (environment, profile, instance role)",
-    "kinesis.awssecretkey": "credentials come from the default AWS chain (environment, profile, instance role)",
-    "kinesis.stsrolearn": "credentials come from the default AWS chain (environment, profile, instance role)",
-    "kinesis.stssessionname": "credentials come from the default AWS chain (environment, profile, instance role)",
     "kinesis.consumername": "enhanced fan-out (SubscribeToShard) is not supported yet",
 }
 

@@ -95,7 +95,7 @@ class KinesisBatchReader(DataSourceReader):
         cfg = self.config
         end = self.end or datetime.now(timezone.utc)
         start = self.start.isoformat() if self.start is not None else None
-        shards = list_shards(make_client(cfg.region, cfg.endpoint_url), cfg.stream_name)
+        shards = list_shards(make_client(cfg.region, cfg.endpoint_url, credentials=cfg.credentials), cfg.stream_name)
         return [ShardSpan(s.shard_id, start, end.isoformat()) for s in shards]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
@@ -108,8 +108,8 @@ class KinesisBatchReader(DataSourceReader):
                  if partition.start else StartPosition("TRIM_HORIZON"))
         end = datetime.fromisoformat(partition.end)
         begin = datetime.fromisoformat(partition.start) if partition.start else None
-        getter = PacedGetter(ShardGetter(_executor_client(cfg.region, cfg.endpoint_url), cfg.stream_name,
-                                         partition.shard_id, first, cfg.max_records_per_call,
+        client = _executor_client(cfg.region, cfg.endpoint_url, cfg.credentials)
+        getter = PacedGetter(ShardGetter(client, cfg.stream_name, partition.shard_id, first, cfg.max_records_per_call,
                                          deaggregate=cfg.deaggregate), MIN_POLL_INTERVAL_S, MAX_RETRIES)
         while True:
             result = getter.fetch()

@@ -36,6 +36,7 @@ from kinesis_spout.checkpoint.base import Checkpoint
 from kinesis_spout.config import MIN_POLL_INTERVAL_S, SpoutConfig
 from kinesis_spout.errors import CheckpointConflict, CheckpointError, KinesisError, StreamNotFoundError
 from kinesis_spout.kinesis.client import make_client, translate
+from kinesis_spout.kinesis.credentials import AwsCredentials
 from kinesis_spout.kinesis.getter import LATEST_MARGIN, PacedGetter, ShardGetter, StartPosition
 from kinesis_spout.kinesis.reader import Backoff
 from kinesis_spout.kinesis.shards import Shard, list_shards, owned_shards
@@ -122,7 +123,7 @@ def check_stream_exists(config: SpoutConfig) -> None:
     Py4J trace once the query runs). When Kinesis cannot be asked now (no credentials here, no network), nothing is
     raised: the query reports it when it runs."""
     try:
-        client = make_client(config.region, config.endpoint_url, read_timeout_s=5.0)
+        client = make_client(config.region, config.endpoint_url, read_timeout_s=5.0, credentials=config.credentials)
         client.describe_stream_summary(StreamName=config.stream_name)
     except Exception as exc:  # noqa: BLE001 - only "not found" is an answer; the rest is checked when reading
         err = translate(exc, f"describing stream {config.stream_name!r}")
@@ -246,7 +247,8 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
     # -- clients -------------------------------------------------------------------------------------------------
     def _kinesis(self) -> Any:
         if self._client is None:
-            self._client = make_client(self.config.region, self.config.endpoint_url)
+            self._client = make_client(self.config.region, self.config.endpoint_url,
+                                       credentials=self.config.credentials)
         return self._client
 
     def _checkpoints(self) -> Any:
@@ -564,7 +566,7 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
     def replay(self, shard_id: str, start: ShardPosition, end: ShardPosition) -> list[Record]:
         """Read exactly the records of ``(start, end]`` of a shard from Kinesis (a batch replayed after a restart)."""
         cfg = self.config
-        return read_range(_executor_client(cfg.region, cfg.endpoint_url), cfg, shard_id, start, end)
+        return read_range(_executor_client(cfg.region, cfg.endpoint_url, cfg.credentials), cfg, shard_id, start, end)
 
 
 def read_range(client: Any, cfg: SpoutConfig, shard_id: str, start: ShardPosition, end: ShardPosition
@@ -599,17 +601,18 @@ def read_range(client: Any, cfg: SpoutConfig, shard_id: str, start: ShardPositio
                 f"location) to continue from ZooKeeper's checkpoints")
 
 
-_clients: dict[tuple[str | None, str | None], Any] = {}
+_clients: dict[tuple[str | None, str | None, AwsCredentials | None], Any] = {}
 _clients_lock = threading.Lock()
 
 
-def _executor_client(region: str | None, endpoint_url: str | None) -> Any:
-    """One Kinesis client per Python worker process and endpoint (boto3 clients are thread-safe; making one costs
-    ~0.1 s), for the replays of ``read``."""
+def _executor_client(region: str | None, endpoint_url: str | None, credentials: AwsCredentials | None = None) -> Any:
+    """One Kinesis client per Python worker process, endpoint and identity (boto3 clients are thread-safe; making
+    one costs ~0.1 s), for the tasks' reads. Guarded by ``_clients_lock``."""
+    key = (region, endpoint_url, credentials)
     with _clients_lock:
-        client = _clients.get((region, endpoint_url))
+        client = _clients.get(key)
         if client is None:
-            client = _clients[(region, endpoint_url)] = make_client(region, endpoint_url)
+            client = _clients[key] = make_client(region, endpoint_url, credentials=credentials)
         return client
 
 

@@ -24,7 +24,7 @@ def local_spark_session(app_name: str = "kinesis-spout-tests", cores: int = 2) -
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", str(cores))
              .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-             .config("spark.sql.redaction.options.regex", "(?i)url|auth|secret|password")
+             .config("spark.sql.redaction.options.regex", "(?i)url|auth|secret|password|token|externalid")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -33,7 +33,7 @@ def test_a_starting_timestamp_and_durations_are_translated() -> None:
 @pytest.mark.parametrize("option, value, message", [
     ("kinesis.maxFetchRecordsPerShard", "100", "maxRecordsPerTrigger limits the whole batch"),
     ("kinesis.metadataCommitterType", "HDFS", "ZooKeeper"),
-    ("kinesis.awsSecretKey", "x", "default AWS chain"),
+    ("kinesis.awsSecretKey", "x", "option 'awsSecretAccessKey' is set without option 'awsAccessKeyId'"),
     ("kinesis.consumerType", "SubscribeToShard", "only GetRecords is supported"),
     ("kinesis.startingPosition", "SOMEWHERE", "must be LATEST, TRIM_HORIZON, EARLIEST"),
     ("kinesis.describeShardInterval", "often", "must be a duration"),
@@ -42,6 +42,19 @@ def test_connector_options_with_another_meaning_are_refused_saying_what_to_use(o
                                                                                message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         parse_source_options({"streamName": "s", "appName": "a", option: value})
+
+
+def test_the_connector_credential_options_set_this_sources_credentials() -> None:
+    config, _ = parse_source_options({
+        "streamName": "s", "appName": "a", "kinesis.awsAccessKeyId": "AKIAEXAMPLEEXAMPLE00",
+        "kinesis.awsSecretKey": "secret-value", "kinesis.stsRoleArn": "arn:aws:iam::123456789012:role/reader",
+        "kinesis.stsSessionName": "etl-job", "kinesis.stsEndpointUrl": "https://sts.eu-west-1.amazonaws.com"})
+    creds = config.credentials
+    assert creds is not None
+    assert (creds.access_key_id, creds.secret_access_key) == ("AKIAEXAMPLEEXAMPLE00", "secret-value")
+    assert (creds.role_arn, creds.role_session_name, creds.sts_endpoint_url) == (
+        "arn:aws:iam::123456789012:role/reader", "etl-job", "https://sts.eu-west-1.amazonaws.com")
+    assert "secret-value" not in repr(config)
 
 
 def test_an_alias_next_to_the_option_it_stands_for_is_refused() -> None:
