@@ -12,6 +12,7 @@ identities; from then on the process environment's dummy keys are refused, and o
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from dataclasses import dataclass
@@ -24,13 +25,15 @@ import pytest
 
 from kinesis_spout import AwsCredentials, ConfigError, InitialPosition, KinesisError, KinesisSpout, SpoutConfig
 from kinesis_spout.checkpoint.memory import MemoryCheckpointStore
+from kinesis_spout.deadletters import KinesisDeadLetters, record_from_envelope
+from kinesis_spout.kinesis.client import make_client
 from kinesis_spout.testing.process import ServerProcess, free_port
 from kinesis_spout.testing.spout import drain
 
 ACCOUNT = "123456789012"
 EXTERNAL_ID = "reader-ext-1"
 RECORDS = [f"record {i}".encode() for i in range(20)]
-SETUP_CALLS = 12  # the requests of make_identities(), served before authentication starts
+SETUP_CALLS = 13  # the requests of make_identities(), served before authentication starts
 
 
 @dataclass
@@ -70,6 +73,7 @@ def make_identities(url: str) -> AuthedMoto:
     kinesis.create_stream(StreamName="secured", ShardCount=2)  # 11
     kinesis.put_records(StreamName="secured", Records=[{"Data": d, "PartitionKey": str(i)}
                                                          for i, d in enumerate(RECORDS)])  # 12
+    kinesis.create_stream(StreamName="secured-dlq", ShardCount=1)  # 13
     return AuthedMoto(url, "secured", direct, assumer, role_arn)
 
 
@@ -126,6 +130,23 @@ def test_static_keys_sign_the_spouts_calls(authed_moto: AuthedMoto) -> None:
     key, secret = authed_moto.direct
     assert read_all(config(authed_moto, AwsCredentials(access_key_id=key, secret_access_key=secret),
                            "static")) == set(RECORDS)
+
+
+def test_kinesis_dead_letters_use_the_spouts_credentials(authed_moto: AuthedMoto) -> None:
+    key, secret = authed_moto.direct
+    creds = AwsCredentials(access_key_id=key, secret_access_key=secret)
+    cfg = dataclasses.replace(config(authed_moto, creds, "dead-letters"), retry_limit=0,
+                              dead_letter=KinesisDeadLetters("secured-dlq"))
+    with KinesisSpout(cfg, MemoryCheckpointStore()) as spout:
+        got = drain(spout, 1, ack=False)
+        spout.fail(got[0].message_id)
+        assert spout.flush_checkpoints(), "the dead letter was not written"
+    client = make_client("us-east-1", authed_moto.endpoint_url, credentials=creds)
+    shard = client.list_shards(StreamName="secured-dlq")["Shards"][0]["ShardId"]
+    iterator = client.get_shard_iterator(StreamName="secured-dlq", ShardId=shard,
+                                         ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+    letters = client.get_records(ShardIterator=iterator)["Records"]
+    assert [record_from_envelope(r["Data"])[1].data for r in letters] == [got[0].record.data]
 
 
 def test_a_wrong_secret_is_refused_with_a_hint_and_never_shown(authed_moto: AuthedMoto) -> None:
