@@ -50,6 +50,7 @@ BENCHMARKS: tuple[BenchmarkSpec, ...] = (
     BenchmarkSpec("checkpoint", "benchmarks.bench_checkpoint"),
     BenchmarkSpec("spark", "benchmarks.bench_spark"),
     BenchmarkSpec("scaling", "benchmarks.bench_scaling"),
+    BenchmarkSpec("shards", "benchmarks.bench_shards"),
     BenchmarkSpec("leases", "benchmarks.bench_leases"),
     BenchmarkSpec("kpl", "benchmarks.bench_kpl"),
     BenchmarkSpec("state", "benchmarks.bench_state"),

@@ -96,6 +96,7 @@ class SpoutConfig:
     initial_timestamp: datetime | None = None
     max_records_per_call: int = 10_000
     empty_record_backoff_s: float = 1.0
+    max_empty_record_backoff_s: float | None = None
     shard_sync_interval_s: float = 10.0
     checkpoint_interval_s: float = 1.0
     retry_limit: int = 3
@@ -105,6 +106,7 @@ class SpoutConfig:
     max_inflight_bytes: int = 64 << 20
     prefetch_records: int = 20_000
     prefetch_bytes: int = 32 << 20
+    reader_threads: int = 8
     reliable: bool = True
     deaggregate: bool = True
     scheme: RecordScheme = field(default_factory=RawScheme)
@@ -163,6 +165,9 @@ class SpoutConfig:
             raise ConfigError("zookeeper_tls_cert_file and zookeeper_tls_key_file go together (a client "
                               "certificate and its key); set both or neither")
         _require_float("empty_record_backoff_s", self.empty_record_backoff_s, MIN_POLL_INTERVAL_S, 3600.0)
+        if self.max_empty_record_backoff_s is not None:
+            _require_float("max_empty_record_backoff_s", self.max_empty_record_backoff_s,
+                           self.empty_record_backoff_s, 3600.0)
         _require_float("checkpoint_interval_s", self.checkpoint_interval_s, 0.0, 3600.0)
         _require_float("shard_sync_interval_s", self.shard_sync_interval_s, 0.2, 86400.0)
         _require_int("retry_limit", self.retry_limit, 0, 1_000_000)
@@ -177,6 +182,7 @@ class SpoutConfig:
         _require_int("max_inflight_bytes", self.max_inflight_bytes, 1, 1 << 40)
         _require_int("prefetch_records", self.prefetch_records, 1, 10_000_000)
         _require_int("prefetch_bytes", self.prefetch_bytes, 1, 1 << 40)
+        _require_int("reader_threads", self.reader_threads, 0, 1024)
         for name in ("reliable", "deaggregate"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be True or False, got {getattr(self, name)!r}")
@@ -289,7 +295,7 @@ OPTION_NAMES.update({"awsProfile": "credentials.profile",
                      "awsStsEndpointUrl": "credentials.sts_endpoint_url"})
 
 _INT_FIELDS = {"credentials.role_duration_s", "max_records_per_call", "retry_limit", "max_inflight_records",
-               "max_inflight_bytes", "prefetch_records", "prefetch_bytes", "task_index", "task_count"}
+               "max_inflight_bytes", "prefetch_records", "reader_threads", "prefetch_bytes", "task_index", "task_count"}
 _FLOAT_FIELDS = {"zookeeper_session_timeout_s", "zookeeper_deadline_s", "empty_record_backoff_s",
                  "checkpoint_interval_s", "shard_sync_interval_s", "dead_letter_deadline_s"}
 _BOOL_FIELDS = {"reliable", "zookeeper_world_readable", "zookeeper_tls", "deaggregate"}
@@ -305,7 +311,7 @@ def _convert(name: str, option: str, raw: str) -> Any:
             raise ConfigError(f"option {option!r} must be a whole number, got {raw!r}") from None
     if name in _FLOAT_FIELDS:
         return _to_float(option, raw)
-    if name == "message_timeout_s":
+    if name in ("message_timeout_s", "max_empty_record_backoff_s"):
         return None if raw.strip().lower() in ("", "none", "off") else _to_float(option, raw)
     if name == "metrics_port":
         if raw.strip().lower() in ("", "none", "off"):

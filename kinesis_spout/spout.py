@@ -146,7 +146,7 @@ class KinesisSpout:
         self._client = client
         self._on_conflict = on_checkpoint_conflict
         self._shards: dict[str, ShardState] = {}
-        self._rr = RoundRobinReader()
+        self._rr = RoundRobinReader(config.reader_threads)
         self._writer: CheckpointWriter | None = None
         self._lock = threading.RLock()
         self._state = "new"
@@ -405,7 +405,8 @@ class KinesisSpout:
                     raise
                 log.warning("%s; the reader of %s takes its LATEST iterator when it can", exc, shard.shard_id)
         reader = BufferedShardReader(getter, max_records=cfg.prefetch_records, max_bytes=cfg.prefetch_bytes,
-                                     empty_backoff_s=cfg.empty_record_backoff_s, on_data=self._rr.notify)
+                                     empty_backoff_s=cfg.empty_record_backoff_s, on_data=self._rr.notify,
+                                     pool=self._rr.pool, max_empty_backoff_s=cfg.max_empty_record_backoff_s)
         return ShardState(shard, tracker, reader, start, offered=initial)
 
     def close(self) -> None:

@@ -61,7 +61,7 @@ def make_client(region: str | None, endpoint_url: str | None, *, read_timeout_s:
     apply_credentials(session, credentials, region)
     session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=_fast_timestamp)
     config = Config(retries={"total_max_attempts": 1}, connect_timeout=5, read_timeout=read_timeout_s,
-                    max_pool_connections=64, user_agent_extra="kinesis-spout")
+                    max_pool_connections=256, user_agent_extra="kinesis-spout")
     return session.create_client("kinesis", region_name=region or _default_region(session),
                                  endpoint_url=endpoint_url, config=config)
 

@@ -1,7 +1,8 @@
 """Buffered prefetching shard readers, and the round-robin reader across them.
 
-Each owned shard has a :class:`BufferedShardReader`: a named daemon thread that calls GetRecords (at most 5 times a
-second, as Kinesis allows), backs off with jitter when throttled, and fills a bounded buffer (records and bytes).
+Each owned shard has a :class:`BufferedShardReader` that calls GetRecords (at most 5 times a second, as Kinesis
+allows), backs off with jitter when throttled, and fills a bounded buffer (records and bytes). The readers of a
+spout share a :class:`~kinesis_spout.kinesis.pool.ReaderPool`: a few threads, whatever the number of shards.
 The :class:`RoundRobinReader` hands out buffered records shard by shard. Nobody sleeps on an idle shard: readers
 signal one shared condition when data arrives, and the consumer waits on it with a deadline.
 """
@@ -18,6 +19,7 @@ from typing import Callable, Iterable
 from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.errors import KinesisError, SpoutError
 from kinesis_spout.kinesis.getter import ShardGetter
+from kinesis_spout.kinesis.pool import PARK, ReaderPool
 from kinesis_spout.records import Record
 
 log = logging.getLogger("kinesis_spout.kinesis")
@@ -44,28 +46,42 @@ class Backoff:
 
 
 class BufferedShardReader:
-    """Prefetches one shard into a bounded buffer on a background thread.
+    """Prefetches one shard into a bounded buffer; a :class:`~kinesis_spout.kinesis.pool.ReaderPool` polls it.
 
-    Who calls: the round-robin reader (``take``), the spout (``start``/``close``). ``take`` returns buffered
-    records without blocking; an error from the background thread is raised by ``take`` once the records read
-    before it are handed out. ``close()`` stops and joins the thread and is idempotent.
+    Who calls: the round-robin reader (``take``), the spout (``start``/``close``), the pool (``poll``). Without a
+    ``pool`` the reader gets one of its own with a single thread (named ``kinesis-reader-<shard>``). ``take``
+    returns buffered records without blocking; an error met by ``poll`` is raised by ``take`` once the records
+    read before it are handed out. ``close()`` stops the polling (after the call in progress, which it waits for)
+    and is idempotent.
+
+    Thread-safety: the buffer, its byte count and ``_error`` are guarded by ``_lock``; ``poll`` runs on one pool
+    thread at a time; the counters are written by that thread only.
     """
 
     def __init__(self, getter: ShardGetter, *, max_records: int, max_bytes: int, empty_backoff_s: float,
-                 on_data: Callable[[], None], max_retries: int = 30) -> None:
+                 on_data: Callable[[], None], max_retries: int = 30, pool: ReaderPool | None = None,
+                 max_empty_backoff_s: float | None = None) -> None:
         self.getter = getter
         self.shard_id = getter.shard_id
         self.max_records = max_records
         self.max_bytes = max_bytes
         self.empty_backoff_s = max(empty_backoff_s, MIN_POLL_INTERVAL_S)
+        # an idle shard's pause doubles with each empty read up to this (no growth by default)
+        self.max_empty_backoff_s = max(self.empty_backoff_s, max_empty_backoff_s or 0.0)
+        self.empty_reads = 0  # consecutive empty reads
         self.max_retries = max_retries
         self._on_data = on_data
         self._buffer: deque[Record] = deque()
         self._bytes = 0
         self._lock = threading.Condition()
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._pool = pool
+        self._own_pool: ReaderPool | None = None
+        self._started = False
+        self._polling = threading.Lock()  # held during a poll: close() waits for the call in progress
+        self._backoff = Backoff()
         self._error: BaseException | None = None
+        self.parked = False  # set by the pool (under its lock) while the buffer is full
         self.ended = False
         self.millis_behind_latest: int | None = None
         self.calls = 0
@@ -73,9 +89,13 @@ class BufferedShardReader:
         self.records_read = 0
 
     def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name=f"kinesis-reader-{self.shard_id}", daemon=True)
-            self._thread.start()
+        """Hand the reader to its pool (idempotent)."""
+        if self._started or self._stop.is_set():
+            return
+        self._started = True
+        if self._pool is None:
+            self._own_pool = self._pool = ReaderPool(1, name=f"kinesis-reader-{self.shard_id}")
+        self._pool.add(self)
 
     @property
     def buffered(self) -> int:
@@ -95,7 +115,8 @@ class BufferedShardReader:
                 return []
             out = [self._buffer.popleft() for _ in range(min(n, len(self._buffer)))]
             self._bytes -= sum(r.size for r in out)
-            self._lock.notify_all()
+        if self.parked:
+            self._wake()
         return out
 
     def take_one(self) -> Record | None:
@@ -106,71 +127,84 @@ class BufferedShardReader:
                 return None
             record = self._buffer.popleft()
             self._bytes -= record.size
-            if len(self._buffer) < self.max_records // 2:
-                self._lock.notify_all()
-            return record
+        if self.parked and len(self._buffer) <= self.max_records // 2 and self.has_room():
+            self._wake()  # half empty: worth a call (an empty buffer always qualifies)
+        return record
 
-    def _has_room(self) -> bool:
+    def _wake(self) -> None:
+        pool = self._pool
+        if pool is not None:
+            pool.wake(self)
+
+    def has_room(self) -> bool:
         return len(self._buffer) < self.max_records and self._bytes < self.max_bytes
 
-    def _run(self) -> None:
-        backoff = Backoff()
-        next_poll = 0.0
-        try:
-            while not self._stop.is_set():
+    def poll(self) -> float | None:
+        """One GetRecords call, its records into the buffer (called by the pool, one thread at a time).
+
+        Returns when the next call may be made (monotonic time), ``PARK`` when the buffer is full, or None when
+        the reader is done: the shard ended, an error was kept for ``take``, or the reader was closed.
+        """
+        with self._polling:
+            if self._stop.is_set():
+                return None
+            if not self.has_room():
+                return PARK
+            try:
+                return self._fetch()
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's next take()
+                if not isinstance(exc, SpoutError):
+                    exc = KinesisError(f"reader of {self.shard_id} failed: {exc!r}")
+                log.error("reader of %s stopped: %s", self.shard_id, exc)
                 with self._lock:
-                    while not self._has_room() and not self._stop.is_set():
-                        self._lock.wait(0.5)
-                delay = next_poll - time.monotonic()
-                if delay > 0 and self._stop.wait(delay):
-                    break
-                if self._stop.is_set():
-                    break
-                try:
-                    self.calls += 1
-                    result = self.getter.fetch()
-                except KinesisError as exc:
-                    if not exc.retriable or backoff.failures >= self.max_retries:
-                        if exc.retriable:
-                            exc = KinesisError(f"{exc} (gave up after {backoff.failures} retries)", code=exc.code)
-                        raise exc
-                    self.retried_errors += 1
-                    pause = backoff.next_delay()
-                    log.warning("%s; retrying %s in %.2f s", exc, self.shard_id, pause)
-                    next_poll = time.monotonic() + pause
-                    continue
-                backoff.reset()
-                self.millis_behind_latest = result.millis_behind_latest
-                now = time.monotonic()
-                next_poll = now + (MIN_POLL_INTERVAL_S if result.records else self.empty_backoff_s)
-                if result.records:
-                    size = sum(r.size for r in result.records)
-                    with self._lock:
-                        self._buffer.extend(result.records)
-                        self._bytes += size
-                    self.records_read += len(result.records)
-                if result.shard_end:
-                    self.ended = True
-                    log.info("shard %s is closed and was read to its end", self.shard_id)
-                if result.records or result.shard_end:
-                    self._on_data()
-                if result.shard_end:
-                    break
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller's next take()
-            if not isinstance(exc, SpoutError):
-                exc = KinesisError(f"reader of {self.shard_id} failed: {exc!r}")
-            log.error("reader of %s stopped: %s", self.shard_id, exc)
+                    self._error = exc
+                self._on_data()
+                return None
+
+    def _fetch(self) -> float | None:
+        backoff = self._backoff
+        try:
+            self.calls += 1
+            result = self.getter.fetch()
+        except KinesisError as exc:
+            if not exc.retriable or backoff.failures >= self.max_retries:
+                if exc.retriable:
+                    exc = KinesisError(f"{exc} (gave up after {backoff.failures} retries)", code=exc.code)
+                raise exc
+            self.retried_errors += 1
+            pause = backoff.next_delay()
+            log.warning("%s; retrying %s in %.2f s", exc, self.shard_id, pause)
+            return time.monotonic() + pause
+        backoff.reset()
+        self.millis_behind_latest = result.millis_behind_latest
+        if result.records:
+            self.empty_reads = 0
+            pause = MIN_POLL_INTERVAL_S
+        else:
+            pause = min(self.max_empty_backoff_s, self.empty_backoff_s * 2.0 ** min(self.empty_reads, 30))
+            self.empty_reads += 1
+        due = time.monotonic() + pause
+        if result.records:
+            size = sum(r.size for r in result.records)
             with self._lock:
-                self._error = exc
+                self._buffer.extend(result.records)
+                self._bytes += size
+            self.records_read += len(result.records)
+        if result.shard_end:
+            self.ended = True
+            log.info("shard %s is closed and was read to its end", self.shard_id)
+        if result.records or result.shard_end:
             self._on_data()
+        return None if result.shard_end else due
 
     def close(self, timeout_s: float = 35.0) -> None:
+        """Stop polling; wait (up to ``timeout_s``) for a call in progress to return. Idempotent."""
         self._stop.set()
-        with self._lock:
-            self._lock.notify_all()
-        thread, self._thread = self._thread, None
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout_s)
+        if self._polling.acquire(timeout=timeout_s):  # no poll runs now, and the next one returns at once
+            self._polling.release()
+        pool, self._own_pool = self._own_pool, None
+        if pool is not None:
+            pool.close(timeout_s)
 
 
 class RoundRobinReader:
@@ -178,10 +212,14 @@ class RoundRobinReader:
 
     Who calls: the spout. ``next_record`` asks each shard in turn (skipping those ``admit`` refuses, e.g. at their
     in-flight limit) and returns the first record found, or None at once when none is buffered. ``wait`` blocks
-    until a reader signals new data or the timeout passes.
+    until a reader signals new data or the timeout passes. ``pool`` is the readers' shared
+    :class:`~kinesis_spout.kinesis.pool.ReaderPool` of ``threads`` threads, closed by ``close()``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, threads: int = 8) -> None:
+        # the readers' GetRecords calls; threads start with the first readers. 0: no shared pool, each reader
+        # gets a thread of its own
+        self.pool = ReaderPool(threads) if threads > 0 else None
         self.readers: list[BufferedShardReader] = []
         self._cursor = 0
         self._signal = threading.Condition()
@@ -228,3 +266,5 @@ class RoundRobinReader:
             reader._stop.set()
         for reader in self.readers:
             reader.close()
+        if self.pool is not None:
+            self.pool.close()

@@ -53,7 +53,9 @@ READ_MODES = ("driver", "executors")
 #: done when Spark commits it. They are accepted (the same options serve the spout) and reported as unused.
 UNUSED_BY_SOURCE = frozenset({
     "retryLimit", "retryBackoffInitialS", "retryBackoffMultiplier", "retryBackoffMaxS", "messageTimeoutS",
-    "maxInflightRecords", "maxInflightBytes", "prefetchRecords", "prefetchBytes", "reliable", "scheme",
+    "maxInflightRecords", "maxInflightBytes", "prefetchRecords", "prefetchBytes", "readerThreads",
+    "maxEmptyRecordBackoffS", "reliable",
+    "scheme",
 })
 
 TRIM_HORIZON = "TRIM_HORIZON"
