@@ -20,6 +20,7 @@ from botocore.exceptions import (
 )
 
 from kinesis_spout.errors import KinesisError, StreamNotFoundError, ThrottledError
+from kinesis_spout.kinesis import lean
 from kinesis_spout.kinesis.credentials import AwsCredentials, apply_credentials
 
 THROTTLING_CODES = frozenset({
@@ -62,8 +63,9 @@ def make_client(region: str | None, endpoint_url: str | None, *, read_timeout_s:
     session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=_fast_timestamp)
     config = Config(retries={"total_max_attempts": 1}, connect_timeout=5, read_timeout=read_timeout_s,
                     max_pool_connections=256, user_agent_extra="kinesis-spout")
-    return session.create_client("kinesis", region_name=region or _default_region(session),
-                                 endpoint_url=endpoint_url, config=config)
+    client = session.create_client("kinesis", region_name=region or _default_region(session),
+                                   endpoint_url=endpoint_url, config=config)
+    return lean.enable(client)  # GetRecords of the readers: see kinesis_spout.kinesis.lean
 
 
 def _default_region(session: Any) -> str:

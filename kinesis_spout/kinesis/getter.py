@@ -13,6 +13,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from kinesis_spout.errors import KinesisError
 from kinesis_spout.kinesis.aggregation import MAGIC, deaggregate
 from kinesis_spout.kinesis.client import translate
+from kinesis_spout.kinesis.lean import get_records
 from kinesis_spout.records import Record, SequenceKey
 
 log = logging.getLogger("kinesis_spout.kinesis")
@@ -114,7 +115,7 @@ class ShardGetter:
             if self._iterator is None:
                 self._iterator = self._get_iterator()
             try:
-                reply = self.client.get_records(ShardIterator=self._iterator, Limit=self.max_records)
+                reply = get_records(self.client, self._iterator, self.max_records)
                 break
             except ClientError as exc:
                 code = exc.response.get("Error", {}).get("Code")
