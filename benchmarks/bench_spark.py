@@ -1,28 +1,76 @@
 """Spark: batch latency and throughput of SpoutPipeline and of the ``readStream`` source, on a local[2] session.
 
 **Caught up.** A producer thread puts 1,000 records/s (100 B each, 100 every 0.1 s, random partition keys) into a
-new 4-shard stream for the whole run, while the consumer reads it from TRIM_HORIZON: each batch holds what arrived
-since the one before. ``SpoutPipeline`` runs with ``trigger_interval_s=1.0`` and a ``process(df, batch)`` that
-does ``df.count()``; a batch's latency is its ``BatchMetrics.latency_s`` (first record taken to last ack: the
-Arrow DataFrame, the count, the acks). The source runs ``spark.readStream.format("kinesis_spout")`` with a
-``foreachBatch`` sink doing ``df.count()`` and Spark's default trigger (the next batch as soon as the last one is
-done and records are there); a batch's latency is ``durationMs.triggerExecution`` of its progress (planning with
-``latestOffset``, the Spark job, the commit). The first batches are warm-up, left out of the figures (the
-pipeline's first, the query's first two: they hold what arrived while the consumer started); then the run
-measures for 30 s (15 s with ``--quick``) and stops between batches. records/s are the records of the batches
-kept over the time from the first kept batch's start to the last one's end: they match the producer's rate when
-the consumer keeps up.
+new stream (4 shards; 4 and 16 for the source, see **Shards**) for the whole run, while the consumer reads it from
+TRIM_HORIZON: each batch holds what arrived since the one before. ``SpoutPipeline`` runs with
+``trigger_interval_s=1.0`` and a ``process(df, batch)`` that does ``df.count()``; a batch's latency is its
+``BatchMetrics.latency_s`` (first record taken to last ack: the Arrow DataFrame, the count, the acks). The source
+runs ``spark.readStream.format("kinesis_spout")`` with a ``foreachBatch`` sink doing ``df.count()`` and Spark's
+default trigger (the next batch as soon as the last one is done and records are there); a batch's latency is
+``durationMs.triggerExecution`` of its progress (planning with ``latestOffset``, the Spark job, the commit). The
+first batches are warm-up, left out of the figures (the pipeline's first, the query's first two: they hold what
+arrived while the consumer started); then the run measures for 12 s (10 s, and one run per figure, with ``--quick``)
+and stops between batches. records/s are the records of the batches kept over the time from the first kept batch's
+start to the last one's end: they match the producer's rate when the consumer keeps up.
 
-**Backlog.** The same consumers read a stream that already holds 20,000 records, from TRIM_HORIZON to the last:
-the pipeline with ``max_batch_records=10,000`` and ``trigger_interval_s=0`` (batches back to back), the source
-with ``maxRecordsPerTrigger=10000`` and ``Trigger.AvailableNow``. records/s run from ``run()`` (or ``start()``)
-to the last record processed, so they include opening the spout or the query (ZooKeeper, shard listing).
+**Backlog.** The same consumers read a stream that already holds 20,000 records, from TRIM_HORIZON to the last: the
+pipeline with ``max_batch_records=10,000`` and ``trigger_interval_s=0`` (batches back to back), the source with
+``maxRecordsPerTrigger=10000`` and ``Trigger.AvailableNow`` (with ``--quick``: 10,000 records, 5,000 per batch).
+records/s run from ``run()`` (or ``start()``) to the last record processed, so they include opening the spout or the
+query (ZooKeeper, shard listing).
 
 One SparkSession (``local[2]``, Arrow on) serves every run. It is warmed up first: in a new session the first
-job and the first Python data source query take seconds more than the next ones (both times are in the summary).
+job and the first Python data source query (one in each read mode) take seconds more than the next ones (both
+times are in the summary).
 The spout and the source keep their default options otherwise, with checkpoints in the run's ZooKeeper, on
 kinesalite. Each figure is the median of the runs (min-max in brackets); the goal is well under 1 s per batch
 after the first (the AWS Scala connector for Structured Streaming takes about 5-10 s per batch).
+
+**Shards.** The SpoutPipeline rows read 4 shards; the ``readStream`` rows read 4 and 16 shards (the same producer
+rate and backlog, spread over more shards), in both read modes: ``readMode=driver`` (the default: ``latestOffset``
+on the driver reads every record) and ``readMode=executors`` (the driver plans each batch with each shard's start;
+one executor task per shard reads it and records its end in ZooKeeper). Within a round the runs alternate between
+the modes, so both see the same load on this shared machine.
+
+**Costs per batch** (``readStream`` rows). Around each measured window the benchmark reads ZooKeeper's request
+counters and the CPU time of the Spark JVM's processes from ``/proc``; caught up, the window is the measured time
+after the warm-up batches (its batches: those that started in it); for the backlog, the whole run from the query's
+start (so its figures include starting the query: the driver Python process's start and imports, its clients,
+the first shard listing). *ZooKeeper writes* are the write requests the server answered (``mntr``'s
+``zk_cnt_updatelatency``: creates, sets, deletes, a multi as one, failed creates too, and session opens and
+closes); *ZooKeeper reads* are its other requests (``zk_cnt_readlatency``: getData, exists, getChildren, failed
+reads too) less the pings of the sessions earlier runs left open (their connections' packets, from ``stat``).
+*Driver Python CPU* is the CPU of the Python processes where PySpark 4 runs a data source's driver side: the one
+``pyspark.sql.streaming.python_streaming_source_runner`` process the JVM starts per query (``initialOffset``,
+``latestOffset``, ``partitions``, ``commit``: planning, the ZooKeeper and Kinesis clients, and in
+``readMode=driver`` all the reading; in the backlog runs it ends inside the window and a thread follows its CPU to
+its end) and the ``pyspark.sql.worker.*`` workers that create the source when a query starts. *JVM helper
+processes* are the short-lived processes the JVM starts on the driver: Hadoop's local file system runs
+``readlink`` and ``chmod`` (through Java's ``jspawnhelper``) as it writes the query's checkpoint files,
+for want of Hadoop's native library. *Stream thread* is the JVM thread that drives the query (offset and
+commit logs, calls into the driver Python, job submission; caught-up runs only: the thread ends with the query).
+*Executor Python CPU* is the CPU of the ``pyspark.worker`` processes that run the tasks' ``read`` (Spark reuses
+them between tasks). *JVM CPU* is the whole JVM's own: in ``local[2]`` it holds the driver and the executors (task
+threads, Arrow batches from Python, the sink's count, GC, JIT). The process that runs the query and its
+``foreachBatch`` is not counted. Each run's raw costs are in ``latest.json`` (``costs``).
+
+**A 100-shard stream** (the estimate in the summary, for ``readMode=executors``). Assumptions: each of 100 shards
+receives 1,000 records/s of 100 B (Kinesis' per-shard write limit in records) and the query runs one batch per
+second (a 1 s trigger), so each batch has one task of about 1,000 records per shard. Executor cores for the reading
+= tasks/s x CPU per task + records/s x CPU per record, both costs fitted (least squares, no intercept, neither below
+0) to the executor Python CPU of every ``readMode=executors`` run, caught up (many small tasks) and backlog (fewer,
+larger tasks). It counts the Python side of the reading (the task's start in a reused Python worker, GetRecords,
+parsing, the ZooKeeper end, Arrow), not the JVM's side of the tasks nor what the query does with the rows, and CPU,
+not the task slots, which also wait for Kinesis' and ZooKeeper's replies. When the per-record cost is too small to
+tell apart from the per-task cost in these runs, the summary says so and the estimate carries the per-task cost
+only; the per-task cost of a ``readMode=driver`` task (which reads nothing) is given next to it. ZooKeeper requests
+and driver Python CPU per batch are taken as linear in the shards (a line through the 4- and 16-shard caught-up
+medians) and multiplied by one batch per second. The shard checkpoints the source copies to ZooKeeper are written at
+most once per shard per ``checkpointIntervalS`` (1 s): when the measured batches came faster than one per second,
+each carried only part of them, and the "up to" figure adds the share they did not carry (at most one write per
+shard per batch). The JVM's own driver work (stream thread, helper processes) is left out of the estimate: it does
+not grow with the shards here, and the helper processes are an artefact of checkpoints on the local file system
+without Hadoop's native library.
 """
 
 from __future__ import annotations
@@ -34,18 +82,22 @@ import statistics
 import tempfile
 import threading
 import time
+from functools import partial
 from typing import Any, Callable
 
 from benchmarks.context import ZK_PREFIX, BenchContext, BenchmarkError
 from benchmarks.machine import load_average
+from benchmarks.spark_costs import CostSnapshot, RunnerWatch, SparkCostProbe, costs_between, is_source_runner
+from benchmarks.spark_estimate import estimate
 from benchmarks.spout_read import spout_config
 from benchmarks.stats import Stopwatch, ratio, summary
+from benchmarks.zk_requests import ZkCounters
 from kinesis_spout.spark.metrics import BatchMetrics, percentile
 from kinesis_spout.testing.kinesis import KinesisEndpoint, put_records
 
 TITLE = "Spark: SpoutPipeline and the readStream source, batch latency and records/s"
 GOAL_MS = 1_000.0
-SHARDS = 4
+SHARDS = 4  # the SpoutPipeline rows' shards
 RECORD_BYTES = 100
 RATE = 1_000  # records/s put by the producer of the caught-up runs
 TRIGGER_S = 1.0  # the pipeline's trigger interval in the caught-up runs
@@ -55,10 +107,11 @@ SOURCE_WARMUP = 2
 WARMUP_TIMEOUT_S = 120.0
 WARMUP_RECORDS = 40  # records of the session's warm-up query
 
-SIZES = {
-    "full": {"caught_up_s": 30.0, "backlog": 20_000, "max_batch": 10_000, "repeats": 3},
-    "quick": {"caught_up_s": 15.0, "backlog": 10_000, "max_batch": 5_000, "repeats": 2},
-    "smoke": {"caught_up_s": 2.0, "backlog": 400, "max_batch": 200, "repeats": 1},
+#: ``source_shards``: the shard counts of the readStream rows (the smoke run keeps to 4, for time)
+SIZES: dict[str, dict[str, Any]] = {
+    "full": {"caught_up_s": 12.0, "backlog": 20_000, "max_batch": 10_000, "repeats": 3, "source_shards": (4, 16)},
+    "quick": {"caught_up_s": 10.0, "backlog": 10_000, "max_batch": 5_000, "repeats": 1, "source_shards": (4, 16)},
+    "smoke": {"caught_up_s": 2.0, "backlog": 400, "max_batch": 200, "repeats": 1, "source_shards": (4,)},
 }
 
 PIPELINE = "SpoutPipeline"
@@ -71,6 +124,7 @@ GOAL_EXECUTOR_P50_MS = 250.0
 
 COLUMNS = [
     ("case", "consumer", "{}"),
+    ("shards", "shards", "{}"),
     ("trigger", "trigger", "{}"),
     ("batch_p50_ms", "batch p50 ms", "fig0"),
     ("batch_p95_ms", "batch p95 ms", "fig0"),
@@ -79,6 +133,13 @@ COLUMNS = [
     ("records_per_batch", "records/batch", "fig0"),
     ("dataframe_ms", "DataFrame ms", "fig0"),
     ("process_ms", "process ms", "fig0"),
+    ("zk_writes_per_batch", "ZK writes/batch", "fig1"),
+    ("zk_reads_per_batch", "ZK reads/batch", "fig1"),
+    ("driver_cpu_ms_per_batch", "driver Python CPU ms/batch", "fig1"),
+    ("stream_thread_ms_per_batch", "stream thread CPU ms/batch", "fig1"),
+    ("jvm_helpers_ms_per_batch", "JVM helper processes CPU ms/batch", "fig1"),
+    ("executor_cpu_ms_per_batch", "executor Python CPU ms/batch", "fig1"),
+    ("jvm_cpu_ms_per_batch", "JVM CPU ms/batch", "fig0"),
 ]
 
 
@@ -250,12 +311,24 @@ def _await(query: Any, done: Callable[[], bool], give_up: Callable[[], bool], ti
             raise BenchmarkError(f"the readStream query stopped early: {query.exception()}")
 
 
-def source_caught_up(ctx: BenchContext, spark: Any, seconds: float, read_mode: str = "driver") -> dict[str, Any]:
+def _window(batches: dict[int, dict[str, Any]], before: CostSnapshot, after: CostSnapshot,
+            baseline: ZkCounters | None = None, runners: dict[int, float] | None = None) -> dict[str, Any]:
+    """The costs between two snapshots, with the batches that started between them and their records."""
+    inside = [b for b in batches.values() if before.at <= b["start"] < after.at]
+    costs = costs_between(before, after, baseline, runners)
+    costs.update(batches=len(inside), records=sum(b["rows"] for b in inside))
+    return costs
+
+
+def source_caught_up(ctx: BenchContext, spark: Any, probe: SparkCostProbe, seconds: float,
+                     read_mode: str = "driver", shards: int = SHARDS) -> dict[str, Any]:
     endpoint = ctx.endpoint("kinesalite")
-    stream = endpoint.create_stream(endpoint.unique_stream_name("spark-live"), shards=SHARDS)
+    stream = endpoint.create_stream(endpoint.unique_stream_name("spark-live"), shards=shards)
     counted: list[int] = []
     batches: dict[int, dict[str, Any]] = {}
     checkpoint = tempfile.mkdtemp(prefix="kinesis-spout-bench-spark-")
+    baseline = probe.zookeeper.read()  # before this run opens its ZooKeeper sessions
+    snaps: list[CostSnapshot] = []
     producer = Producer(endpoint, stream, RATE, RECORD_BYTES).start()
     put = 0
     try:
@@ -269,9 +342,13 @@ def source_caught_up(ctx: BenchContext, spark: Any, seconds: float, read_mode: s
                 nonlocal warm_at, deadline
                 _progress(query, batches)
                 if warm_at is None and len(batches) >= SOURCE_WARMUP:
+                    snaps.append(probe.snapshot())
                     warm_at = time.monotonic()
                     deadline = warm_at + seconds
-                return warm_at is not None and time.monotonic() >= deadline
+                done = warm_at is not None and time.monotonic() >= deadline
+                if done:
+                    snaps.append(probe.snapshot())
+                return done
 
             _await(query, measured_long_enough, lambda: time.monotonic() >= deadline)
             if warm_at is None:
@@ -286,6 +363,8 @@ def source_caught_up(ctx: BenchContext, spark: Any, seconds: float, read_mode: s
     finally:
         producer.stop()
         shutil.rmtree(checkpoint, ignore_errors=True)
+    probe.wait_source_runners_gone([pid for snap in snaps for pid, p in snap.tree.processes.items()
+                                    if is_source_runner(p)])  # not to end inside the next run's window
     ordered = [batches[i] for i in sorted(batches)]
     kept = ordered[SOURCE_WARMUP:]
     if len(kept) < 2:
@@ -293,17 +372,20 @@ def source_caught_up(ctx: BenchContext, spark: Any, seconds: float, read_mode: s
     p50, p95 = _ms([b["ms"] / 1000 for b in kept])
     window = (kept[-1]["start"] - kept[0]["start"]).total_seconds() + kept[-1]["ms"] / 1000
     return {"p50": p50, "p95": p95, "records_per_s": sum(b["rows"] for b in kept) / window,
-            "batches": len(batches), "records_per_batch": statistics.median(b["rows"] for b in kept), "put": put}
+            "batches": len(batches), "records_per_batch": statistics.median(b["rows"] for b in kept), "put": put,
+            "costs": _window(batches, snaps[0], snaps[-1], baseline)}
 
 
-def source_backlog(ctx: BenchContext, spark: Any, records: int, max_batch: int, read_mode: str = "driver"
-                   ) -> dict[str, Any]:
-    loaded = ctx.stream(SHARDS, records, RECORD_BYTES)
+def source_backlog(ctx: BenchContext, spark: Any, probe: SparkCostProbe | None, records: int, max_batch: int,
+                   read_mode: str = "driver", shards: int = SHARDS) -> dict[str, Any]:
+    loaded = ctx.stream(shards, records, RECORD_BYTES)
     counted: list[int] = []
     batches: dict[int, dict[str, Any]] = {}
     checkpoint = tempfile.mkdtemp(prefix="kinesis-spout-bench-spark-")
     options = _source_options(ctx, loaded.endpoint, loaded.name, maxRecordsPerTrigger=str(max_batch),
                               readMode=read_mode)
+    before = probe.snapshot() if probe is not None else None
+    runners = RunnerWatch(probe.jvm_pid).start() if probe is not None else None  # the query's runner ends in it
     try:
         watch = Stopwatch().start()
         query = _query(spark, options, counted, checkpoint, available_now=True)
@@ -315,11 +397,18 @@ def source_backlog(ctx: BenchContext, spark: Any, records: int, max_batch: int, 
         _progress(query, batches)
     finally:
         shutil.rmtree(checkpoint, ignore_errors=True)
+        if probe is not None:
+            probe.wait_source_runners_gone()  # while the watch follows the runner to its end
+        seen = runners.stop() if runners is not None else {}
+        settled = probe.wait_source_runners_gone(seen) if probe is not None else True
     if query.exception() is not None or sum(counted) != records:
         raise BenchmarkError(f"the AvailableNow query read {sum(counted)} of {records} records: {query.exception()}")
     p50, p95 = _ms([b["ms"] / 1000 for b in batches.values()])
-    return {"records_per_s": records / wall, "batches": len(batches), "p50": p50, "p95": p95,
-            "records_per_batch": statistics.median(b["rows"] for b in batches.values())}
+    out = {"records_per_s": records / wall, "batches": len(batches), "p50": p50, "p95": p95,
+           "records_per_batch": statistics.median(b["rows"] for b in batches.values())}
+    if probe is not None and before is not None:
+        out["costs"] = {**_window(batches, before, probe.snapshot(), runners=seen), "runner_reaped": settled}
+    return out
 
 
 # -- the benchmark ----------------------------------------------------------------------------------------------
@@ -340,20 +429,38 @@ def start_spark(ctx: BenchContext) -> tuple[Any, float]:
 
 
 def warm_up(ctx: BenchContext, spark: Any) -> float:
-    """Run a first job and a first ``readStream`` query (on a small stream): in a new session they take seconds
-    more than the next ones. Returns how long that took."""
+    """Run a first job and a first ``readStream`` query in each read mode (on a small stream): in a new session they
+    take seconds more than the next ones (the Python workers start and import the source). Returns how long that
+    took."""
     import pyarrow
 
     watch = Stopwatch().start()
     spark.createDataFrame(pyarrow.table({"n": list(range(100))})).count()
-    source_backlog(ctx, spark, WARMUP_RECORDS, WARMUP_RECORDS)
+    for mode in ("driver", "executors"):
+        source_backlog(ctx, spark, None, WARMUP_RECORDS, WARMUP_RECORDS, mode)
     return round(watch.stop().wall_s, 1)
 
 
+#: Figures per batch taken from a run's costs: (row key, costs key, scale)
+PER_BATCH = (("zk_writes_per_batch", "zk_writes", 1.0), ("zk_reads_per_batch", "zk_reads", 1.0),
+             ("driver_cpu_ms_per_batch", "driver_python_s", 1000.0),
+             ("jvm_helpers_ms_per_batch", "jvm_helpers_s", 1000.0),
+             ("stream_thread_ms_per_batch", "stream_thread_s", 1000.0),
+             ("executor_cpu_ms_per_batch", "executor_python_s", 1000.0), ("jvm_cpu_ms_per_batch", "jvm_s", 1000.0))
+
+
+def per_batch(costs: dict[str, Any], key: str, scale: float = 1.0) -> float | None:
+    """A run's cost ``key`` divided by the batches of its window (None when it has no batch or no such figure)."""
+    value = costs.get(key)
+    if value is None or not costs.get("batches"):
+        return None
+    return float(value) * scale / costs["batches"]
+
+
 def _row(case: str, kind: str, trigger: str, runs: list[dict[str, Any]], spark: tuple[float, float],
-         records: int | None, repeats: int) -> dict[str, Any]:
+         records: int | None, repeats: int, shards: int = SHARDS) -> dict[str, Any]:
     row: dict[str, Any] = {"case": case, "kind": kind, "trigger": trigger, "emulator": "kinesalite",
-                           "shards": SHARDS, "record_bytes": RECORD_BYTES, "repeats": repeats,
+                           "shards": shards, "record_bytes": RECORD_BYTES, "repeats": repeats,
                            "batch_p50_ms": summary([r["p50"] for r in runs]),
                            "batch_p95_ms": summary([r["p95"] for r in runs]),
                            "records_per_s": summary([r["records_per_s"] for r in runs]),
@@ -364,6 +471,12 @@ def _row(case: str, kind: str, trigger: str, runs: list[dict[str, Any]], spark: 
     for key in ("dataframe_ms", "process_ms"):
         if key in runs[0]:
             row[key] = summary([r[key] for r in runs])
+    if all("costs" in r for r in runs):
+        row["costs"] = [r["costs"] for r in runs]
+        for key, cost, scale in PER_BATCH:
+            values = [per_batch(r["costs"], cost, scale) for r in runs]
+            if all(v is not None for v in values):
+                row[key] = summary([float(v) for v in values if v is not None])
     if records is not None:
         row["records"] = records
     else:
@@ -374,80 +487,162 @@ def _row(case: str, kind: str, trigger: str, runs: list[dict[str, Any]], spark: 
 def run(ctx: BenchContext, smoke: bool) -> list[dict[str, Any]]:
     size = SIZES[ctx.profile(smoke)]
     spark, spark_start_s = start_spark(ctx)
-    steps: list[tuple[str, Callable[[], dict[str, Any]]]] = [
-        ("pipeline caught up", lambda: pipeline_caught_up(ctx, spark, size["caught_up_s"])),
-        ("source caught up", lambda: source_caught_up(ctx, spark, size["caught_up_s"])),
-        ("executors caught up", lambda: source_caught_up(ctx, spark, size["caught_up_s"], "executors")),
-        ("pipeline backlog", lambda: pipeline_backlog(ctx, spark, size["backlog"], size["max_batch"])),
-        ("source backlog", lambda: source_backlog(ctx, spark, size["backlog"], size["max_batch"])),
-        ("executors backlog", lambda: source_backlog(ctx, spark, size["backlog"], size["max_batch"], "executors")),
-    ]
-    results: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in steps}
+    probe = SparkCostProbe.for_session(spark, ctx.zookeeper_hosts, ZK_PREFIX)
+    live_s, backlog, max_batch = size["caught_up_s"], size["backlog"], size["max_batch"]
+    # (case, kind, shards) -> one measured run; within a round the modes alternate at each shard count
+    steps: list[tuple[tuple[str, str, int], Callable[[], dict[str, Any]]]] = [
+        ((PIPELINE, "caught up", SHARDS), lambda: pipeline_caught_up(ctx, spark, live_s))]
+    for n in size["source_shards"]:
+        steps += [((SOURCE, "caught up", n), partial(source_caught_up, ctx, spark, probe, live_s, "driver", n)),
+                  ((SOURCE_EXECUTORS, "caught up", n),
+                   partial(source_caught_up, ctx, spark, probe, live_s, "executors", n))]
+    steps.append(((PIPELINE, "backlog", SHARDS), lambda: pipeline_backlog(ctx, spark, backlog, max_batch)))
+    for n in size["source_shards"]:
+        steps += [((SOURCE, "backlog", n), partial(source_backlog, ctx, spark, probe, backlog, max_batch, "driver", n)),
+                  ((SOURCE_EXECUTORS, "backlog", n),
+                   partial(source_backlog, ctx, spark, probe, backlog, max_batch, "executors", n))]
+    results: dict[tuple[str, str, int], list[dict[str, Any]]] = {key: [] for key, _ in steps}
     try:
         warmup_s = warm_up(ctx, spark)
+        probe.wait_source_runners_gone()  # the warm-up queries' runners end before the first measured window
         ctx.progress(f"spark: session started in {spark_start_s:.1f} s; a first job and a first readStream query "
-                     f"took {warmup_s:.1f} s more")
+                     f"in each read mode took {warmup_s:.1f} s more")
         for round_no in range(size["repeats"]):
-            for name, step in steps:
+            for key, step in steps:
                 res = step()
                 res["loadavg_1m"] = (load_average() or [0.0])[0]
-                results[name].append(res)
-                ctx.progress(f"spark: round {round_no + 1}/{size['repeats']}: {name}: batch p50 {res['p50']:.0f} "
-                             f"ms, p95 {res['p95']:.0f} ms, {res['records_per_s']:,.0f} records/s, "
-                             f"{res['batches']} batches")
+                results[key].append(res)
+                ctx.progress(f"spark: round {round_no + 1}/{size['repeats']}: {_label(*key)}: batch p50 "
+                             f"{res['p50']:.0f} ms, p95 {res['p95']:.0f} ms, {res['records_per_s']:,.0f} records/s, "
+                             f"{res['batches']} batches{_cost_note(res.get('costs'))}")
     finally:
         spark.stop()
-    n, backlog, started = size["repeats"], size["backlog"], (spark_start_s, warmup_s)
-    rows = [
-        _row(PIPELINE, "caught up", f"{TRIGGER_S:g} s", results["pipeline caught up"], started, None, n),
-        _row(SOURCE, "caught up", "default", results["source caught up"], started, None, n),
-        _row(SOURCE_EXECUTORS, "caught up", "default", results["executors caught up"], started, None, n),
-        _row(PIPELINE, "backlog", "0 s", results["pipeline backlog"], started, backlog, n),
-        _row(SOURCE, "backlog", "AvailableNow", results["source backlog"], started, backlog, n),
-        _row(SOURCE_EXECUTORS, "backlog", "AvailableNow", results["executors backlog"], started, backlog, n),
-    ]
-    by = {(r["case"], r["kind"]): r for r in rows}
-    for kind in ("caught up", "backlog"):
-        by[(SOURCE_EXECUTORS, kind)]["records_per_s_vs_driver_reads"] = ratio(
-            by[(SOURCE_EXECUTORS, kind)]["records_per_s"], by[(SOURCE, kind)]["records_per_s"])
+    n, started = size["repeats"], (spark_start_s, warmup_s)
+    rows = []
+    for (case, kind, shards), runs in results.items():
+        trigger = {("caught up", PIPELINE): f"{TRIGGER_S:g} s", ("backlog", PIPELINE): "0 s"}.get(
+            (kind, case), "default" if kind == "caught up" else "AvailableNow")
+        rows.append(_row(case, kind, trigger, runs, started, backlog if kind == "backlog" else None, n, shards))
+    rows.sort(key=lambda r: (r["kind"] != "caught up", r["case"] != PIPELINE, r["shards"]))
+    by = {(r["case"], r["kind"], r["shards"]): r for r in rows}
+    for (case, kind, shards), row in by.items():
+        driver = by.get((SOURCE, kind, shards))
+        if case == SOURCE_EXECUTORS and driver is not None:
+            row["records_per_s_vs_driver_reads"] = ratio(row["records_per_s"], driver["records_per_s"])
     return rows
 
 
+def _label(case: str, kind: str, shards: int) -> str:
+    return f"{case} ({shards} shards) {kind}"
+
+
+def _cost_note(costs: dict[str, Any] | None) -> str:
+    """The progress line's part on costs: ZooKeeper requests and driver CPU per batch."""
+    if not costs or not costs.get("batches"):
+        return ""
+    def ms(key: str) -> str:
+        value = per_batch(costs, key, 1000.0)
+        return "-" if value is None else f"{value:.1f}"
+
+    w, r = per_batch(costs, "zk_writes"), per_batch(costs, "zk_reads")
+    return (f"; per batch: ZooKeeper {w:.1f} writes, {r:.1f} reads; CPU ms: driver Python {ms('driver_python_s')}, "
+            f"JVM helpers {ms('jvm_helpers_s')}")
+
+
+# -- the summary --------------------------------------------------------------------------------------------------
+def _driver_cpu(row: dict[str, Any]) -> str:
+    """'X ms (+ JVM: stream thread Y ms, helper processes Z ms)' of a row's driver CPU per batch."""
+    text = f"{row['driver_cpu_ms_per_batch']['median']:.0f} ms" if "driver_cpu_ms_per_batch" in row else "-"
+    jvm = [f"{label} {row[key]['median']:.0f} ms" for key, label in
+           (("stream_thread_ms_per_batch", "stream thread"), ("jvm_helpers_ms_per_batch", "helper processes"))
+           if key in row]
+    return text + (f" (+ JVM {', '.join(jvm)})" if jvm else "")
+
+
+def _short_of(value: float, goal: float, higher_is_better: bool, unit: str) -> str:
+    """How far a figure is from its goal: '' when met."""
+    if higher_is_better:
+        return "" if value >= goal else f"; missed: needs {goal / value:.1f}x more" if value > 0 else "; missed"
+    return "" if value <= goal else f"; missed by {value - goal:,.0f} {unit} ({value / goal:.2f}x the goal)"
+
+
 def headline(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Batch latency of both consumers on a caught-up stream against the goal; backlog records/s."""
+    """Batch latency of every consumer caught up against the 1 s goal, backlog records/s; then, per shard count,
+    readMode=executors against its goals, ZooKeeper requests and driver CPU per batch; the 100-shard estimate."""
     out = []
     for row in rows:
         p50, p95 = row["batch_p50_ms"]["median"], row["batch_p95_ms"]["median"]
+        name = f"{row['case']} ({row['shards']} shards)"
         if row["kind"] == "caught up":
-            out.append({"figure": f"{row['case']} batch latency, caught up at {RATE:,} records/s "
+            out.append({"figure": f"{name} batch latency, caught up at {RATE:,} records/s "
                                   f"(p50 / p95, first batches left out)",
                         "value": f"{p50:,.0f} / {p95:,.0f} ms; {row['records_per_s']['median']:,.0f} records/s",
                         "goal": f"< {GOAL_MS:,.0f} ms (AWS Scala connector: 5-10 s)", "met": p95 < GOAL_MS})
         else:
-            out.append({"figure": f"{row['case']} records/s, backlog of {row['records']:,} records "
+            out.append({"figure": f"{name} records/s, backlog of {row['records']:,} records "
                                   f"(trigger {row['trigger']})",
                         "value": f"{row['records_per_s']['median']:,.0f} records/s in "
                                  f"{row['batches']['median']:g} batches", "goal": "-", "met": None})
-    by = {(r["case"], r["kind"]): r for r in rows}
-    backlog, live = by.get((SOURCE_EXECUTORS, "backlog")), by.get((SOURCE_EXECUTORS, "caught up"))
-    if backlog is not None and backlog.get("records_per_s_vs_driver_reads") is not None:
-        speedup = backlog["records_per_s_vs_driver_reads"]
-        out.append({"figure": "readMode=executors / driver reads, backlog records/s",
-                    "value": f"{speedup:.2f}x", "goal": f">= {GOAL_EXECUTOR_SPEEDUP:g}x",
-                    "met": speedup >= GOAL_EXECUTOR_SPEEDUP})
-    if live is not None:
-        p50 = live["batch_p50_ms"]["median"]
-        out.append({"figure": "readMode=executors batch latency p50, caught up", "value": f"{p50:,.0f} ms",
-                    "goal": f"<= {GOAL_EXECUTOR_P50_MS:g} ms", "met": p50 <= GOAL_EXECUTOR_P50_MS})
+    by = {(r["case"], r["kind"], r["shards"]): r for r in rows}
+    for shards in sorted({r["shards"] for r in rows if r["case"] == SOURCE_EXECUTORS}):
+        backlog, live = by.get((SOURCE_EXECUTORS, "backlog", shards)), by.get((SOURCE_EXECUTORS, "caught up", shards))
+        if backlog is not None and backlog.get("records_per_s_vs_driver_reads") is not None:
+            speedup = backlog["records_per_s_vs_driver_reads"]
+            out.append({"figure": f"readMode=executors / driver reads, backlog records/s, {shards} shards",
+                        "value": f"{speedup:.2f}x{_short_of(speedup, GOAL_EXECUTOR_SPEEDUP, True, 'x')}",
+                        "goal": f">= {GOAL_EXECUTOR_SPEEDUP:g}x", "met": speedup >= GOAL_EXECUTOR_SPEEDUP})
+        if live is not None:
+            p50 = live["batch_p50_ms"]["median"]
+            out.append({"figure": f"readMode=executors batch latency p50, caught up, {shards} shards",
+                        "value": f"{p50:,.0f} ms{_short_of(p50, GOAL_EXECUTOR_P50_MS, False, 'ms')}",
+                        "goal": f"<= {GOAL_EXECUTOR_P50_MS:g} ms", "met": p50 <= GOAL_EXECUTOR_P50_MS})
+        for kind in ("caught up", "backlog"):
+            pair = [by.get((case, kind, shards)) for case in (SOURCE, SOURCE_EXECUTORS)]
+            if any(r is None or "zk_writes_per_batch" not in r for r in pair):
+                continue
+            where = "steady state" if kind == "caught up" else "whole run, query start included"
+            zk = "; ".join(f"{mode}: {r['zk_writes_per_batch']['median']:.1f} writes, "
+                           f"{r['zk_reads_per_batch']['median']:.1f} reads"
+                           for mode, r in zip(("driver", "executors"), pair) if r is not None)
+            out.append({"figure": f"ZooKeeper requests per batch, {kind}, {shards} shards ({where})",
+                        "value": zk, "goal": "-", "met": None})
+            cpu = "; ".join(f"{mode}: {_driver_cpu(r)}" for mode, r in zip(("driver", "executors"), pair)
+                            if r is not None)
+            out.append({"figure": f"driver Python CPU per batch, {kind}, {shards} shards ({where})",
+                        "value": cpu, "goal": "-", "met": None})
+    guess = estimate(rows, SOURCE_EXECUTORS, SOURCE)
+    if guess is not None:
+        zk = ""
+        if guess["zk_writes_per_s"] is not None:
+            more = guess["zk_writes_per_s_up_to"] - guess["zk_writes_per_s"]
+            zk = (f"; ZooKeeper about {guess['zk_writes_per_s']:,.0f} writes/s"
+                  + (f" (up to {guess['zk_writes_per_s_up_to']:,.0f})" if more >= 0.5 else "")
+                  + f" and {guess['zk_reads_per_s']:,.0f} reads/s")
+        driver = ("" if guess["driver_cpu_ms_per_batch"] is None else
+                  f"; driver Python about {guess['driver_cpu_ms_per_batch']:,.0f} ms CPU per batch")
+        if guess["records_per_cpu_s"]:
+            costs = (f"{guess['cpu_ms_per_task']:.1f} ms CPU per shard task + {guess['cpu_us_per_record']:.1f} µs "
+                     f"per record, i.e. {guess['records_per_cpu_s']:,.0f} records/s per core once a task runs")
+        else:
+            costs = (f"{guess['cpu_ms_per_task']:.1f} ms CPU per shard task; the per-record cost was too small "
+                     f"to tell apart from it in these runs")
+        if guess["driver_mode_cpu_ms_per_task"] is not None:
+            costs += (f"; a readMode=driver task, which only decodes rows the driver read, costs "
+                      f"{guess['driver_mode_cpu_ms_per_task']:.1f} ms")
+        out.append({"figure": f"estimate: readMode=executors on {guess['shards']} shards at "
+                              f"{guess['records_per_s_per_shard']:,} records/s each, "
+                              f"{guess['batches_per_s']:g} batch/s (assumptions in the notes)",
+                    "value": f"about {guess['executor_cores']:.1f} executor cores of Python reading ({costs})"
+                             f"{zk}{driver}", "goal": "-", "met": None})
     if rows:
-        out.append({"figure": "local[2] SparkSession start; then its first job and first readStream query",
+        out.append({"figure": "local[2] SparkSession start; then its first job and first readStream queries",
                     "value": f"{rows[0]['spark_start_s']:.1f} s; {rows[0]['spark_warmup_s']:.1f} s",
                     "goal": "-", "met": None})
     return out
 
 
 def plot(ax: Any, rows: list[dict[str, Any]]) -> None:
-    """Batch latency p50 and p95 of both consumers, caught up, against the 1 s goal."""
+    """Batch latency p50 and p95 of every consumer, caught up, against the 1 s goal."""
     live = [r for r in rows if r["kind"] == "caught up"]
     xs = range(len(live))
     for offset, key, label in ((-0.2, "batch_p50_ms", "p50"), (0.2, "batch_p95_ms", "p95")):
@@ -455,8 +650,8 @@ def plot(ax: Any, rows: list[dict[str, Any]]) -> None:
         ax.bar([x + offset for x in xs], [f["median"] for f in figs], 0.4, label=label, capsize=3,
                yerr=[[f["median"] - f["min"] for f in figs], [f["max"] - f["median"] for f in figs]])
     ax.axhline(GOAL_MS, color="#c44e52", linestyle="--", linewidth=1, label="goal 1 s")
-    ax.set_xticks(list(xs), [f"{r['case']}\n({r['records_per_s']['median']:,.0f} records/s)" for r in live],
-                  fontsize=7)
+    ax.set_xticks(list(xs), [f"{r['case'].replace('readStream source', 'source').replace(', readMode=', ' ')}"
+                             f"\n{r['shards']} shards" for r in live], fontsize=6)
     ax.set_ylabel("ms per batch")
     ax.set_title(f"Spark batch latency, caught up ({RATE:,} records/s in)")
     ax.legend(fontsize=7)
