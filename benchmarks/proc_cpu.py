@@ -154,6 +154,8 @@ def tree_cpu_between(before: TreeSnapshot, after: TreeSnapshot, member: Callable
         was, now = before.processes.get(pid), after.processes.get(pid)
         if now is not None:  # a reaper that ended meanwhile took its reaped time with it (its parent has it)
             reaped += now.reaped_s - (was.reaped_s if was is not None else 0.0)
+        elif was is not None and was.ppid in reapers and after.processes.get(was.ppid) is not None:
+            reaped -= was.reaped_s  # its parent's reaped time holds all it had reaped, before the window too
     foreign = tuple(sorted(f"{pid} {p.command}" for pid, p in before.processes.items()
                            if p.ppid in reapers and pid not in after.processes and pid not in first))
     return GroupCpu(max(0.0, seconds + reaped), tuple(sorted(set(first) | set(last))), foreign, reaped)
