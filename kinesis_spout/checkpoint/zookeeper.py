@@ -517,6 +517,104 @@ class ZooKeeperCheckpointStore:
                 # next cleanup tries again
         return deleted
 
+    def touch_query(self, query: str, payload: bytes) -> float:
+        """Write ``payload`` to ``query``'s batches node (creating it): its modification time is the query's
+        heartbeat. Returns that time by ZooKeeper's clock (seconds since the epoch), so callers compare heartbeats
+        without trusting their own clock."""
+        from kazoo.exceptions import NodeExistsError, NoNodeError
+
+        node = self.batches_node(query)
+        for _ in range(_CAS_ATTEMPTS):
+            try:
+                stat = self._call(f"writing {node}", self._client.set, node, payload)
+                return float(stat.mtime) / 1000.0
+            except NoNodeError:
+                pass
+            try:
+                self._call(f"creating {node}", self._client.create, node, payload, makepath=True)
+            except NodeExistsError:
+                continue
+            stat = self._call(f"reading {node}", self._client.exists, node)
+            if stat is not None:
+                return float(stat.mtime) / 1000.0
+        raise CheckpointError(f"heartbeat of {node}: gave up after {_CAS_ATTEMPTS} attempts", retriable=True)
+
+    def query_heartbeats(self) -> dict[str, tuple[float, int]]:
+        """Every query with a batches node: query id -> (its last heartbeat by ZooKeeper's clock in seconds, the
+        node's version), from one listing and pipelined reads of the nodes' stats."""
+        from kazoo.exceptions import NoNodeError
+
+        base = self.path.rsplit("/", 1)[0] + "/batches"
+        try:
+            queries = self._call(f"listing {base}", self._client.get_children, base)
+        except NoNodeError:
+            return {}
+        pending = {q: self._client.exists_async(f"{base}/{q}") for q in queries}
+        out: dict[str, tuple[float, int]] = {}
+        for query, result in pending.items():
+            try:
+                stat = result.get(timeout=self.operation_timeout_s)
+            except Exception:  # noqa: BLE001 - a read that failed in the pipeline is made again, bounded
+                stat = self._call(f"reading {base}/{query}", self._client.exists, f"{base}/{query}")
+            if stat is not None:
+                out[query] = (float(stat.mtime) / 1000.0, int(stat.version))
+        return out
+
+    def delete_query(self, query: str, version: int, per_transaction: int = 500) -> bool:
+        """Delete ``query``'s whole batches tree, but only while its node is still at ``version`` (no heartbeat
+        since the caller judged it): every ZooKeeper transaction of the deletion (``per_transaction`` deletes at
+        most: one request, within the server's 1 MiB limit) checks that version, so a query that beats meanwhile
+        loses nothing. Returns True when the tree is gone, False when it was left (it beat, or a task recorded an
+        end meanwhile: the next clean-up judges it again)."""
+        from kazoo.exceptions import NoNodeError
+
+        root = self.batches_node(query)
+        try:
+            batches = self._call(f"listing {root}", self._client.get_children, root)
+        except NoNodeError:
+            return True
+        listings = {b: self._client.get_children_async(f"{root}/{b}") for b in batches}
+        doomed: list[str] = []
+        for batch, result in listings.items():
+            try:
+                shards = result.get(timeout=self.operation_timeout_s)
+            except NoNodeError:
+                continue
+            except Exception:  # noqa: BLE001 - a listing that failed in the pipeline is made again, bounded
+                try:
+                    shards = self._call(f"listing {root}/{batch}", self._client.get_children, f"{root}/{batch}")
+                except NoNodeError:
+                    continue
+            doomed += [f"{root}/{batch}/{s}" for s in shards] + [f"{root}/{batch}"]
+        for start in range(0, len(doomed), per_transaction):
+            if not self._delete_checked(root, version, tuple(doomed[start:start + per_transaction])):
+                return False
+        return self._delete_checked(root, version, (), delete_root=True)
+
+    def _delete_checked(self, root: str, version: int, nodes: tuple[str, ...], delete_root: bool = False) -> bool:
+        """One transaction: ``root`` is at ``version``, and ``nodes`` (children before parents), then ``root``
+        when ``delete_root``, are deleted. True when it was applied (or the root is gone already)."""
+        from kazoo.exceptions import NoNodeError, RolledBackError
+
+        def start() -> Any:
+            txn = self._client.transaction()
+            if delete_root:
+                txn.delete(root, version)
+            else:
+                txn.check(root, version)
+            for node in nodes:
+                txn.delete(node)
+            return txn.commit_async()
+
+        results = self._bounded(f"deleting {len(nodes) + delete_root} nodes of {root}", start)
+        failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+        if not failures:
+            return True
+        if delete_root and len(failures) == 1 and isinstance(failures[0], NoNodeError):
+            return True  # deleted meanwhile (by another query's clean-up)
+        log.info("batch ends of query at %s were left: %s", root, ", ".join(type(f).__name__ for f in failures))
+        return False
+
     def close(self) -> None:
         client, self._client = self._client, None
         self._connected.clear()

@@ -23,6 +23,11 @@ Offset (JSON object)::
 :mod:`kinesis_spout.spark.offsets`; ``maxRecords``/``maxBytes`` are per shard task (absent: no limit);
 ``cutoff`` is the start of a ``Trigger.AvailableNow`` run (absent otherwise). ``query`` names the query's batch
 znodes: made by ``initialOffset`` and kept in Spark's offset log, so two queries of one app never share them.
+
+**Abandoned queries.** A query whose checkpoint location was deleted never comes back under its id, so nobody
+would delete its recorded ends. A running query's driver beats a heartbeat on its ``batches/<query>`` node; a
+query that starts deletes the trees of other queries whose heartbeat is older than a generous age
+(:func:`abandoned`), judged by ZooKeeper's clock.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from kinesis_spout.errors import CheckpointError
 from kinesis_spout.records import Record
 from kinesis_spout.spark.offsets import ShardPosition, end_after, first_after, in_range
 
-__all__ = ["PlannedBatch", "ShardEnd", "cut", "split_limit", "within"]
+__all__ = ["PlannedBatch", "ShardEnd", "abandoned", "cut", "split_limit", "within"]
 
 
 @dataclass(frozen=True)
@@ -158,3 +163,10 @@ def cut(records: Sequence[Record], start: ShardPosition, max_records: int | None
 def within(records: Sequence[Record], start: ShardPosition, end: ShardPosition) -> list[Record]:
     """The records of ``(start, end]``: what a task yields once the end is recorded."""
     return [r for r in records if in_range(r.key, start, end)]
+
+
+def abandoned(heartbeats: Mapping[str, float], now: float, mine: str, after_s: float) -> list[str]:
+    """The queries whose recorded ends may be deleted: every query but ``mine`` whose last heartbeat (seconds, by
+    the clock ``now`` comes from) is more than ``after_s`` old. A heartbeat from the future (another clock) is
+    young."""
+    return sorted(q for q, beat in heartbeats.items() if q != mine and now - beat > after_s)

@@ -7,7 +7,10 @@ The model (offsets, recorded ends, cuts) is in :mod:`kinesis_spout.spark.batches
   lineage rule once their parents are read to their end, and plans a batch only when there is something to read:
   a shard whose last task stopped at a limit is read on at once; a shard whose task reached the tip is probed with
   one ``GetRecords(Limit=1)`` (the driver reads no data). ``commit`` copies the ends of the completed batch to the
-  shards' ZooKeeper checkpoints and deletes recorded ends a few batches behind.
+  shards' ZooKeeper checkpoints and deletes recorded ends a few batches behind. The driver beats a heartbeat on
+  its query's ``batches/<query>`` node (every ``HEARTBEAT_S``) and, when the query starts and at each heartbeat,
+  deletes the recorded ends of other queries of the app whose heartbeat is older than ``ABANDONED_AFTER_S``
+  (queries whose checkpoint location was deleted; see :func:`kinesis_spout.spark.batches.abandoned`).
 - **Executors** (:func:`read_shard_batch`): a task reads its shard from the batch's start into a bounded buffer
   (the batch's per-shard limits, ``EXECUTOR_READ_S`` of reading, the tip, the shard's end, the AvailableNow
   cutoff), records the end it chose (the first writer wins), and yields exactly the records up to the end that
@@ -16,6 +19,7 @@ The model (offsets, recorded ends, cuts) is in :mod:`kinesis_spout.spark.batches
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -27,10 +31,10 @@ from pyspark.sql.datasource import InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit
 
 from kinesis_spout.config import MIN_POLL_INTERVAL_S, SpoutConfig
-from kinesis_spout.errors import CheckpointError, KinesisError
+from kinesis_spout.errors import CheckpointError, KinesisError, StreamNotFoundError
 from kinesis_spout.kinesis.getter import LATEST_MARGIN, PacedGetter, ShardGetter
 from kinesis_spout.records import Record
-from kinesis_spout.spark.batches import PlannedBatch, ShardEnd, cut, split_limit, within
+from kinesis_spout.spark.batches import PlannedBatch, ShardEnd, abandoned, cut, split_limit, within
 from kinesis_spout.spark.offsets import ShardPosition, encode_offset, initial_positions, waiting_for_parents
 from kinesis_spout.spark.schema import records_to_arrow
 from kinesis_spout.spark.source import (
@@ -49,6 +53,13 @@ log = logging.getLogger("kinesis_spout.spark")
 EXECUTOR_READ_S = 1.0
 #: Recorded ends are kept for this many completed batches behind the last one (replays need only the last).
 KEEP_BATCHES = 3
+#: A running query's driver writes its heartbeat (the mtime of ``batches/<query>``) this often at most.
+HEARTBEAT_S = 600.0
+#: Recorded ends of another query of the app whose heartbeat is older than this are deleted (a week: far longer
+#: than any trigger interval, so only a stopped query can be that quiet).
+ABANDONED_AFTER_S = 7 * 24 * 3600.0
+#: Abandoned queries deleted at most per clean-up (the rest at the next heartbeat), to bound a driver's pause.
+CLEANUP_QUERIES = 20
 
 
 class ShardTask(InputPartition):
@@ -73,13 +84,18 @@ class ExecutorStreamReader(KinesisSpoutStreamReader):
     """The stream reader of ``readMode=executors`` (driver-side planning; see the module docstring).
 
     Inherits the clients, the shard listing, the lineage of new shards and the ZooKeeper checkpoint writes of the
-    driver-read source; all driver state is touched by Spark's planning thread only.
+    driver-read source; all driver state is touched by Spark's planning thread only. ``heartbeat_s`` and
+    ``abandoned_after_s`` default to ``HEARTBEAT_S`` and ``ABANDONED_AFTER_S``.
     """
+
+    heartbeat_s: float = HEARTBEAT_S
+    abandoned_after_s: float = ABANDONED_AFTER_S
 
     def _reset_driver_state(self) -> None:
         super()._reset_driver_state()
         self._ends: dict[tuple[str, int], dict[str, ShardEnd]] = {}
         self._probes: dict[str, tuple[ShardPosition, ShardGetter, float]] = {}
+        self._beat_at: float | None = None  # time.monotonic() of the last heartbeat written
 
     def initialOffset(self) -> dict[str, Any]:
         """A new query: nothing planned (batch -1), each shard at its ZooKeeper checkpoint or ``initialPosition``,
@@ -100,9 +116,18 @@ class ExecutorStreamReader(KinesisSpoutStreamReader):
         limits; ``start`` itself when there is nothing to read (or, under AvailableNow, the run is complete).
 
         Who calls: Spark, after every batch up to ``start`` completed. Idle streams are probed with
-        ``GetRecords(Limit=1)`` per shard for up to ``IDLE_WAIT_S`` before answering.
+        ``GetRecords(Limit=1)`` per shard for up to ``IDLE_WAIT_S`` before answering. A stream that was deleted
+        (or deleted and re-created) since the query read it is an error that says what to do.
         """
         last = PlannedBatch.parse(start, "start offset")
+        self._heartbeat(last.query)
+        try:
+            return self._latest_offset(start, last, limit)
+        except KinesisError as exc:
+            known = f"its checkpoint location holds batch {last.batch}" if last.batch >= 0 else "it started on it"
+            raise _stream_gone(exc, self.config, known) from exc
+
+    def _latest_offset(self, start: dict[str, Any], last: PlannedBatch, limit: ReadLimit) -> dict[str, Any]:
         ends = self._completed(last)
         positions = dict(last.starts)
         for shard_id, end in ends.items():
@@ -123,12 +148,15 @@ class ExecutorStreamReader(KinesisSpoutStreamReader):
         # a closed shard read to its tip but not seen to end yet is read again: its next read finds the end
         caught_up = {s for s in active if s in ends
                      and (ends[s].past_cutoff or ends[s].at_tip and not shards[s].closed)}
-        if last.batch < 0:
-            caught_up = set(active)  # nothing known yet: probe before planning a first batch
-        if self._cutoff is not None and last.batch >= 0 and not blocked and caught_up == set(active):
+        # the ends say nothing about now in a new query, or in a new AvailableNow run (they were recorded under
+        # another cutoff, maybe days ago): probe every shard before planning
+        fresh = last.batch < 0 or last.cutoff != self._cutoff
+        if fresh:
+            caught_up = set(active)
+        if self._cutoff is not None and not fresh and not blocked and caught_up == set(active):
             self._save(positions, force=True)
             return start  # AvailableNow: every shard read to its tip, its end or the cutoff
-        if not self._worth_a_batch(active, caught_up, positions, ends, last.batch < 0):
+        if not self._worth_a_batch(active, caught_up, positions, ends, fresh):
             if not joined and not pinned:
                 return start
             # else a batch (maybe empty) puts the new shards and pins into Spark's offset log
@@ -136,6 +164,27 @@ class ExecutorStreamReader(KinesisSpoutStreamReader):
         planned = PlannedBatch(last.query, last.batch + 1, positions, split_limit(max_rows, len(active)),
                                split_limit(max_bytes, len(active)), self._cutoff)
         return planned.encode()
+
+    def _heartbeat(self, query: str) -> None:
+        """Beat the query's heartbeat when ``heartbeat_s`` passed since the last one (the first call of a process
+        beats), then delete the recorded ends of abandoned queries. ZooKeeper trouble is logged, tried again at
+        the next call: the heartbeat only guards this query's ends against other queries' clean-ups, which wait
+        ``abandoned_after_s``."""
+        if self._beat_at is not None and time.monotonic() - self._beat_at < self.heartbeat_s:
+            return
+        try:
+            store = self._checkpoints()
+            now = store.touch_query(query, json.dumps({"worker": self.config.worker_id}).encode())
+            self._beat_at = time.monotonic()
+            beats = store.query_heartbeats()
+            for other in abandoned({q: t for q, (t, _) in beats.items()}, now, query,
+                                   self.abandoned_after_s)[:CLEANUP_QUERIES]:
+                if store.delete_query(other, beats[other][1]):
+                    log.info("deleted the batch ends of query %s: no heartbeat for %.0f s (its checkpoint "
+                             "location is gone)", other, now - beats[other][0])
+        except CheckpointError as exc:
+            log.warning("could not write the heartbeat of query %s or clean up after abandoned queries (tried "
+                        "again at the next trigger): %s", query, exc)
 
     def _completed(self, last: PlannedBatch) -> dict[str, ShardEnd]:
         """The ends recorded for batch ``last.batch`` (which Spark completed); every planned shard must have one."""
@@ -231,9 +280,39 @@ class ExecutorStreamReader(KinesisSpoutStreamReader):
         """The task's records, exactly those up to the end recorded for its ``(batch, shard)``."""
         assert isinstance(partition, ShardTask)
         cfg = self.config
-        records = read_shard_batch(_executor_client(cfg.region, cfg.endpoint_url), _executor_store(cfg), cfg,
-                                   partition)
+        try:
+            records = read_shard_batch(_executor_client(cfg.region, cfg.endpoint_url, cfg.credentials),
+                                       _executor_store(cfg), cfg, partition)
+        except KinesisError as exc:
+            raise _stream_gone(exc, cfg, f"batch {partition.batch} was planned on it") from exc
         yield from records_to_arrow(cfg.stream_name, records).to_batches()
+
+
+def _stream_gone(exc: KinesisError, cfg: SpoutConfig, known: str) -> KinesisError:
+    """``exc`` as it is, or, when it says the stream is gone or is not the one this query read (it was deleted,
+    maybe re-created, while the query was stopped), an error of the same kind that says so and what to do."""
+    where = f"endpoint {cfg.endpoint_url}" if cfg.endpoint_url else f"region {cfg.region or 'default'}"
+    fix = (f"Its records are gone: start the query with a new checkpoint location, and with a new appName or after "
+           f"resetting app {cfg.app_name!r}'s ZooKeeper checkpoints (`kinesis-spout checkpoints reset`), which hold "
+           f"positions in the old stream")
+    text = str(exc)
+    if isinstance(exc, StreamNotFoundError) and "Shard " in text:  # a shard: Kinesis says the same when it expired
+        return StreamNotFoundError(
+            f"a shard of stream {cfg.stream_name!r} at {where} does not exist, but this query read it ({known}): "
+            f"was the stream deleted, or is the shard older than the stream's retention? If the stream was "
+            f"deleted: {fix}. [{exc}]", code=exc.code)
+    if isinstance(exc, StreamNotFoundError):
+        return StreamNotFoundError(
+            f"stream {cfg.stream_name!r} does not exist at {where}, but this query read it ({known}): was it "
+            f"deleted? {fix}. (If it was not deleted, check the options streamName, region and endpointUrl.) "
+            f"[{exc}]", code=exc.code)
+    if exc.code == "InvalidArgumentException" and ("did not come from this stream" in text
+                                                   or "StartingSequenceNumber" in text):
+        return KinesisError(
+            f"stream {cfg.stream_name!r} at {where} is not the stream this query read ({known}): Kinesis says a "
+            f"position of it does not come from this stream, so the stream was deleted and re-created. {fix}. "
+            f"[{exc}]", code=exc.code)
+    return exc
 
 
 def read_shard_batch(client: Any, store: Any, cfg: SpoutConfig, task: ShardTask) -> list[Record]:

@@ -129,8 +129,11 @@ def check_stream_exists(config: SpoutConfig) -> None:
         err = translate(exc, f"describing stream {config.stream_name!r}")
         if isinstance(err, StreamNotFoundError):
             where = f"endpoint {config.endpoint_url}" if config.endpoint_url else f"region {config.region or 'default'}"
-            raise StreamNotFoundError(f"stream {config.stream_name!r} does not exist at {where}; check the options "
-                                      f"streamName, region and endpointUrl", code=err.code) from exc
+            raise StreamNotFoundError(
+                f"stream {config.stream_name!r} does not exist at {where}; check the options streamName, region "
+                f"and endpointUrl; if the stream was deleted, this query's checkpoint location and the app's "
+                f"ZooKeeper checkpoints refer to the old stream: start with a new checkpoint location and a new "
+                f"appName, or reset the checkpoints (kinesis-spout checkpoints reset)", code=err.code) from exc
         log.debug("could not check that stream %r exists at load(): %s", config.stream_name, err)
 
 

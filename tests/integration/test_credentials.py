@@ -186,15 +186,17 @@ def test_a_role_is_assumed_with_its_external_id(authed_moto: AuthedMoto) -> None
     assert "not-the-id" not in repr(wrong)
 
 
+@pytest.mark.parametrize("read_mode", ["driver", "executors"])
 def test_spark_source_options_carry_the_credentials_to_where_records_are_read(
-        authed_moto: AuthedMoto, spark: Any, zookeeper: Any, tmp_path: Path) -> None:
+        authed_moto: AuthedMoto, spark: Any, zookeeper: Any, tmp_path: Path, read_mode: str) -> None:
     from kinesis_spout.spark.source import KinesisSpoutDataSource
 
     spark.dataSource.register(KinesisSpoutDataSource)
     key, secret = authed_moto.assumer
     rows: list[Any] = []
     df = (spark.readStream.format("kinesis_spout")
-          .option("streamName", authed_moto.stream).option("appName", "spark-role")
+          .option("streamName", authed_moto.stream).option("appName", f"spark-role-{read_mode}")
+          .option("readMode", read_mode).option("zookeeperPrefix", zookeeper.prefix)
           .option("endpointUrl", authed_moto.endpoint_url).option("region", "us-east-1")
           .option("zookeeper", zookeeper.hosts).option("initialPosition", "TRIM_HORIZON")
           .option("awsAccessKeyId", key).option("awsSecretAccessKey", secret)

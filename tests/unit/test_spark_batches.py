@@ -8,7 +8,7 @@ import pytest
 
 from kinesis_spout import CheckpointError
 from kinesis_spout.records import Record, SequenceKey
-from kinesis_spout.spark.batches import PlannedBatch, ShardEnd, cut, split_limit, within
+from kinesis_spout.spark.batches import PlannedBatch, ShardEnd, abandoned, cut, split_limit, within
 from kinesis_spout.spark.offsets import ShardPosition, parse_offset
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
@@ -86,3 +86,10 @@ def test_within_keeps_exactly_the_batch_range() -> None:
     assert [r.key for r in within(records, ShardPosition.after("5", 0), ShardPosition.after("5"))] == \
         [SequenceKey(5, 1), SequenceKey(5, 2)]
     assert within(records, START, START) == []
+
+
+def test_abandoned_queries_are_the_others_quiet_for_longer_than_the_age() -> None:
+    beats = {"mine": 0.0, "old": 1000.0, "edge": 1400.0, "young": 1900.0, "future": 2500.0, "older": 10.0}
+    assert abandoned(beats, 2000.0, "mine", 600.0) == ["old", "older"]  # sorted; "edge" is exactly 600 s quiet
+    assert "mine" not in abandoned(beats, 1e9, "mine", 1.0)  # never the caller's own, however quiet
+    assert abandoned(beats, 2000.0, "x", 1e6) == []
