@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import random
+import sys
 
 import pytest
 
 from kinesis_spout.errors import ConfigError
-from kinesis_spout.records import SequenceKey
-from kinesis_spout.tracker import FailOutcome, InflightRecordTracker, RetryBackoff
+from kinesis_spout.records import WHOLE, SequenceKey
+from kinesis_spout.tracker import _COMPACT_FACTOR, _COMPACT_SLACK, FailOutcome, InflightRecordTracker, RetryBackoff
 
 # A real Kinesis sequence number (56 digits); the keys below are sparse, with large gaps.
 BASE = 49590338271490256608559692538361571095921575989136588898
@@ -457,7 +458,7 @@ def test_compaction_keeps_checkpoints_and_timeouts_right() -> None:
         if i % 30:
             tr.ack(k)
     assert tr.inflight_count == 299
-    assert len(tr._order) < 1_000  # compacted (9,001 otherwise)
+    assert 2 * len(tr._order) <= _COMPACT_FACTOR * 299 + 2 * _COMPACT_SLACK  # compacted (9,001 otherwise)
     assert tr.checkpoint == keys[29]
     expired = tr.expire(101.0)  # those emitted at 0 and 1
     assert [k for k, _ in expired] == [k for i, k in enumerate(keys) if i % 30 == 0 and 0 < i < 2000]
@@ -504,3 +505,123 @@ def test_compaction_with_nothing_pending_keeps_the_last_key(monkeypatch: pytest.
     assert tr.checkpoint == C
     tr.ack(D)
     assert tr.checkpoint == D
+
+
+# ------------------------------------------------------------------ ranks, batches
+
+
+def test_ranks_and_sequence_keys_are_the_same_keys() -> None:
+    """Keys may be passed as SequenceKey or as their rank, mixed; keys handed back are SequenceKeys."""
+    tr = InflightRecordTracker("s", retry_limit=1, backoff=RetryBackoff(0.0, 1.0, 0.0), message_timeout_s=5.0,
+                               checkpoint=K0.rank)  # type: ignore[arg-type]
+    assert tr.checkpoint == K0 and isinstance(tr.checkpoint, SequenceKey)
+    assert tr.emit(A.rank, 0.0, item="a", size=1)
+    assert tr.emit(A, 0.0) is False and tr.emit(K0.rank, 0.0) is False  # replays, in either form
+    assert tr.emit(B, 0.0, item="b", size=2) and tr.emit(C.rank, 0.0, item="c", size=4)
+    assert tr.fail(B.rank, 1.0) is FailOutcome.RETRY
+    got = tr.next_retry(1.0)
+    assert got == (B, "b", 2) and isinstance(got[0], SequenceKey)
+    assert tr.ack(A) and tr.checkpoint == A
+    assert tr.expire(6.0) == [(B, FailOutcome.DEAD_LETTER), (C, FailOutcome.RETRY)]
+    assert tr.take_dead_letters() == [(B, "b", 2)]
+    assert tr.ack(C.rank) and tr.inflight_bytes == 2 and tr.checkpoint == A
+    assert tr.dead_letter_written(B.rank) and tr.checkpoint == C and tr.inflight_count == 0
+
+
+def test_kpl_keys_as_ranks_order_inside_their_record() -> None:
+    """A checkpoint after a whole KPL record (sub-sequence WHOLE) stands after all its user records."""
+    s = BASE + 12345
+    tr = InflightRecordTracker("s", checkpoint=SequenceKey(s, WHOLE))
+    assert tr.emit(SequenceKey(s, 7).rank, 0.0) is False  # a user record of the consumed aggregate
+    assert tr.emit(SequenceKey(s + 1, 0).rank, 0.0)
+    assert tr.emit(SequenceKey(s + 1, 1).rank, 0.0) and tr.emit(SequenceKey(s + 1, 2), 0.0)
+    assert tr.ack(SequenceKey(s + 1, 1).rank) and tr.checkpoint == SequenceKey(s, WHOLE)
+    assert tr.ack(SequenceKey(s + 1, 0)) and tr.checkpoint == SequenceKey(s + 1, 1)
+
+
+@pytest.mark.parametrize(("key", "error", "message"), [
+    ("49590338271490256608559692538361571095921575989136588898", TypeError, "SequenceKey or its rank"),
+    (None, TypeError, "SequenceKey or its rank"),
+    (SequenceKey(BASE, 1 << 64), ValueError, "sub-sequence number in 0 .. 2\\*\\*64 - 1"),
+    (SequenceKey(-1, 0), ValueError, "sequence number must be >= 0"),
+])
+def test_bad_keys_are_refused_naming_the_problem(key: object, error: type[Exception], message: str) -> None:
+    tr = InflightRecordTracker("s")
+    for call in (lambda: tr.emit(key, 0.0), lambda: tr.ack(key), lambda: tr.fail(key, 0.0),  # type: ignore[arg-type]
+                 lambda: tr.give_up(key), lambda: tr.dead_letter_written(key)):  # type: ignore[arg-type]
+        with pytest.raises(error, match=message):
+            call()
+    assert tr.inflight_count == 0 and tr.stats.emitted == 0
+
+
+def test_emit_many_is_emit_for_each_key() -> None:
+    keys = sparse_keys(6, seed=21)
+    ranks = [k.rank for k in keys]
+    tr = InflightRecordTracker("s")
+    assert tr.emit_many(ranks[:2], 0.0, ["i0", "i1"], [1, 2]) == 0
+    assert tr.emit_many(ranks[:4], 1.0, ["x", "x", "i2", "i3"], [9, 9, 3, 4]) == 2  # a replayed prefix
+    assert tr.emit_many(keys[3:5], 2.0) == 1  # SequenceKeys: no items, size 0
+    assert tr.emit_many(ranks[:5], 3.0) == 5 and tr.emit_many([], 3.0) == 0
+    s = tr.stats
+    assert (s.emitted, s.duplicates_ignored, tr.inflight_count, tr.inflight_bytes) == (5, 8, 5, 10)
+    tr.fail(ranks[2], 4.0)
+    assert tr.next_retry(5.0) == (keys[2], "i2", 2)
+    assert tr.next_due(6.0) == 24.0  # the first emission at 0.0 times out at 30.0
+    assert tr.expire(31.0) == [(k, FailOutcome.RETRY) for k in (keys[0], keys[1], keys[3])]
+    assert tr.expire(32.0) == [(keys[4], FailOutcome.RETRY)]  # emitted at 2.0
+    assert tr.ack_many(ranks[:5]) == 5 and tr.checkpoint == keys[4] and tr.inflight_bytes == 0
+    assert tr.emit_many(ranks[5:], 40.0, ["i5"], [5]) == 0 and tr.checkpoint == keys[4]
+
+
+def test_emit_many_refuses_bad_batches_and_emits_nothing() -> None:
+    a, b, c = (k.rank for k in sparse_keys(3, seed=22))
+    tr = InflightRecordTracker("s")
+    with pytest.raises(ValueError, match="strictly increasing keys"):
+        tr.emit_many([a, c, b], 0.0)
+    with pytest.raises(ValueError, match="strictly increasing keys"):
+        tr.emit_many([a, a], 0.0)
+    with pytest.raises(ValueError, match=r"as many items and sizes as keys \(2\), got 1 and None"):
+        tr.emit_many([a, b], 0.0, ["one"])
+    with pytest.raises(ValueError, match="strictly increasing keys"):
+        tr.emit_many([a, SequenceKey.from_rank(c), b], 0.0)  # the forms may mix
+    with pytest.raises(TypeError, match="a key is a SequenceKey or its rank"):
+        tr.emit_many([a, str(b), c], 0.0)
+    assert tr.inflight_count == 0 and tr.stats.emitted == 0 and tr.stats.duplicates_ignored == 0
+    assert tr.emit_many([a, SequenceKey.from_rank(b), c], 0.0) == 0 and tr.checkpoint is None
+    assert tr.ack_many([SequenceKey.from_rank(a), b, c]) == 3 and tr.checkpoint == SequenceKey.from_rank(c)
+
+
+def test_ack_many_is_ack_for_each_key() -> None:
+    keys = sparse_keys(5, seed=23)
+    ranks = [k.rank for k in keys]
+    tr = InflightRecordTracker("s", backoff=RetryBackoff(1.0, 1.0, 1.0), message_timeout_s=None)
+    tr.emit_many(ranks, 0.0, list("abcde"), [1, 2, 3, 4, 5])
+    assert tr.fail(ranks[1], 0.0) is FailOutcome.RETRY and tr.retry_queue_len == 1
+    assert tr.fail(ranks[3], 0.0) is FailOutcome.RETRY and tr.next_retry(1.0) is not None  # back in flight
+    unknown = SequenceKey(keys[0].sequence, 5).rank
+    assert tr.ack_many([ranks[1], ranks[1], unknown, keys[2], ranks[3]]) == 3  # a repeat, an unknown key
+    assert tr.stats.unknown_acks == 2 and tr.retry_queue_len == 0 and tr.next_retry(99.0) is None
+    assert (tr._attempts, tr._due, tr._reemitted) == ({}, {}, {})
+    assert tr.inflight_bytes == 6 and tr.checkpoint is None
+    assert tr.ack_many(iter([ranks[0], ranks[4]])) == 2 and tr.checkpoint == keys[4] and tr.ack_many([]) == 0
+
+
+def test_memory_follows_pending_after_random_acks() -> None:
+    """After many random acks without new records, _order and the dict of pending records are cut down to what is
+    pending (a dict keeps the room of everything it held until it grows again)."""
+    keys = [k.rank for k in sparse_keys(40_000, seed=24)]
+    tr = InflightRecordTracker("s")
+    tr.emit_many(keys, 0.0, sizes=[1] * len(keys))
+    full = sys.getsizeof(tr._pending)
+    left = sorted(random.Random(25).sample(range(len(keys)), 10_000))
+    gone = sorted(set(range(len(keys))) - set(left))
+    random.Random(26).shuffle(gone)
+    for i in gone:
+        assert tr.ack(keys[i])
+    assert tr.inflight_count == 10_000 and tr.inflight_bytes == 10_000
+    assert sys.getsizeof(tr._pending) < full / 2
+    assert 2 * len(tr._order) <= _COMPACT_FACTOR * 10_000 + 2 * _COMPACT_SLACK
+    assert tr.checkpoint == SequenceKey.from_rank(keys[left[0] - 1]) if left[0] else tr.checkpoint is None
+    for i in left:
+        tr.ack(keys[i])
+    assert tr.checkpoint == SequenceKey.from_rank(keys[-1]) and len(tr._order) <= _COMPACT_SLACK + 1

@@ -1,10 +1,11 @@
 """Hypothesis stateful test: InflightRecordTracker against a plain, obviously-correct reference model.
 
 The model keeps every emitted record, in emission order, with its state; the checkpoint is a linear scan.
-Random emit/ack/fail/give_up/next_retry/expire calls, dead letters written in any order, random clock advances,
-sparse 56-digit keys with random gaps and KPL sub-sequences, retry limits 0..3, and tiny compaction thresholds (down
-to compacting on every ack) so that the compaction paths run too. Hypothesis switches rules on and off per example,
-so setup emits a first batch.
+Random emit/ack/fail/give_up/next_retry/expire calls, batches of them (emit_many, ack_many), dead letters written in
+any order, random clock advances, sparse 56-digit keys with random gaps and KPL sub-sequences, keys passed as
+SequenceKey, as ranks or mixed, retry limits 0..3, and tiny compaction thresholds (down to compacting on every ack,
+and rebuilding the pending dict at every look) so that the compaction paths run too. Hypothesis switches rules on
+and off per example, so setup emits a first batch.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from kinesis_spout.records import SequenceKey
 from kinesis_spout.tracker import FailOutcome, InflightRecordTracker, RetryBackoff
 
 BASE = 49590338271490256608559692538361571095921575989136588898
-_DEFAULTS = (tracker_mod._COMPACT_FACTOR, tracker_mod._COMPACT_SLACK, tracker_mod._HEAP_SLACK)
+_KNOBS = ("_COMPACT_FACTOR", "_COMPACT_SLACK", "_HEAP_SLACK", "_DICT_CHECK", "_DICT_SLACK")
+_DEFAULTS = {name: getattr(tracker_mod, name) for name in _KNOBS}
 
 INFLIGHT, WAITING, DEAD, DONE = "inflight", "waiting", "dead", "done"  # DEAD: a dead letter not written yet
 DT = st.one_of(st.sampled_from([0.0, 0.05, 0.1, 0.3, 0.5, 1.0, 2.5, 10.0]), st.floats(0.0, 20.0))
@@ -49,9 +51,12 @@ class TrackerMachine(RuleBasedStateMachine):
         multiplier=st.sampled_from([1.0, 2.0, 3.0]),
         extra_max=st.sampled_from([0.0, 0.4, 2.0]),
         initial=st.one_of(st.none(), st.integers(0, 10**40).map(lambda d: SequenceKey(BASE - d))),
-        compact_factor=st.sampled_from([1, 2, 3]),
+        compact_factor=st.sampled_from([5, 6, 9]),
         compact_slack=st.sampled_from([0, 1, 3, 1024]),
         heap_slack=st.sampled_from([0, 2, 64]),
+        dict_check=st.sampled_from([1, 3, 256]),
+        dict_slack=st.sampled_from([0, 16384]),
+        key_form=st.sampled_from(["keys", "ranks", "mixed"]),
         check_checkpoint_every_step=st.booleans(),
         first_batch=st.lists(st.tuples(GAPS, st.booleans(), st.integers(0, 5000)), max_size=20),
     )
@@ -66,11 +71,15 @@ class TrackerMachine(RuleBasedStateMachine):
         compact_factor: int,
         compact_slack: int,
         heap_slack: int,
+        dict_check: int,
+        dict_slack: int,
+        key_form: str,
         check_checkpoint_every_step: bool,
         first_batch: list[tuple[int, bool, int]],
     ) -> None:
         tracker_mod._COMPACT_FACTOR, tracker_mod._COMPACT_SLACK = compact_factor, compact_slack
-        tracker_mod._HEAP_SLACK = heap_slack
+        tracker_mod._HEAP_SLACK, tracker_mod._DICT_CHECK, tracker_mod._DICT_SLACK = heap_slack, dict_check, dict_slack
+        self.key_form = key_form
         self.backoff = RetryBackoff(initial_s, multiplier, initial_s + extra_max)
         self.retry_limit = retry_limit
         self.timeout = timeout
@@ -93,7 +102,14 @@ class TrackerMachine(RuleBasedStateMachine):
             self._emit_one(gap, kpl, size)
 
     def teardown(self) -> None:
-        tracker_mod._COMPACT_FACTOR, tracker_mod._COMPACT_SLACK, tracker_mod._HEAP_SLACK = _DEFAULTS
+        for name, value in _DEFAULTS.items():
+            setattr(tracker_mod, name, value)
+
+    def k(self, key: SequenceKey) -> SequenceKey | int:
+        """The key as this example passes it to the tracker: a SequenceKey, its rank, or either (by its parity)."""
+        if self.key_form == "keys" or (self.key_form == "mixed" and (key.sequence + key.sub_sequence) % 2):
+            return key
+        return key.rank
 
     # ------------------------------------------------------------------ model
 
@@ -129,23 +145,44 @@ class TrackerMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------------ rules
 
     def _emit_one(self, gap: int, kpl: bool, size: int) -> None:
-        last = self.records[-1].key if self.records else self.initial
-        if last is None:
-            key = SequenceKey(BASE + gap)
-        elif kpl:
-            key = SequenceKey(last.sequence, last.sub_sequence + 1)
-        else:
-            key = SequenceKey(last.sequence + gap)
+        key = self._new_key(gap, kpl, self.records[-1].key if self.records else self.initial)
         item = ("item", key)
-        assert self.tr.emit(key, self.now, item, size) is True
+        assert self.tr.emit(self.k(key), self.now, item, size) is True
+        self._add(key, item, size)
+
+    def _add(self, key: SequenceKey, item: Any, size: int) -> None:
         rec = ModelRecord(key, item, size, self.now)
         self.records.append(rec)
         self.by_key[key] = rec
+
+    def _new_key(self, gap: int, kpl: bool, last: SequenceKey | None) -> SequenceKey:
+        if last is None:
+            return SequenceKey(BASE + gap)
+        if kpl:
+            return SequenceKey(last.sequence, last.sub_sequence + 1)
+        return SequenceKey(last.sequence + gap)
 
     @rule(batch=st.lists(st.tuples(GAPS, st.booleans(), st.integers(0, 5000)), min_size=1, max_size=8))
     def emit_new(self, batch: list[tuple[int, bool, int]]) -> None:
         for gap, kpl, size in batch:
             self._emit_one(gap, kpl, size)
+
+    @rule(batch=st.lists(st.tuples(GAPS, st.booleans(), st.integers(0, 5000)), min_size=1, max_size=8),
+          replays=st.integers(0, 3), as_ranks=st.booleans())
+    def emit_batch(self, batch: list[tuple[int, bool, int]], replays: int, as_ranks: bool) -> None:
+        """emit_many: new records in one call, after up to ``replays`` keys already emitted (a replay prefix)."""
+        old = [r.key for r in self.records][-replays:] if replays else []
+        last, keys = self.records[-1].key if self.records else self.initial, []
+        for gap, kpl, _ in batch:
+            last = self._new_key(gap, kpl, last)
+            keys.append(last)
+        items, sizes = [("item", key) for key in old + keys], [7] * len(old) + [size for _, _, size in batch]
+        passed = [k.rank for k in old + keys] if as_ranks else old + keys
+        before = self.tr.stats.duplicates_ignored
+        assert self.tr.emit_many(passed, self.now, items, sizes) == len(old)
+        assert self.tr.stats.duplicates_ignored == before + len(old)
+        for key, item, size in zip(keys, items[len(old):], sizes[len(old):]):
+            self._add(key, item, size)
 
     @rule(data=st.data())
     def emit_duplicate(self, data: st.DataObject) -> None:
@@ -156,7 +193,7 @@ class TrackerMachine(RuleBasedStateMachine):
         if data.draw(st.booleans()):  # below the key, never emitted, still a replay
             key = SequenceKey(key.sequence - data.draw(st.integers(1, 10**20)), 0)
         before = self.tr.stats.duplicates_ignored
-        assert self.tr.emit(key, self.now, "dup", 7) is False
+        assert self.tr.emit(self.k(key), self.now, "dup", 7) is False
         assert self.tr.stats.duplicates_ignored == before + 1
 
     def _ack(self, key: SequenceKey) -> None:
@@ -167,7 +204,7 @@ class TrackerMachine(RuleBasedStateMachine):
             self.counts["acked"] += 1
         else:
             self.counts["unknown_acks"] += 1
-        assert self.tr.ack(key) is expected
+        assert self.tr.ack(self.k(key)) is expected
 
     @precondition(lambda self: self.records)
     @rule(data=st.data())
@@ -184,6 +221,22 @@ class TrackerMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.records)
     @rule(data=st.data())
+    def ack_batch(self, data: st.DataObject) -> None:
+        """ack_many: emitted keys in any state and order, repeats and unknown keys included."""
+        keys = [self.pick_key(data) for _ in range(data.draw(st.integers(1, 12)))]
+        expected = 0
+        for key in keys:
+            rec = self.by_key.get(key)
+            if rec is not None and rec.state not in (DONE, DEAD):
+                rec.state = DONE
+                self.counts["acked"] += 1
+                expected += 1
+            else:
+                self.counts["unknown_acks"] += 1
+        assert self.tr.ack_many([self.k(key) for key in keys]) == expected
+
+    @precondition(lambda self: self.records)
+    @rule(data=st.data())
     def give_up(self, data: st.DataObject) -> None:
         """The scheme refused a record: dead-letter it at once if it is in flight."""
         key = self.pick_key(data)
@@ -192,7 +245,7 @@ class TrackerMachine(RuleBasedStateMachine):
         if expected:
             rec.state = DEAD  # type: ignore[union-attr]
             self.dead.append((rec.key, rec.item, rec.attempt))  # type: ignore[union-attr]
-        assert self.tr.give_up(key) is expected
+        assert self.tr.give_up(self.k(key)) is expected
 
     @precondition(lambda self: self.records)
     @rule(data=st.data())
@@ -205,14 +258,14 @@ class TrackerMachine(RuleBasedStateMachine):
         if expected:
             rec.state = DONE  # type: ignore[union-attr]
             self.counts["dead_lettered"] += 1
-        assert self.tr.dead_letter_written(key) is expected
+        assert self.tr.dead_letter_written(self.k(key)) is expected
 
     @precondition(lambda self: self.records)
     @rule(data=st.data())
     def fail(self, data: st.DataObject) -> None:
         key = self.pick_key(data)
         expected = self.model_fail(self.by_key.get(key), self.now)
-        assert self.tr.fail(key, self.now) is expected
+        assert self.tr.fail(self.k(key), self.now) is expected
 
     @precondition(lambda self: any(r.state == INFLIGHT for r in self.records))
     @rule(data=st.data())
@@ -220,7 +273,7 @@ class TrackerMachine(RuleBasedStateMachine):
         """Fail a random subset of the records in flight (a downstream outage)."""
         inflight = [r for r in self.records if r.state == INFLIGHT]
         for rec in data.draw(st.permutations(inflight))[: data.draw(st.integers(1, len(inflight)))]:
-            assert self.tr.fail(rec.key, self.now) is self.model_fail(rec, self.now)
+            assert self.tr.fail(self.k(rec.key), self.now) is self.model_fail(rec, self.now)
 
     @rule()
     def next_retry(self) -> None:
@@ -294,12 +347,15 @@ class TrackerMachine(RuleBasedStateMachine):
     def memory_follows_pending(self) -> None:
         """White-box: the internal structures hold what is pending, not what was acked."""
         pending = [r for r in self.records if r.state != DONE]
-        assert len(self.tr._pending) == len(pending)
-        assert self.tr._attempts == {r.key: r.attempt for r in pending
+        assert set(self.tr._pending) == {r.key.rank for r in pending if r.state != DEAD}
+        assert set(self.tr._dead_lettering) == {r.key.rank for r in pending if r.state == DEAD}
+        assert self.tr._attempts == {r.key.rank: r.attempt for r in pending
                                      if r.state != DEAD and (r.attempt > 1 or r.state == WAITING)}
+        assert set(self.tr._due) == {r.key.rank for r in pending if r.state == WAITING}
         assert self.tr.dead_letters_pending == sum(r.state == DEAD for r in self.records)
-        bound = max(tracker_mod._COMPACT_FACTOR * len(pending) + tracker_mod._COMPACT_SLACK, 2 * len(pending) + 1)
-        assert len(self.tr._order) <= bound
+        assert len(self.tr._times) == len(self.tr._order)
+        factor, slack = tracker_mod._COMPACT_FACTOR, tracker_mod._COMPACT_SLACK
+        assert 2 * len(self.tr._order) <= factor * len(pending) + 2 * slack + 2
 
     @invariant()
     def counts_match_model(self) -> None:
