@@ -36,7 +36,7 @@ from kinesis_spout.kinesis.client import make_client
 from kinesis_spout.kinesis.getter import ShardGetter, StartPosition
 from kinesis_spout.kinesis.reader import BufferedShardReader, RoundRobinReader
 from kinesis_spout.kinesis.shards import Shard, owned_shards
-from kinesis_spout.records import Record, SequenceKey, SpoutTuple, message_id, parse_message_id
+from kinesis_spout.records import Record, SequenceKey, SpoutTuple, message_id, parse_message_id_rank
 from kinesis_spout.tracker import FailOutcome, InflightRecordTracker
 
 if TYPE_CHECKING:
@@ -67,6 +67,8 @@ LEASE_ROUND_S = 1.0  # how often a worker with leases looks at the workers and l
 HANDOFF_TIMEOUT_S = 10.0  # how long a lease given back waits for the shard's in-flight records
 DEAD_LETTER_CLOSE_S = 10.0  # how long close() keeps trying to write the dead letters still queued
 _POISON: Any = object()  # what _values returns for a record its scheme refused
+TAKE_CHUNK = 100  # next_batch takes up to this many records of a shard at a time (then the next shard's turn)
+_NO_BYTE_LIMIT = 1 << 62
 
 
 @dataclass
@@ -461,7 +463,8 @@ class KinesisSpout:
             now = self._prepare()
             if self._paused():
                 return None
-            return self._take_one(now, retries=True)
+            taken = self._take(now, True, 1, _NO_BYTE_LIMIT)
+            return taken[0] if taken else None
 
     def _prepare(self) -> float:
         """Checks and housekeeping before taking records (lock held); returns the time to take them at."""
@@ -481,18 +484,27 @@ class KinesisSpout:
     def _paused(self) -> bool:
         return self._leases is not None and self._lease_pause()
 
-    def _take_one(self, now: float, retries: bool) -> SpoutTuple | None:
-        """A due retry (unless ``retries`` is False: none is queued) or the next new record; lock held."""
+    def _take(self, now: float, retries: bool, want: int, max_bytes: int) -> list[SpoutTuple]:
+        """A due retry (unless ``retries`` is False: none is queued), or else up to ``want`` new records of one
+        shard whose bytes stay under ``max_bytes`` (at least one record); lock held. Empty when nothing is ready."""
         if retries:
             retry = self._next_retry(now)
             if retry is not None:
-                return retry
+                return [retry]
+        cfg = self.config
+        shards = self._shards
+
+        def room(shard_id: str) -> tuple[int, int]:  # what the shard may take under its in-flight limits
+            tracker = shards[shard_id].tracker
+            return (cfg.max_inflight_records - tracker.inflight_count,
+                    min(cfg.max_inflight_bytes - tracker.inflight_bytes, max_bytes))
+
         while True:
-            record = self._rr.next_record(self._admit)
-            if record is None:
-                return None
-            emitted = self._emit(record, now)
-            if emitted is not None:
+            records = self._rr.next_records(room, want)
+            if not records:
+                return []
+            emitted = self._emit(records, now)
+            if emitted:
                 return emitted
 
     def next_batch(self, max_records: int = 500, timeout_s: float = 1.0,
@@ -514,13 +526,14 @@ class KinesisSpout:
                 retries = any(s.tracker.retry_queue_len for s in self._shards.values())
                 size = 0
                 limit = 0 if self._paused() else max_records
+                byte_limit = _NO_BYTE_LIMIT if max_bytes is None else max_bytes
                 try:
-                    while len(batch) < limit and (max_bytes is None or size < max_bytes):
-                        tup = self._take_one(now, retries)
-                        if tup is None:
+                    while len(batch) < limit and size < byte_limit:
+                        taken = self._take(now, retries, min(limit - len(batch), TAKE_CHUNK), byte_limit - size)
+                        if not taken:
                             break
-                        batch.append(tup)
-                        size += tup.record.size
+                        batch.extend(taken)
+                        size += sum(len(t.record.data) + len(t.record.partition_key) for t in taken)
                 except Exception as exc:
                     if not batch:
                         raise
@@ -541,12 +554,6 @@ class KinesisSpout:
         thread-safe)."""
         dues = [d for s in self._shards.values() if (d := s.tracker.next_due(now)) is not None]
         return min(dues, default=None)
-
-    def _admit(self, shard_id: str) -> bool:
-        state = self._shards[shard_id]
-        tracker = state.tracker
-        cfg = self.config
-        return tracker.inflight_count < cfg.max_inflight_records and tracker.inflight_bytes < cfg.max_inflight_bytes
 
     def _next_retry(self, now: float) -> SpoutTuple | None:
         states = list(self._shards.values())
@@ -578,21 +585,34 @@ class KinesisSpout:
             self._dead_letter(state, record, reason)
             return _POISON
 
-    def _emit(self, record: Record, now: float) -> SpoutTuple | None:
-        state = self._shards[record.shard_id]
+    def _emit(self, records: list[Record], now: float) -> list[SpoutTuple]:
+        """Put records of one shard (in read order) in flight and make their tuples (lock held). Replays of
+        records already emitted are dropped, and so are records the scheme refused (dead-lettered)."""
+        state = self._shards[records[0].shard_id]
         tracker = state.tracker
-        if record.aggregated:  # how many user records its Kinesis record holds: the checkpoint needs it
-            state.aggregates.setdefault(record.key.sequence, record.aggregated)
-        if not tracker.emit(record.key, now, record, record.size):
-            return None  # a duplicate of something already emitted (replay after a re-seek)
-        state.emitted_bytes += record.size
-        values = self._values(state, record)
-        if values is _POISON:
-            return None
-        if not self.config.reliable:
-            tracker.ack(record.key)
+        for record in records:
+            if record.aggregated:  # how many user records its Kinesis record holds: the checkpoint needs it
+                state.aggregates.setdefault(record.key.sequence, record.aggregated)
+        sizes = [len(r.data) + len(r.partition_key) for r in records]
+        try:
+            skip = tracker.emit_many([r.rank for r in records], now, records, sizes)
+        except ValueError:  # not in increasing order (never seen from one reader): one at a time, as emit decides
+            kept = [(r, n) for r, n in zip(records, sizes) if tracker.emit(r.rank, now, r, n)]
+        else:
+            kept = list(zip(records[skip:], sizes[skip:]))
+        out: list[SpoutTuple] = []
+        reliable = self.config.reliable
+        for record, size in kept:
+            state.emitted_bytes += size
+            values = self._values(state, record)
+            if values is _POISON:
+                continue
+            if not reliable:
+                tracker.ack(record.rank)
+            out.append(SpoutTuple(record.message_id, record, values, 1))
+        if not reliable and kept:
             self._offer_checkpoint(state)
-        return SpoutTuple(record.message_id, record, values, 1)
+        return out
 
     def _deliver_dead_letters(self, state: ShardState, how: str) -> None:
         """Queue the records whose retries ran out for the dead-letter thread (lock held). They stay pending in the
@@ -628,11 +648,11 @@ class KinesisSpout:
                 self._settled.notify_all()
 
     # -- ack / fail -------------------------------------------------------------------------------------------
-    def _lookup(self, mid: str) -> tuple[ShardState, SequenceKey] | None:
-        """The shard state and key of a message id; None (counted) for ids this spout does not own."""
+    def _lookup(self, mid: str) -> tuple[ShardState, int] | None:
+        """The shard state and key (as a rank) of a message id; None (counted) for ids this spout does not own."""
         self._check_open()
         try:
-            shard_id, key = parse_message_id(mid)
+            shard_id, key = parse_message_id_rank(mid)
         except ValueError:
             self.unknown_message_ids += 1
             log.debug("ignoring malformed message id %r", mid)
@@ -654,13 +674,19 @@ class KinesisSpout:
     def ack_many(self, mids: Iterable[str]) -> None:
         """:meth:`ack` for many ids at once: one lock, and each shard's checkpoint offered once."""
         with self._lock:
-            advanced: dict[str, ShardState] = {}
+            by_shard: dict[str, tuple[ShardState, list[int]]] = {}
             for mid in mids:
                 found = self._lookup(mid)
-                if found is not None and found[0].tracker.ack(found[1]):
-                    advanced[found[0].shard.shard_id] = found[0]
-            for state in advanced.values():
-                self._offer_checkpoint(state)
+                if found is not None:
+                    state, rank = found
+                    entry = by_shard.get(state.shard.shard_id)
+                    if entry is None:
+                        by_shard[state.shard.shard_id] = (state, [rank])
+                    else:
+                        entry[1].append(rank)
+            for state, ranks in by_shard.values():
+                if state.tracker.ack_many(ranks):
+                    self._offer_checkpoint(state)
             if self._leases is not None:  # a hand-back may be waiting for these
                 self._settled.notify_all()
 

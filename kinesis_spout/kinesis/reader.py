@@ -119,6 +119,27 @@ class BufferedShardReader:
             self._wake()
         return out
 
+    def take_upto(self, n: int, max_bytes: int) -> list[Record]:
+        """Up to ``n`` buffered records, oldest first, while their bytes stay under ``max_bytes`` (the first record
+        always, if ``max_bytes`` > 0); never blocks on Kinesis. Raises the reader's error once the buffer is empty."""
+        with self._lock:
+            buffer = self._buffer
+            if not buffer:
+                if self._error is not None:
+                    raise self._error
+                return []
+            out: list[Record] = []
+            taken = 0
+            popleft = buffer.popleft
+            while buffer and len(out) < n and taken < max_bytes:
+                record = popleft()
+                out.append(record)
+                taken += len(record.data) + len(record.partition_key)
+            self._bytes -= taken
+        if self.parked and len(self._buffer) <= self.max_records // 2 and self.has_room():
+            self._wake()
+        return out
+
     def take_one(self) -> Record | None:
         with self._lock:
             if not self._buffer:
@@ -251,6 +272,23 @@ class RoundRobinReader:
                     self._cursor = (self._cursor + i + 1) % n
                     return record
         return None
+
+    def next_records(self, room: Callable[[str], tuple[int, int]], n: int) -> list[Record]:
+        """Up to ``n`` records of one shard, the next in turn that has records and room: ``room(shard_id)`` says how
+        many records and bytes it may take now (``(0, 0)``: none). Empty at once when none is buffered."""
+        readers = self.readers
+        count = len(readers)
+        for i in range(count):
+            reader = readers[(self._cursor + i) % count]
+            if reader._buffer or reader._error is not None:
+                records, nbytes = room(reader.shard_id)
+                if records <= 0 or nbytes <= 0:
+                    continue
+                taken = reader.take_upto(min(n, records), nbytes)
+                if taken:
+                    self._cursor = (self._cursor + i + 1) % count
+                    return taken
+        return []
 
     def wait(self, timeout_s: float) -> None:
         """Block until a reader signals or ``timeout_s`` passes (returns early on a signal given meanwhile)."""
