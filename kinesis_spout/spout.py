@@ -674,17 +674,25 @@ class KinesisSpout:
     def ack_many(self, mids: Iterable[str]) -> None:
         """:meth:`ack` for many ids at once: one lock, and each shard's checkpoint offered once."""
         with self._lock:
-            by_shard: dict[str, tuple[ShardState, list[int]]] = {}
-            for mid in mids:
-                found = self._lookup(mid)
-                if found is not None:
-                    state, rank = found
-                    entry = by_shard.get(state.shard.shard_id)
-                    if entry is None:
-                        by_shard[state.shard.shard_id] = (state, [rank])
-                    else:
-                        entry[1].append(rank)
-            for state, ranks in by_shard.values():
+            self._check_open()
+            shards = self._shards
+            by_shard: dict[str, list[int]] = {}
+            for mid in mids:  # _lookup, inlined: this loop runs once per record
+                try:
+                    shard_id, rank = parse_message_id_rank(mid)
+                except ValueError:
+                    self.unknown_message_ids += 1
+                    log.debug("ignoring malformed message id %r", mid)
+                    continue
+                ranks = by_shard.get(shard_id)
+                if ranks is None:
+                    if shard_id not in shards:
+                        self.unknown_message_ids += 1
+                        continue
+                    ranks = by_shard[shard_id] = []
+                ranks.append(rank)
+            for shard_id, ranks in by_shard.items():
+                state = shards[shard_id]
                 if state.tracker.ack_many(ranks):
                     self._offer_checkpoint(state)
             if self._leases is not None:  # a hand-back may be waiting for these
