@@ -665,7 +665,22 @@ class KinesisSpout:
 
     def ack(self, mid: str) -> None:
         """The tuple ``mid`` was fully processed. Unknown or repeated ids are ignored and counted."""
-        self.ack_many((mid,))
+        with self._lock:  # ack_many for one id, without its grouping: the usual way to ack, once per record
+            self._check_open()
+            try:
+                shard_id, rank = parse_message_id_rank(mid)
+            except ValueError:
+                self.unknown_message_ids += 1
+                log.debug("ignoring malformed message id %r", mid)
+                return
+            state = self._shards.get(shard_id)
+            if state is None:
+                self.unknown_message_ids += 1
+                return
+            if state.tracker.ack(rank):
+                self._offer_checkpoint(state)
+            if self._leases is not None:  # a hand-back may be waiting for this
+                self._settled.notify_all()
 
     def fail(self, mid: str) -> None:
         """The tuple ``mid`` failed: it is emitted again after a backoff, or dead-lettered once retries run out."""

@@ -4,8 +4,8 @@ A GetRecords call through botocore costs about 0.7 ms of CPU before any record i
 rules, the user-agent string, request serialisation, the generic response parser), which is most of what an idle
 shard costs and a large part of a busy one. This module makes the same call with less:
 
-- the first call of a client goes through botocore as usual, and a ``before-send`` hook notes the URL and the
-  headers botocore chose (its endpoint resolution, its user agent);
+- for the first call of a client, botocore builds and signs the request as usual, and a ``before-send`` hook notes
+  the URL and the headers botocore chose (its endpoint resolution, its user agent) and stops it before it is sent;
 - later calls build that request themselves, have botocore's own request signer sign it (same credentials, same
   refresh, same region and signing name), and send it on botocore's own HTTP session (same pool, proxies, TLS and
   time-outs);
@@ -43,6 +43,10 @@ _fromtimestamp = datetime.fromtimestamp
 _UTC = timezone.utc
 
 
+class _Captured(Exception):
+    """Raised by the ``before-send`` hook once botocore's first request was noted: nothing is sent."""
+
+
 class Fallback(Exception):
     """The reply holds something the lean parser does not know: botocore parses it."""
 
@@ -56,6 +60,7 @@ class LeanGetRecords:
         self._lock = threading.Lock()
         self._template: tuple[str, dict[str, str]] | None = None  # URL and headers of botocore's own request
         self._hooked = False
+        self._capturing = threading.local()  # set while the lean path asks botocore for its request
         self.calls = 0
         self.fallbacks = 0
 
@@ -85,22 +90,32 @@ class LeanGetRecords:
         return response
 
     def _through_botocore(self, shard_iterator: str, limit: int) -> dict[str, Any]:
-        """A plain botocore call whose prepared request becomes the template of the next ones."""
+        """The first call: botocore builds and signs the request, a ``before-send`` hook keeps its URL and headers as
+        the template and stops it there (so botocore's parser never sees a reply), then the call is made lean."""
         with self._lock:
             if not self._hooked:
                 self._client.meta.events.register("before-send.kinesis.GetRecords", self._capture)
                 self._hooked = True
-        reply: dict[str, Any] = self._client.get_records(ShardIterator=shard_iterator, Limit=limit)
-        return reply
+        self._capturing.active = True
+        try:
+            self._client.get_records(ShardIterator=shard_iterator, Limit=limit)
+        except _Captured:
+            pass
+        finally:
+            self._capturing.active = False
+        if self._template is None:  # pragma: no cover - the hook always captures the first request
+            raise RuntimeError("GetRecords: botocore's request was not captured")
+        return self(shard_iterator, limit)
 
     def _capture(self, request: Any, **_: Any) -> None:
-        if self._template is not None:
-            return
+        if not getattr(self._capturing, "active", False):
+            return  # a plain client.get_records() of someone else: botocore sends it
         keep = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in request.headers.items()
                 if k.lower() in ("content-type", "x-amz-target", "user-agent")}
         with self._lock:
             if self._template is None:
                 self._template = (request.url, keep)
+        raise _Captured
 
     def botocore_parse(self, response: Any) -> dict[str, Any]:
         """What botocore makes of ``response``: the parsed reply, or the exception it raises for an error."""
