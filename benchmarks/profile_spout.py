@@ -1,0 +1,88 @@
+"""Where a spout read spends its CPU, by thread: ``python -m benchmarks.profile_spout [--single]``.
+
+A 4-shard kinesalite stream of 40,000 records of 100 B is read from TRIM_HORIZON by a KinesisSpout with checkpoints
+in a private ZooKeeper; the consumer takes batches of 1,000 and acks them with ``ack_many`` (``--single``: one
+``ack`` per record). cProfile runs on each thread's own CPU clock (``time.thread_time``) in the consumer and in the
+reader pool's threads; the report gives each side's profiled CPU per record and its most expensive functions.
+Profiling multiplies the costs: compare the sides, not the absolute figures with the read benchmark's.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import os
+import pstats
+import sys
+import time
+from typing import Any
+
+from kinesis_spout import InitialPosition, KinesisSpout, SpoutConfig, ZooKeeperCheckpointStore
+from kinesis_spout.kinesis import pool as pool_module
+from kinesis_spout.kinesis.client import make_client
+from kinesis_spout.testing.emulators import KinesaliteServer
+from kinesis_spout.testing.kinesis import put_records, wait_for_stream
+from kinesis_spout.testing.zookeeper import ZooKeeperServer
+
+RECORDS = 40_000
+SHARDS = 4
+
+
+def main(single: bool) -> None:
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "test")  # emulators take any credentials
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "test")
+    profiles: list[tuple[str, cProfile.Profile]] = []
+    work = pool_module.ReaderPool._work
+
+    def profiled_work(self: Any) -> None:
+        profile = cProfile.Profile(time.thread_time)
+        profiles.append(("readers", profile))
+        profile.enable()
+        try:
+            work(self)
+        finally:
+            profile.disable()
+
+    pool_module.ReaderPool._work = profiled_work  # type: ignore[method-assign]
+    with KinesaliteServer() as kinesis, ZooKeeperServer() as zk:
+        client = make_client("us-east-1", kinesis.endpoint_url)
+        client.create_stream(StreamName="profile", ShardCount=SHARDS)
+        wait_for_stream(client, "profile")
+        put_records(client, "profile", [os.urandom(100) for _ in range(RECORDS)])
+        config = SpoutConfig(stream_name="profile", app_name="profile", endpoint_url=kinesis.endpoint_url,
+                             region="us-east-1", zookeeper=zk.hosts, initial_position=InitialPosition.TRIM_HORIZON)
+        spout = KinesisSpout(config, ZooKeeperCheckpointStore.from_config(config),
+                             client=make_client("us-east-1", kinesis.endpoint_url))
+        consumer = cProfile.Profile(time.thread_time)
+        profiles.append(("consumer", consumer))
+        cpu = time.process_time()
+        consumer.enable()
+        spout.open()
+        count = 0
+        while count < RECORDS:
+            batch = spout.next_batch(max_records=1000, timeout_s=0.5)
+            if single:
+                for tup in batch:
+                    spout.ack(tup.message_id)
+            else:
+                spout.ack_many([tup.message_id for tup in batch])
+            count += len(batch)
+        consumer.disable()
+        cpu = time.process_time() - cpu
+        spout.close()
+    print(f"{RECORDS:,} records, acks {'one by one' if single else 'with ack_many'}: process CPU "
+          f"{cpu / RECORDS * 1e6:.1f} µs per record (profiled)")
+    for role in ("consumer", "readers"):
+        mine = [p for r, p in profiles if r == role]
+        out = io.StringIO()
+        stats = pstats.Stats(mine[0], stream=out)
+        for profile in mine[1:]:
+            stats.add(profile)
+        stats.sort_stats("tottime").print_stats(15)
+        total = getattr(stats, "total_tt", 0.0)
+        print(f"\n== {role}: {total / RECORDS * 1e6:.1f} µs of thread CPU per record (profiled)")
+        print("\n".join(out.getvalue().splitlines()[6:24]))
+
+
+if __name__ == "__main__":
+    main("--single" in sys.argv[1:])
