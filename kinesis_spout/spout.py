@@ -666,19 +666,9 @@ class KinesisSpout:
     def ack(self, mid: str) -> None:
         """The tuple ``mid`` was fully processed. Unknown or repeated ids are ignored and counted."""
         with self._lock:  # ack_many for one id, without its grouping: the usual way to ack, once per record
-            self._check_open()
-            try:
-                shard_id, rank = parse_message_id_rank(mid)
-            except ValueError:
-                self.unknown_message_ids += 1
-                log.debug("ignoring malformed message id %r", mid)
-                return
-            state = self._shards.get(shard_id)
-            if state is None:
-                self.unknown_message_ids += 1
-                return
-            if state.tracker.ack(rank):
-                self._offer_checkpoint(state)
+            found = self._lookup(mid)
+            if found is not None and found[0].tracker.ack(found[1]):
+                self._offer_checkpoint(found[0])
             if self._leases is not None:  # a hand-back may be waiting for this
                 self._settled.notify_all()
 
@@ -689,25 +679,17 @@ class KinesisSpout:
     def ack_many(self, mids: Iterable[str]) -> None:
         """:meth:`ack` for many ids at once: one lock, and each shard's checkpoint offered once."""
         with self._lock:
-            self._check_open()
-            shards = self._shards
-            by_shard: dict[str, list[int]] = {}
-            for mid in mids:  # _lookup, inlined: this loop runs once per record
-                try:
-                    shard_id, rank = parse_message_id_rank(mid)
-                except ValueError:
-                    self.unknown_message_ids += 1
-                    log.debug("ignoring malformed message id %r", mid)
-                    continue
-                ranks = by_shard.get(shard_id)
-                if ranks is None:
-                    if shard_id not in shards:
-                        self.unknown_message_ids += 1
-                        continue
-                    ranks = by_shard[shard_id] = []
-                ranks.append(rank)
-            for shard_id, ranks in by_shard.items():
-                state = shards[shard_id]
+            by_shard: dict[str, tuple[ShardState, list[int]]] = {}
+            for mid in mids:
+                found = self._lookup(mid)
+                if found is not None:
+                    state, rank = found
+                    entry = by_shard.get(state.shard.shard_id)
+                    if entry is None:
+                        by_shard[state.shard.shard_id] = (state, [rank])
+                    else:
+                        entry[1].append(rank)
+            for state, ranks in by_shard.values():
                 if state.tracker.ack_many(ranks):
                     self._offer_checkpoint(state)
             if self._leases is not None:  # a hand-back may be waiting for these
