@@ -10,17 +10,28 @@ module's mutants and its fastest tests up to a time budget (``BUDGET_S``, second
 can only let a mutant survive that more tests would kill: the score is a lower bound. A function that none of the
 recorded tests reaches is reported as "no tests".
 
-Usage: ``python scripts/mutation_run.py [--second-pass] [--retest-survivors] [mutmut run options and mutant names]``.
+Usage: ``python scripts/mutation_run.py [--second-pass] [--retest-survivors] [--restat GLOB]... [mutmut run options
+and mutant names]``.
 ``--second-pass`` tests the survivors of the first pass again (once each; run it with a larger budget),
-``--retest-survivors`` tests every surviving and untested mutant again (after tests were added).
+``--retest-survivors`` tests every surviving and untested mutant again (after tests were added),
+``--restat GLOB`` (repeatable) records again which functions the tests matching GLOB (fnmatch on node ids) call:
+mutmut records that once per test, so a test that reaches a function added or moved since keeps its old record
+(the function's mutants then have "no tests") until it is recorded again.
 Run from the project root, in the mutation venv (``make mutation`` does both).
+
+mutmut copies the package into ``mutants/`` once and rewrites only the mutated modules when they change (it copies
+the tests on every run): the driver first refreshes the copies of the other modules that changed since, so the
+mutants never run against a stale ``config.py`` or a missing module, and copies the folders the tests import besides
+the package (``ALSO_COPY``: the benchmark helpers some unit tests test).
 """
 
 from __future__ import annotations
 
+import filecmp
 import fnmatch
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -48,8 +59,14 @@ TESTS_BY_MODULE: dict[str, list[str]] = {
     "kinesis_spout.kinesis.reader": [INTEGRATION + f + "::*" for f in (
         "test_reader_backoff.py", "test_faults.py", "test_mutants_reader.py")],
     "kinesis_spout.spout": [INTEGRATION + f + "::*" for f in (
-        "test_spout.py", "test_spout_loss_paths.py", "test_mutants_spout.py")],
+        "test_spout.py", "test_spout_loss_paths.py", "test_mutants_spout.py", "test_leases.py")],
 }
+
+#: Test files outside mutmut's test selection (``pytest_add_cli_args_test_selection`` in pyproject.toml) whose calls
+#: this driver records itself at the start of every run, so that the modules listing them above can use them.
+#: (mutmut drops tests outside its selection from its records at every start; a change of the selection itself
+#: would make it test every mutant again.) The lease tests: nothing else reaches the spout's lease code.
+EXTRA_TESTS = ["tests/integration/test_leases.py"]
 
 
 #: Measured test time (seconds, fastest tests first) run against one mutant of an I/O module, beyond the tests
@@ -90,6 +107,9 @@ def narrow(tests: set[str], module: str, duration: dict[str, float]) -> set[str]
 
 SECOND_PASS = Path("mutants") / "second-pass.json"
 
+#: Folders besides the package and the tests that tests import (mutmut copies neither into mutants/).
+ALSO_COPY = ["benchmarks"]
+
 
 def reset_survivors(skip: set[str] = frozenset()) -> int:  # type: ignore[assignment]
     """Mark the surviving and untested mutants of the last run (but those in ``skip``) as not checked, so that
@@ -112,12 +132,58 @@ def survivors() -> set[str]:
             for key, code in json.loads(meta_path.read_text())["exit_code_by_key"].items() if code in (0, 5, 33)}
 
 
+def refresh_copies(package: Path = Path("kinesis_spout"), mutated: frozenset[str] = frozenset()) -> int:
+    """Copy the package's files that are not mutated into ``mutants/`` where the copy is missing or differs (mutmut
+    copies them only once); returns how many were copied."""
+    count = 0
+    for source in package.rglob("*"):
+        if not source.is_file() or "__pycache__" in source.parts or source.as_posix() in mutated:
+            continue
+        copy = Path("mutants") / source
+        if copy.exists() and filecmp.cmp(source, copy, shallow=False):
+            continue
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, copy)
+        count += 1
+    return count
+
+
+def forget_tests(patterns: list[str]) -> int:
+    """Drop the tests matching ``patterns`` from mutmut's records (``mutants/mutmut-stats.json``), so that its next
+    run records again which functions they call; returns how many were dropped."""
+    path = Path("mutants") / "mutmut-stats.json"
+    if not patterns or not path.exists():
+        return 0
+    stats = json.loads(path.read_text())
+    durations: dict[str, float] = stats["duration_by_test"]
+    dropped = {t for t in durations if any(fnmatch.fnmatchcase(t, p) for p in patterns)}
+    for t in dropped:
+        del durations[t]
+    stats["tests_by_mangled_function_name"] = {
+        f: [t for t in tests if t not in dropped] for f, tests in stats["tests_by_mangled_function_name"].items()}
+    path.write_text(json.dumps(stats, indent=4))
+    return len(dropped)
+
+
 def main() -> None:
     import mutmut.__main__ as mutmut_main
+    from mutmut.configuration import config
     from mutmut.state import state
     from mutmut.utils.format_utils import get_module_from_key
 
     args = sys.argv[1:]
+    restat = []
+    while "--restat" in args:
+        at = args.index("--restat")
+        restat.append(args[at + 1])
+        del args[at:at + 2]
+    import tomllib
+
+    mutated = frozenset(tomllib.loads(Path("pyproject.toml").read_text())["tool"]["mutmut"]["only_mutate"])
+    copied = refresh_copies(mutated=mutated) + sum(refresh_copies(Path(folder)) for folder in ALSO_COPY)
+    print(f"refreshed {copied} stale copies of files not mutated in mutants/")
+    if restat:
+        print(f"recording again the functions called by {forget_tests(restat)} tests ({', '.join(restat)})")
     second_pass = "--second-pass" in args
     if second_pass:  # survivors of the first pass, not yet tested again without the budget
         args.remove("--second-pass")
@@ -128,10 +194,17 @@ def main() -> None:
         args.remove("--retest-survivors")
         print(f"testing {reset_survivors()} surviving or untested mutants again")
 
+    if os.environ.get("MUTATION_DEBUG"):  # pytest's output shown, e.g. to see which test failed the stats run
+        config().debug = True
     collect = mutmut_main.collect_or_load_stats
 
     def collect_and_narrow(*a: object, **kw: object) -> None:
         collect(*a, **kw)  # type: ignore[arg-type]
+        recorded = set(state().duration_by_test)
+        extra = [path for path in EXTRA_TESTS if not any(t.startswith(path + "::") for t in recorded)]
+        if extra:
+            print(f"    recording the calls of the tests outside the selection: {', '.join(extra)}")
+            mutmut_main.run_stats_collection(a[0], tests=extra)  # type: ignore[arg-type]
         by_function = state().tests_by_mangled_function_name
         before = sum(map(len, by_function.values()))
         for function, tests in by_function.items():
