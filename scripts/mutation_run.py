@@ -16,7 +16,8 @@ and mutant names]``.
 ``--retest-survivors`` tests every surviving and untested mutant again (after tests were added),
 ``--restat GLOB`` (repeatable) records again which functions the tests matching GLOB (fnmatch on node ids) call:
 mutmut records that once per test, so a test that reaches a function added or moved since keeps its old record
-(the function's mutants then have "no tests") until it is recorded again.
+(the function's mutants then have "no tests") until it is recorded again: pass it for a test file edited since
+its tests were first recorded. ``MUTATION_DEBUG=1`` shows pytest's output (e.g. which test failed mutmut's stats run).
 Run from the project root, in the mutation venv (``make mutation`` does both).
 
 mutmut copies the package into ``mutants/`` once and rewrites only the mutated modules when they change (it copies

@@ -364,19 +364,24 @@ def test_a_closed_shard_s_reader_ends_after_its_last_record_and_says_so(kinesali
 
 def test_a_one_record_buffer_is_parked_when_full_and_woken_by_each_take(kinesalite: KinesisEndpoint) -> None:
     stream = kinesalite.create_stream()
-    placed = kinesalite.put(stream, [f"r{i}".encode() for i in range(3)], ["pk"] * 3)
+    placed = kinesalite.put(stream, [f"r{i}".encode() for i in range(4)], ["pk"] * 4)
     reader = reader_of(kinesalite, stream, per_call=1, max_records=1)
     reader.start()
     taken: list[Record] = []
     try:
-        for _ in range(3):
+        for _ in range(4):
             deadline = time.monotonic() + TIMEOUT_S
             while not reader.parked:  # read one record, then found no room: parked, no thread spent on it
                 assert time.monotonic() < deadline, f"not parked with {reader.buffered} buffered"
                 time.sleep(0.02)
-            record = reader.take_one()
-            assert record is not None
-            taken.append(record)
+            if len(taken) % 2:
+                chunk = reader.take_upto(10, 1 << 20)
+                assert len(chunk) == 1
+                taken += chunk
+            else:
+                record = reader.take_one()
+                assert record is not None
+                taken.append(record)
     finally:
         reader.close(5.0)
     assert [r.sequence_number for r in taken] == [seq for _, seq in placed]
@@ -395,7 +400,10 @@ def test_take_upto_takes_oldest_first_within_a_count_and_a_byte_budget_and_alway
     assert [len(c) for c in chunks] == [2, 3, 1, 0]
     assert reader.has_room() and reader.buffered == 3
     assert len(reader.take_upto(100, 3 * size)) == 3 and reader.take_upto(100, 100) == []
-    assert poll_pause(reader) and reader.buffered == 0, "the whole byte budget is free again"
+    refilled = reader_of(kinesalite, stream, per_call=9, max_bytes=9 * size)
+    poll_pause(refilled)
+    assert refilled.poll() == PARK and len(refilled.take_upto(100, 1 << 20)) == 9
+    assert refilled.has_room(), "taking every record frees the whole byte budget"
     taken = [r.sequence_number for c in chunks for r in c]
     assert taken == [seq for _, seq in placed[:6]]
     missing = reader_of(kinesalite, "no-such-stream", shard="shardId-000000000000")
@@ -406,8 +414,8 @@ def test_take_upto_takes_oldest_first_within_a_count_and_a_byte_budget_and_alway
 
 def test_next_records_takes_a_chunk_of_one_shard_in_turn_within_the_room_each_shard_has(
         kinesalite: KinesisEndpoint) -> None:
-    readers = shard_readers(kinesalite, [4, 0, 4])
-    a, _, c = readers
+    readers = shard_readers(kinesalite, [7, 0, 6])
+    a = readers[0]
     rr = RoundRobinReader(threads=0)
     rr.add(readers)
     room = {r.shard_id: (100, 1 << 20) for r in readers}
@@ -416,12 +424,21 @@ def test_next_records_takes_a_chunk_of_one_shard_in_turn_within_the_room_each_sh
         return [r.data.decode() for r in rr.next_records(lambda shard_id: room[shard_id], n)]
 
     assert take(2) == ["0-0", "0-1"]
-    assert take(10) == ["2-0", "2-1", "2-2", "2-3"]
-    room[a.shard_id] = (1, 1 << 20)  # one record of room left in flight
-    assert take(10) == ["0-2"]
-    room[a.shard_id] = (5, 0)  # no bytes of room
-    assert take(10) == []
-    room[a.shard_id] = (0, 1 << 20)
-    assert take(10) == []
+    assert take(2) == ["2-0", "2-1"]
+    assert take(2) == ["0-2", "0-3"], "the turn goes back to the first shard"
+    room[a.shard_id] = (0, 1 << 20)  # no room for a record in flight: its turn is skipped
+    assert take(2) == ["2-2", "2-3"]
+    room[a.shard_id] = (5, 0)  # no room for a byte
+    assert take(2) == ["2-4", "2-5"]
+    room[a.shard_id] = (5, 1)  # one byte of room: one record, however big
+    assert take(2) == ["0-4"]
+    room[a.shard_id] = (1, 1 << 20)
+    assert take(10) == ["0-5"]
     room[a.shard_id] = (5, 1 << 20)
-    assert take(10) == ["0-3"] and take(10) == [] and c.buffered == 0
+    assert take(10) == ["0-6"] and take(10) == []
+    missing = reader_of(kinesalite, "no-such-stream", shard="shardId-000000000000")
+    assert missing.poll() is None
+    rr.add([missing])
+    room[missing.shard_id] = (5, 1 << 20)
+    with pytest.raises(KinesisError, match="no-such-stream"):
+        take(10)

@@ -19,9 +19,16 @@ import pytest
 from kinesis_spout import InitialPosition, KinesisSpout, MemoryCheckpointStore, RetryBackoff, SpoutConfig
 from kinesis_spout.checkpoint.base import Checkpoint
 from kinesis_spout.deadletters import DeadLetterError
-from kinesis_spout.errors import CheckpointConflict, CheckpointError, SpoutStateError, StreamNotFoundError
+from kinesis_spout.errors import (
+    CheckpointConflict,
+    CheckpointError,
+    KinesisError,
+    SpoutStateError,
+    StreamNotFoundError,
+)
 from kinesis_spout.records import SpoutTuple
 from kinesis_spout.spout import ShardMetrics
+from kinesis_spout.testing.faults import FaultProxy
 from kinesis_spout.testing.kinesis import KinesisEndpoint, wait_for_stream
 from kinesis_spout.testing.process import wait_until
 
@@ -160,7 +167,7 @@ def test_a_spout_refuses_calls_before_open_and_after_close_and_open_and_close_ar
         KinesisSpout("not a config")  # type: ignore[arg-type]
     spout = KinesisSpout(make_config(kinesalite, stream), MemoryCheckpointStore())
     assert spout.shard_ids == [] and (spout.unknown_message_ids, spout.poison_records) == (0, 0)
-    assert spout.flush_checkpoints(0.5) is True  # nothing to write yet
+    assert spout.flush_checkpoints(0.5) is True and spout.metrics() == []  # nothing read, nothing to write yet
     for call in (spout.next_tuple, lambda: spout.ack(f"{placed[0][0]}:{placed[0][1]}")):
         with pytest.raises(SpoutStateError) as raised:
             call()
@@ -729,3 +736,91 @@ def test_a_stream_deleted_while_the_spout_reads_it_is_an_error_of_the_next_call(
 
         assert wait_until(raises, TIMEOUT_S), "the deleted stream was never reported"
         assert stream in str(errors[0])
+
+
+def test_batch_limits_hold_across_the_chunks_of_several_shards_and_for_due_retries(
+        kinesalite: KinesisEndpoint) -> None:
+    stream, shards, _ = put_into_shards(kinesalite, [1, 4])  # records of 5 bytes: "i-j" and the key "pk"
+    config = make_config(kinesalite, stream, retry_limit=5,
+                         retry_backoff=RetryBackoff(initial_s=0.0, multiplier=1.0, max_s=0.0))
+    for limits, count in (({"max_records": 3}, 3), ({"max_records": 100, "max_bytes": 8}, 2),
+                          ({"max_records": 100, "max_bytes": 5}, 1)):
+        with KinesisSpout(config, MemoryCheckpointStore()) as spout:
+            assert wait_until(lambda: sum(m.buffered for m in spout.metrics()) == 5, TIMEOUT_S)
+            batch = spout.next_batch(timeout_s=1.0, **limits)  # type: ignore[arg-type]
+            assert [t.record.shard_id for t in batch] == [shards[0]] + [shards[1]] * (count - 1), limits
+            rest = spout.next_batch(max_records=100, timeout_s=1.0)
+            assert len(rest) == 5 - count
+            spout.fail_many(t.message_id for t in batch + rest)  # all five due again at once
+            retries = [spout.next_batch(max_records=2, timeout_s=1.0),
+                       spout.next_batch(max_records=100, max_bytes=10, timeout_s=1.0)]
+            assert [len(b) for b in retries] == [2, 2] and all(t.attempt == 2 for b in retries for t in b)
+            spout.ack_many(t.message_id for t in batch + rest)
+
+
+def test_an_error_met_after_tuples_were_taken_comes_after_them_from_the_next_call(
+        fault_proxy: tuple[FaultProxy, KinesisEndpoint], kinesis_backend: KinesisEndpoint) -> None:
+    proxy, through = fault_proxy
+    stream, shards, _ = put_into_shards(kinesis_backend, [3, 0])
+    proxy.inject("GetRecords", "AccessDeniedException", shard_id=shards[1], message="no reading for you")
+    with KinesisSpout(make_config(through, stream), MemoryCheckpointStore()) as spout:
+        assert wait_until(lambda: proxy.pending() == 0 and spout.metrics()[0].buffered == 3, TIMEOUT_S)
+        time.sleep(0.2)  # the failed call's reader keeps its error for the consumer
+        taken = spout.next_batch(max_records=10, timeout_s=1.0)
+        assert [t.record.shard_id for t in taken] == [shards[0]] * 3, "tuples taken before the error were lost"
+        with pytest.raises(KinesisError, match="no reading for you"):
+            spout.next_batch(max_records=10, timeout_s=1.0)
+        spout.ack_many(t.message_id for t in taken)
+
+
+def test_metrics_of_a_closed_shard_count_corrupt_aggregates_retried_errors_expired_iterators_and_pending_letters(
+        kinesalite: KinesisEndpoint) -> None:
+    with FaultProxy(kinesalite.endpoint_url) as proxy:
+        through = KinesisEndpoint("kinesalite+faults", proxy.endpoint_url, region=kinesalite.region,
+                                  real_sequence_numbers=True)
+        _closed_shard_metrics(kinesalite, proxy, through)
+
+
+def _closed_shard_metrics(kinesalite: KinesisEndpoint, proxy: FaultProxy, through: KinesisEndpoint) -> None:
+    """The body of the test above: kinesalite (closed shards end), read through a fault-injecting proxy."""
+    import hashlib
+
+    from kinesis_spout.kinesis.aggregation import MAGIC
+
+    client = kinesalite.client()
+    stream = kinesalite.create_stream()
+    parent = kinesalite.shard_ids(stream)[0]
+    corrupt = MAGIC + b"\x0a\x01k" + hashlib.md5(b"something else").digest()
+    placed = kinesalite.put(stream, [corrupt, b"plain"], ["pk"] * 2)
+    client.split_shard(StreamName=stream, ShardToSplit=parent, NewStartingHashKey=str(2 ** 127))
+    wait_for_stream(client, stream)
+    proxy.inject("GetRecords", "ProvisionedThroughputExceededException", shard_id=parent)
+    proxy.inject("GetRecords", "ExpiredIteratorException", shard_id=parent)
+    release = threading.Event()
+    dead: list[str] = []
+
+    def blocked(record: Any, reason: str) -> None:
+        assert release.wait(TIMEOUT_S)
+        dead.append(record.message_id)
+
+    config = make_config(through, stream, retry_limit=0, dead_letter=blocked)
+    with KinesisSpout(config, MemoryCheckpointStore()) as spout:
+        first, second = next_tuple(spout), next_tuple(spout)
+        assert (first.record.data, second.record.data) == (corrupt, b"plain")
+        spout.ack(second.message_id)
+        spout.fail(first.message_id)  # no retries: its dead letter waits for the handler
+
+        def of_parent() -> Any:
+            return next(m for m in spout.metrics() if m.shard_id == parent)
+
+        assert wait_until(lambda: of_parent().read_to_end and of_parent().dead_letters_pending == 1, TIMEOUT_S)
+        m = of_parent()
+        assert (m.corrupt_aggregates, m.getrecords_retried_errors, m.expired_iterators) == (1, 1, 1)
+        assert (m.read_to_end, m.finished, m.inflight, m.dead_letters_pending, m.dead_lettered) == \
+            (True, False, 1, 1, 0)
+        release.set()
+        assert wait_until(lambda: spout.next_tuple() is None and of_parent().finished, TIMEOUT_S)
+        m = of_parent()
+        assert (m.finished, m.inflight, m.dead_letters_pending, m.dead_lettered, m.checkpoint) == \
+            (True, 0, 0, 1, placed[1][1])
+    assert dead == [first.message_id]
