@@ -57,7 +57,10 @@ def _stored_sub(state: ShardState, key: SequenceKey) -> int | None:
             break
         del aggregates[first]
     size = aggregates.get(key.sequence)
-    if size is None or key.sub_sequence >= size - 1:
+    if size is None:  # not read since the start: a stored checkpoint inside an aggregate keeps its sub-sequence
+        restored = state.restored
+        return restored.sub_sequence_number if restored is not None and restored.key == key else None
+    if key.sub_sequence >= size - 1:
         return None
     return key.sub_sequence
 
@@ -85,6 +88,7 @@ class ShardState:
     emitted_bytes: int = 0  # bytes (data + partition key) of the new records emitted
     stored: Checkpoint | None = None  # the stored checkpoint last seen by metrics()
     stored_at: float = field(default_factory=time.monotonic)  # when metrics() first saw it
+    restored: Checkpoint | None = None  # the stored checkpoint the shard started from
 
 
 @dataclass(frozen=True)
@@ -409,7 +413,7 @@ class KinesisSpout:
         reader = BufferedShardReader(getter, max_records=cfg.prefetch_records, max_bytes=cfg.prefetch_bytes,
                                      empty_backoff_s=cfg.empty_record_backoff_s, on_data=self._rr.notify,
                                      pool=self._rr.pool, max_empty_backoff_s=cfg.max_empty_record_backoff_s)
-        return ShardState(shard, tracker, reader, start, offered=initial)
+        return ShardState(shard, tracker, reader, start, offered=initial, restored=checkpoint)
 
     def close(self) -> None:
         """Stop the readers, flush the last safe checkpoints, release the store. Idempotent."""

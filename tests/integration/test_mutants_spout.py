@@ -305,9 +305,6 @@ def test_a_checkpoint_inside_an_aggregate_names_its_user_record_until_the_aggreg
         assert again.next_batch(max_records=10, timeout_s=0.5) == []
 
 
-@pytest.mark.xfail(strict=True, reason="after a restart inside an aggregate, metrics() shows the checkpoint as "
-                   "'SEQ' (the whole aggregate done) until the aggregate is read again: _stored_sub does not know "
-                   "the aggregate's size yet")
 def test_after_a_restart_inside_an_aggregate_the_metrics_show_the_stored_user_record(
         kinesalite: KinesisEndpoint) -> None:
     stream = kinesalite.create_stream()
