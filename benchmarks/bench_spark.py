@@ -17,7 +17,9 @@ start to the last one's end: they match the producer's rate when the consumer ke
 pipeline with ``max_batch_records=10,000`` and ``trigger_interval_s=0`` (batches back to back), the source with
 ``maxRecordsPerTrigger=10000`` and ``Trigger.AvailableNow`` (with ``--quick``: 10,000 records, 5,000 per batch).
 records/s run from ``run()`` (or ``start()``) to the last record processed, so they include opening the spout or the
-query (ZooKeeper, shard listing).
+query (ZooKeeper, shard listing). The pipeline's baseline is a plain ``KinesisSpout`` with the same configuration
+and batch size, no Spark: ``next_batch(max_records=10,000)`` then ``ack_many`` of the batch, timed from ``open()``
+to the last ack (the goal: the pipeline at least 0.8x its records/s).
 
 One SparkSession (``local[2]``, Arrow on) serves every run. It is warmed up first: in a new session the first
 job and the first Python data source query (one in each read mode) take seconds more than the next ones (both
@@ -92,6 +94,7 @@ from benchmarks.spark_estimate import estimate
 from benchmarks.spout_read import spout_config
 from benchmarks.stats import Stopwatch, ratio, summary
 from benchmarks.zk_requests import ZkCounters
+from kinesis_spout import KinesisSpout, ZooKeeperCheckpointStore
 from kinesis_spout.spark.metrics import BatchMetrics, percentile
 from kinesis_spout.testing.kinesis import KinesisEndpoint, put_records
 
@@ -115,6 +118,9 @@ SIZES: dict[str, dict[str, Any]] = {
 }
 
 PIPELINE = "SpoutPipeline"
+PLAIN_SPOUT = "KinesisSpout, no Spark (next_batch + ack_many)"
+#: SpoutPipeline on a backlog against the plain spout with the same batch size: records/s at least this many times
+GOAL_PIPELINE_VS_SPOUT = 0.8
 SOURCE = "readStream source"
 SOURCE_EXECUTORS = "readStream source, readMode=executors"
 #: readMode=executors against the driver's reading: backlog records/s at least this many times, caught-up p50 under
@@ -277,6 +283,34 @@ def pipeline_backlog(ctx: BenchContext, spark: Any, records: int, max_batch: int
     p50, p95 = _ms([b.latency_s for b in seen.values()])
     return {"records_per_s": records / done_at[0], "batches": len(seen), "p50": p50, "p95": p95,
             "records_per_batch": statistics.median(b.records for b in seen.values())}
+
+
+def spout_backlog(ctx: BenchContext, records: int, max_batch: int) -> dict[str, Any]:
+    """The baseline of the pipeline's backlog run: a plain KinesisSpout with the pipeline's configuration reads
+    the same kind of stream in batches of the same size (``next_batch(max_batch)``, then ``ack_many``), no Spark."""
+    loaded = ctx.stream(SHARDS, records, RECORD_BYTES)
+    config = spout_config(loaded.name, ctx.unique_app("spark-plain-spout"), ctx.zookeeper_hosts, ZK_PREFIX,
+                          loaded.endpoint.endpoint_url, limit=10_000, checkpoint_interval_s=1.0)
+    latencies: list[float] = []
+    sizes: list[int] = []
+    count = 0
+    watch = Stopwatch().start()
+    deadline = time.monotonic() + 60 + records / 500
+    with KinesisSpout(config, ZooKeeperCheckpointStore.from_config(config)) as spout:
+        while count < records:
+            if time.monotonic() > deadline:
+                raise BenchmarkError(f"plain spout read {count} of {records} records")
+            started = time.perf_counter()
+            batch = spout.next_batch(max_records=max_batch, timeout_s=0.5)
+            if batch:
+                spout.ack_many([t.message_id for t in batch])
+                latencies.append(time.perf_counter() - started)
+                sizes.append(len(batch))
+                count += len(batch)
+        elapsed = watch.elapsed()
+    p50, p95 = _ms(latencies)
+    return {"records_per_s": records / elapsed, "batches": len(latencies), "p50": p50, "p95": p95,
+            "records_per_batch": statistics.median(sizes)}
 
 
 # -- the readStream source --------------------------------------------------------------------------------------
@@ -496,7 +530,8 @@ def run(ctx: BenchContext, smoke: bool) -> list[dict[str, Any]]:
         steps += [((SOURCE, "caught up", n), partial(source_caught_up, ctx, spark, probe, live_s, "driver", n)),
                   ((SOURCE_EXECUTORS, "caught up", n),
                    partial(source_caught_up, ctx, spark, probe, live_s, "executors", n))]
-    steps.append(((PIPELINE, "backlog", SHARDS), lambda: pipeline_backlog(ctx, spark, backlog, max_batch)))
+    steps += [((PIPELINE, "backlog", SHARDS), lambda: pipeline_backlog(ctx, spark, backlog, max_batch)),
+              ((PLAIN_SPOUT, "backlog", SHARDS), lambda: spout_backlog(ctx, backlog, max_batch))]
     for n in size["source_shards"]:
         steps += [((SOURCE, "backlog", n), partial(source_backlog, ctx, spark, probe, backlog, max_batch, "driver", n)),
                   ((SOURCE_EXECUTORS, "backlog", n),
@@ -520,11 +555,17 @@ def run(ctx: BenchContext, smoke: bool) -> list[dict[str, Any]]:
     n, started = size["repeats"], (spark_start_s, warmup_s)
     rows = []
     for (case, kind, shards), runs in results.items():
-        trigger = {("caught up", PIPELINE): f"{TRIGGER_S:g} s", ("backlog", PIPELINE): "0 s"}.get(
+        trigger = {("caught up", PIPELINE): f"{TRIGGER_S:g} s", ("backlog", PIPELINE): "0 s",
+                   ("backlog", PLAIN_SPOUT): "-"}.get(
             (kind, case), "default" if kind == "caught up" else "AvailableNow")
         rows.append(_row(case, kind, trigger, runs, started, backlog if kind == "backlog" else None, n, shards))
     rows.sort(key=lambda r: (r["kind"] != "caught up", r["case"] != PIPELINE, r["shards"]))
     by = {(r["case"], r["kind"], r["shards"]): r for r in rows}
+    plain = by.get((PLAIN_SPOUT, "backlog", SHARDS))
+    if plain is not None and (PIPELINE, "backlog", SHARDS) in by:
+        piped = by[(PIPELINE, "backlog", SHARDS)]
+        piped["records_per_s_vs_plain_spout"] = ratio(piped["records_per_s"], plain["records_per_s"])
+        piped["batch_limit"] = plain["batch_limit"] = max_batch
     for (case, kind, shards), row in by.items():
         driver = by.get((SOURCE, kind, shards))
         if case == SOURCE_EXECUTORS and driver is not None:
@@ -583,6 +624,12 @@ def headline(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                   f"(trigger {row['trigger']})",
                         "value": f"{row['records_per_s']['median']:,.0f} records/s in "
                                  f"{row['batches']['median']:g} batches", "goal": "-", "met": None})
+        vs_spout = row.get("records_per_s_vs_plain_spout")
+        if vs_spout is not None:
+            out.append({"figure": f"SpoutPipeline / plain KinesisSpout, backlog records/s, batches of up to "
+                                  f"{row['batch_limit']:,} records",
+                        "value": f"{vs_spout:.2f}x{_short_of(vs_spout, GOAL_PIPELINE_VS_SPOUT, True, 'x')}",
+                        "goal": f">= {GOAL_PIPELINE_VS_SPOUT:g}x", "met": vs_spout >= GOAL_PIPELINE_VS_SPOUT})
     by = {(r["case"], r["kind"], r["shards"]): r for r in rows}
     for shards in sorted({r["shards"] for r in rows if r["case"] == SOURCE_EXECUTORS}):
         backlog, live = by.get((SOURCE_EXECUTORS, "backlog", shards)), by.get((SOURCE_EXECUTORS, "caught up", shards))
