@@ -13,6 +13,7 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass, field
+from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
@@ -65,6 +66,12 @@ def _stored_sub(state: ShardState, key: SequenceKey) -> int | None:
     return key.sub_sequence
 
 
+def _shard_end(state: ShardState) -> Checkpoint:
+    """The checkpoint of a finished shard: every record done, its children may be read."""
+    key = state.tracker.checkpoint
+    return Checkpoint(state.shard.shard_id, str(key.sequence) if key else None, None, shard_end=True)
+
+
 _EXPIRE_EVERY_S = 0.05
 LEASE_ROUND_S = 1.0  # how often a worker with leases looks at the workers and leases (and at once when one joins)
 HANDOFF_TIMEOUT_S = 10.0  # how long a lease given back waits for the shard's in-flight records
@@ -89,6 +96,7 @@ class ShardState:
     stored: Checkpoint | None = None  # the stored checkpoint last seen by metrics()
     stored_at: float = field(default_factory=time.monotonic)  # when metrics() first saw it
     restored: Checkpoint | None = None  # the stored checkpoint the shard started from
+    latest: Callable[[], Checkpoint | None] = lambda: None  # what the checkpoint writer calls when the shard is due
 
 
 @dataclass(frozen=True)
@@ -413,7 +421,9 @@ class KinesisSpout:
         reader = BufferedShardReader(getter, max_records=cfg.prefetch_records, max_bytes=cfg.prefetch_bytes,
                                      empty_backoff_s=cfg.empty_record_backoff_s, on_data=self._rr.notify,
                                      pool=self._rr.pool, max_empty_backoff_s=cfg.max_empty_record_backoff_s)
-        return ShardState(shard, tracker, reader, start, offered=initial, restored=checkpoint)
+        state = ShardState(shard, tracker, reader, start, offered=initial, restored=checkpoint)
+        state.latest = partial(self._latest_checkpoint, state)
+        return state
 
     def close(self) -> None:
         """Stop the readers, flush the last safe checkpoints, release the store. Idempotent."""
@@ -726,21 +736,29 @@ class KinesisSpout:
 
     def _finish_shard(self, state: ShardState) -> None:
         state.finished = True
-        key = state.tracker.checkpoint
         assert self._writer is not None
-        self._writer.offer(Checkpoint(state.shard.shard_id, str(key.sequence) if key else None, None,
-                                      shard_end=True))
+        self._writer.offer(_shard_end(state))
         self._rr.remove(state.reader)
         log.info("shard %s finished: every record is done", state.shard.shard_id)
         if self._sync is not None:
             self._sync.wake()  # its children may be read now
 
     def _offer_checkpoint(self, state: ShardState) -> None:
-        key = state.tracker.checkpoint
-        if key is not None and key != state.offered:
+        """The shard's checkpoint may have moved (lock held): the writer asks for it when the shard is due."""
+        assert self._writer is not None
+        self._writer.offer_latest(state.shard.shard_id, state.latest)
+
+    def _latest_checkpoint(self, state: ShardState) -> Checkpoint | None:
+        """The shard's checkpoint to write now, None when it has not moved since the last one (the writer's thread;
+        takes the lock). A finished shard's is its shard end."""
+        with self._lock:
+            if state.finished:
+                return _shard_end(state)
+            key = state.tracker.checkpoint
+            if key is None or key == state.offered:
+                return None
             state.offered = key
-            assert self._writer is not None
-            self._writer.offer(Checkpoint(state.shard.shard_id, str(key.sequence), _stored_sub(state, key)))
+            return Checkpoint(state.shard.shard_id, str(key.sequence), _stored_sub(state, key))
 
     # -- observability ----------------------------------------------------------------------------------------
     @property

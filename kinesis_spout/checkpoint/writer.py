@@ -14,15 +14,18 @@ log = logging.getLogger("kinesis_spout.checkpoint")
 
 #: Called (on the writer's thread) when a write lost to a higher stored checkpoint.
 ConflictHandler = Callable[[CheckpointConflict], None]
+#: Called (on the writer's thread) for a shard offered with :meth:`CheckpointWriter.offer_latest`, when it is due.
+LatestCheckpoint = Callable[[], "Checkpoint | None"]
 
 
 class CheckpointWriter:
     """Writes offered checkpoints to a store on a background thread.
 
-    Who calls: the spout offers a shard's safe checkpoint whenever it advances (``offer`` never blocks); the
-    thread writes the latest offered value of a shard at most once per ``interval_s`` (0 = every advance, as
-    fast as the store allows), so the newest value reaches the store within ``interval_s`` of its offer even when
-    nothing else happens. ``flush`` writes everything pending now; ``close`` flushes and joins (idempotent).
+    Who calls: the spout offers a shard's safe checkpoint whenever it advances (``offer`` or ``offer_latest``,
+    which never block); the thread writes the latest offered value of a shard at most once per ``interval_s`` (0 =
+    every advance, as fast as the store allows), so the newest value reaches the store within ``interval_s`` of its
+    offer even when nothing else happens. ``flush`` writes everything pending now; ``close`` flushes and joins
+    (idempotent).
 
     Trouble: a conflict (someone stored a higher checkpoint) is counted, logged, passed to ``on_conflict`` and the
     value dropped. While the store says it is disconnected (ZooKeeper SUSPENDED or LOST) writes wait; other store
@@ -39,7 +42,7 @@ class CheckpointWriter:
         self.owner = owner
         self.deadline_s = deadline_s
         self.on_conflict = on_conflict
-        self._pending: dict[str, Checkpoint] = {}
+        self._pending: dict[str, Checkpoint | LatestCheckpoint] = {}
         self._last_write: dict[str, float] = {}
         self._cond = threading.Condition()
         self._stop = False
@@ -61,10 +64,26 @@ class CheckpointWriter:
             self._thread.start()
 
     def offer(self, checkpoint: Checkpoint) -> None:
+        """Write ``checkpoint`` when its shard is due (it replaces any value of the shard still pending)."""
         with self._cond:
             newly = checkpoint.shard_id not in self._pending
             self._pending[checkpoint.shard_id] = checkpoint
             if newly:  # a shard already pending has its due time; the thread need not wake for a newer value
+                self._cond.notify_all()
+
+    def offer_latest(self, shard_id: str, latest: LatestCheckpoint) -> None:
+        """Like :meth:`offer`, but the value is made when the shard is due: the writer's thread calls ``latest()``
+        (without holding the writer's lock) right before the write, and writes what it returns: the shard's newest
+        checkpoint, or None when there is nothing new. For a caller whose checkpoint moves far more often than it
+        is written (the spout: on almost every ack): an offer is then a dict look-up, with no checkpoint built.
+        ``latest`` must return every change since its last call, shard ends included (it replaces a value
+        still pending)."""
+        with self._cond:
+            pending = self._pending.get(shard_id)
+            if pending is latest:
+                return
+            self._pending[shard_id] = latest
+            if pending is None:
                 self._cond.notify_all()
 
     def _due(self, now: float) -> tuple[str | None, float]:
@@ -89,10 +108,16 @@ class CheckpointWriter:
                     shard_id, wait = self._due(time.monotonic())
                     if shard_id is not None or (self._stop and self._pending):
                         shard_id = shard_id or next(iter(self._pending))
-                        checkpoint = self._pending.pop(shard_id)
+                        offered = self._pending.pop(shard_id)
                         self._busy = True
                         break
                     self._cond.wait(wait)
+            checkpoint = offered if isinstance(offered, Checkpoint) else self._latest(shard_id, offered)
+            if checkpoint is None:  # nothing new since the last value
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+                continue
             ok = self._wait_for_store() and self._write(checkpoint)
             with self._cond:
                 self._busy = False
@@ -111,6 +136,13 @@ class CheckpointWriter:
                 return
             time.sleep(retry_delay)
             retry_delay = min(retry_delay * 2, 5.0)
+
+    def _latest(self, shard_id: str, latest: LatestCheckpoint) -> Checkpoint | None:
+        try:
+            return latest()
+        except Exception:  # noqa: BLE001 - a caller's bug must not stop the other shards' checkpoints
+            log.exception("could not get the latest checkpoint of %s", shard_id)
+            return None
 
     def _wait_for_store(self) -> bool:
         """Wait (in short slices, so close() is not held up) while the store reports a lost connection; after a

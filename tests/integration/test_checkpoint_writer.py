@@ -151,6 +151,96 @@ def test_a_failed_write_never_replaces_a_newer_value_offered_meanwhile(make_stor
     assert store.load(SHARD).sequence_number == "20"
 
 
+# -- offers made when due: offer_latest -------------------------------------------------------------------------
+
+
+class _Latest:
+    """A shard's checkpoint as the spout keeps it: ``value`` moves on each ack; ``__call__`` is what the writer
+    calls when the shard is due (the newest value once, then None until it moves again). Records on which thread
+    it ran and whether it could take the writer's lock meanwhile (it must be called without it)."""
+
+    def __init__(self, writer: CheckpointWriter) -> None:
+        self.writer = writer
+        self.value = 0
+        self.given = 0
+        self.calls = 0
+        self.threads: set[str] = set()
+        self.lock_free = True
+
+    def __call__(self) -> Checkpoint | None:
+        self.calls += 1
+        self.threads.add(threading.current_thread().name)
+        got: list[bool] = []
+
+        def offer_meanwhile() -> None:  # as the spout does, holding its own lock: the writer's must be free
+            got.append(self.writer._cond.acquire(timeout=2.0))
+            if got[0]:
+                self.writer._cond.release()
+
+        probe = threading.Thread(target=offer_meanwhile)
+        probe.start()
+        probe.join()
+        self.lock_free = self.lock_free and got == [True]
+        if self.value == self.given:
+            return None
+        self.given = self.value
+        return Checkpoint(SHARD, str(self.value))
+
+
+def test_offer_latest_writes_the_value_current_when_the_shard_is_due_once_per_interval(
+        make_store: MakeStore) -> None:
+    """A thousand offers in one interval make no checkpoint: the writer asks for the value when the shard is due,
+    on its own thread and without its lock, and writes the newest one; an offer with nothing new writes nothing."""
+    faults = _Faults()
+    store = make_store(faults)
+    writer = CheckpointWriter(store, 600.0, "me", deadline_s=TIMEOUT_S)
+    latest = _Latest(writer)
+    writer.start()
+    try:
+        latest.value = 1
+        writer.offer_latest(SHARD, latest)  # first offer of the shard: due at once
+        assert wait_until(lambda: faults.stored == ["1"], TIMEOUT_S)
+        for value in range(2, 1002):  # acks within the interval: each offer a look-up, no value made
+            latest.value = value
+            writer.offer_latest(SHARD, latest)
+        assert latest.calls == 1 and faults.stored == ["1"]
+        assert writer.flush(TIMEOUT_S)
+        assert faults.stored == ["1", "1001"] and latest.calls == 2
+        writer.offer_latest(SHARD, latest)  # nothing moved since
+        assert writer.flush(TIMEOUT_S)
+        assert faults.stored == ["1", "1001"] and latest.calls == 3 and writer.writes == 2
+    finally:
+        writer.close()
+    assert latest.threads == {"kinesis-checkpoint-writer"} and latest.lock_free
+    assert store.load(SHARD).sequence_number == "1001"
+
+
+def test_offer_latest_replaces_a_pending_value_and_a_failing_call_spares_the_other_shards(
+        make_store: MakeStore) -> None:
+    faults = _Faults(gate=threading.Event())
+    store = make_store(faults)
+    writer = _writer(store)
+    latest = _Latest(writer)
+
+    def broken() -> Checkpoint | None:
+        raise RuntimeError("a bug in the caller")
+
+    try:
+        writer.offer(Checkpoint("other", "1"))
+        assert faults.entered.wait(TIMEOUT_S)  # the writer is busy with "other": what follows stays pending
+        writer.offer(Checkpoint(SHARD, "5"))
+        latest.value = 7
+        writer.offer_latest(SHARD, latest)  # replaces 5
+        writer.offer_latest("broken", broken)
+        assert faults.gate is not None
+        faults.gate.set()
+        assert writer.flush(TIMEOUT_S)
+    finally:
+        writer.close()
+    assert sorted(faults.stored) == ["1", "7"], f"successful saves: {faults.stored}"
+    assert store.load("broken") is None and store.load(SHARD).sequence_number == "7"
+
+
 # -- the spout's last flush on close ----------------------------------------------------------------------------
 
 
