@@ -90,8 +90,12 @@ class Record:
 
     @property
     def message_id(self) -> str:
-        """``"{shard_id}:{sequence_number}"``, plus ``":{sub_sequence_number}"`` for de-aggregated records."""
-        return message_id(self.shard_id, self.key)
+        """``"{shard_id}:{sequence_number}"``, plus ``":{sub_sequence_number}"`` for de-aggregated records (but
+        the first: it is the same as :func:`message_id` of the record's key)."""
+        sub = self.sub_sequence_number
+        if sub:
+            return f"{self.shard_id}:{self.sequence_number}:{sub}"
+        return f"{self.shard_id}:{self.sequence_number}"
 
     @property
     def size(self) -> int:

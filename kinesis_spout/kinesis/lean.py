@@ -21,7 +21,7 @@ shard costs and a large part of a busy one. This module makes the same call with
 
 from __future__ import annotations
 
-import base64
+import binascii
 import json
 import threading
 from datetime import datetime, timezone
@@ -38,7 +38,7 @@ _REPLY_FIELDS = frozenset({"Records", "NextShardIterator", "MillisBehindLatest",
 _CHILD_FIELDS = frozenset({"ShardId", "ParentShards", "HashKeyRange"})
 _RANGE_FIELDS = frozenset({"StartingHashKey", "EndingHashKey"})
 _ATTRIBUTE = "_kinesis_spout_lean"
-_b64decode = base64.b64decode
+_b64decode = binascii.a2b_base64  # base64.b64decode without its wrapper: the same bytes, ValueError alike
 _fromtimestamp = datetime.fromtimestamp
 _UTC = timezone.utc
 

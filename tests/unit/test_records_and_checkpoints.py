@@ -6,7 +6,7 @@ import pytest
 
 from kinesis_spout import Checkpoint, CheckpointError, MemoryCheckpointStore, SequenceKey
 from kinesis_spout.errors import CheckpointConflict
-from kinesis_spout.records import message_id, parse_message_id
+from kinesis_spout.records import Record, message_id, parse_message_id, parse_message_id_rank
 
 BIG = "49590338271490256608559692538361571095921575989136588898"
 
@@ -27,6 +27,15 @@ def test_message_ids_round_trip() -> None:
     for bad in ("", "shard", "shard:", ":12", "s:1:2:3", "s:x"):
         with pytest.raises(ValueError, match="malformed message id"):
             parse_message_id(bad)
+
+
+@pytest.mark.parametrize("sub, aggregated", [(None, 0), (0, 3), (1, 3), (2, 3)])
+def test_a_record_s_message_id_is_its_key_s_and_parses_back_to_its_key(sub: int | None, aggregated: int) -> None:
+    key = SequenceKey(int(BIG), sub or 0)
+    record = Record("shardId-000000000007", BIG, sub, "pk", b"x", None, key, aggregated)
+    assert record.message_id == message_id("shardId-000000000007", key)
+    assert parse_message_id(record.message_id) == ("shardId-000000000007", key)
+    assert parse_message_id_rank(record.message_id) == ("shardId-000000000007", record.rank)
 
 
 def test_checkpoint_json_round_trip() -> None:
