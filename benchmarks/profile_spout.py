@@ -1,15 +1,20 @@
-"""Where a spout read spends its CPU, by thread: ``python -m benchmarks.profile_spout [--single]``.
+"""Where a spout read spends its CPU, by thread: ``python -m benchmarks.profile_spout [--single] [--plain]``.
 
 A 4-shard kinesalite stream of 40,000 records of 100 B is read from TRIM_HORIZON by a KinesisSpout with checkpoints
 in a private ZooKeeper; the consumer takes batches of 1,000 and acks them with ``ack_many`` (``--single``: one
 ``ack`` per record). cProfile runs on each thread's own CPU clock (``time.thread_time``) in the consumer and in the
 reader pool's threads; the report gives each side's profiled CPU per record and its most expensive functions.
 Profiling multiplies the costs: compare the sides, not the absolute figures with the read benchmark's.
+``--plain`` runs without the profilers: the process CPU per record as the read benchmark sees it, and the
+garbage collector's share of it. The cyclic garbage collector's share is timed apart (``gc.callbacks``, on the CPU
+clock of the thread that collects): records, tuples and tracker entries live from the read to the ack, so they
+reach the older generations and make full collections, which walk every live object, run often.
 """
 
 from __future__ import annotations
 
 import cProfile
+import gc
 import io
 import os
 import pstats
@@ -28,7 +33,23 @@ RECORDS = 40_000
 SHARDS = 4
 
 
-def main(single: bool) -> None:
+class GcClock:
+    """CPU time (of the collecting thread) spent in the cyclic garbage collector, and collections by generation."""
+
+    def __init__(self) -> None:
+        self.cpu_s = 0.0
+        self.collections = [0, 0, 0]
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.thread_time()
+        else:
+            self.cpu_s += time.thread_time() - self._started
+            self.collections[info["generation"]] += 1
+
+
+def main(single: bool, plain: bool = False) -> None:
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "test")  # emulators take any credentials
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "test")
     profiles: list[tuple[str, cProfile.Profile]] = []
@@ -43,7 +64,8 @@ def main(single: bool) -> None:
         finally:
             profile.disable()
 
-    pool_module.ReaderPool._work = profiled_work  # type: ignore[method-assign]
+    if not plain:
+        pool_module.ReaderPool._work = profiled_work  # type: ignore[method-assign]
     with KinesaliteServer() as kinesis, ZooKeeperServer() as zk:
         client = make_client("us-east-1", kinesis.endpoint_url)
         client.create_stream(StreamName="profile", ShardCount=SHARDS)
@@ -56,7 +78,10 @@ def main(single: bool) -> None:
         consumer = cProfile.Profile(time.thread_time)
         profiles.append(("consumer", consumer))
         cpu = time.process_time()
-        consumer.enable()
+        gc_clock = GcClock()
+        gc.callbacks.append(gc_clock)
+        if not plain:
+            consumer.enable()
         spout.open()
         count = 0
         while count < RECORDS:
@@ -69,10 +94,13 @@ def main(single: bool) -> None:
             count += len(batch)
         consumer.disable()
         cpu = time.process_time() - cpu
+        gc.callbacks.remove(gc_clock)
         spout.close()
     print(f"{RECORDS:,} records, acks {'one by one' if single else 'with ack_many'}: process CPU "
-          f"{cpu / RECORDS * 1e6:.1f} µs per record (profiled)")
-    for role in ("consumer", "readers"):
+          f"{cpu / RECORDS * 1e6:.1f} µs per record{'' if plain else ' (profiled)'}")
+    print(f"garbage collector: {gc_clock.cpu_s / RECORDS * 1e6:.1f} µs per record "
+          f"({gc_clock.cpu_s / cpu:.0%} of the process CPU; collections by generation {gc_clock.collections})")
+    for role in () if plain else ("consumer", "readers"):
         mine = [p for r, p in profiles if r == role]
         out = io.StringIO()
         stats = pstats.Stats(mine[0], stream=out)
@@ -85,4 +113,4 @@ def main(single: bool) -> None:
 
 
 if __name__ == "__main__":
-    main("--single" in sys.argv[1:])
+    main("--single" in sys.argv[1:], "--plain" in sys.argv[1:])
