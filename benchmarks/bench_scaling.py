@@ -1,7 +1,8 @@
-"""Scaling: read throughput as the shards grow (1, 4, 16), and tracker memory as the in-flight records grow
-(10^3 to 10^6).
+"""Scaling: read throughput as the shards grow (1, 4, 16, 64, 200; --smoke: 1, 4, 16), and tracker memory as the
+in-flight records grow (10^3 to 10^6).
 
-Throughput: the same number of records is spread over 1, 4 and 16 shards of kinesalite; the spout (acking every
+Throughput: the same number of records is spread over 1, 4, 16, 64 and 200 shards of kinesalite (at 200, a
+hundred records a shard: the worker owning many shards that leases hand out); the spout (acking every
 record, checkpoints every second) and the boto3 loop (the spout's client configuration) read each stream
 alternately, as in the read benchmark. Memory: one tracker holding N records, none acked, measured as in the
 tracker benchmark (keys and payload not counted).
@@ -17,12 +18,12 @@ from benchmarks.context import BenchContext
 from benchmarks.stats import ratio
 
 TITLE = "Scaling: throughput by shard count, tracker memory by records in flight"
-SHARD_COUNTS = (1, 4, 16)
-
-SIZES = {
-    "full": {"records": 20_000, "record_bytes": 100, "repeats": 3, "inflight": (1_000, 10_000, 100_000, 1_000_000)},
-    "quick": {"records": 10_000, "record_bytes": 100, "repeats": 2, "inflight": (1_000, 10_000, 100_000)},
-    "smoke": {"records": 320, "record_bytes": 100, "repeats": 1, "inflight": (1_000, 10_000)},
+SIZES: dict[str, dict[str, Any]] = {
+    "full": {"records": 20_000, "record_bytes": 100, "repeats": 3, "shards": (1, 4, 16, 64, 200),
+             "inflight": (1_000, 10_000, 100_000, 1_000_000)},
+    "quick": {"records": 10_000, "record_bytes": 100, "repeats": 2, "shards": (1, 4, 16, 64, 200),
+              "inflight": (1_000, 10_000, 100_000)},
+    "smoke": {"records": 320, "record_bytes": 100, "repeats": 1, "shards": (1, 4, 16), "inflight": (1_000, 10_000)},
 }
 
 COLUMNS = [
@@ -37,7 +38,7 @@ COLUMNS = [
 def run(ctx: BenchContext, smoke: bool) -> list[dict[str, Any]]:
     size = SIZES[ctx.profile(smoke)]
     rows: list[dict[str, Any]] = []
-    for shards in SHARD_COUNTS:
+    for shards in size["shards"]:
         stream = ctx.stream(shards, size["records"], size["record_bytes"])
         runs = [(name, read) for name, read in consumers(ctx, stream) if name in (LOOP, SPOUT)]
         results = alternate(ctx, f"scaling/{shards} shards", runs, size["repeats"])
