@@ -20,7 +20,8 @@ from kinesis_spout.kinesis.client import make_client
 from kinesis_spout.testing.kinesis import kinesis_client
 
 TITLE = "Read throughput: KinesisSpout vs a plain boto3 GetRecords loop"
-GOAL_RATIO = 0.9
+GOAL_RATIO = 1.0  # the spout's records/s over the loop's, at least
+GOAL_CPU_RATIO = 1.0  # the spout's CPU per record over the loop's, at most
 LIMIT = 10_000  # GetRecords limit of every consumer (Kinesis' maximum)
 
 SIZES = {
@@ -126,5 +127,6 @@ def headline(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                         "value": f"{row['ratio_vs_loop']:.2f}x (vs botocore defaults: "
                                  f"{row['ratio_vs_loop_defaults']:.2f}x); CPU per record "
                                  f"{row['cpu_ratio_vs_loop']:.1f}x the loop's",
-                        "goal": f">= {GOAL_RATIO}x", "met": row["ratio_vs_loop"] >= GOAL_RATIO})
+                        "goal": f">= {GOAL_RATIO}x, CPU <= {GOAL_CPU_RATIO}x",
+                        "met": row["ratio_vs_loop"] >= GOAL_RATIO and row["cpu_ratio_vs_loop"] <= GOAL_CPU_RATIO})
     return out

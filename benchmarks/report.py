@@ -96,6 +96,11 @@ def render_markdown(results: dict[str, Any], modules: dict[str, ModuleType | Non
                f"{machine['memory_gib']} GiB, {machine['python']}, {machine['os']}; "
                f"load average {results['loadavg_before']} before, {results['loadavg_after']} after. "
                f"Total {results['seconds']:.0f} s.")
+    later = {name: entry["run_started_at"] for name, entry in results["benchmarks"].items()
+             if entry.get("run_started_at")}
+    if later:
+        out.append(f"Measured again later, by a run of `--only` started at {', '.join(sorted(set(later.values())))}"
+                   f" (its load averages are in each section): {', '.join(later)}.")
     out.append("")
     out.append("Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()) + ".")
     out += ["", SHARED_MACHINE_NOTE, "", "Reproduce: `make bench` (or `make bench BENCH_ARGS=--quick`).", ""]
