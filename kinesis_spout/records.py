@@ -11,7 +11,6 @@ it hashes and compares faster than a tuple.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -70,13 +69,15 @@ class SequenceKey(NamedTuple):
         return cls(sequence, sub)
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One Kinesis record as the spout read it.
+class Record(NamedTuple):
+    """One Kinesis record as the spout read it (immutable).
 
     ``key`` is derived from ``sequence_number`` and ``sub_sequence_number`` once, when the record is read. A user
     record of a KPL aggregate has ``sub_sequence_number`` 0..n-1 and ``aggregated`` n (the user records in its
     Kinesis record); a plain record has ``sub_sequence_number`` None and ``aggregated`` 0.
+
+    A named tuple rather than a frozen dataclass: one is built per record read, and a tuple is built in a fifth of
+    the time (the readers build it with ``tuple.__new__``). It compares equal to a tuple of the same fields.
     """
 
     shard_id: str

@@ -1,5 +1,6 @@
 """The ZooKeeper checkpoint store, exactly: what ``list`` returns, what its errors name, the lost-session flag, the
-batch id's parsing and the settings taken from the configuration. Written against mutants of
+batch id's parsing, the settings taken from the configuration, fenced writes (leases), and the batch ends and
+heartbeats of executor reads. Written against mutants of
 kinesis_spout/checkpoint/zookeeper.py the rest of the suite let survive (see benchmarks/results/mutation.md).
 A real server through the fixture."""
 
@@ -11,7 +12,14 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from kinesis_spout import Checkpoint, CheckpointError, InitialPosition, SpoutConfig, ZooKeeperCheckpointStore
+from kinesis_spout import (
+    Checkpoint,
+    CheckpointConflict,
+    CheckpointError,
+    InitialPosition,
+    SpoutConfig,
+    ZooKeeperCheckpointStore,
+)
 from kinesis_spout.checkpoint.zookeeper import ZooKeeperSecurity
 from kinesis_spout.testing.process import wait_until
 
@@ -178,3 +186,147 @@ def test_a_server_that_is_not_there_is_a_clear_retriable_error() -> None:
     with pytest.raises(CheckpointError, match=r"at 127.0.0.1:9 over TLS \(check the CA and client certificate "
                                               r"files\) within 0.5 s"):
         tls.open()
+
+
+# -- fenced writes (leases): the lease's version guards each write; unfence releases or revokes ------------------
+
+
+class InterleavingStore(ZooKeeperCheckpointStore):
+    """A store that lets another writer in once, right after the read of its next compare-and-set (``competing``
+    runs then, before this store writes)."""
+
+    competing: Callable[[], None] | None = None
+
+    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super()._call(what, fn, *args, **kwargs)
+        finally:
+            if what.startswith("reading ") and self.competing is not None:
+                competing, self.competing = self.competing, None
+                competing()
+
+
+def test_a_fenced_write_needs_the_lease_at_its_epoch_and_unfence_releases_or_revokes(
+        zookeeper: Any, open_store: Callable[..., ZooKeeperCheckpointStore]) -> None:
+    from kinesis_spout.errors import LeaseLost
+
+    store = open_store()
+    client = zookeeper.client()
+    lease = f"{zookeeper.prefix}/app/stream/leases/s"
+    client.create(lease, b"me", makepath=True)
+    store.fence("s", lease, 0)
+    store.save(Checkpoint("s", "10"))  # created in a transaction that checks the lease
+    store.save(Checkpoint("s", "20"))  # set at the version read, same check
+    assert store.load("s").sequence_number == "20"  # type: ignore[union-attr]
+    client.set(lease, b"another worker")  # the lease moves on: epoch 1
+    with pytest.raises(LeaseLost) as lost:
+        store.save(Checkpoint("s", "30"))
+    assert lost.value.shard_id == "s"
+    assert f"({lease} moved past epoch 0: another worker took the shard)" in str(lost.value)
+    assert store.load("s").sequence_number == "20"  # type: ignore[union-attr]
+    store.unfence("never-fenced")  # nothing to release
+    store.fence("s", lease, 1)
+    store.unfence("s")  # released (the last checkpoint was written): later writes are not fenced
+    client.set(lease, b"next owner")
+    store.save(Checkpoint("s", "40"))
+    assert store.load("s").sequence_number == "40"  # type: ignore[union-attr]
+    store.fence("s", lease, 2)
+    store.unfence("s", revoke=True)  # lost: every write refused until fenced again
+    with pytest.raises(LeaseLost, match="not written: this worker lost the shard's lease") as revoked:
+        store.save(Checkpoint("s", "50"))
+    assert revoked.value.shard_id == "s"
+    store.fence("s", lease, 2)
+    store.save(Checkpoint("s", "50"))
+    assert store.load("s").sequence_number == "50"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("exists", [True, False], ids=["node-exists", "no-node-yet"])
+def test_a_fenced_write_never_overwrites_a_higher_checkpoint_written_after_its_read(zookeeper: Any, exists: bool
+                                                                                   ) -> None:
+    path = f"{zookeeper.prefix}/app/stream/checkpoints"
+    ours, theirs = InterleavingStore(zookeeper.hosts, path), ZooKeeperCheckpointStore(zookeeper.hosts, path)
+    ours.open()
+    theirs.open()
+    try:
+        lease = f"{zookeeper.prefix}/app/stream/leases/s"
+        zookeeper.client().create(lease, b"us", makepath=True)
+        ours.fence("s", lease, 0)
+        if exists:
+            theirs.save(Checkpoint("s", SEQ).stamped("other"))
+        higher = str(int(SEQ) + 30)
+        ours.competing = lambda: theirs.save(Checkpoint("s", higher).stamped("other"))
+        with pytest.raises(CheckpointConflict, match=rf"is {higher} \(by other\); refusing to move it back"):
+            ours.save(Checkpoint("s", str(int(SEQ) + 20)).stamped("us"))
+        assert ours.competing is None, "the other writer did not get in between"
+        stored = theirs.load("s")
+        assert stored is not None and (stored.sequence_number, stored.owner) == (higher, "other")
+    finally:
+        ours.close()
+        theirs.close()
+
+
+# -- batch ends of executor reads: recorded once, listed, cleaned up; query heartbeats ------------------------------
+
+
+def test_batch_ends_are_recorded_once_listed_per_batch_and_deleted_below_a_batch(
+        zookeeper: Any, open_store: Callable[..., ZooKeeperCheckpointStore]) -> None:
+    store = open_store()
+    client = zookeeper.client()
+    node = store.batches_node("q")
+    assert node == f"{zookeeper.prefix}/app/stream/batches/q"
+    assert store.batch_end("q", 0, "a") is None and store.batch_ends("q", 0) == {}
+    assert store.delete_batches("q", 5) == 0  # no batches node yet
+    assert store.record_batch_end("q", 0, "a", b"first") == b"first"
+    assert store.record_batch_end("q", 0, "a", b"second") == b"first", "a second end must not replace the first"
+    assert store.record_batch_end("q", 0, "b", b"b0") == b"b0"
+    for batch in (1, 2, 10):
+        store.record_batch_end("q", batch, "a", f"a{batch}".encode())
+    store.record_batch_end("other", 0, "a", b"other query")
+    client.create(f"{node}/notes", b"")  # not a batch: never deleted
+    assert store.batch_end("q", 0, "a") == b"first" and store.batch_end("q", 0, "c") is None
+    ends = store.batch_ends("q", 0)
+    assert ends == {"a": b"first", "b": b"b0"} and all(type(v) is bytes for v in ends.values())
+    assert store.batch_ends("q", 3) == {}
+    assert store.delete_batches("q", 2) == 2, "batches 0 and 1, not 2"
+    assert sorted(client.get_children(node)) == ["10", "2", "notes"]
+    assert store.batch_ends("q", 0) == {} and store.batch_ends("q", 2) == {"a": b"a2"}
+    assert store.delete_batches("q", 2) == 0
+    assert store.batch_ends("other", 0) == {"a": b"other query"}
+
+
+def test_a_query_heartbeat_is_zookeeper_s_modification_time_in_seconds_and_the_node_version(
+        zookeeper: Any, open_store: Callable[..., ZooKeeperCheckpointStore]) -> None:
+    store = open_store()
+    client = zookeeper.client()
+    assert store.query_heartbeats() == {}  # no batches node at all
+    before = time.time()
+    first = store.touch_query("q", b"one")  # creates the node
+    assert before - 5.0 <= first <= time.time() + 5.0, (before, first)  # seconds, not milliseconds
+    data, stat = client.get(store.batches_node("q"))
+    assert data == b"one" and first == stat.mtime / 1000.0
+    assert store.query_heartbeats() == {"q": (first, 0)}
+    time.sleep(0.01)
+    second = store.touch_query("q", b"two")  # sets it
+    data, stat = client.get(store.batches_node("q"))
+    assert data == b"two" and second == stat.mtime / 1000.0 and second >= first
+    store.touch_query("r", b"")
+    beats = store.query_heartbeats()
+    assert sorted(beats) == ["q", "r"] and beats["q"] == (second, 1)
+
+
+def test_a_query_s_batch_ends_are_deleted_only_at_the_version_they_were_judged_at(
+        zookeeper: Any, open_store: Callable[..., ZooKeeperCheckpointStore]) -> None:
+    store = open_store()
+    client = zookeeper.client()
+    store.touch_query("q", b"beat")
+    for batch in range(3):
+        for shard in ("a", "b"):
+            store.record_batch_end("q", batch, shard, b"end")
+    judged = store.query_heartbeats()["q"][1]
+    store.touch_query("q", b"beat again")  # the query is alive after all
+    assert store.delete_query("q", judged, per_transaction=2) is False
+    assert store.batch_ends("q", 2) == {"a": b"end", "b": b"end"}, "a live query lost its batch ends"
+    current = store.query_heartbeats()["q"][1]
+    assert store.delete_query("q", current, per_transaction=2) is True
+    assert client.exists(store.batches_node("q")) is None and store.query_heartbeats() == {}
+    assert store.delete_query("q", current) is True  # gone already

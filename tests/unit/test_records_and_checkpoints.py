@@ -38,6 +38,22 @@ def test_a_record_s_message_id_is_its_key_s_and_parses_back_to_its_key(sub: int 
     assert parse_message_id_rank(record.message_id) == ("shardId-000000000007", record.rank)
 
 
+def test_a_record_is_immutable_hashable_and_pickles_and_the_readers_fast_build_equals_the_constructor() -> None:
+    import pickle
+
+    key = SequenceKey(int(BIG), 2)
+    record = Record("shardId-000000000007", BIG, 2, "pk", b"data", None, key, 3)
+    with pytest.raises(AttributeError):
+        record.data = b"changed"  # type: ignore[misc]
+    assert pickle.loads(pickle.dumps(record)) == record and hash(record) == hash(pickle.loads(pickle.dumps(record)))
+    fast = tuple.__new__(Record, ("shardId-000000000007", BIG, 2, "pk", b"data", None,
+                                  tuple.__new__(SequenceKey, (int(BIG), 2)), 3))
+    assert type(fast) is Record and fast == record and fast.key == key and type(fast.key) is SequenceKey
+    assert (fast.size, fast.rank, fast.message_id) == (6, key.rank, f"shardId-000000000007:{BIG}:2")
+    plain = Record("s", "5", None, "pk", b"x", None, SequenceKey(5))
+    assert plain.aggregated == 0 and plain._replace(data=b"y").data == b"y" and plain.data == b"x"
+
+
 def test_checkpoint_json_round_trip() -> None:
     cp = Checkpoint("shardId-0", BIG, None, shard_end=True).stamped("host:1")
     back = Checkpoint.from_json("shardId-0", cp.to_json(), "here")
