@@ -1,4 +1,5 @@
-"""Where a spout read spends its CPU, by thread: ``python -m benchmarks.profile_spout [--single] [--plain]``.
+"""Where a spout read spends its CPU, by thread: ``python -m benchmarks.profile_spout [--single] [--plain]
+[--freeze]``.
 
 A 4-shard kinesalite stream of 40,000 records of 100 B is read from TRIM_HORIZON by a KinesisSpout with checkpoints
 in a private ZooKeeper; the consumer takes batches of 1,000 and acks them with ``ack_many`` (``--single``: one
@@ -6,9 +7,11 @@ in a private ZooKeeper; the consumer takes batches of 1,000 and acks them with `
 reader pool's threads; the report gives each side's profiled CPU per record and its most expensive functions.
 Profiling multiplies the costs: compare the sides, not the absolute figures with the read benchmark's.
 ``--plain`` runs without the profilers: the process CPU per record as the read benchmark sees it, and the
-garbage collector's share of it. The cyclic garbage collector's share is timed apart (``gc.callbacks``, on the CPU
-clock of the thread that collects): records, tuples and tracker entries live from the read to the ack, so they
-reach the older generations and make full collections, which walk every live object, run often.
+garbage collector's share of it. ``--freeze`` calls ``gc.freeze()`` once the servers and the spout are made (as a
+long-running consumer can after its start-up): the objects alive then (botocore's service models, the imported
+modules) leave the collector's work. The cyclic garbage collector's share is timed apart (``gc.callbacks``, on
+the CPU clock of the thread that collects): records, tuples and tracker entries live from the read to the ack, so
+they reach the older generations and make full collections, which walk every live object, run often.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ class GcClock:
             self.collections[info["generation"]] += 1
 
 
-def main(single: bool, plain: bool = False) -> None:
+def main(single: bool, plain: bool = False, freeze: bool = False) -> None:
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "test")  # emulators take any credentials
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "test")
     profiles: list[tuple[str, cProfile.Profile]] = []
@@ -77,6 +80,9 @@ def main(single: bool, plain: bool = False) -> None:
                              client=make_client("us-east-1", kinesis.endpoint_url))
         consumer = cProfile.Profile(time.thread_time)
         profiles.append(("consumer", consumer))
+        if freeze:
+            gc.collect()
+            gc.freeze()
         cpu = time.process_time()
         gc_clock = GcClock()
         gc.callbacks.append(gc_clock)
@@ -113,4 +119,4 @@ def main(single: bool, plain: bool = False) -> None:
 
 
 if __name__ == "__main__":
-    main("--single" in sys.argv[1:], "--plain" in sys.argv[1:])
+    main("--single" in sys.argv[1:], "--plain" in sys.argv[1:], "--freeze" in sys.argv[1:])
