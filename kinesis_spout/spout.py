@@ -616,6 +616,7 @@ class KinesisSpout:
             kept = list(zip(records[skip:], sizes[skip:]))
         out: list[SpoutTuple] = []
         reliable = self.config.reliable
+        new = tuple.__new__  # a SpoutTuple with every field given, without its named-tuple __new__
         for record, size in kept:
             state.emitted_bytes += size
             values = self._values(state, record)
@@ -623,7 +624,7 @@ class KinesisSpout:
                 continue
             if not reliable:
                 tracker.ack(record.rank)
-            out.append(SpoutTuple(record.message_id, record, values, 1))
+            out.append(new(SpoutTuple, (record.message_id, record, values, 1)))
         if not reliable and kept:
             self._offer_checkpoint(state)
         return out

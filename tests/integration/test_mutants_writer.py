@@ -389,3 +389,38 @@ def test_a_conflict_is_reported_to_the_handler_and_its_value_dropped_not_retried
     finally:
         writer.close(5.0)
     assert not [r for r in caplog.records if r.getMessage() == "checkpoints are being written again"]
+
+
+class FirstSaveOfEachShardFails(RecordingStore):
+    """A recording store whose first save of each shard fails (retriable); a failing save also waits for the
+    gate first, so a test can have the writer try one shard while the other is offered."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed: set[str] = set()
+
+    def save(self, checkpoint: Checkpoint, *, force: bool = False) -> None:
+        self.entered.set()
+        assert self.gate.wait(TIMEOUT_S), "the test never opened the gate"
+        if checkpoint.shard_id not in self.failed:
+            self.failed.add(checkpoint.shard_id)
+            raise CheckpointError(f"injected failure saving {checkpoint.shard_id}", retriable=True)
+        super().save(checkpoint, force=force)
+
+
+def test_failed_writes_of_two_shards_are_both_kept_and_retried() -> None:
+    store = FirstSaveOfEachShardFails()
+    writer = CheckpointWriter(store, 0.0, "me")
+    store.gate.clear()
+    writer.start()
+    try:
+        writer.offer(Checkpoint("a", "1"))
+        assert store.entered.wait(TIMEOUT_S), "the writer never tried to save a"
+        writer.offer(Checkpoint("b", "2"))  # pending while the save of a is under way
+        store.gate.set()  # a fails and is pending again beside b; then b fails too
+        assert writer.flush(TIMEOUT_S), "the flush did not finish"
+    finally:
+        writer.close(5.0)
+    assert store.failed == {"a", "b"} and writer.failures == 2
+    assert {shard: store.load(shard).sequence_number for shard in ("a", "b")} == {"a": "1", "b": "2"}, \
+        "a shard's failed write was dropped"  # type: ignore[union-attr]
