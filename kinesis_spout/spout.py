@@ -745,7 +745,10 @@ class KinesisSpout:
             self._sync.wake()  # its children may be read now
 
     def _offer_checkpoint(self, state: ShardState) -> None:
-        """The shard's checkpoint may have moved (lock held): the writer asks for it when the shard is due."""
+        """The shard's checkpoint may have moved (lock held): the writer asks for it when the shard is due. A
+        finished shard's end was offered by :meth:`_finish_shard` and stays the value to write."""
+        if state.finished:
+            return
         assert self._writer is not None
         self._writer.offer_latest(state.shard.shard_id, state.latest)
 
