@@ -41,7 +41,8 @@ class Pollable(Protocol):
 class ReaderPool:
     """Polls shard readers on at most ``threads`` threads (see the module docstring).
 
-    Thread-safety: the schedule, the thread list and every reader's ``parked`` flag are guarded by ``_cond``. A
+    Thread-safety: the schedule, the thread list, the timer and every reader's ``parked`` flag are guarded by
+    ``_cond``. A
     reader is in the schedule at most once and is taken out before it is polled, so one reader is never polled by
     two threads at once. ``close()`` stops the threads (after their current call) and is idempotent.
     """
@@ -58,7 +59,10 @@ class ReaderPool:
         self._readers = 0  # readers added and not finished: no more threads than this
         self._idle = 0  # threads waiting for a due reader
         self._closed = False
+        self._timer: object | None = None  # the token of the thread waiting for the first reader's due time
+        self._timer_due = 0.0  # that time
         self.polls = 0  # poll() calls made
+        self.wakeups = 0  # times an idle thread woke up (for a due reader, a notification or a timeout)
         self.parks = 0  # times a reader was parked with a full buffer
 
     @property
@@ -87,23 +91,41 @@ class ReaderPool:
 
     def _push(self, reader: Pollable, due: float) -> None:  # _cond held
         heapq.heappush(self._heap, (due, next(self._seq), reader))
-        self._cond.notify()
+        if self._timer is None or due < self._timer_due:  # nobody waits for it: wake a thread to take it or time it
+            self._cond.notify()
 
     def _next(self) -> Pollable | None:
-        """Wait for the reader due first; None once the pool is closed."""
+        """Wait for the reader due first; None once the pool is closed.
+
+        One idle thread (the *timer*) waits until the first reader is due; the others wait without a timeout until
+        they are notified, so a pool at rest wakes about two threads per poll, not all of them. Whoever takes a
+        due reader wakes another thread to time the next one; a reader pushed ahead of the timer's time wakes one.
+        """
         with self._cond:
             while not self._closed:
+                wait: float | None = None
+                mine: object | None = None
                 if self._heap:
-                    wait = self._heap[0][0] - time.monotonic()
+                    due = self._heap[0][0]
+                    wait = due - time.monotonic()
                     if wait <= 0:
-                        return heapq.heappop(self._heap)[2]
-                else:
-                    wait = None
+                        reader = heapq.heappop(self._heap)[2]
+                        if self._heap and self._timer is None:
+                            self._cond.notify()  # someone must time the next reader
+                        return reader
+                    if self._timer is None or due < self._timer_due:
+                        mine = self._timer = object()
+                        self._timer_due = due
+                    else:
+                        wait = None  # the timer waits for an earlier or the same time
                 self._idle += 1
                 try:
                     self._cond.wait(wait)
                 finally:
                     self._idle -= 1
+                    self.wakeups += 1
+                    if mine is not None and self._timer is mine:
+                        self._timer = None
             return None
 
     def _work(self) -> None:

@@ -95,6 +95,32 @@ def test_many_readers_share_at_most_the_pools_threads_and_each_is_polled() -> No
     assert not [t for t in threading.enumerate() if t.name.startswith("test-readers-")]
 
 
+def test_a_pool_at_rest_wakes_about_two_threads_per_poll_not_all_of_them() -> None:
+    """16 idle readers polled every 100 ms on 8 threads (a due reader every 6 ms or so, each poll instant): one
+    thread times the next due reader and the rest sleep until notified (about 2 wake-ups per poll). When every idle
+    thread timed the first reader, as before, it was about 4.5."""
+    class SlowFirst(Scripted):  # a first poll that keeps its thread busy: the pool starts all its threads
+        def poll(self) -> float | None:
+            if not self.polled:
+                time.sleep(0.2)
+            return super().poll()
+
+    pool = ReaderPool(8)
+    # every 100 ms, their due times spread over those 100 ms
+    readers = [SlowFirst(f"s{i}", [f"+{0.1 + i * 0.00625}"] + ["+0.1"] * 100) for i in range(16)]
+    try:
+        for reader in readers:
+            pool.add(reader)
+        assert wait_until(lambda: pool.polls >= 50, 10.0)
+        assert pool.threads == 8
+        polls, wakeups = pool.polls, pool.wakeups
+        assert wait_until(lambda: pool.polls >= polls + 200, 10.0)
+        per_poll = (pool.wakeups - wakeups) / (pool.polls - polls)
+    finally:
+        pool.close()
+    assert per_poll <= 3.0, f"{per_poll:.1f} thread wake-ups per poll"
+
+
 def test_one_reader_is_never_polled_by_two_threads_at_once() -> None:
     pool = ReaderPool(4)
     inside = threading.Semaphore(1)
