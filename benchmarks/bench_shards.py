@@ -12,7 +12,9 @@ reader thread per shard (``reader_threads=0``, what every version before the poo
 - **Busy among idle**: ``records`` records (100 B) sit in ``busy`` shards of a ``total``-shard stream, the other
   shards empty; the spout reads them all (acking each, checkpoints every second in ZooKeeper) from ``open()`` to the
   last ack. The baseline is a spout owning only those records' shards: a ``busy``-shard stream with the same
-  records, default settings.
+  records, default settings. records/s are given from ``open()`` and from its end (opening 200 shards, their
+  checkpoints and readers, is a one-time cost of its own; the idle shards' first polls, a GetShardIterator and a
+  GetRecords each, fall in the first second of reading too).
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ COLUMNS = [
     ("cpu_percent", "CPU % of a core at rest", "fig1"),
     ("records_per_s", "records/s", "fig0"),
     ("ratio", "vs baseline", "x"),
+    ("records_per_s_after_open", "records/s once open", "fig0"),
+    ("ratio_after_open", "vs baseline, once open", "x"),
 ]
 
 
@@ -60,17 +64,24 @@ def _stream(ctx: BenchContext, shards: int, busy: int, records: int) -> tuple[st
     client.create_stream(StreamName=name, ShardCount=shards)
     wait_for_stream(client, name, timeout_s=120)
     listed = client.list_shards(StreamName=name)["Shards"]
-    keys = [s["HashKeyRange"]["StartingHashKey"] for s in listed[:busy]]
     if records:
         ctx.progress(f"shards: loading {records:,} records into {busy} of the {shards} shards of {name}")
-        payload = b"x" * 100
-        for start in range(0, records, 500):
-            entries = [{"Data": payload, "PartitionKey": "p", "ExplicitHashKey": keys[i % busy]}
-                       for i in range(start, min(records, start + 500))]
-            reply = client.put_records(StreamName=name, Records=entries)
-            if reply.get("FailedRecordCount"):
-                raise RuntimeError(f"kinesalite refused {reply['FailedRecordCount']} records")
+        _put(ctx, name, busy, records)
     return name, len(listed)
+
+
+def _put(ctx: BenchContext, name: str, busy: int, records: int) -> None:
+    """Put ``records`` records of 100 B into the first ``busy`` shards of ``name``, 500 a call."""
+    client = ctx.endpoint("kinesalite").client()
+    listed = client.list_shards(StreamName=name)["Shards"]
+    keys = [s["HashKeyRange"]["StartingHashKey"] for s in listed[:busy]]
+    payload = b"x" * 100
+    for start in range(0, records, 500):
+        entries = [{"Data": payload, "PartitionKey": "p", "ExplicitHashKey": keys[i % busy]}
+                   for i in range(start, min(records, start + 500))]
+        reply = client.put_records(StreamName=name, Records=entries)
+        if reply.get("FailedRecordCount"):
+            raise RuntimeError(f"kinesalite refused {reply['FailedRecordCount']} records")
 
 
 def _rest(ctx: BenchContext, stream: str, threads: int, rest_s: float, idle_max_s: float | None) -> dict[str, Any]:
@@ -96,13 +107,17 @@ def _rest(ctx: BenchContext, stream: str, threads: int, rest_s: float, idle_max_
     return {"threads": used, "cpu_percent": cpu * 100}
 
 
-def _read(ctx: BenchContext, stream: str, records: int, threads: int | None) -> float:
+def _read(ctx: BenchContext, stream: str, records: int, threads: int | None) -> tuple[float, float]:
+    """records/s from ``open()`` to the last ack, and from the end of ``open()`` (the reading alone: a worker
+    owning 200 shards opens longer, reading 200 checkpoints and making 200 readers)."""
     url = ctx.endpoint("kinesalite").endpoint_url
     config = spout_config(stream, ctx.unique_app("busy"), ctx.zookeeper_hosts, ZK_PREFIX, url, limit=LIMIT,
                           checkpoint_interval_s=1.0)
     if threads is not None:
         config = dataclasses.replace(config, reader_threads=threads)
-    return read_with_spout(config, records, timeout_for(records)).records_per_s
+    res = read_with_spout(config, records, timeout_for(records))
+    open_s = float((res.extra or {}).get("open_s", 0.0))
+    return res.records_per_s, res.records / max(res.wall_s - open_s, 1e-9)
 
 
 def run(ctx: BenchContext, smoke: bool) -> list[dict[str, Any]]:
@@ -116,6 +131,7 @@ def run(ctx: BenchContext, smoke: bool) -> list[dict[str, Any]]:
                   ("a thread per shard (baseline)", per_shard, None)]
     rest: dict[str, list[dict[str, Any]]] = {label: [] for label, _, _ in rest_cases}
     reads: dict[str, list[float]] = {"pool": [], "per shard": [], "alone": []}
+    after_open: dict[str, list[float]] = {"pool": [], "per shard": [], "alone": []}
     for round_no in range(repeats):
         forward = round_no % 2 == 0
         for label, threads, idle_max_s in rest_cases[::1 if forward else -1]:
@@ -125,8 +141,10 @@ def run(ctx: BenchContext, smoke: bool) -> list[dict[str, Any]]:
                          f"{got['cpu_percent']:.1f}% of a core")
         for label, stream, threads in [("alone", alone, None), ("pool", mixed, pooled),
                                        ("per shard", mixed, per_shard)][::1 if forward else -1]:
-            reads[label].append(_read(ctx, stream, records, threads))
-            ctx.progress(f"shards: {label}: {reads[label][-1]:,.0f} records/s")
+            whole, reading = _read(ctx, stream, records, threads)
+            reads[label].append(whole)
+            after_open[label].append(reading)
+            ctx.progress(f"shards: {label}: {whole:,.0f} records/s ({reading:,.0f} after open())")
     base = {"emulator": "kinesalite", "shards": total, "records": records, "record_bytes": 100, "repeats": repeats}
     rows: list[dict[str, Any]] = []
     baseline_cpu = summary([r["cpu_percent"] for r in rest[rest_cases[-1][0]]])["median"]
@@ -136,15 +154,17 @@ def run(ctx: BenchContext, smoke: bool) -> list[dict[str, Any]]:
                      "reader_threads": threads, "idle_max_s": idle_max_s,
                      "threads": max(r["threads"] for r in rest[label]), "cpu_percent": cpu,
                      "ratio": ratio(cpu["median"], baseline_cpu)})
-    alone_rate = summary(reads["alone"])
+    alone_rate, alone_reading = summary(reads["alone"]), summary(after_open["alone"])
     rows.append({**base, "kind": "busy", "shards": busy, "case": f"{busy} busy shards alone (baseline)",
-                 "reader_threads": pooled, "records_per_s": alone_rate, "ratio": 1.0})
+                 "reader_threads": pooled, "records_per_s": alone_rate, "records_per_s_after_open": alone_reading,
+                 "ratio": 1.0, "ratio_after_open": 1.0})
     for label, threads in (("pool", pooled), ("per shard", per_shard)):
-        rate = summary(reads[label])
+        rate, reading = summary(reads[label]), summary(after_open[label])
         rows.append({**base, "kind": "busy", "case": f"{busy} busy among {total} shards, "
                                                     f"{'pool (default)' if label == 'pool' else 'a thread per shard'}",
-                     "reader_threads": threads, "records_per_s": rate,
-                     "ratio": ratio(rate["median"], alone_rate["median"])})
+                     "reader_threads": threads, "records_per_s": rate, "records_per_s_after_open": reading,
+                     "ratio": ratio(rate["median"], alone_rate["median"]),
+                     "ratio_after_open": ratio(reading["median"], alone_reading["median"])})
     return rows
 
 
@@ -161,7 +181,14 @@ def headline(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "goal": "bounded; <= 5%", "met": r["cpu_percent"]["median"] <= 5.0})
     if busy:
         r = busy[0]
-        out.append({"figure": "busy shards read among idle ones / alone, records/s",
-                    "value": f"{r['ratio']:.2f}x ({r['records_per_s']['median']:,.0f} records/s)",
-                    "goal": ">= 0.9x", "met": r["ratio"] >= 0.9})
+        reading = r.get("ratio_after_open")
+        if reading is None:  # results of a run before the figure after open() was kept
+            out.append({"figure": "busy shards read among idle ones / alone, records/s",
+                        "value": f"{r['ratio']:.2f}x ({r['records_per_s']['median']:,.0f} records/s)",
+                        "goal": ">= 0.9x", "met": r["ratio"] >= 0.9})
+        else:
+            out.append({"figure": "busy shards read among idle ones / alone, records/s from open() (once open)",
+                        "value": f"{r['ratio']:.2f}x ({r['records_per_s']['median']:,.0f} records/s); once open: "
+                                 f"{reading:.2f}x ({r['records_per_s_after_open']['median']:,.0f} records/s)",
+                        "goal": ">= 0.9x (with open())", "met": r["ratio"] >= 0.9})
     return out
