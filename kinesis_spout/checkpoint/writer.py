@@ -113,8 +113,9 @@ class CheckpointWriter:
                         break
                     self._cond.wait(wait)
             checkpoint = offered if isinstance(offered, Checkpoint) else self._latest(shard_id, offered)
-            if checkpoint is None:  # nothing new since the last value
+            if checkpoint is None:  # nothing new since the last value: the shard was looked at, as good as written
                 with self._cond:
+                    self._last_write[shard_id] = time.monotonic()
                     self._busy = False
                     self._cond.notify_all()
                 continue

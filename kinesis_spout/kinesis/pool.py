@@ -42,9 +42,8 @@ class ReaderPool:
     """Polls shard readers on at most ``threads`` threads (see the module docstring).
 
     Thread-safety: the schedule, the thread list, the timer and every reader's ``parked`` flag are guarded by
-    ``_cond``. A
-    reader is in the schedule at most once and is taken out before it is polled, so one reader is never polled by
-    two threads at once. ``close()`` stops the threads (after their current call) and is idempotent.
+    ``_cond``. A reader is in the schedule at most once and is taken out before it is polled, so one reader is never
+    polled by two threads at once. ``close()`` stops the threads (after their current call) and is idempotent.
     """
 
     def __init__(self, threads: int = 8, name: str = "kinesis-readers") -> None:

@@ -4,6 +4,7 @@ last flush on close against a memory store that, like a real one, refuses writes
 from __future__ import annotations
 
 import threading
+import time
 from typing import Callable, Iterator
 
 import pytest
@@ -213,6 +214,32 @@ def test_offer_latest_writes_the_value_current_when_the_shard_is_due_once_per_in
         writer.close()
     assert latest.threads == {"kinesis-checkpoint-writer"} and latest.lock_free
     assert store.load(SHARD).sequence_number == "1001"
+
+
+def test_a_look_that_found_nothing_new_counts_as_a_write_for_the_interval() -> None:
+    """Acks that do not move the checkpoint (out of order) still mark the shard: the writer's look that finds
+    nothing new waits out the interval like a write, instead of taking the caller's lock again on every ack."""
+    faults = _Faults()
+    store = FaultyMemoryStore(faults)
+    store.open()
+    writer = CheckpointWriter(store, 0.5, "me", deadline_s=TIMEOUT_S)
+    latest = _Latest(writer)
+    writer.start()
+    try:
+        latest.value = 1
+        writer.offer_latest(SHARD, latest)
+        assert wait_until(lambda: faults.stored == ["1"], TIMEOUT_S)
+        time.sleep(0.6)  # the interval after the write has passed
+        writer.offer_latest(SHARD, latest)  # an ack that moved nothing
+        assert wait_until(lambda: latest.calls == 2, TIMEOUT_S)  # looked at once: nothing new
+        writer.offer_latest(SHARD, latest)  # another one at once: not due for another interval
+        time.sleep(0.2)
+        assert latest.calls == 2, "the shard was looked at again before its interval"
+        latest.value = 2
+        assert wait_until(lambda: faults.stored == ["1", "2"], TIMEOUT_S)  # due after the interval: written
+    finally:
+        writer.close()
+        store.close()
 
 
 def test_offer_latest_replaces_a_pending_value_and_a_failing_call_spares_the_other_shards(
