@@ -5,7 +5,9 @@
 # workers (default 2), then prints the score per module and the mutants not killed.
 # Two passes: every mutant against one fast test of its module, then the survivors against more of them.
 # mutmut keeps its results in mutants/: a second run tests only mutants of changed functions. `rm -rf mutants` for a
-# run from scratch; MUTATION_ARGS=--retest-survivors to test the survivors again after adding tests.
+# run from scratch; MUTATION_ARGS=--retest-survivors to test the survivors again after adding tests, and
+# MUTATION_ARGS="--retest-survivors --restat tests/integration/test_mutants_*" after editing tests recorded before
+# (words split on spaces, never globbed: no quotes inside).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,7 +44,8 @@ start=$(date +%s)
 # first pass: each I/O module's mutants against the module's fastest test that reaches them; second pass: the
 # survivors against the tests written for the module's mutants and the module's fastest tests up to 1 s of
 # measured test time (MUTATION_BUDGET_S)
-# shellcheck disable=SC2086 # MUTATION_ARGS is a list of words
+# shellcheck disable=SC2086 # MUTATION_ARGS is a list of words, not globbed (--restat takes fnmatch patterns)
+set -f
 run ${MUTATION_ARGS:-} || { log "mutmut failed (exit $?)"; exit 1; }
 log "first pass: $(( $(date +%s) - start )) s"
 MUTATION_BUDGET_S=${MUTATION_BUDGET_S:-1} run --second-pass || { log "mutmut failed (exit $?)"; exit 1; }

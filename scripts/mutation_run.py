@@ -60,14 +60,16 @@ TESTS_BY_MODULE: dict[str, list[str]] = {
     "kinesis_spout.kinesis.reader": [INTEGRATION + f + "::*" for f in (
         "test_reader_backoff.py", "test_faults.py", "test_mutants_reader.py")],
     "kinesis_spout.spout": [INTEGRATION + f + "::*" for f in (
-        "test_spout.py", "test_spout_loss_paths.py", "test_mutants_spout.py", "test_leases.py")],
+        "test_spout.py", "test_spout_loss_paths.py", "test_mutants_spout.py", "test_mutants_spout_more.py",
+        "test_leases.py")],
 }
 
 #: Test files outside mutmut's test selection (``pytest_add_cli_args_test_selection`` in pyproject.toml) whose calls
 #: this driver records itself at the start of every run, so that the modules listing them above can use them.
 #: (mutmut drops tests outside its selection from its records at every start; a change of the selection itself
-#: would make it test every mutant again.) The lease tests: nothing else reaches the spout's lease code.
-EXTRA_TESTS = ["tests/integration/test_leases.py"]
+#: would make it test every mutant again.) The lease tests: nothing else reaches the spout's lease code;
+#: test_mutants_spout_more.py: until it joins the selection (which resets mutmut's results once).
+EXTRA_TESTS = ["tests/integration/test_leases.py", "tests/integration/test_mutants_spout_more.py"]
 
 
 #: Measured test time (seconds, fastest tests first) run against one mutant of an I/O module, beyond the tests
@@ -126,6 +128,18 @@ def reset_survivors(skip: set[str] = frozenset()) -> int:  # type: ignore[assign
             meta_path.write_text(json.dumps(meta, indent=4))
             count += len(again)
     return count
+
+
+def unit_only(keys: set[str]) -> set[str]:
+    """The mutants of ``keys`` that the second pass would test against the same tests as the first: those of a
+    module tested by the unit tests only (``UNIT``) whose function some unit test reaches (``narrow`` then keeps
+    all of them, whatever the budget)."""
+    from mutmut.utils.format_utils import get_module_from_key, mangled_name_from_mutant_name
+
+    path = Path("mutants") / "mutmut-stats.json"
+    recorded = json.loads(path.read_text())["tests_by_mangled_function_name"] if path.exists() else {}
+    return {key for key in keys if TESTS_BY_MODULE.get(get_module_from_key(key)) == UNIT and any(
+        t.startswith("tests/unit/") for t in recorded.get(mangled_name_from_mutant_name(key), ()))}
 
 
 def survivors() -> set[str]:
@@ -189,11 +203,14 @@ def main() -> None:
     if second_pass:  # survivors of the first pass, not yet tested again without the budget
         args.remove("--second-pass")
         done = set(json.loads(SECOND_PASS.read_text())) if SECOND_PASS.exists() else set()
+        done |= unit_only(survivors())  # the budget changes nothing for them: not tested again
         print(f"second pass: testing {reset_survivors(done)} surviving or untested mutants again, "
               f"with a test budget of {BUDGET_S:g} s")
     if "--retest-survivors" in args:
         args.remove("--retest-survivors")
         print(f"testing {reset_survivors()} surviving or untested mutants again")
+        # the survivors now get a first pass again: the next second pass must test all of them again too
+        SECOND_PASS.unlink(missing_ok=True)
 
     if os.environ.get("MUTATION_DEBUG"):  # pytest's output shown, e.g. to see which test failed the stats run
         config().debug = True

@@ -5,14 +5,24 @@ kinesalite (real sequence numbers, closed shards end) and the fault-injecting pr
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 
 from kinesis_spout.errors import KinesisError
+from kinesis_spout.kinesis.aggregation import MAGIC
 from kinesis_spout.kinesis.client import make_client
-from kinesis_spout.kinesis.getter import ITERATOR_TYPES, LATEST_MARGIN, FetchResult, ShardGetter, StartPosition
+from kinesis_spout.kinesis.getter import (
+    ITERATOR_TYPES,
+    LATEST_MARGIN,
+    FetchResult,
+    PacedGetter,
+    ShardGetter,
+    StartPosition,
+)
+from kinesis_spout.records import Record, SequenceKey
 from kinesis_spout.testing.faults import FaultProxy
 from kinesis_spout.testing.kinesis import KinesisEndpoint, wait_for_stream
 
@@ -129,3 +139,77 @@ def test_prepare_takes_one_iterator_however_often_it_is_called(fault_proxy: tupl
     getter.prepare()
     getter.prepare()
     assert proxy.calls["GetShardIterator"] == 1
+
+
+def fetch_records(getter: ShardGetter, count: int) -> list[Record]:
+    """The records of ``getter``'s next replies until ``count`` came (at most 20 calls)."""
+    out: list[Record] = []
+    for _ in range(20):
+        out += getter.fetch().records
+        if len(out) >= count:
+            break
+    return out
+
+
+def test_a_getter_that_deaggregates_hands_out_each_user_record_and_keeps_a_corrupt_aggregate_whole(
+        kinesalite: KinesisEndpoint) -> None:
+    from test_kpl import aggregate
+
+    stream = kinesalite.create_stream()
+    users = [("k0", b"zero"), ("k1", b"one"), ("k2", b"two")]
+    _, blob = aggregate(users)
+    corrupt = MAGIC + b"not an aggregate: no message, no digest"
+    placed = kinesalite.put(stream, [blob, b"plain", corrupt, blob, corrupt],
+                            ["agg-1", "plain", "corrupt", "agg-2", "corrupt"])
+    shard, seqs = placed[0][0], [seq for _, seq in placed]
+    getter = ShardGetter(client_of(kinesalite), stream, shard, StartPosition("TRIM_HORIZON"), deaggregate=True)
+    records = fetch_records(getter, 9)
+
+    def user(seq: str) -> list[tuple[object, ...]]:
+        return [(shard, seq, i, pk, data, SequenceKey(int(seq), i), 3) for i, (pk, data) in enumerate(users)]
+
+    assert [(r.shard_id, r.sequence_number, r.sub_sequence_number, r.partition_key, r.data, r.key, r.aggregated)
+            for r in records] == user(seqs[0]) + [
+        (shard, seqs[1], None, "plain", b"plain", SequenceKey(int(seqs[1]), 0), 0),
+        (shard, seqs[2], None, "corrupt", corrupt, SequenceKey(int(seqs[2]), 0), 0)] + user(seqs[3]) + [
+        (shard, seqs[4], None, "corrupt", corrupt, SequenceKey(int(seqs[4]), 0), 0)]
+    assert all(r.approximate_arrival_timestamp is not None for r in records)
+    assert getter.corrupt_aggregates == 2
+    whole = ShardGetter(client_of(kinesalite), stream, shard, StartPosition("TRIM_HORIZON"))  # the default
+    assert whole.deaggregate is False and whole.corrupt_aggregates == 0
+    assert [(r.sequence_number, r.sub_sequence_number, r.data, r.aggregated) for r in fetch_records(whole, 5)] == [
+        (seqs[0], None, blob, 0), (seqs[1], None, b"plain", 0), (seqs[2], None, corrupt, 0), (seqs[3], None, blob, 0),
+        (seqs[4], None, corrupt, 0)]
+    assert whole.corrupt_aggregates == 0
+
+
+def test_a_paced_getter_waits_its_interval_between_calls(kinesalite: KinesisEndpoint) -> None:
+    stream = kinesalite.create_stream()
+    placed = kinesalite.put(stream, [b"a"], ["pk"])
+    getter = ShardGetter(client_of(kinesalite), stream, placed[0][0], StartPosition("TRIM_HORIZON"))
+    paced = PacedGetter(getter, 0.4, max_retries=3)
+    started = time.monotonic()
+    first = paced.fetch()  # at once
+    second = paced.fetch()  # not before the interval is up
+    elapsed = time.monotonic() - started
+    assert [r.data for r in first.records] == [b"a"] and second.records == []
+    assert elapsed >= 0.4, f"two calls {elapsed:.3f} s apart with an interval of 0.4 s"
+
+
+def test_a_connection_lost_while_reading_is_a_retriable_error_naming_the_shard_and_nothing_is_skipped(
+        fault_proxy: tuple[FaultProxy, KinesisEndpoint], kinesis_backend: KinesisEndpoint) -> None:
+    from botocore.exceptions import ConnectionClosedError
+
+    proxy, through = fault_proxy
+    stream = kinesis_backend.create_stream()
+    placed = kinesis_backend.put(stream, [b"a", b"b"], ["pk", "pk"])
+    shard = placed[0][0]
+    getter = ShardGetter(client_of(through), stream, shard, StartPosition("TRIM_HORIZON"))
+    getter.prepare()
+    proxy.drop_connections("GetRecords")
+    with pytest.raises(KinesisError) as exc:
+        getter.fetch()
+    assert exc.value.retriable is True and exc.value.code == "ConnectionClosedError"
+    assert str(exc.value).startswith(f"reading {shard} of {stream!r}: "), str(exc.value)
+    assert isinstance(exc.value.__cause__, ConnectionClosedError)
+    assert [r.sequence_number for r in fetch_records(getter, 2)] == [seq for _, seq in placed]

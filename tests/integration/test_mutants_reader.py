@@ -442,3 +442,18 @@ def test_next_records_takes_a_chunk_of_one_shard_in_turn_within_the_room_each_sh
     room[missing.shard_id] = (5, 1 << 20)
     with pytest.raises(KinesisError, match="no-such-stream"):
         take(10)
+
+
+def test_an_unexpected_exception_of_a_poll_is_kept_and_raised_by_take_as_an_error_naming_the_shard() -> None:
+    # a getter without a client: its first call fails with an AttributeError, not a SpoutError
+    getter = ShardGetter(None, "stream", "shardId-000000000003", StartPosition("TRIM_HORIZON"))
+    signalled = threading.Event()
+    reader = BufferedShardReader(getter, max_records=10, max_bytes=1000, empty_backoff_s=0.0,
+                                 on_data=signalled.set)
+    assert reader.poll() is None, "a failed reader is done"
+    assert signalled.is_set(), "the consumer must hear of the error"
+    assert reader.exhausted
+    for take in (lambda: reader.take(5), lambda: reader.take_upto(5, 1000), reader.take_one):
+        with pytest.raises(KinesisError) as exc:
+            take()
+        assert str(exc.value).startswith("reader of shardId-000000000003 failed: AttributeError("), str(exc.value)

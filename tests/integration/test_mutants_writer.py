@@ -422,5 +422,18 @@ def test_failed_writes_of_two_shards_are_both_kept_and_retried() -> None:
     finally:
         writer.close(5.0)
     assert store.failed == {"a", "b"} and writer.failures == 2
-    assert {shard: store.load(shard).sequence_number for shard in ("a", "b")} == {"a": "1", "b": "2"}, \
-        "a shard's failed write was dropped"  # type: ignore[union-attr]
+    stored = {shard: store.load(shard) for shard in ("a", "b")}
+    assert {shard: c.sequence_number if c else None for shard, c in stored.items()} == {"a": "1", "b": "2"}, \
+        "a shard's failed write was dropped"
+
+
+def test_the_deadline_counts_from_when_the_connection_was_first_seen_down() -> None:
+    store = DisconnectedStore()
+    writer = started(store, 1.0)  # the first wait for the connection (2 s) already outlasts the deadline
+    try:
+        writer.offer(Checkpoint("a", "7"))
+        assert wait_until(lambda: writer.unreachable is not None or writer.failures >= 2, TIMEOUT_S)
+        assert (writer.failures, store.failed_waits) == (1, 1), "the error came a wait later than its deadline"
+        assert "(deadline 1 s)" in str(writer.unreachable)
+    finally:
+        writer.close(0.5)

@@ -330,3 +330,100 @@ def test_a_query_s_batch_ends_are_deleted_only_at_the_version_they_were_judged_a
     assert store.delete_query("q", current, per_transaction=2) is True
     assert client.exists(store.batches_node("q")) is None and store.query_heartbeats() == {}
     assert store.delete_query("q", current) is True  # gone already
+    store.touch_query("idle", b"beat")  # no batch ends: the deletion is one transaction on the query's node
+    store.touch_query("idle", b"beat again")
+    assert store.delete_query("idle", 0) is False, "a query that beat since it was judged was deleted"
+    assert client.exists(store.batches_node("idle")) is not None
+    assert store.delete_query("idle", 1) is True and client.exists(store.batches_node("idle")) is None
+
+
+def test_a_suspended_connection_is_no_lost_session_listeners_hear_each_state_and_close_is_silent(
+        zookeeper: Any, open_store: Callable[..., ZooKeeperCheckpointStore]) -> None:
+    store = open_store(session_timeout_s=10.0)
+    heard: list[str] = []
+    store.add_listener(heard.append)
+    assert store.state == "CONNECTED" and store.connected
+    zookeeper.server.stop()
+    assert wait_until(lambda: bool(heard) and not store.connected, TIMEOUT_S), store.state
+    assert store.state == "SUSPENDED" and heard == ["SUSPENDED"]
+    assert store.session_losses == 0 and store.take_session_lost() is False, "a suspension is not a lost session"
+    zookeeper.server.start()
+    assert wait_until(lambda: store.connected, TIMEOUT_S), store.state
+    # the same session, or (if the restart took longer than the session timeout) a lost one and a new one
+    assert store.state == "CONNECTED" and heard in (["SUSPENDED", "CONNECTED"], ["SUSPENDED", "LOST", "CONNECTED"])
+    losses = store.session_losses
+    assert losses == heard.count("LOST")
+    store.close()
+    assert store.state == "CLOSED" and not store.connected
+    time.sleep(0.2)  # anything kazoo reports about our own close comes now
+    assert heard[-1] == "CONNECTED" and store.session_losses == losses, heard
+
+
+def test_a_server_that_stops_answering_is_a_retriable_error_within_the_operation_timeout(
+        zookeeper: Any, open_store: Callable[..., ZooKeeperCheckpointStore]) -> None:
+    import os
+    import signal
+
+    store = open_store(operation_timeout_s=1.0, session_timeout_s=10.0)
+    store.save(Checkpoint("a", "7"))
+    pid = zookeeper.server._process.pid
+    outcome: list[BaseException | Checkpoint | None] = []
+
+    def load() -> None:
+        try:
+            outcome.append(store.load("a"))
+        except BaseException as exc:  # noqa: BLE001 - the test looks at what was raised
+            outcome.append(exc)
+
+    os.kill(pid, signal.SIGSTOP)  # the connection stays up, nothing is answered
+    try:
+        started = time.monotonic()
+        caller = threading.Thread(target=load, daemon=True)
+        caller.start()
+        caller.join(5.0)
+        elapsed = time.monotonic() - started
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert not caller.is_alive(), "load() waited for an answer past its operation timeout"
+    (error,) = outcome
+    assert isinstance(error, CheckpointError) and error.retriable is True, repr(error)
+    assert str(error).startswith(f"ZooKeeper at {zookeeper.hosts}: reading {store.path}/a failed within 1 s "
+                                 f"(KazooTimeoutError"), str(error)
+    assert elapsed < 1.9, f"gave up after {elapsed:.2f} s, with a 1 s limit"
+    assert store.load("a").sequence_number == "7"  # type: ignore[union-attr]
+
+
+def test_a_command_zookeeper_refuses_is_a_retriable_error_naming_what_failed_and_why(
+        zookeeper: Any, open_store: Callable[..., ZooKeeperCheckpointStore]) -> None:
+    store = open_store()
+    store.save(Checkpoint("a", "7"))
+    zookeeper.client().create(f"{store.path}/a/stray", b"")  # a checkpoint node is a leaf: now it cannot go
+    with pytest.raises(CheckpointError) as exc:
+        store.delete("a")
+    assert exc.value.retriable is True
+    assert str(exc.value).startswith(f"ZooKeeper at {zookeeper.hosts}: deleting {store.path}/a failed: "
+                                     f"NotEmptyError"), str(exc.value)
+    assert store.load("a").sequence_number == "7"  # type: ignore[union-attr]
+
+
+def test_the_errors_of_executor_read_bookkeeping_say_what_was_attempted(
+        zookeeper: Any, open_store: Callable[..., ZooKeeperCheckpointStore]) -> None:
+    assert ZooKeeperCheckpointStore(zookeeper.hosts, "/apps/X/").path == "/apps/X"  # only trailing slashes go
+    store = open_store(operation_timeout_s=0.2, command_retries=1)
+    batches = store.batches_node("q")
+    zookeeper.server.stop()
+    assert wait_until(lambda: not store.connected, TIMEOUT_S), "the store to see the server go"
+    expected = {
+        lambda: store.batch_end("q", 3, "a"): f"reading {batches}/3/a",
+        lambda: store.record_batch_end("q", 3, "a", b"end"): f"creating {batches}/3/a",
+        lambda: store.delete_batches("q", 5): f"listing {batches}",
+        lambda: store.delete_query("q", 0): f"listing {batches}",
+        lambda: store.touch_query("q", b"beat"): f"writing {batches}",
+        store.query_heartbeats: f"listing {store.path.rsplit('/', 1)[0]}/batches",
+    }
+    for call, what in expected.items():
+        with pytest.raises(CheckpointError) as exc:
+            call()
+        assert exc.value.retriable is True
+        assert str(exc.value).startswith(f"ZooKeeper at {zookeeper.hosts}: {what} failed within 0.2 s"), \
+            str(exc.value)
