@@ -11,6 +11,7 @@ import time
 from typing import Any, Callable, Iterator
 
 import pytest
+from test_zookeeper_store import InterleavedStore
 
 from kinesis_spout import (
     Checkpoint,
@@ -191,21 +192,6 @@ def test_a_server_that_is_not_there_is_a_clear_retriable_error() -> None:
 # -- fenced writes (leases): the lease's version guards each write; unfence releases or revokes ------------------
 
 
-class InterleavingStore(ZooKeeperCheckpointStore):
-    """A store that lets another writer in once, right after the read of its next compare-and-set (``competing``
-    runs then, before this store writes)."""
-
-    competing: Callable[[], None] | None = None
-
-    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return super()._call(what, fn, *args, **kwargs)
-        finally:
-            if what.startswith("reading ") and self.competing is not None:
-                competing, self.competing = self.competing, None
-                competing()
-
-
 def test_a_fenced_write_needs_the_lease_at_its_epoch_and_unfence_releases_or_revokes(
         zookeeper: Any, open_store: Callable[..., ZooKeeperCheckpointStore]) -> None:
     from kinesis_spout.errors import LeaseLost
@@ -244,7 +230,7 @@ def test_a_fenced_write_needs_the_lease_at_its_epoch_and_unfence_releases_or_rev
 def test_a_fenced_write_never_overwrites_a_higher_checkpoint_written_after_its_read(zookeeper: Any, exists: bool
                                                                                    ) -> None:
     path = f"{zookeeper.prefix}/app/stream/checkpoints"
-    ours, theirs = InterleavingStore(zookeeper.hosts, path), ZooKeeperCheckpointStore(zookeeper.hosts, path)
+    ours, theirs = InterleavedStore(zookeeper.hosts, path), ZooKeeperCheckpointStore(zookeeper.hosts, path)
     ours.open()
     theirs.open()
     try:
