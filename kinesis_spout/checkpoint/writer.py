@@ -30,8 +30,9 @@ class CheckpointWriter:
     Trouble: a conflict (someone stored a higher checkpoint) is counted, logged, passed to ``on_conflict`` and the
     value dropped. While the store says it is disconnected (ZooKeeper SUSPENDED or LOST) writes wait; other store
     errors keep the value pending and are retried with backoff. Nothing pending is ever dropped for an outage: if
-    the store stays unusable for ``deadline_s``, ``unreachable`` holds a ``CheckpointError`` (the spout raises it)
-    until a write succeeds again. After a lost session the writer re-reads the stored checkpoints and reports any
+    the store stays unusable for ``deadline_s``, or refuses a write with an error that is not retriable (an ACL
+    that refuses this identity), ``unreachable`` holds a ``CheckpointError`` (the spout raises it) until a write
+    succeeds again. After a lost session the writer re-reads the stored checkpoints and reports any
     that another writer moved past ours.
     """
 
@@ -212,7 +213,12 @@ class CheckpointWriter:
         except SpoutError as exc:
             self.failures += 1
             self.last_error = exc
-            if not exc.retriable:
+            if not exc.retriable:  # no point waiting for the deadline: the spout raises it at once
+                if self.unreachable is None:
+                    self.unreachable = CheckpointError(
+                        f"checkpoint write of {checkpoint.shard_id} refused, and trying again cannot help: {exc}. "
+                        f"Nothing is lost: the newest checkpoints stay pending and are tried again; records since "
+                        f"the last stored checkpoint are replayed after a restart")
                 log.error("checkpoint write of %s failed: %s", checkpoint.shard_id, exc)
             else:
                 log.warning("checkpoint write of %s failed (will retry): %s", checkpoint.shard_id, exc)

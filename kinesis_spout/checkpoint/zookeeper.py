@@ -213,6 +213,15 @@ class ZooKeeperCheckpointStore:
         millis = getattr(self._client, "_session_timeout", None) if self._client is not None else None
         return millis / 1000.0 if isinstance(millis, (int, float)) and millis > 0 else None
 
+    @property
+    def _kazoo(self) -> Any:
+        """The open kazoo client; a clear error before ``open()`` or after ``close()``."""
+        client = self._client
+        if client is None:
+            raise CheckpointError(f"checkpoint store for {self.path} at ZooKeeper {self.hosts} is not open: call "
+                                  f"open() first (a closed store stays closed until opened again)")
+        return client
+
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """Run one kazoo command (``fn``, a method of the client such as ``client.get``) within a bounded time.
 
@@ -223,8 +232,6 @@ class ZooKeeperCheckpointStore:
         raised as a retriable ``CheckpointError`` that says what was waited for. ``NoNodeError``,
         ``NodeExistsError`` and ``BadVersionError`` are the caller's to handle and are raised as they are.
         """
-        if self._client is None:
-            raise CheckpointError(f"checkpoint store for {self.path} is not open")
         asynchronous = getattr(fn.__self__, f"{fn.__name__}_async")
         return self._bounded(what, lambda: asynchronous(*args, **kwargs))
 
@@ -270,7 +277,11 @@ class ZooKeeperCheckpointStore:
                     time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
                     delay = min(delay * 2, 2.0)
             except KazooException as exc:
-                raise CheckpointError(f"ZooKeeper at {self.hosts}: {what} failed: {type(exc).__name__} {exc}",
+                name = type(exc).__name__
+                if name in _PERMANENT:
+                    raise CheckpointError(f"ZooKeeper at {self.hosts} refused {what}: {name} {exc}".rstrip()
+                                          + f"; trying again cannot help: {_PERMANENT[name]}") from exc
+                raise CheckpointError(f"ZooKeeper at {self.hosts}: {what} failed: {name} {exc}",
                                       retriable=True) from exc
         raise CheckpointError(f"ZooKeeper at {self.hosts}: {what} failed within {self.operation_timeout_s:g} s "
                               f"({problem}); is it running and reachable?", retriable=True)
@@ -280,7 +291,7 @@ class ZooKeeperCheckpointStore:
 
         node = self._node(shard_id)
         try:
-            data, _ = self._call(f"reading {node}", self._client.get, node)
+            data, _ = self._call(f"reading {node}", self._kazoo.get, node)
         except NoNodeError:
             return None
         return Checkpoint.from_json(shard_id, data, f"ZooKeeper {self.hosts} {node}")
@@ -312,7 +323,7 @@ class ZooKeeperCheckpointStore:
         """From now on, write ``shard_id``'s checkpoint only while ``lease_node`` is at version ``epoch`` (one
         ZooKeeper transaction checks it and writes): a worker that lost the lease cannot write. Called by the lease
         manager when it takes a lease."""
-        self._call(f"creating {self.path}", self._client.ensure_path, self.path)
+        self._call(f"creating {self.path}", self._kazoo.ensure_path, self.path)
         with self._lost_lock:
             self._fences[shard_id] = (lease_node, epoch)
 
@@ -335,14 +346,14 @@ class ZooKeeperCheckpointStore:
 
         for _ in range(_CAS_ATTEMPTS):
             try:
-                data, stat = self._call(f"reading {node}", self._client.get, node)
+                data, stat = self._call(f"reading {node}", self._kazoo.get, node)
             except NoNodeError:
                 if fence is not None:
                     if self._fenced_write(node, payload, None, fence):
                         return
                     continue
                 try:
-                    self._call(f"creating {node}", self._client.create, node, payload, makepath=True)
+                    self._call(f"creating {node}", self._kazoo.create, node, payload, makepath=True)
                     return
                 except NodeExistsError:
                     continue
@@ -354,7 +365,7 @@ class ZooKeeperCheckpointStore:
                     return
                 continue
             try:
-                self._call(f"writing {node}", self._client.set, node, payload, version=stat.version)
+                self._call(f"writing {node}", self._kazoo.set, node, payload, version=stat.version)
                 return
             except (BadVersionError, NoNodeError):
                 continue
@@ -369,7 +380,7 @@ class ZooKeeperCheckpointStore:
         shard_id, lease_node, epoch = fence
 
         def start() -> Any:
-            txn = self._client.transaction()
+            txn = self._kazoo.transaction()
             txn.check(lease_node, epoch)
             if version is None:
                 txn.create(node, payload)
@@ -390,7 +401,7 @@ class ZooKeeperCheckpointStore:
         from kazoo.exceptions import NoNodeError
 
         try:
-            children = self._call(f"listing {self.path}", self._client.get_children, self.path)
+            children = self._call(f"listing {self.path}", self._kazoo.get_children, self.path)
         except NoNodeError:
             return {}
         out = {}
@@ -404,7 +415,7 @@ class ZooKeeperCheckpointStore:
         from kazoo.exceptions import NoNodeError
 
         try:
-            self._call(f"deleting {self._node(shard_id)}", self._client.delete, self._node(shard_id))
+            self._call(f"deleting {self._node(shard_id)}", self._kazoo.delete, self._node(shard_id))
         except NoNodeError:
             pass
 
@@ -418,7 +429,7 @@ class ZooKeeperCheckpointStore:
 
         node = self.batch_id_node
         try:
-            data, _ = self._call(f"reading {node}", self._client.get, node)
+            data, _ = self._call(f"reading {node}", self._kazoo.get, node)
         except NoNodeError:
             return 0
         return _parse_batch_id(data, node)
@@ -446,7 +457,7 @@ class ZooKeeperCheckpointStore:
 
         node = f"{self.batches_node(query)}/{batch}/{shard_id}"
         try:
-            data, _ = self._call(f"reading {node}", self._client.get, node)
+            data, _ = self._call(f"reading {node}", self._kazoo.get, node)
         except NoNodeError:
             return None
         return bytes(data)
@@ -458,12 +469,12 @@ class ZooKeeperCheckpointStore:
 
         node = f"{self.batches_node(query)}/{batch}/{shard_id}"
         try:
-            self._call(f"creating {node}", self._client.create, node, payload, makepath=True)
+            self._call(f"creating {node}", self._kazoo.create, node, payload, makepath=True)
             return payload
         except NodeExistsError:
             pass
         try:
-            data, _ = self._call(f"reading {node}", self._client.get, node)
+            data, _ = self._call(f"reading {node}", self._kazoo.get, node)
         except NoNodeError as exc:  # created and deleted at once: only a cleanup far ahead of this batch does that
             raise CheckpointError(f"batch end {node} vanished right after it was written; was the batch cleaned "
                                   f"up by a query that is further on?", retriable=False) from exc
@@ -475,10 +486,10 @@ class ZooKeeperCheckpointStore:
 
         node = f"{self.batches_node(query)}/{batch}"
         try:
-            shards = self._call(f"listing {node}", self._client.get_children, node)
+            shards = self._call(f"listing {node}", self._kazoo.get_children, node)
         except NoNodeError:
             return {}
-        pending = {s: self._client.get_async(f"{node}/{s}") for s in shards}
+        pending = {s: self._kazoo.get_async(f"{node}/{s}") for s in shards}
         out: dict[str, bytes] = {}
         for shard_id, result in pending.items():
             try:
@@ -498,19 +509,19 @@ class ZooKeeperCheckpointStore:
 
         base = self.batches_node(query)
         try:
-            batches = self._call(f"listing {base}", self._client.get_children, base)
+            batches = self._call(f"listing {base}", self._kazoo.get_children, base)
         except NoNodeError:
             return 0
         deleted = 0
         for name in sorted((b for b in batches if b.isdigit() and int(b) < below), key=int):
             node = f"{base}/{name}"
             try:
-                for shard_id in self._call(f"listing {node}", self._client.get_children, node):
+                for shard_id in self._call(f"listing {node}", self._kazoo.get_children, node):
                     try:
-                        self._call(f"deleting {node}/{shard_id}", self._client.delete, f"{node}/{shard_id}")
+                        self._call(f"deleting {node}/{shard_id}", self._kazoo.delete, f"{node}/{shard_id}")
                     except NoNodeError:
                         pass
-                self._call(f"deleting {node}", self._client.delete, node)
+                self._call(f"deleting {node}", self._kazoo.delete, node)
                 deleted += 1
             except (NoNodeError, CheckpointError):
                 continue  # deleted meanwhile, a straggling task recorded an end since, or ZooKeeper is slow: the
@@ -526,15 +537,15 @@ class ZooKeeperCheckpointStore:
         node = self.batches_node(query)
         for _ in range(_CAS_ATTEMPTS):
             try:
-                stat = self._call(f"writing {node}", self._client.set, node, payload)
+                stat = self._call(f"writing {node}", self._kazoo.set, node, payload)
                 return float(stat.mtime) / 1000.0
             except NoNodeError:
                 pass
             try:
-                self._call(f"creating {node}", self._client.create, node, payload, makepath=True)
+                self._call(f"creating {node}", self._kazoo.create, node, payload, makepath=True)
             except NodeExistsError:
                 continue
-            stat = self._call(f"reading {node}", self._client.exists, node)
+            stat = self._call(f"reading {node}", self._kazoo.exists, node)
             if stat is not None:
                 return float(stat.mtime) / 1000.0
         raise CheckpointError(f"heartbeat of {node}: gave up after {_CAS_ATTEMPTS} attempts", retriable=True)
@@ -546,16 +557,16 @@ class ZooKeeperCheckpointStore:
 
         base = self.path.rsplit("/", 1)[0] + "/batches"
         try:
-            queries = self._call(f"listing {base}", self._client.get_children, base)
+            queries = self._call(f"listing {base}", self._kazoo.get_children, base)
         except NoNodeError:
             return {}
-        pending = {q: self._client.exists_async(f"{base}/{q}") for q in queries}
+        pending = {q: self._kazoo.exists_async(f"{base}/{q}") for q in queries}
         out: dict[str, tuple[float, int]] = {}
         for query, result in pending.items():
             try:
                 stat = result.get(timeout=self.operation_timeout_s)
             except Exception:  # noqa: BLE001 - a read that failed in the pipeline is made again, bounded
-                stat = self._call(f"reading {base}/{query}", self._client.exists, f"{base}/{query}")
+                stat = self._call(f"reading {base}/{query}", self._kazoo.exists, f"{base}/{query}")
             if stat is not None:
                 out[query] = (float(stat.mtime) / 1000.0, int(stat.version))
         return out
@@ -570,10 +581,10 @@ class ZooKeeperCheckpointStore:
 
         root = self.batches_node(query)
         try:
-            batches = self._call(f"listing {root}", self._client.get_children, root)
+            batches = self._call(f"listing {root}", self._kazoo.get_children, root)
         except NoNodeError:
             return True
-        listings = {b: self._client.get_children_async(f"{root}/{b}") for b in batches}
+        listings = {b: self._kazoo.get_children_async(f"{root}/{b}") for b in batches}
         doomed: list[str] = []
         for batch, result in listings.items():
             try:
@@ -582,7 +593,7 @@ class ZooKeeperCheckpointStore:
                 continue
             except Exception:  # noqa: BLE001 - a listing that failed in the pipeline is made again, bounded
                 try:
-                    shards = self._call(f"listing {root}/{batch}", self._client.get_children, f"{root}/{batch}")
+                    shards = self._call(f"listing {root}/{batch}", self._kazoo.get_children, f"{root}/{batch}")
                 except NoNodeError:
                     continue
             doomed += [f"{root}/{batch}/{s}" for s in shards] + [f"{root}/{batch}"]
@@ -597,7 +608,7 @@ class ZooKeeperCheckpointStore:
         from kazoo.exceptions import NoNodeError, RolledBackError
 
         def start() -> Any:
-            txn = self._client.transaction()
+            txn = self._kazoo.transaction()
             if delete_root:
                 txn.delete(root, version)
             else:
@@ -624,6 +635,20 @@ class ZooKeeperCheckpointStore:
                 client.stop()
             finally:
                 client.close()
+
+
+#: kazoo's errors that no retry can mend (everything else it raises is retriable), with what to do about each.
+_PERMANENT = {
+    "NotEmptyError": "the node has children this library did not write; remove them or use another path",
+    "NoChildrenForEphemeralsError": "a node of this path is ephemeral (written by another program?); use another "
+                                    "path",
+    "InvalidACLError": "the ACL this store sets is invalid for the server; check zookeeper_auth",
+    "AuthFailedError": "the server rejected the credentials; check zookeeper_auth",
+    "BadArgumentsError": "the server rejected the request's arguments (a node name or a value too large?)",
+    "QuotaExceededError": "a quota of the server is exceeded; raise it or delete old nodes under this path",
+    "UnimplementedError": "the server does not support this request; check the ZooKeeper version (3.5 or later)",
+    "MarshallingError": "the request could not be encoded (a value over the server's jute.maxbuffer?)",
+}
 
 
 def _parse_batch_id(data: bytes, node: str) -> int:

@@ -379,19 +379,6 @@ def test_a_server_that_stops_answering_is_a_retriable_error_within_the_operation
     assert store.load("a").sequence_number == "7"  # type: ignore[union-attr]
 
 
-def test_a_command_zookeeper_refuses_is_a_retriable_error_naming_what_failed_and_why(
-        zookeeper: Any, open_store: Callable[..., ZooKeeperCheckpointStore]) -> None:
-    store = open_store()
-    store.save(Checkpoint("a", "7"))
-    zookeeper.client().create(f"{store.path}/a/stray", b"")  # a checkpoint node is a leaf: now it cannot go
-    with pytest.raises(CheckpointError) as exc:
-        store.delete("a")
-    assert exc.value.retriable is True
-    assert str(exc.value).startswith(f"ZooKeeper at {zookeeper.hosts}: deleting {store.path}/a failed: "
-                                     f"NotEmptyError"), str(exc.value)
-    assert store.load("a").sequence_number == "7"  # type: ignore[union-attr]
-
-
 def test_the_errors_of_executor_read_bookkeeping_say_what_was_attempted(
         zookeeper: Any, open_store: Callable[..., ZooKeeperCheckpointStore]) -> None:
     assert ZooKeeperCheckpointStore(zookeeper.hosts, "/apps/X/").path == "/apps/X"  # only trailing slashes go

@@ -231,3 +231,46 @@ def test_stores_compare_sequence_numbers_as_integers(any_store: AnyStore) -> Non
     any_store.save(Checkpoint("b", LOW))
     any_store.save(Checkpoint("b", HIGH))
     assert any_store.load("b").sequence_number == HIGH
+
+
+def test_a_store_not_open_or_closed_says_so_and_how_to_mend_it(zookeeper) -> None:
+    store = store_for(zookeeper)
+    node_path = f"{zookeeper.prefix}/app/stream/checkpoints"
+    calls: dict[str, Callable[[], object]] = {
+        "load": lambda: store.load("s"), "save": lambda: store.save(Checkpoint("s", "10")),
+        "list": store.list, "delete": lambda: store.delete("s"), "batch id": store.load_batch_id}
+    for when in ("before open()", "after close()"):
+        for name, call in calls.items():
+            with pytest.raises(CheckpointError) as caught:
+                call()
+            assert str(caught.value) == (f"checkpoint store for {node_path} at ZooKeeper {zookeeper.hosts} is not "
+                                         f"open: call open() first (a closed store stays closed until opened "
+                                         f"again)"), f"{name} {when}: {caught.value}"
+            assert caught.value.retriable is False, f"{name} {when}"
+        if when == "before open()":
+            store.open()
+            store.save(Checkpoint("s", "10"))
+            store.close()
+    store.open()  # opened again, it works again
+    try:
+        assert store.load("s").sequence_number == "10"
+    finally:
+        store.close()
+
+
+def test_a_refusal_no_retry_can_mend_is_not_retriable_and_says_what_to_do(zookeeper) -> None:
+    store = store_for(zookeeper)
+    store.open()
+    try:
+        store.save(Checkpoint("s", "10"))
+        node = f"{store.path}/s"
+        zookeeper.client().create(f"{node}/stray", b"")  # not a node this library writes
+        with pytest.raises(CheckpointError) as caught:
+            store.delete("s")
+        assert str(caught.value).startswith(f"ZooKeeper at {zookeeper.hosts} refused deleting {node}: NotEmptyError")
+        assert str(caught.value).endswith("; trying again cannot help: the node has children this library did not "
+                                          "write; remove them or use another path")
+        assert caught.value.retriable is False
+        assert store.load("s").sequence_number == "10"  # nothing changed
+    finally:
+        store.close()

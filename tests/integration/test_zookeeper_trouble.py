@@ -186,6 +186,33 @@ def test_digest_auth_lets_only_the_owner_change_checkpoints(zookeeper, caplog) -
     assert SECRET not in caplog.text and "guess" not in caplog.text
 
 
+def test_a_write_the_acl_refuses_is_reported_at_once_and_stays_pending(zookeeper) -> None:
+    """An identity the ACL refuses will not be let in by waiting: the writer reports it at once (the spout raises
+    it from its next call), not after zookeeper_deadline_s, and keeps the checkpoint pending."""
+    from kinesis_spout.checkpoint.writer import CheckpointWriter
+
+    owner = ZooKeeperCheckpointStore.from_config(config_for(zookeeper, zookeeper_auth=f"spout:{SECRET}"))
+    intruder = ZooKeeperCheckpointStore.from_config(config_for(zookeeper, zookeeper_auth="mallory:guess"))
+    owner.open(), intruder.open()
+    writer = CheckpointWriter(intruder, 0.0, "mallory", deadline_s=3600.0)
+    try:
+        owner.save(Checkpoint("shard-a", "100"))
+        writer.start()
+        writer.offer(Checkpoint("shard-a", "200"))
+        assert wait_until(lambda: writer.unreachable is not None, 10), "the refusal was never reported"
+        error = writer.unreachable
+        assert error is not None and error.retriable is False
+        assert str(error).startswith("checkpoint write of shard-a refused, and trying again cannot help: ZooKeeper "
+                                     f"at {zookeeper.hosts} refused "), str(error)
+        assert "identity 'mallory' is not allowed by the node's ACL; set zookeeper_auth" in str(error)
+        assert "Nothing is lost: the newest checkpoints stay pending" in str(error)
+        assert not writer.flush(0.3), "the refused checkpoint must stay pending"
+        assert owner.load("shard-a").sequence_number == "100"
+    finally:
+        writer.close(timeout_s=2.0)
+        owner.close(), intruder.close()
+
+
 def test_private_checkpoints_are_not_even_readable_by_others(zookeeper) -> None:
     owner = ZooKeeperCheckpointStore.from_config(config_for(zookeeper, zookeeper_auth=f"spout:{SECRET}",
                                                             zookeeper_world_readable=False))
