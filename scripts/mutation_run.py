@@ -61,7 +61,7 @@ TESTS_BY_MODULE: dict[str, list[str]] = {
         "test_reader_backoff.py", "test_faults.py", "test_mutants_reader.py")],
     "kinesis_spout.spout": [INTEGRATION + f + "::*" for f in (
         "test_spout.py", "test_spout_loss_paths.py", "test_mutants_spout.py", "test_mutants_spout_more.py",
-        "test_leases.py")],
+        "test_leases.py", "test_mutants_leases.py")],
 }
 
 #: Test files outside mutmut's test selection (``pytest_add_cli_args_test_selection`` in pyproject.toml) whose calls
@@ -69,7 +69,8 @@ TESTS_BY_MODULE: dict[str, list[str]] = {
 #: (mutmut drops tests outside its selection from its records at every start; a change of the selection itself
 #: would make it test every mutant again.) The lease tests: nothing else reaches the spout's lease code;
 #: test_mutants_spout_more.py: until it joins the selection (which resets mutmut's results once).
-EXTRA_TESTS = ["tests/integration/test_leases.py", "tests/integration/test_mutants_spout_more.py"]
+EXTRA_TESTS = ["tests/integration/test_leases.py", "tests/integration/test_mutants_spout_more.py",
+               "tests/integration/test_mutants_leases.py"]
 
 
 #: Measured test time (seconds, fastest tests first) run against one mutant of an I/O module, beyond the tests
