@@ -9,7 +9,7 @@ import pytest
 
 from kinesis_spout.checkpoint.base import Checkpoint
 from kinesis_spout.coordination.lineage import AT_SEQUENCE_NUMBER, ShardStart
-from kinesis_spout.errors import CheckpointError
+from kinesis_spout.errors import CheckpointError, ConfigError
 from kinesis_spout.records import WHOLE, SequenceKey
 from kinesis_spout.spark.offsets import (
     AT_TIMESTAMP,
@@ -38,7 +38,7 @@ def test_at_timestamp_keeps_an_aware_instant_and_reads_a_naive_time_as_utc() -> 
     assert ShardPosition.at_timestamp(aware).timestamp == T0
     assert ShardPosition.at_timestamp(aware).timestamp.utcoffset() == timedelta(hours=2)  # type: ignore[union-attr]
     naive = ShardPosition.at_timestamp(datetime(2026, 11, 22, 12, 0))
-    assert naive.timestamp == T0 and naive.timestamp.tzinfo is timezone.utc  # type: ignore[union-attr]
+    assert naive.timestamp == T0 and naive.timestamp.tzinfo is timezone.utc
 
 
 def test_a_limit_of_one_is_accepted() -> None:
@@ -96,3 +96,34 @@ def test_a_batch_ends_inside_an_aggregate_only_when_part_of_it_is_left() -> None
     assert end_after(keys, None, start) == ShardPosition.after("9")
     assert end_after(keys, SequenceKey(10, 0), start) == ShardPosition.after("9")
     assert end_after(keys[:1], SequenceKey(9, 0), start) == ShardPosition.after("7")
+
+
+def test_read_mode_is_read_whatever_its_case_and_spacing_and_defaults_to_driver() -> None:
+    options = {"streamName": "s", "appName": "a"}
+    assert parse_source_options(options)[1].read_mode == "driver"
+    assert parse_source_options({**options, "readMode": " Executors "})[1].read_mode == "executors"
+    assert parse_source_options({**options, "readmode": "DRIVER"})[1].read_mode == "driver"
+    with pytest.raises(ConfigError, match=r"^option 'readMode' must be one of driver, executors, got 'both'$"):
+        parse_source_options({**options, "readMode": "both"})
+
+
+def test_a_shard_end_with_its_last_record_reads_back_as_that_end() -> None:
+    ended = ShardPosition.after("42").finished()
+    assert ShardPosition.parse("SHARD_END:42") == ended == ShardPosition("42", ended=True)
+    assert ShardPosition.parse(ended.encode()) == ended
+    with pytest.raises(CheckpointError, match=r"^offset: unreadable shard position 'LATEST:42'"):
+        ShardPosition.parse("LATEST:42")
+
+
+def test_an_ended_position_checkpoints_the_whole_record_whatever_sub_sequence_it_carries() -> None:
+    ended_inside = ShardPosition("42", ended=True, sub_sequence_number=3)
+    assert ended_inside.key == SequenceKey(42, WHOLE)
+    assert as_checkpoint("s", ended_inside) == Checkpoint("s", "42", None, shard_end=True)
+
+
+def test_a_batch_ending_inside_an_aggregate_holds_the_user_record_it_ends_at() -> None:
+    inside = ShardPosition.after("42", 3)
+    assert in_range(SequenceKey(42, 3), ShardPosition.after("41"), inside)
+    assert in_range(SequenceKey(42, 3), ShardPosition.after("42", 2), inside)
+    assert not in_range(SequenceKey(42, 3), inside, ShardPosition.after("42", 5))  # consumed by the batch before
+    assert in_range(SequenceKey(43, 0), ShardPosition.after("42"), ShardPosition.after("43", 0))

@@ -48,3 +48,16 @@ def test_defaults_and_constructor_errors() -> None:
         InflightRecordTracker("s", retry_limit=-1)
     with pytest.raises(ConfigError, match=r"^message_timeout_s must be > 0 or None, got 0$"):
         InflightRecordTracker("s", message_timeout_s=0)
+
+
+def test_ack_many_takes_any_iterable_of_keys_even_a_generator() -> None:
+    tracker = InflightRecordTracker("s", retry_limit=3, backoff=RetryBackoff(0.0, 1.0, 0.0))
+    keys = [SequenceKey(KEY.sequence + i) for i in range(4)]
+    for key in keys:
+        assert tracker.emit(key, 0.0, item=key)
+    assert tracker.fail(keys[0], 1.0) is FailOutcome.RETRY  # a failed record: ack_many also forgets its failures
+    assert tracker.next_retry(1.0) == (keys[0], keys[0], 2)
+    assert tracker.ack_many(key.rank for key in keys[:2]) == 2  # ranks: the fast path
+    assert tracker.checkpoint == keys[1]
+    assert tracker.ack_many(key for key in keys[2:]) == 2  # SequenceKeys: one at a time
+    assert tracker.checkpoint == keys[3] and tracker.inflight_count == 0
