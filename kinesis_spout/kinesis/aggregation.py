@@ -92,6 +92,8 @@ def _record(buf: bytes, pos: int, end: int) -> tuple[int, int | None, bytes]:
                 raise _Malformed("truncated data")
             data = buf[pos:pos + length]
             pos += length
+        elif field == 0:
+            raise _Malformed("field number 0")
         else:
             pos = _skip(buf, pos, end, wire)
     if pk_index is None or data is None:
@@ -141,8 +143,8 @@ def deaggregate(data: bytes) -> list[UserRecord] | None:
                 if data[pos] == 0x08 and data[pos + 1] < 0x80 and data[pos + 2] == 0x1A:
                     n = data[pos + 3]
                     first = pos + 4
-                    if n >= 0x80:
-                        n = (n & 0x7F) | (data[pos + 4] << 7) if data[pos + 4] < 0x80 else -1
+                    if n >= 0x80:  # a two-byte data length; a longer or cut one never matches (first + end > stop)
+                        n = (n & 0x7F) | (data[pos + 4] << 7) if data[pos + 4] < 0x80 else end
                         first += 1
                     if first + n == stop:
                         append((data[pos + 1], None, data[first:stop]))
@@ -165,6 +167,8 @@ def deaggregate(data: bytes) -> list[UserRecord] | None:
                     raise _Malformed("truncated record")
                 append(_record(data, pos, pos + length))
                 pos += length
+            elif field == 0:  # not valid protobuf: KCL rejects it too
+                raise _Malformed("field number 0")
             else:
                 pos = _skip(data, pos, end, wire)
         # an index outside its table raises IndexError (indexes are never negative): not a valid aggregate
