@@ -12,8 +12,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 import pytest
-from aws_kinesis_agg.aggregator import RecordAggregator
 from aws_kinesis_agg.deaggregator import iter_deaggregate_records
+from test_aggregation import aggregate
 
 from kinesis_spout.kinesis import aggregation
 from kinesis_spout.kinesis.aggregation import MAGIC, UserRecord, deaggregate
@@ -33,15 +33,6 @@ def payload(i: int, size: int) -> bytes:
 
 # -- aggregates made by aws-kinesis-agg, and its own reading of them -----------------------------------------------
 
-def aggregate(records: Sequence[tuple[str, bytes, str | None]]) -> bytes:
-    """One aggregate holding ``(partition key, data, explicit hash key)`` records, made by aws-kinesis-agg."""
-    aggregator = RecordAggregator()
-    for pk, data, ehk in records:
-        assert aggregator.add_user_record(pk, data, ehk) is None, "the test's records must fit one aggregate"
-    _, _, blob = aggregator.clear_and_get().get_contents()
-    return bytes(blob)
-
-
 def reference(blob: bytes) -> list[dict[str, Any]]:
     """aws-kinesis-agg's reading of one Kinesis record (partition key "outer") whose data is ``blob``."""
     return [r["kinesis"] for r in iter_deaggregate_records([{"SequenceNumber": "1", "PartitionKey": "outer",
@@ -55,7 +46,7 @@ def theirs(blob: bytes) -> list[tuple[str, bytes]]:
 
 
 def assert_read_as_made(records: Sequence[tuple[str, bytes, str | None]]) -> None:
-    blob = aggregate(records)
+    blob = aggregate(list(records))
     ours = deaggregate(blob)
     assert ours is not None
     assert ours == [UserRecord(pk, ehk, data) for pk, data, ehk in records]
