@@ -245,3 +245,21 @@ def test_tls_with_client_certificates(tmp_path) -> None:
             zookeeper_tls_ca_file=str(files.ca_cert), zookeeper_deadline_s=2.0))
         with pytest.raises(CheckpointError, match="over TLS"):
             no_cert.open()
+
+
+def test_kazoo_s_log_lines_keep_their_text_with_the_secret_masked_even_one_with_a_colon(zookeeper, caplog) -> None:
+    """kazoo logs through ``kinesis_spout.kazoo``; an opened store masks its password there (a password may hold
+    a colon: everything after the user's name is the secret) and lets every line through."""
+    store = ZooKeeperCheckpointStore.from_config(config_for(zookeeper, zookeeper_auth="spout:pa:ss-Wd"))
+    store.open()
+    try:
+        caplog.set_level(logging.DEBUG, logger="kinesis_spout.kazoo")
+        kazoo_log = logging.getLogger("kinesis_spout.kazoo")
+        kazoo_log.warning("sending auth %s then %s", "spout:pa:ss-Wd", "pa:ss-Wd")
+        kazoo_log.warning("a line without secrets")
+    finally:
+        store.close()
+    lines = [r.getMessage() for r in caplog.records if r.name == "kinesis_spout.kazoo"]
+    assert "sending auth *** then ***" in lines, lines
+    assert "a line without secrets" in lines, lines
+    assert "pa:ss" not in caplog.text and "ss-Wd" not in caplog.text
