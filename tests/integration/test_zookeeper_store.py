@@ -274,3 +274,26 @@ def test_a_refusal_no_retry_can_mend_is_not_retriable_and_says_what_to_do(zookee
         assert store.load("s").sequence_number == "10"  # nothing changed
     finally:
         store.close()
+
+
+def test_a_write_that_loses_every_race_gives_up_with_a_retriable_error_naming_the_node(
+        interleaved: Interleaved) -> None:
+    """Another writer gets in after every one of our reads (with values below ours, so we never yield to it):
+    after 20 tries the write gives up with a retriable error (the writer tries again later), nothing forced."""
+    ours, theirs = interleaved
+    theirs.save(Checkpoint("s", str(BIG)).stamped("other"))
+    written = []
+
+    def compete() -> None:
+        written.append(BIG + 1 + len(written))
+        theirs.save(Checkpoint("s", str(written[-1])).stamped("other"))
+        ours.competing = compete  # again after our next read
+
+    ours.competing = compete
+    with pytest.raises(CheckpointError) as caught:
+        ours.save(Checkpoint("s", str(BIG + 100)).stamped("us"))
+    assert str(caught.value) == f"checkpoint of s at {ours.path}/s: gave up after 20 concurrent updates"
+    assert caught.value.retriable is True
+    assert len(written) == 20
+    stored = theirs.load("s")
+    assert stored is not None and (stored.sequence_number, stored.owner) == (str(written[-1]), "other")
