@@ -32,7 +32,7 @@ class _RedactSecrets(logging.Filter):
         if self.secrets:
             message = record.getMessage()
             redacted = message
-            for secret in self.secrets:
+            for secret in sorted(self.secrets, key=len, reverse=True):  # "user:password" whole before "password"
                 redacted = redacted.replace(secret, "***")
             if redacted != message:
                 record.msg, record.args = redacted, None
