@@ -54,7 +54,7 @@ TESTS_BY_MODULE: dict[str, list[str]] = {
         "test_checkpoint_writer.py", "test_zookeeper_trouble.py", "test_mutants_writer.py")],
     "kinesis_spout.checkpoint.zookeeper": [INTEGRATION + f + "::*" for f in (
         "test_zookeeper_store.py", "test_zookeeper_trouble.py", "test_checkpoint_writer.py",
-        "test_mutants_zookeeper.py")],
+        "test_mutants_zookeeper.py", "test_mutants_zookeeper_faults.py")],
     "kinesis_spout.kinesis.getter": [INTEGRATION + f + "::*" for f in (
         "test_reader_backoff.py", "test_faults.py", "test_mutants_getter.py")],
     "kinesis_spout.kinesis.reader": [INTEGRATION + f + "::*" for f in (
@@ -68,9 +68,9 @@ TESTS_BY_MODULE: dict[str, list[str]] = {
 #: this driver records itself at the start of every run, so that the modules listing them above can use them.
 #: (mutmut drops tests outside its selection from its records at every start; a change of the selection itself
 #: would make it test every mutant again.) The lease tests: nothing else reaches the spout's lease code;
-#: test_mutants_spout_more.py: until it joins the selection (which resets mutmut's results once).
+#: the other test_mutants_* files: until they join the selection (which resets mutmut's results once).
 EXTRA_TESTS = ["tests/integration/test_leases.py", "tests/integration/test_mutants_spout_more.py",
-               "tests/integration/test_mutants_leases.py"]
+               "tests/integration/test_mutants_leases.py", "tests/integration/test_mutants_zookeeper_faults.py"]
 
 
 #: Measured test time (seconds, fastest tests first) run against one mutant of an I/O module, beyond the tests
