@@ -437,3 +437,63 @@ def test_the_deadline_counts_from_when_the_connection_was_first_seen_down() -> N
         assert "(deadline 1 s)" in str(writer.unreachable)
     finally:
         writer.close(0.5)
+
+
+class RefusingStore(RecordingStore):
+    """A recording store that refuses every save with an error no retry can mend (as ZooKeeper refuses an
+    identity its ACL does not allow) until ``allowed`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.allowed = threading.Event()
+
+    def save(self, checkpoint: Checkpoint, *, force: bool = False) -> None:
+        if not self.allowed.is_set():
+            raise CheckpointError("not allowed by the node's ACL")
+        super().save(checkpoint, force=force)
+
+
+def test_a_refused_write_is_an_error_at_once_its_value_stays_pending_and_the_error_clears_once_written() -> None:
+    store = RefusingStore()
+    writer = CheckpointWriter(store, 0.0, "me", deadline_s=600.0)
+    writer.start()
+    try:
+        writer.offer(Checkpoint("a", "7"))
+        assert wait_until(lambda: writer.unreachable is not None, TIMEOUT_S), "no error long before the deadline"
+        assert not writer.unreachable.retriable  # type: ignore[union-attr]
+        assert str(writer.unreachable) == (
+            "checkpoint write of a refused, and trying again cannot help: not allowed by the node's ACL. Nothing "
+            "is lost: the newest checkpoints stay pending and are tried again; records since the last stored "
+            "checkpoint are replayed after a restart")
+        store.allowed.set()
+        assert writer.flush(TIMEOUT_S) and store.values() == ["7"]
+        assert writer.unreachable is None
+    finally:
+        writer.close(5.0)
+
+
+def test_a_look_that_found_nothing_new_leaves_the_writer_writing_what_comes_next(
+        caplog: pytest.LogCaptureFixture) -> None:
+    store = RecordingStore()
+    writer = CheckpointWriter(store, 0.0, "me")
+    looks: list[str] = []
+
+    def latest() -> Checkpoint | None:
+        looks.append("look")
+        return Checkpoint("a", "9") if len(looks) > 1 else None
+
+    def broken() -> Checkpoint | None:
+        raise RuntimeError("a bug in the caller")
+
+    writer.start()
+    try:
+        writer.offer_latest("a", latest)
+        assert writer.flush(TIMEOUT_S) and looks == ["look"] and store.values() == []
+        writer.offer_latest("a", latest)  # the checkpoint moved since: due at once (no flush to hurry it)
+        assert wait_until(lambda: store.values() == ["9"], TIMEOUT_S), "the look that found nothing stopped it"
+        writer.offer_latest("b", broken)
+        assert writer.flush(TIMEOUT_S)
+    finally:
+        writer.close(5.0)
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == [
+        "could not get the latest checkpoint of b"]
