@@ -251,3 +251,36 @@ def test_a_time_out_the_server_answers_with_is_tried_again_as_many_times_as_conf
         assert caught.value.retriable
     finally:
         store.close()
+
+
+def test_an_error_at_each_later_step_of_a_call_says_which_step_failed(
+        zookeeper: Any, proxy: ZooKeeperFaultProxy, store: ZooKeeperCheckpointStore) -> None:
+    batches = store.batches_node("q")
+    client = zookeeper.client()
+    store.record_batch_end("q", 0, "shard-a", b"end")
+    lease = f"{zookeeper.prefix}/leases/a"
+    client.create(lease, b"worker", makepath=True)  # at version 0
+    store.fence("a", lease, 0)
+    steps: list[tuple[Op, int, Callable[[], Any], str]] = [
+        (Op.GET_CHILDREN, 1, lambda: store.batch_ends("q", 0), f"listing {batches}/0"),
+        (Op.GET_DATA, 1, lambda: store.record_batch_end("q", 0, "shard-a", b"again"),  # after the create
+         f"reading {batches}/0/shard-a"),
+        (Op.CREATE, 1, lambda: store.touch_query("s", b"beat"),  # after the set found no node
+         f"creating {store.batches_node('s')}"),
+        (Op.EXISTS, 1, lambda: store.touch_query("r", b"beat"), f"reading {store.batches_node('r')}"),
+        (Op.MULTI, 2, lambda: store.delete_query("q", 0), f"deleting 1 nodes of {batches}"),  # the root's
+        (Op.MULTI, 1, lambda: store.save(Checkpoint("a", "5")),
+         f"writing {store.path}/a fenced by {lease} at epoch 0"),
+    ]
+    for op, nth, call, what in steps:
+        proxy.answer_error(op, ZK_RUNTIME_INCONSISTENCY, nth=nth)
+        with pytest.raises(CheckpointError) as caught:
+            call()
+            pytest.fail(f"no error {what}")
+        assert str(caught.value).startswith(f"ZooKeeper at {proxy.hosts}: {what} failed: RuntimeInconsistency"), \
+            str(caught.value)
+    client.set(f"{store.path}/a", b"\xff not a checkpoint")
+    for call in (lambda: store.load("a"), lambda: store.save(Checkpoint("a", "6"))):
+        with pytest.raises(CheckpointError, match=f"^checkpoint at ZooKeeper {proxy.hosts} {store.path}/a is not "
+                                                  f"valid UTF-8 JSON"):
+            call()
