@@ -12,7 +12,7 @@ PURE: standard library only (``hashlib`` for the digest); the protobuf wire form
 dozen lines for these two messages and keeps the package free of a protobuf runtime. :func:`deaggregate` returns
 the user records, or ``None`` for data that is not an aggregate (no magic) or not a valid one (a digest that does
 not match, a message that does not parse, an index outside its table): such data is delivered as the plain record
-it is, as KCL does.
+it is, as KCL does. :func:`aggregate_problem` says which of these it was, for the reader's log line.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 from typing import NamedTuple
 
-__all__ = ["MAGIC", "UserRecord", "deaggregate", "is_aggregated"]
+__all__ = ["MAGIC", "UserRecord", "aggregate_problem", "deaggregate", "is_aggregated"]
 
 MAGIC = b"\xf3\x89\x9a\xc2"
 _DIGEST = 16
@@ -35,7 +35,8 @@ class UserRecord(NamedTuple):
 
 
 class _Malformed(Exception):
-    """The message does not parse (internal: :func:`deaggregate` answers None)."""
+    """Not a valid aggregate, and why (internal: :func:`deaggregate` answers None, :func:`aggregate_problem` the
+    reason)."""
 
 
 def is_aggregated(data: bytes) -> bool:
@@ -118,11 +119,29 @@ def deaggregate(data: bytes) -> list[UserRecord] | None:
     The records field is read on a fast path for the shape producers write (tag, a length under 16 KiB, then the
     partition key index under 128 and the data under 16 KiB); anything else goes through the general parser.
     """
-    if len(data) < len(MAGIC) + _DIGEST or data[:4] != MAGIC:
+    try:
+        return _decode(data)
+    except _Malformed:
         return None
+
+
+def aggregate_problem(data: bytes) -> str | None:
+    """Why :func:`deaggregate` answers None for ``data`` (no magic, a digest that does not match, or what does
+    not parse); None when ``data`` is a valid aggregate. Decodes ``data`` again: for the rare aggregate that
+    fails."""
+    try:
+        _decode(data)
+    except _Malformed as exc:
+        return str(exc)
+    return None
+
+
+def _decode(data: bytes) -> list[UserRecord]:
+    if len(data) < len(MAGIC) + _DIGEST or data[:4] != MAGIC:
+        raise _Malformed("no KPL magic" if data[:4] != MAGIC else "shorter than the magic and the digest")
     end = len(data) - _DIGEST
     if hashlib.md5(data[4:end], usedforsecurity=False).digest() != data[end:]:
-        return None
+        raise _Malformed("the MD5 digest does not match the message")
     pks: list[str] = []
     ehks: list[str] = []
     raw: list[tuple[int, int | None, bytes]] = []
@@ -174,5 +193,6 @@ def deaggregate(data: bytes) -> list[UserRecord] | None:
         # an index outside its table raises IndexError (indexes are never negative): not a valid aggregate
         new, cls = tuple.__new__, UserRecord  # a NamedTuple built by tuple.__new__: half the cost of UserRecord()
         return [new(cls, (pks[pk], None if ehk is None else ehks[ehk], payload)) for pk, ehk, payload in raw]
-    except (_Malformed, IndexError):
-        return None
+    except IndexError:
+        raise _Malformed(f"a key index outside its table ({len(pks)} partition keys, {len(ehks)} explicit hash "
+                         f"keys)") from None

@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 from botocore.exceptions import BotoCoreError, ClientError
 
 from kinesis_spout.errors import KinesisError
-from kinesis_spout.kinesis.aggregation import MAGIC, deaggregate
+from kinesis_spout.kinesis.aggregation import MAGIC, aggregate_problem, deaggregate
 from kinesis_spout.kinesis.client import translate
 from kinesis_spout.kinesis.lean import get_records
 from kinesis_spout.records import Record, SequenceKey
@@ -155,8 +155,8 @@ class ShardGetter:
                                for i, u in enumerate(users))
                     continue
                 self.corrupt_aggregates += 1
-                log.warning("record %s:%s starts like a KPL aggregate but does not decode (bad digest or message); "
-                            "delivered as it is", shard_id, seq)
+                log.warning("record %s:%s starts like a KPL aggregate but does not decode (%s); delivered as it is",
+                            shard_id, seq, aggregate_problem(data))
             out.append(new(Record, (shard_id, seq, None, r["PartitionKey"], data,
                                     r.get("ApproximateArrivalTimestamp"), new(SequenceKey, (int(seq), 0)), 0)))
         return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+import pytest
 from aws_kinesis_agg.aggregator import RecordAggregator
 
 from kinesis_spout import InitialPosition, KinesisSpout, MemoryCheckpointStore, RetryBackoff, SpoutConfig
@@ -37,7 +38,7 @@ USERS = [(f"user-{i % 7}", f"event {i}".encode()) for i in range(30)]
 
 
 def test_user_records_come_out_one_by_one_with_their_keys_and_sub_sequence_numbers(
-        kinesis_backend: KinesisEndpoint) -> None:
+        kinesis_backend: KinesisEndpoint, caplog: pytest.LogCaptureFixture) -> None:
     stream = kinesis_backend.create_stream(shards=1)
     bad_body = b"\x0a\x01k"
     corrupt = MAGIC + bad_body + hashlib.md5(b"something else").digest()
@@ -53,6 +54,9 @@ def test_user_records_come_out_one_by_one_with_their_keys_and_sub_sequence_numbe
     assert [t.record.sequence_number for t in got] == [s0] * 10 + [s1] + [s2] * 20 + [s3]
     assert got[0].message_id == f"{shard}:{s0}" and got[3].message_id == f"{shard}:{s0}:3"
     assert got[10].message_id == f"{shard}:{s1}"
+    assert [r.getMessage() for r in caplog.records if "KPL aggregate" in r.getMessage()] == [
+        f"record {shard}:{s3} starts like a KPL aggregate but does not decode (the MD5 digest does not match the "
+        f"message); delivered as it is"]
 
 
 def test_one_failed_user_record_is_retried_alone(kinesis_backend: KinesisEndpoint) -> None:

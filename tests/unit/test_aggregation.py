@@ -12,7 +12,7 @@ import pytest
 from aws_kinesis_agg.aggregator import RecordAggregator
 from aws_kinesis_agg.deaggregator import iter_deaggregate_records
 
-from kinesis_spout.kinesis.aggregation import MAGIC, UserRecord, deaggregate, is_aggregated
+from kinesis_spout.kinesis.aggregation import MAGIC, UserRecord, aggregate_problem, deaggregate, is_aggregated
 
 NOW = datetime(2026, 11, 22, tzinfo=timezone.utc)
 
@@ -79,11 +79,19 @@ def _corrupt(kind: str) -> bytes:
     raise AssertionError(kind)
 
 
-@pytest.mark.parametrize("kind", ["bad magic", "bad digest", "truncated message", "index outside its table",
-                                  "too short"])
-def test_a_corrupt_aggregate_is_no_aggregate(kind: str) -> None:
-    """Delivered as the plain record it is (as KCL does), never an exception that stops the shard."""
+@pytest.mark.parametrize(("kind", "problem"), [
+    ("bad magic", "no KPL magic"),
+    ("bad digest", "the MD5 digest does not match the message"),
+    ("truncated message", "truncated record"),
+    ("index outside its table", "a key index outside its table (1 partition keys, 0 explicit hash keys)"),
+    ("too short", "shorter than the magic and the digest"),
+])
+def test_a_corrupt_aggregate_is_no_aggregate_and_its_problem_is_named(kind: str, problem: str) -> None:
+    """Delivered as the plain record it is (as KCL does), never an exception that stops the shard; the reader's
+    log line says what was wrong with it."""
     assert deaggregate(_corrupt(kind)) is None
+    assert aggregate_problem(_corrupt(kind)) == problem
+    assert aggregate_problem(aggregate(CASES["shared keys"])) is None
 
 
 def test_plain_data_is_not_an_aggregate() -> None:

@@ -16,7 +16,7 @@ from aws_kinesis_agg.deaggregator import iter_deaggregate_records
 from test_aggregation import aggregate
 
 from kinesis_spout.kinesis import aggregation
-from kinesis_spout.kinesis.aggregation import MAGIC, UserRecord, deaggregate
+from kinesis_spout.kinesis.aggregation import MAGIC, UserRecord, aggregate_problem, deaggregate
 
 NOW = datetime(2026, 11, 22, tzinfo=timezone.utc)
 # data bytes that look like the message's own structure (tags 0x08 0x10 0x1A, continuation bytes), so that a
@@ -233,6 +233,7 @@ def test_a_record_that_ends_inside_its_data_length_or_right_after_it_makes_the_a
         claimed: int, held: int) -> None:
     body = KEY + ld(3, uint(1, 0) + tag(3, 2) + varint(claimed) + b"\xff" * held) + NEXT
     assert deaggregate(seal(body)) is None
+    assert aggregate_problem(seal(body)) == "truncated data"
 
 
 @pytest.mark.parametrize("fields", [
@@ -244,26 +245,30 @@ def test_a_record_that_ends_inside_its_data_length_or_right_after_it_makes_the_a
 ], ids=["ehk-then-data", "data-only", "index-only", "indexes-only", "empty"])
 def test_a_record_without_its_partition_key_index_or_data_makes_the_aggregate_invalid(fields: bytes) -> None:
     """Both are required fields of a Record; KCL rejects such a message, so it is delivered as it is."""
-    assert deaggregate(seal(KEY + ld(2, b"1") + ld(3, fields) + NEXT)) is None
-    assert deaggregate(seal(KEY + ld(2, b"1") + ld(3, fields))) is None
+    for body in (KEY + ld(2, b"1") + ld(3, fields) + NEXT, KEY + ld(2, b"1") + ld(3, fields)):
+        assert deaggregate(seal(body)) is None
+        assert aggregate_problem(seal(body)) == "a record without its partition key index or data"
 
 
-@pytest.mark.parametrize("body", [
-    KEY + tag(3, 3) + varint(5) + record(0, b"x"),  # a records field in group encoding: not a records field
-    KEY + ld(3, uint(1, 0) + tag(3, 3) + b"\x01x"),  # the data field in group encoding
-    KEY + NEXT + tag(9, 6) + b"\x00",
-    KEY + ld(3, record(0, b"x") + tag(9, 7) + b"\x00"),
-    KEY + NEXT + uint(9, 0, width=11),  # a varint over 64 bits
-    KEY + ld(3, record(0, b"x") + uint(9, 0, width=11)),
+@pytest.mark.parametrize(("body", "problem"), [
+    (KEY + tag(3, 3) + varint(5) + record(0, b"x"), "unsupported wire type 3"),  # records in group encoding
+    (KEY + ld(3, uint(1, 0) + tag(3, 3) + b"\x01x"), "unsupported wire type 3"),  # the data in group encoding
+    (KEY + NEXT + tag(9, 6) + b"\x00", "unsupported wire type 6"),
+    (KEY + ld(3, record(0, b"x") + tag(9, 7) + b"\x00"), "unsupported wire type 7"),
+    (KEY + NEXT + uint(9, 0, width=11), "truncated varint"),  # a varint over 64 bits
+    (KEY + ld(3, record(0, b"x") + uint(9, 0, width=11)), "truncated varint"),
 ], ids=["group-records", "group-data", "wire-6", "wire-7-in-record", "varint-11-bytes", "varint-11-in-record"])
-def test_an_unsupported_wire_type_or_an_overlong_varint_makes_the_aggregate_invalid(body: bytes) -> None:
+def test_an_unsupported_wire_type_or_an_overlong_varint_makes_the_aggregate_invalid(body: bytes, problem: str) -> None:
     assert deaggregate(seal(body)) is None
+    assert aggregate_problem(seal(body)) == problem
 
 
 def test_a_record_cut_after_its_data_tag_makes_the_aggregate_invalid() -> None:
     """Followed by a field whose tag is ``80 80 01`` (field 2048), which a decoder reading on past the record would
     take for a data length."""
-    assert deaggregate(seal(KEY + ld(3, uint(1, 0) + tag(3, 2)) + tag(2048, 0) + b"\x00")) is None
+    blob = seal(KEY + ld(3, uint(1, 0) + tag(3, 2)) + tag(2048, 0) + b"\x00")
+    assert deaggregate(blob) is None
+    assert aggregate_problem(blob) == "truncated varint"
 
 
 def test_a_record_cut_inside_its_data_length_makes_the_aggregate_invalid() -> None:
@@ -273,6 +278,7 @@ def test_a_record_cut_inside_its_data_length_makes_the_aggregate_invalid() -> No
     plain = reference(blob)  # aws-kinesis-agg delivers it as the plain record it is
     assert [(r["partitionKey"], r["data"]) for r in plain] == [("outer", blob)]
     assert deaggregate(blob) is None
+    assert aggregate_problem(blob) == "truncated varint"
 
 
 def test_no_field_is_read_into_the_digest_after_the_message() -> None:
@@ -303,3 +309,4 @@ def test_a_field_numbered_zero_makes_the_aggregate_invalid(body: bytes) -> None:
     plain = reference(blob)  # aws-kinesis-agg delivers it as the plain record it is
     assert [(r["partitionKey"], r["data"]) for r in plain] == [("outer", blob)]
     assert deaggregate(blob) is None
+    assert aggregate_problem(blob) == "field number 0"
