@@ -310,3 +310,15 @@ def test_a_field_numbered_zero_makes_the_aggregate_invalid(body: bytes) -> None:
     assert [(r["partitionKey"], r["data"]) for r in plain] == [("outer", blob)]
     assert deaggregate(blob) is None
     assert aggregate_problem(blob) == "field number 0"
+
+
+@pytest.mark.parametrize(("body", "problem"), [
+    (KEY + NEXT + tag(9, 2) + varint(50) + b"x", "truncated field"),  # an unknown field longer than the message
+    (KEY + NEXT + tag(1, 2) + varint(50) + b"k", "truncated string"),
+    (ld(1, b"\xff") + NEXT, "a key that is not UTF-8"),
+    (KEY + tag(3, 2, width=2) + varint(50) + record(0, b"x"), "truncated record"),  # read by the general parser
+], ids=["field", "string", "not-utf-8", "record"])
+def test_the_problem_of_a_broken_aggregate_is_named(body: bytes, problem: str) -> None:
+    blob = seal(body)
+    assert deaggregate(blob) is None
+    assert aggregate_problem(blob) == problem
