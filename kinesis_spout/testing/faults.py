@@ -3,8 +3,8 @@
 moto and kinesalite never throttle, never expire an iterator and never drop a connection, so the faults a reader
 must survive in production cannot happen against them. :class:`FaultProxy` sits between a client and the emulator,
 forwards Kinesis JSON API calls (``POST`` with ``X-Amz-Target: Kinesis_20131202.<Operation>``) unchanged, and
-answers scripted calls itself with an AWS JSON error or by closing the connection. The library under test talks
-to it through its ordinary boto3 client: nothing of the library is mocked.
+answers scripted calls itself with an AWS JSON error or by closing the connection, or forwards them late. The
+library under test talks to it through its ordinary boto3 client: nothing of the library is mocked.
 
     with FaultProxy(moto_url) as proxy:
         proxy.inject("GetRecords", "ProvisionedThroughputExceededException", times=3)
@@ -34,6 +34,7 @@ import logging
 import re
 import socket
 import threading
+import time
 import urllib.parse
 import uuid
 from dataclasses import dataclass
@@ -46,13 +47,15 @@ import pytest
 from kinesis_spout.errors import SpoutStateError
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 
-__all__ = ["DROPPED", "FaultProxy", "fault_proxy"]
+__all__ = ["DELAYED", "DROPPED", "FaultProxy", "fault_proxy"]
 
 log = logging.getLogger("kinesis_spout.testing.faults")
 
 TARGET_PREFIX = "Kinesis_20131202."
 #: The code under which dropped connections are counted in :attr:`FaultProxy.injected`.
 DROPPED = "ConnectionDropped"
+#: The code under which calls held back before being forwarded are counted in :attr:`FaultProxy.injected`.
+DELAYED = "Delayed"
 SHARD_FILTERED_OPERATIONS = frozenset({"GetRecords", "GetShardIterator"})
 # Headers that describe one hop of a connection, never forwarded (RFC 9110 section 7.6.1), plus the framing
 # headers the proxy recomputes itself.
@@ -67,18 +70,20 @@ _MAX_REMEMBERED_ITERATORS = 100_000
 
 @dataclass
 class _Fault:
-    """One scripted fault: answer the next ``remaining`` matching calls with an error, or drop them."""
+    """One scripted fault: answer the next ``remaining`` matching calls with an error, drop them, or forward them
+    after ``delay_s``."""
 
     operation: str
-    error_code: str | None  # None: drop the connection
+    error_code: str | None  # None: drop the connection (or, with delay_s, forward late)
     remaining: int
     status: int
     message: str
     shard_id: str | None
+    delay_s: float = 0.0
 
     @property
     def label(self) -> str:
-        return f"{self.operation}:{self.error_code or DROPPED}"
+        return f"{self.operation}:{self.error_code or (DELAYED if self.delay_s else DROPPED)}"
 
 
 class FaultProxy:
@@ -180,6 +185,13 @@ class FaultProxy:
         (botocore raises ``ConnectionClosedError``).
         """
         self._add(_Fault(operation, None, times, 0, "", shard_id))
+
+    def delay(self, operation: str, seconds: float, times: int = 1, *, shard_id: str | None = None) -> None:
+        """Hold the next ``times`` calls of ``operation`` for ``seconds`` before forwarding them (a slow answer:
+        the call is carried out when it is forwarded, and answered as usual)."""
+        if seconds <= 0:
+            raise ValueError(f"seconds must be positive, got {seconds}")
+        self._add(_Fault(operation, None, times, 0, "", shard_id, delay_s=seconds))
 
     def expire_shards(self, shard_ids: set[str] | list[str]) -> None:
         """Leave these shards out of ``ListShards`` and ``DescribeStream`` replies from now on, as Kinesis does once
@@ -377,6 +389,10 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         target = self.headers.get("X-Amz-Target", "")
         operation = target[len(TARGET_PREFIX):] if target.startswith(TARGET_PREFIX) else ""
         fault = proxy._take_fault(operation, body) if operation else None
+        if fault is not None and fault.delay_s:
+            log.info("fault proxy: holding a %s call for %g s", operation, fault.delay_s)
+            time.sleep(fault.delay_s)
+            fault = None
         if fault is not None and fault.error_code is None:
             log.info("fault proxy: dropping the connection of a %s call", operation)
             self.close_connection = True

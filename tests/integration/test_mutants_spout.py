@@ -552,6 +552,39 @@ def test_latest_starts_at_the_tip_when_open_returns_and_deaggregate_false_delive
         assert spout.next_batch(max_records=10, timeout_s=0.5) == []
 
 
+def test_latest_is_the_tip_when_open_returns_also_when_the_iterator_is_slow_to_come(
+        fault_proxy: tuple[FaultProxy, KinesisEndpoint], kinesis_backend: KinesisEndpoint) -> None:
+    """open() waits for each LATEST iterator: a record put right after it returns is read, however late the
+    reader's thread would have asked for the iterator itself."""
+    proxy, through = fault_proxy
+    stream = kinesis_backend.create_stream()
+    kinesis_backend.put(stream, [b"old"])
+    proxy.delay("GetShardIterator", 2.0)
+    with KinesisSpout(make_config(through, stream, initial_position=InitialPosition.LATEST),
+                      MemoryCheckpointStore()) as spout:
+        assert proxy.injected["GetShardIterator:Delayed"] == 1, "open() returned without asking for the iterator"
+        placed = kinesis_backend.put(stream, [b"new"])  # within the 2 s a late iterator would have taken
+        got = next_tuple(spout, 10.0)
+        assert got.record.sequence_number == placed[0][1] and got.record.data == b"new"
+
+
+def test_a_latest_iterator_throttled_at_open_is_taken_by_the_reader_when_it_can(
+        fault_proxy: tuple[FaultProxy, KinesisEndpoint], kinesis_backend: KinesisEndpoint,
+        caplog: pytest.LogCaptureFixture) -> None:
+    proxy, through = fault_proxy
+    stream = kinesis_backend.create_stream()
+    shard = kinesis_backend.shard_ids(stream)[0]
+    proxy.inject("GetShardIterator", "ProvisionedThroughputExceededException")
+    with KinesisSpout(make_config(through, stream, initial_position=InitialPosition.LATEST),
+                      MemoryCheckpointStore()) as spout:  # opens: a retriable error is no reason to fail
+        assert any(r.getMessage().endswith(f"; the reader of {shard} takes its LATEST iterator when it can")
+                   for r in caplog.records)
+        assert wait_until(lambda: proxy.calls["GetRecords"] >= 1, TIMEOUT_S), "the reader never read"
+        placed = kinesis_backend.put(stream, [b"new"])
+        got = next_tuple(spout, 10.0)
+        assert got.record.sequence_number == placed[0][1]
+
+
 def test_children_of_a_shard_split_while_the_spout_runs_are_read_after_it(kinesalite: KinesisEndpoint) -> None:
     client = kinesalite.client()
     stream = kinesalite.create_stream()
