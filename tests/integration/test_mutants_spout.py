@@ -585,6 +585,19 @@ def test_a_latest_iterator_throttled_at_open_is_taken_by_the_reader_when_it_can(
         assert got.record.sequence_number == placed[0][1]
 
 
+def test_opening_an_open_spout_changes_nothing(moto_kinesis: KinesisEndpoint) -> None:
+    stream = moto_kinesis.create_stream(shards=2)
+    placed = moto_kinesis.put(stream, [f"r{i}".encode() for i in range(6)], [f"key-{i}" for i in range(6)])
+    with KinesisSpout(make_config(moto_kinesis, stream), MemoryCheckpointStore()) as spout:
+        threads = set(threading.enumerate())
+        assert spout.open() is spout
+        assert set(threading.enumerate()) == threads, "a second open() started threads"
+        got = [next_tuple(spout) for _ in range(6)]
+        assert sorted(t.message_id for t in got) == sorted(f"{shard}:{seq}" for shard, seq in placed)
+        spout.ack_many(t.message_id for t in got)
+        assert spout.next_batch(max_records=10, timeout_s=0.5) == [], "records read twice"
+
+
 def test_children_of_a_shard_split_while_the_spout_runs_are_read_after_it(kinesalite: KinesisEndpoint) -> None:
     client = kinesalite.client()
     stream = kinesalite.create_stream()
