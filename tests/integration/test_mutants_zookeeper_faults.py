@@ -70,6 +70,17 @@ def record_ends(store: ZooKeeperCheckpointStore, batch: int = 0) -> dict[str, by
     return ends
 
 
+def live_query(zookeeper: Any, store: ZooKeeperCheckpointStore) -> tuple[int, str, Any, list[str]]:
+    """Query "q" with a heartbeat and four batches of ends: its node's version, its root, a client of the test's
+    own, and the batches in the order the store's listing gives them (so the order of its batch listings)."""
+    store.touch_query("q", b"beat")
+    for batch in range(4):
+        record_ends(store, batch)
+    root = store.batches_node("q")
+    client = zookeeper.client()
+    return store.query_heartbeats()["q"][1], root, client, client.get_children(root)
+
+
 def test_batch_ends_cut_mid_pipeline_reads_the_lost_ones_again_and_skips_one_deleted_while_away(
         zookeeper: Any, proxy: ZooKeeperFaultProxy, store: ZooKeeperCheckpointStore) -> None:
     ends = record_ends(store)
@@ -115,13 +126,7 @@ def test_query_heartbeats_cut_mid_pipeline_are_read_again(
 
 def test_delete_query_lists_again_what_a_cut_lost_and_skips_a_batch_deleted_while_away(
         zookeeper: Any, proxy: ZooKeeperFaultProxy, store: ZooKeeperCheckpointStore) -> None:
-    store.touch_query("q", b"beat")
-    for batch in range(4):
-        record_ends(store, batch)
-    version = store.query_heartbeats()["q"][1]
-    root = store.batches_node("q")
-    client = zookeeper.client()
-    order = client.get_children(root)  # the order of the store's listing, so of its batch listings
+    version, root, client, order = live_query(zookeeper, store)
     proxy.cut(Op.GET_CHILDREN, nth=2, hold=True)  # the root's listing answered, the batches' listings lost
     result = in_background(lambda: store.delete_query("q", version, per_transaction=3))
     proxy.wait_acted()
@@ -133,13 +138,7 @@ def test_delete_query_lists_again_what_a_cut_lost_and_skips_a_batch_deleted_whil
 
 def test_delete_query_skips_a_batch_deleted_between_the_listings(
         zookeeper: Any, proxy: ZooKeeperFaultProxy, store: ZooKeeperCheckpointStore) -> None:
-    store.touch_query("q", b"beat")
-    for batch in range(4):
-        record_ends(store, batch)
-    version = store.query_heartbeats()["q"][1]
-    root = store.batches_node("q")
-    client = zookeeper.client()
-    order = client.get_children(root)
+    version, root, client, order = live_query(zookeeper, store)
     proxy.hold(Op.GET_CHILDREN)  # the root's listing
     result = in_background(lambda: store.delete_query("q", version))
     proxy.wait_acted()
