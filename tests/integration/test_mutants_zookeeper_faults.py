@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from kinesis_spout import Checkpoint, CheckpointError, ZooKeeperCheckpointStore
+from kinesis_spout import Checkpoint, CheckpointConflict, CheckpointError, ZooKeeperCheckpointStore
 from kinesis_spout.testing.zkproxy import (
     ZK_NO_NODE,
     ZK_NODE_EXISTS,
@@ -283,3 +283,29 @@ def test_an_error_at_each_later_step_of_a_call_says_which_step_failed(
         with pytest.raises(CheckpointError, match=f"^checkpoint at ZooKeeper {proxy.hosts} {store.path}/a is not "
                                                   f"valid UTF-8 JSON"):
             call()
+
+
+def test_the_batch_id_s_and_a_conflict_s_errors_name_what_they_are_about(
+        zookeeper: Any, proxy: ZooKeeperFaultProxy, store: ZooKeeperCheckpointStore) -> None:
+    node = store.batch_id_node
+    store.save_batch_id(3)
+    client = zookeeper.client()
+    proxy.hold(Op.GET_DATA)
+    result = in_background(lambda: store.save_batch_id(4))
+    for attempt in range(1, 21):  # another pipeline writes between each of our reads and our write
+        proxy.wait_acted(attempt)
+        client.set(node, b"3")  # a lower id: ours is not refused, only its write loses the race
+        if attempt < 20:
+            proxy.hold(Op.GET_DATA)
+        proxy.release()
+    with pytest.raises(CheckpointError) as caught:
+        result()
+    assert caught.value.retriable and str(caught.value) == f"batch id at {node}: gave up after 20 concurrent updates"
+    client.set(node, b"three")
+    with pytest.raises(CheckpointError, match=f"^unreadable batch id at ZooKeeper node {node}: 'three'"):
+        store.save_batch_id(5)
+    client.create(f"{store.path}/a", Checkpoint("a", "50").to_json(), makepath=True)  # written by no one we know
+    with pytest.raises(CheckpointConflict) as conflict:
+        store.save(Checkpoint("a", "40"))
+    assert str(conflict.value) == (f"checkpoint of a at {store.path}/a is 50 (by unknown); refusing to move it back "
+                                   f"to 40")
