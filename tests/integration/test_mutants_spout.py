@@ -598,6 +598,22 @@ def test_opening_an_open_spout_changes_nothing(moto_kinesis: KinesisEndpoint) ->
         assert spout.next_batch(max_records=10, timeout_s=0.5) == [], "records read twice"
 
 
+def test_the_spout_reads_through_the_client_it_was_given_and_in_the_configured_region(
+        moto_kinesis: KinesisEndpoint) -> None:
+    """moto keeps each region's streams apart: a stream of eu-west-1 is found only by a client of that region
+    (the environment says us-east-1)."""
+    europe = KinesisEndpoint("moto", moto_kinesis.endpoint_url, region="eu-west-1", real_sequence_numbers=False)
+    stream = europe.create_stream()
+    placed = europe.put(stream, [b"r0", b"r1"])
+    with KinesisSpout(make_config(europe, stream), MemoryCheckpointStore()) as spout:
+        got = [next_tuple(spout) for _ in range(2)]
+        assert [t.record.sequence_number for t in got] == [seq for _, seq in placed]
+    nowhere = make_config(europe, stream, endpoint_url="http://127.0.0.1:9")  # nothing listens there
+    with KinesisSpout(nowhere, MemoryCheckpointStore(), client=europe.client()) as spout:
+        got = [next_tuple(spout) for _ in range(2)]
+        assert [t.record.sequence_number for t in got] == [seq for _, seq in placed]
+
+
 def test_children_of_a_shard_split_while_the_spout_runs_are_read_after_it(kinesalite: KinesisEndpoint) -> None:
     client = kinesalite.client()
     stream = kinesalite.create_stream()
