@@ -17,8 +17,7 @@ code), so it knows which request each reply answers. Scripted replies are acted 
         proxy.release()                           # the store reconnects and resumes its session
 
 The server itself is untouched: a cut request was carried out, a held reply is forwarded on :meth:`release`, and an
-error reply replaces the answer to a request the server did carry out. :attr:`requests` lists every request passed
-on (operation and path), so a test can tell in which order a client asked for the nodes of a listing.
+error reply replaces the answer to a request the server did carry out.
 
 Only the standard library; one accepting thread and two pumping threads per client connection.
 """
@@ -63,11 +62,6 @@ class Op(enum.IntEnum):
     CREATE2 = 15
 
 
-#: Requests whose body starts with the node's path.
-_PATH_FIRST = frozenset({Op.CREATE, Op.DELETE, Op.EXISTS, Op.GET_DATA, Op.SET_DATA, Op.GET_CHILDREN,
-                         Op.GET_CHILDREN2, Op.CHECK, Op.CREATE2})
-
-
 @dataclass
 class _Rule:
     op: int
@@ -100,14 +94,13 @@ class _Link:
 class ZooKeeperFaultProxy:
     """A proxy for one ZooKeeper server (``upstream``: "host:port"); clients connect to :attr:`hosts`.
 
-    Rules and the request log are shared between the test's thread and the pumping threads: touched under
+    Rules are shared between the test's thread and the pumping threads: touched under
     ``_lock`` only. A rule set by :meth:`cut`, :meth:`hold` or :meth:`answer_error` applies to the replies to its
     operation counted from when it was set; :meth:`wait_acted` waits until any rule acted."""
 
     def __init__(self, upstream: str) -> None:
         host, _, port = upstream.split(",")[0].rpartition(":")
         self.upstream = (host or "127.0.0.1", int(port))
-        self.requests: list[tuple[Op | int, str]] = []
         self.acted = 0
         self._rules: list[_Rule] = []
         self._links: list[_Link] = []
@@ -180,11 +173,6 @@ class ZooKeeperFaultProxy:
                 raise SpoutStateError(f"the proxy acted {self.acted} times within {timeout_s:g} s, not {count}: "
                                       f"the client never sent the scripted requests (rules left: {self._rules})")
 
-    def paths(self, op: Op) -> list[str]:
-        """The paths of the requests of ``op`` passed on so far, in the order the client sent them."""
-        with self._lock:
-            return [path for code, path in self.requests if code == op]
-
     def _add(self, rule: _Rule) -> None:
         if rule.nth < 1 or rule.times < 1:
             raise ValueError(f"nth and times count from 1, got nth={rule.nth} times={rule.times}")
@@ -237,11 +225,8 @@ class ZooKeeperFaultProxy:
         while (packet := _read_packet(link.client)) is not None:
             if not first and len(packet) >= 12:
                 xid, code = struct.unpack_from(">ii", packet, 4)
-                path = _read_path(packet, 12) if code in _PATH_FIRST else ""
                 with self._lock:
                     link.ops[xid] = code
-                    if code != Op.PING:
-                        self.requests.append((Op(code) if code in Op._value2member_map_ else code, path))
             first = False
             if not _send(link.server, packet):
                 break
@@ -291,13 +276,6 @@ def _read_packet(sock: socket.socket) -> bytes | None:
     (length,) = struct.unpack(">i", head)
     body = _read_exactly(sock, length) if length > 0 else b""
     return None if body is None else head + body
-
-
-def _read_path(packet: bytes, offset: int) -> str:
-    if len(packet) < offset + 4:
-        return ""
-    (length,) = struct.unpack_from(">i", packet, offset)
-    return packet[offset + 4:offset + 4 + max(length, 0)].decode("utf-8", "replace")
 
 
 def _send(sock: socket.socket, packet: bytes) -> bool:
