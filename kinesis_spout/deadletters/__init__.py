@@ -17,6 +17,7 @@ from kinesis_spout.deadletters.base import (
     envelope_bytes,
     open_writer,
     record_from_envelope,
+    stub_envelope_bytes,
 )
 from kinesis_spout.deadletters.jsonl import JsonLinesDeadLetters
 from kinesis_spout.deadletters.kinesis import KinesisDeadLetters
@@ -24,4 +25,4 @@ from kinesis_spout.deadletters.worker import DeadLetterWorker
 
 __all__ = ["ENVELOPE_VERSION", "DeadLetter", "DeadLetterDestination", "DeadLetterError", "DeadLetterWorker",
            "DeadLetterWriter", "HandlerWriter", "JsonLinesDeadLetters", "KinesisDeadLetters", "envelope",
-           "envelope_bytes", "open_writer", "record_from_envelope"]
+           "envelope_bytes", "open_writer", "record_from_envelope", "stub_envelope_bytes"]

@@ -9,6 +9,7 @@ dead letter was written. Pure apart from the writers' own I/O: no threads here.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from kinesis_spout.config import SpoutConfig
 
 __all__ = ["ENVELOPE_VERSION", "DeadLetter", "DeadLetterDestination", "DeadLetterError", "DeadLetterWriter",
-           "HandlerWriter", "envelope", "envelope_bytes", "open_writer", "record_from_envelope"]
+           "HandlerWriter", "envelope", "envelope_bytes", "open_writer", "record_from_envelope", "stub_envelope_bytes"]
 
 #: The ``version`` field of the JSON envelope; it changes only if a field changes meaning or goes away.
 ENVELOPE_VERSION = 1
@@ -133,6 +134,20 @@ def envelope_bytes(letter: DeadLetter) -> bytes:
     return json.dumps(envelope(letter), separators=(",", ":"), ensure_ascii=False).encode()
 
 
+def stub_envelope_bytes(letter: DeadLetter, full_letter: str | None) -> bytes:
+    """The envelope of a letter too large for its destination, as compact UTF-8 JSON: every field but ``data``, and
+    ``truncated: true``, ``data_size`` (the original data's length in bytes), ``data_sha256`` (its SHA-256, hex) and
+    ``full_letter`` (where the whole envelope was written, or null). Its size does not depend on the data: with
+    ``shard_id`` and ``sequence_number`` (and ``sub_sequence_number``) the record can be read again from ``stream``
+    while the stream retains it."""
+    doc = envelope(letter)
+    data = letter.record.data
+    del doc["data"]
+    doc.update(truncated=True, data_size=len(data), data_sha256=hashlib.sha256(data).hexdigest(),
+               full_letter=full_letter)
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+
+
 def record_from_envelope(doc: dict[str, Any] | bytes | str) -> tuple[str, Record]:
     """Read an envelope back (to replay dead letters): ``(stream, record)``. Raises ``ValueError`` naming what is
     missing or malformed."""
@@ -140,6 +155,14 @@ def record_from_envelope(doc: dict[str, Any] | bytes | str) -> tuple[str, Record
         doc = json.loads(doc)
     if not isinstance(doc, dict):
         raise ValueError(f"a dead-letter envelope is a JSON object, got {type(doc).__name__}")
+    if doc.get("truncated"):
+        where = f"the whole letter is in {doc['full_letter']}, or " if doc.get("full_letter") else ""
+        raise ValueError(
+            f"the data of record {doc.get('shard_id')}:{doc.get('sequence_number')} ({doc.get('data_size')} bytes) "
+            f"was left out of this dead letter, too large for its destination: {where}read the record again from "
+            f"stream {doc.get('stream')!r}, shard {doc.get('shard_id')}, with a GetShardIterator of type "
+            f"AT_SEQUENCE_NUMBER at {doc.get('sequence_number')} (sub-sequence {doc.get('sub_sequence_number')}) "
+            f"while the stream retains it, and check its SHA-256 against data_sha256")
     try:
         arrival = doc.get("approximate_arrival_timestamp")
         sub = doc.get("sub_sequence_number")

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
-from kinesis_spout.deadletters.base import DeadLetter, DeadLetterError, envelope_bytes
+from kinesis_spout.deadletters.base import (
+    DeadLetter,
+    DeadLetterDestination,
+    DeadLetterError,
+    DeadLetterWriter,
+    envelope_bytes,
+    stub_envelope_bytes,
+)
 from kinesis_spout.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -14,6 +22,8 @@ if TYPE_CHECKING:
     from kinesis_spout.kinesis.credentials import AwsCredentials
 
 __all__ = ["KinesisDeadLetters", "KinesisDeadLetterWriter", "MAX_ENVELOPE_BYTES"]
+
+log = logging.getLogger("kinesis_spout.deadletters")
 
 #: Kinesis takes records of at most 1 MiB (data plus partition key).
 MAX_ENVELOPE_BYTES = 1 << 20
@@ -33,6 +43,16 @@ class KinesisDeadLetters:
     accepted are never sent again. A write that still has refused entries (or whose call failed as a whole) is
     retried by the spout's dead-letter thread with backoff, the checkpoint waiting meanwhile. A duplicate can only
     come from a call whose answer was lost after Kinesis stored it, or from a crash before the checkpoint moved.
+
+    Oversized letters: Kinesis takes at most 1 MiB (data plus partition key) per record, and the envelope holds the
+    data in base64, so a record of about 780 KB or more cannot go into the stream whole. Such a letter is a
+    permanent failure that must neither block the others nor be lost: the stream gets a *stub* in its place (the
+    envelope without ``data``, with ``truncated: true``, ``data_size``, ``data_sha256`` and ``full_letter``; see
+    :func:`~kinesis_spout.deadletters.stub_envelope_bytes`), by whose position the record is read again from its
+    stream while the stream retains it. With ``oversized`` (a destination without a size limit, such as
+    :class:`~kinesis_spout.deadletters.JsonLinesDeadLetters`), the whole letter is written there first, durably,
+    and the stub's ``full_letter`` says where; if that write fails, the letter stays queued (and its checkpoint
+    waits) while the other letters go on.
     """
 
     stream_name: str
@@ -40,6 +60,7 @@ class KinesisDeadLetters:
     endpoint_url: str | None = None
     put_attempts: int = 3
     credentials: AwsCredentials | None = None
+    oversized: DeadLetterDestination | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.stream_name, str) or not self.stream_name.strip():
@@ -48,50 +69,116 @@ class KinesisDeadLetters:
                 not 1 <= self.put_attempts <= 100:
             raise ConfigError(f"KinesisDeadLetters.put_attempts must be a whole number from 1 to 100, got "
                               f"{self.put_attempts!r}")
+        if self.oversized is not None and (not isinstance(self.oversized, DeadLetterDestination)
+                                           or isinstance(self.oversized, KinesisDeadLetters)):
+            raise ConfigError(f"KinesisDeadLetters.oversized must be a dead-letter destination without Kinesis' 1 MiB "
+                              f"record limit, such as JsonLinesDeadLetters(path), or None; got {self.oversized!r}")
 
     def open_writer(self, config: SpoutConfig) -> "KinesisDeadLetterWriter":
         if self.stream_name == config.stream_name and (self.endpoint_url or config.endpoint_url) == \
                 config.endpoint_url:
             raise ConfigError(f"the dead-letter stream {self.stream_name!r} is the stream the spout reads: its dead "
                               "letters would be read again as records; use another stream")
+        fallback = None
+        if self.oversized is not None:
+            path = getattr(self.oversized, "path", None)
+            fallback = (self.oversized.open_writer(config), f"file {path}" if path else repr(self.oversized))
         return KinesisDeadLetterWriter(self.stream_name, self.region or config.region,
                                        self.endpoint_url or config.endpoint_url, self.put_attempts,
-                                       credentials=self.credentials or config.credentials)
+                                       credentials=self.credentials or config.credentials, oversized=fallback)
 
 
 class KinesisDeadLetterWriter:
-    """Puts envelopes with ``PutRecords`` (the client is made on the first write). One caller thread."""
+    """Puts envelopes with ``PutRecords`` (the client is made on the first write). One caller thread.
+
+    ``oversized`` is the fallback writer for letters over the record limit and the text stubs give as their
+    ``full_letter``. ``puts`` counts records accepted by Kinesis, ``stubs`` the stubs among them. The message ids of
+    oversized letters already in the fallback whose stub is not yet in the stream are kept, so that a retried write
+    does not write them to the fallback again.
+    """
 
     def __init__(self, stream_name: str, region: str | None, endpoint_url: str | None, put_attempts: int,
-                 client: Any = None, credentials: AwsCredentials | None = None) -> None:
+                 client: Any = None, credentials: AwsCredentials | None = None,
+                 oversized: tuple[DeadLetterWriter, str] | None = None) -> None:
         self.stream_name = stream_name
         self.credentials = credentials
         self.region = region
         self.endpoint_url = endpoint_url
         self.put_attempts = put_attempts
+        self.oversized = oversized
         self._client = client
+        self._in_fallback: set[str] = set()
         self.puts = 0  # records accepted by Kinesis
+        self.stubs = 0  # stubs of oversized letters accepted
 
     def write(self, letters: Sequence[DeadLetter]) -> None:
+        datas = [envelope_bytes(letter) for letter in letters]
+        big = [letter for letter, data in zip(letters, datas)
+               if _record_size(data, letter.record.partition_key) > MAX_ENVELOPE_BYTES]
+        held: set[int] = set()  # oversized letters whose fallback write failed: not put, retried later
+        fallback_error: BaseException | None = None
+        if big:
+            held, fallback_error = self._to_fallback(big)
+        bigs = {id(letter) for letter in big}
+        full = self.oversized[1] if self.oversized is not None else None
         entries = []
-        for letter in letters:
-            data = envelope_bytes(letter)
-            key = letter.record.partition_key
-            if len(data) + len(key.encode()) > MAX_ENVELOPE_BYTES:
-                raise DeadLetterError(
-                    f"the dead letter of {letter.record.message_id} is {len(data):,} bytes as a JSON envelope, over "
-                    f"Kinesis' 1 MiB record limit: it cannot go to stream {self.stream_name!r}; use "
-                    f"JsonLinesDeadLetters or a handler for records this large")
-            entries.append((letter, {"Data": data, "PartitionKey": key}))
+        for letter, data in zip(letters, datas):
+            if id(letter) in held:
+                continue
+            if id(letter) in bigs:
+                data = stub_envelope_bytes(letter, full)
+            entries.append((letter, {"Data": data, "PartitionKey": letter.record.partition_key}))
         written: list[DeadLetter] = []
         try:
             for chunk in _chunks(entries):
                 written += self._put(chunk)
         except DeadLetterError as exc:
-            raise DeadLetterError(str(exc), written=written + list(exc.written)) from exc.__cause__
+            raise DeadLetterError(str(exc), written=self._done(written + list(exc.written), bigs)) \
+                from exc.__cause__
         except Exception as exc:  # noqa: BLE001 - a failed call: wrapped, retried by the dead-letter thread
             raise DeadLetterError(f"putting dead letters into stream {self.stream_name!r} failed: {exc}",
-                                  written=written) from exc
+                                  written=self._done(written, bigs)) from exc
+        self._done(written, bigs)
+        if fallback_error is not None:
+            raise DeadLetterError(f"{len(held)} dead letters too large for stream {self.stream_name!r} could not be "
+                                  f"written whole to {full}: {fallback_error}; they are retried",
+                                  written=written) from fallback_error
+
+    def _to_fallback(self, big: list[DeadLetter]) -> tuple[set[int], BaseException | None]:
+        """Log the oversized letters and write those not yet there to the fallback, if any. Returns the ids of the
+        letters whose fallback write failed, and its error."""
+        for letter in big:
+            log.warning("the dead letter of %s (%d bytes of data) is over Kinesis' 1 MiB record limit as a JSON "
+                        "envelope: stream %r gets a stub without its data%s", letter.record.message_id,
+                        len(letter.record.data), self.stream_name,
+                        f", the whole letter goes to {self.oversized[1]}" if self.oversized else
+                        "; read the record again from its stream by the stub's sequence number")
+        if self.oversized is None:
+            return set(), None
+        todo = [letter for letter in big if letter.record.message_id not in self._in_fallback]
+        if not todo:
+            return set(), None
+        done: list[DeadLetter]
+        error: BaseException | None
+        try:
+            self.oversized[0].write(todo)
+        except DeadLetterError as exc:
+            done, error = list(exc.written), exc
+        except Exception as exc:  # noqa: BLE001 - retried with the letter on the next write
+            done, error = [], exc
+        else:
+            done, error = todo, None
+        self._in_fallback.update(letter.record.message_id for letter in done)
+        finished = {id(letter) for letter in done}
+        return {id(letter) for letter in todo if id(letter) not in finished}, error
+
+    def _done(self, written: list[DeadLetter], bigs: set[int]) -> list[DeadLetter]:
+        """Forget the fallback entries of stubs now in the stream; count those stubs."""
+        for letter in written:
+            if id(letter) in bigs:
+                self.stubs += 1
+                self._in_fallback.discard(letter.record.message_id)
+        return written
 
     def _put(self, chunk: list[tuple[DeadLetter, dict[str, Any]]]) -> list[DeadLetter]:
         """Put one PutRecords-sized chunk; refused entries are put again (alone) up to ``put_attempts`` times."""
@@ -134,6 +221,8 @@ class KinesisDeadLetterWriter:
         client, self._client = self._client, None
         if client is not None:
             client.close()
+        if self.oversized is not None:
+            self.oversized[0].close()
 
 
 def _chunks(entries: list[tuple[DeadLetter, dict[str, Any]]]) -> list[list[tuple[DeadLetter, dict[str, Any]]]]:
@@ -141,10 +230,15 @@ def _chunks(entries: list[tuple[DeadLetter, dict[str, Any]]]) -> list[list[tuple
     out: list[list[tuple[DeadLetter, dict[str, Any]]]] = []
     size = 0
     for item in entries:
-        n = len(item[1]["Data"]) + len(item[1]["PartitionKey"].encode())
+        n = _record_size(item[1]["Data"], item[1]["PartitionKey"])
         if not out or len(out[-1]) >= _MAX_PER_CALL or size + n > _MAX_BYTES_PER_CALL:
             out.append([])
             size = 0
         out[-1].append(item)
         size += n
     return out
+
+
+def _record_size(data: bytes, partition_key: str) -> int:
+    """What Kinesis counts against its limits: the data plus the partition key's UTF-8 bytes."""
+    return len(data) + len(partition_key.encode())
