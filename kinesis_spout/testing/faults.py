@@ -12,6 +12,10 @@ library under test talks to it through its ordinary boto3 client: nothing of the
         ...
         assert proxy.injected["GetRecords:ProvisionedThroughputExceededException"] == 3
 
+``PutRecords`` calls can also be answered with chosen entries refused (``ErrorCode`` in their result entries, as
+Kinesis does for a throttled or failed entry): :meth:`FaultProxy.refuse_records` forwards only the other entries and
+merges the emulator's answer for them with the refusals.
+
 Faults for ``GetRecords`` and ``GetShardIterator`` can target one shard. ``GetShardIterator`` names its shard in
 the request; a ``GetRecords`` request carries only an iterator, so the proxy remembers which shard each iterator
 it passed back belongs to (from ``GetShardIterator`` replies and from ``NextShardIterator`` in ``GetRecords``
@@ -40,7 +44,7 @@ import uuid
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Iterator
+from typing import Iterator, Mapping
 
 import pytest
 
@@ -80,6 +84,7 @@ class _Fault:
     message: str
     shard_id: str | None
     delay_s: float = 0.0
+    entry_codes: dict[int, str] | None = None  # PutRecords: refuse these entries (by index) with these codes
 
     @property
     def label(self) -> str:
@@ -178,6 +183,26 @@ class FaultProxy:
         """
         self._add(_Fault(operation, error_code, times, status, message, shard_id))
 
+    def refuse_records(self, *calls: Mapping[int, str]) -> None:
+        """Answer the next ``len(calls)`` ``PutRecords`` calls, one mapping each in turn, with the entries at the
+        mapping's indexes (0-based, in the call's ``Records``) refused with its error codes (``"InternalFailure"``,
+        ``"ProvisionedThroughputExceededException"``): only the other entries are forwarded, the reply merges the
+        emulator's results for them with ``{"ErrorCode": code, "ErrorMessage": ...}`` for the refused ones, and
+        ``FailedRecordCount`` counts both. An empty mapping lets its call through unchanged; an index beyond the
+        call's entries is ignored. Each refused entry counts once in ``injected["PutRecords:<code>"]``.
+
+        Example: ``refuse_records({1: "ProvisionedThroughputExceededException"}, {0: "InternalFailure"})`` refuses
+        the second entry of a call, then the first entry of the next call (its retry, when it is sent alone).
+        """
+        if not calls:
+            raise ValueError("refuse_records needs one mapping {entry index: error code} per call")
+        for codes in calls:
+            if not all(isinstance(i, int) and i >= 0 and isinstance(c, str) and c for i, c in codes.items()):
+                raise ValueError(f"refuse_records takes mappings of entry index (0 or more) to an error code, "
+                                 f"got {dict(codes)!r}")
+        for codes in calls:
+            self._add(_Fault("PutRecords", None, 1, 0, "", None, entry_codes=dict(codes)))
+
     def drop_connections(self, operation: str, times: int = 1, *, shard_id: str | None = None) -> None:
         """Close the client's connection without answering the next ``times`` calls of ``operation``.
 
@@ -255,7 +280,8 @@ class FaultProxy:
                 fault.remaining -= 1
                 if fault.remaining == 0:
                     self._faults.remove(fault)
-                self.injected[fault.label] += 1
+                if fault.entry_codes is None:  # refused entries are counted one by one when answered
+                    self.injected[fault.label] += 1
                 return fault
         return None
 
@@ -389,6 +415,11 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         target = self.headers.get("X-Amz-Target", "")
         operation = target[len(TARGET_PREFIX):] if target.startswith(TARGET_PREFIX) else ""
         fault = proxy._take_fault(operation, body) if operation else None
+        if fault is not None and fault.entry_codes is not None:
+            if fault.entry_codes:
+                self._refuse_entries(fault.entry_codes, body)
+                return
+            fault = None  # an empty mapping: this call goes through unchanged
         if fault is not None and fault.delay_s:
             log.info("fault proxy: holding a %s call for %g s", operation, fault.delay_s)
             time.sleep(fault.delay_s)
@@ -423,6 +454,50 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             if status == 200:
                 reply = proxy._without_expired(operation, reply)
         self._reply(status, reason, [(k, v) for k, v in reply_headers if k.lower() not in _HOP_BY_HOP], reply)
+
+    def _refuse_entries(self, codes: dict[int, str], body: bytes) -> None:
+        """Answer a PutRecords call with the entries of ``codes`` refused and the others forwarded (see
+        :meth:`FaultProxy.refuse_records`)."""
+        proxy = self.server.proxy
+        request = _json_object(body)
+        records = request.get("Records")
+        records = records if isinstance(records, list) else []
+        refused = {i: code for i, code in codes.items() if i < len(records)}
+        kept = [record for i, record in enumerate(records) if i not in refused]
+        results: list[object] = []
+        encryption = "NONE"
+        if kept:
+            headers = [(k, v) for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP]
+            try:
+                status, reason, reply_headers, reply = proxy._forward(
+                    self.command, self.path, headers, json.dumps({**request, "Records": kept}).encode())
+            except (OSError, http.client.HTTPException) as exc:
+                payload = json.dumps({"__type": "ServiceUnavailable",
+                                      "message": f"fault proxy: upstream failed: {exc!r}"}).encode()
+                self._reply(502, None, [("Content-Type", "application/x-amz-json-1.1"),
+                                        ("x-amzn-ErrorType", "ServiceUnavailable")], payload)
+                return
+            answer = _json_object(reply)
+            entries = answer.get("Records")
+            if status != 200 or not isinstance(entries, list):  # the call failed as a whole
+                self._reply(status, reason, [(k, v) for k, v in reply_headers if k.lower() not in _HOP_BY_HOP], reply)
+                return
+            results = list(entries)
+            encryption = str(answer.get("EncryptionType") or "NONE")
+        merged: list[object] = []
+        for i in range(len(records)):
+            if i in refused:
+                merged.append({"ErrorCode": refused[i], "ErrorMessage": "injected fault: entry refused"})
+            else:
+                merged.append(results.pop(0))
+        failed = sum(1 for r in merged if isinstance(r, dict) and r.get("ErrorCode"))
+        with proxy._lock:
+            for code in refused.values():
+                proxy.injected[f"PutRecords:{code}"] += 1
+        log.info("fault proxy: refusing %d of %d PutRecords entries", len(refused), len(records))
+        payload = json.dumps({"FailedRecordCount": failed, "Records": merged, "EncryptionType": encryption}).encode()
+        self._reply(200, None, [("Content-Type", "application/x-amz-json-1.1"),
+                                ("x-amzn-RequestId", str(uuid.uuid4()))], payload)
 
     def _reply(self, status: int, reason: str | None, headers: list[tuple[str, str]], body: bytes) -> None:
         self.send_response(status, reason)

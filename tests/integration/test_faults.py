@@ -205,6 +205,36 @@ def test_inject_validates_its_arguments(moto_kinesis: KinesisEndpoint) -> None:
     assert proxy.pending() == 0
 
 
+def test_refused_put_entries_are_answered_as_kinesis_does_and_only_the_others_are_stored(
+        fault_proxy: Proxied, kinesis_backend: KinesisEndpoint) -> None:
+    proxy, through = fault_proxy
+    stream = kinesis_backend.create_stream()
+    client = _client(through)
+    proxy.refuse_records({1: "InternalFailure", 3: PTEE}, {}, {0: "InternalFailure"}, {0: PTEE, 9: PTEE})
+    records = [{"Data": f"d{i}".encode(), "PartitionKey": f"k{i}"} for i in range(4)]
+    first = client.put_records(StreamName=stream, Records=records)
+    assert first["FailedRecordCount"] == 2
+    assert [r.get("ErrorCode") for r in first["Records"]] == [None, "InternalFailure", None, PTEE]
+    assert all(r.get("SequenceNumber") for r in (first["Records"][0], first["Records"][2]))
+    assert client.put_records(StreamName=stream, Records=records[1:2])["FailedRecordCount"] == 0  # {}: passes
+    alone = client.put_records(StreamName=stream, Records=records[3:])  # every entry refused: nothing forwarded
+    assert (alone["FailedRecordCount"], alone["Records"][0]["ErrorCode"]) == (1, "InternalFailure")
+    last = client.put_records(StreamName=stream, Records=records[3:])  # index 9 is beyond the call: ignored
+    assert [r.get("ErrorCode") for r in last["Records"]] == [PTEE]
+    assert client.put_records(StreamName=stream, Records=records[3:])["FailedRecordCount"] == 0  # script done
+    assert proxy.pending() == 0
+    assert proxy.injected == {"PutRecords:InternalFailure": 2, f"PutRecords:{PTEE}": 2}
+    shard = kinesis_backend.shard_ids(stream)[0]
+    iterator = client.get_shard_iterator(StreamName=stream, ShardId=shard,
+                                         ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+    stored = [r["Data"] for r in client.get_records(ShardIterator=iterator)["Records"]]
+    assert stored == [b"d0", b"d2", b"d1", b"d3"]
+    with pytest.raises(ValueError, match="entry index"):
+        proxy.refuse_records({-1: PTEE})
+    with pytest.raises(ValueError, match="one mapping"):
+        proxy.refuse_records()
+
+
 # -- the shard getter: expired iterators ----------------------------------------------------------------------
 
 
