@@ -1,4 +1,5 @@
-"""A JSON Lines file as dead-letter destination: one envelope per line, flushed and fsynced per write."""
+"""A JSON Lines file as dead-letter destination: one envelope per line, flushed and fsynced per write; its folder
+fsynced when the file is opened, so that a new file's entry in the folder is on disk too."""
 
 from __future__ import annotations
 
@@ -21,9 +22,11 @@ class JsonLinesDeadLetters:
     :func:`~kinesis_spout.deadletters.envelope`) per line.
 
     Each write of a batch of dead letters is one ``write`` of whole lines, then ``flush`` and ``fsync``: a record
-    is done only after its line is on disk. A crash in the middle of a write may leave a last line cut short; the
-    next writer starts on a new line, so readers should skip a line that does not parse (its record was not
-    checkpointed and is dead-lettered again). Give each process its own file.
+    is done only after its line is on disk. When the writer opens the file (creating it if needed) it also fsyncs
+    the folder, so that a power cut cannot lose a newly created file with the lines in it. A crash in the middle
+    of a write may leave a last line cut short; the next writer starts on a new line, so readers should skip a line
+    that does not parse (its record was not checkpointed and is dead-lettered again). Give each process its own
+    file.
     """
 
     path: str
@@ -41,7 +44,10 @@ class JsonLinesDeadLetters:
 
 
 class JsonLinesWriter:
-    """Appends envelopes to a file (opened on the first write; reopened after an error). One caller thread."""
+    """Appends envelopes to a file (opened on the first write; reopened after an error). One caller thread.
+
+    Who calls: the spout's dead-letter thread. ``write`` returns only once the batch's lines are fsynced (and, on the
+    first write, the folder holding the file); it changes only the file."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -71,6 +77,7 @@ class JsonLinesWriter:
                     f.seek(0, os.SEEK_END)
                     if torn:  # a crash cut the last line short: keep it apart from ours
                         f.write(b"\n")
+                _fsync_folder(os.path.dirname(os.path.abspath(self.path)))  # the file's entry, if it was created
             except BaseException:
                 f.close()
                 raise
@@ -81,3 +88,15 @@ class JsonLinesWriter:
         f, self._file = self._file, None
         if f is not None:
             f.close()
+
+
+def _fsync_folder(folder: str) -> None:
+    """fsync a folder, making the creation of a file in it durable (where the platform allows opening folders)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except (PermissionError, IsADirectoryError):  # Windows cannot open a folder: NTFS journals its entries
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
