@@ -79,6 +79,59 @@ def test_a_reader_that_has_room_again_by_the_time_it_is_parked_is_polled_at_once
         pool.close()
 
 
+class TakenDuringTheRoomCheck:
+    """A reader whose buffer is full when polled, and whose consumer takes records on its own thread right after the
+    pool's room check: it empties the buffer, reads the ``parked`` flag and, if set, wakes the pool, the way
+    ``BufferedShardReader.take`` does. The room check waits until the consumer has read the flag, so the
+    interleaving is forced, not hoped for."""
+
+    shard_id = "s1"
+
+    def __init__(self, pool: ReaderPool) -> None:
+        self.pool = pool
+        self.parked = False
+        self.full = True
+        self.polls = 0
+        self.flag_read = threading.Event()
+        self.saw_parked: bool | None = None
+        self.consumer: threading.Thread | None = None
+
+    def poll(self) -> float | None:
+        self.polls += 1
+        return PARK if self.polls == 1 else None
+
+    def has_room(self) -> bool:
+        room = not self.full
+        if self.consumer is None:  # the pool's check after the PARK: the consumer takes records right now
+            self.consumer = threading.Thread(target=self.take, name="consumer", daemon=True)
+            self.consumer.start()
+            assert self.flag_read.wait(5.0), "the consumer never ran"
+        return room
+
+    def take(self) -> None:
+        self.full = False  # records taken: room again
+        self.saw_parked = self.parked
+        self.flag_read.set()
+        if self.saw_parked:
+            self.pool.wake(self)  # waits for the pool's lock, held by the parking thread
+
+
+def test_a_take_right_after_the_room_check_of_a_parking_reader_wakes_it() -> None:
+    """The park flag is set before the room check: a take() after the check sees the flag and wakes the reader.
+    Set after the check, the take() sees no flag, nobody wakes the reader, and its shard stalls for good."""
+    pool = ReaderPool(1)
+    reader = TakenDuringTheRoomCheck(pool)
+    try:
+        pool.add(reader)
+        assert wait_until(lambda: reader.polls == 2, 5.0), \
+            f"the parked reader was never polled again (the consumer saw parked={reader.saw_parked}): a stall"
+        assert reader.saw_parked is True and not reader.parked
+    finally:
+        pool.close()
+        if reader.consumer is not None:
+            reader.consumer.join(5.0)
+
+
 def test_many_readers_share_at_most_the_pools_threads_and_each_is_polled() -> None:
     pool = ReaderPool(3, name="test-readers")
     readers = [Scripted(f"s{i}", ["+0.05"] * 4) for i in range(50)]
