@@ -82,3 +82,64 @@ def test_without_a_maximum_an_idle_shard_keeps_its_pause() -> None:
     grown = BufferedShardReader(getter, max_records=10, max_bytes=100, empty_backoff_s=1.0, on_data=lambda: None,
                                 max_empty_backoff_s=4.0)
     assert grown.max_empty_backoff_s == 4.0
+
+
+def test_records_taken_right_after_a_parking_readers_room_check_wake_it(kinesalite: KinesisEndpoint) -> None:
+    """A real reader on kinesalite parks with a full buffer; its consumer's take() runs on another thread right after
+    the pool's room check (a hook in has_room waits until the take read the park flag: it called the pool's wake(),
+    or returned without). The reader must be polled again: a lost wake-up would stall the shard for good."""
+    from kinesis_spout.kinesis.client import make_client
+    from kinesis_spout.kinesis.getter import ShardGetter, StartPosition
+    from kinesis_spout.kinesis.pool import PARK, ReaderPool
+    from kinesis_spout.kinesis.reader import BufferedShardReader
+    from kinesis_spout.testing.process import wait_until
+
+    class WakeSeen(ReaderPool):
+        def __init__(self) -> None:
+            super().__init__(1, name="kinesis-reader-racing")
+            self.wake_called = threading.Event()
+
+        def wake(self, reader: Any) -> None:
+            self.wake_called.set()
+            super().wake(reader)
+
+    class TakenAfterRoomCheck(BufferedShardReader):
+        parking = False
+        consumer: threading.Thread | None = None
+        taken: list[Any]
+
+        def poll(self) -> float | None:
+            due = super().poll()
+            self.parking = due == PARK and self.consumer is None
+            return due
+
+        def has_room(self) -> bool:
+            room = super().has_room()
+            if self.parking:  # the pool's check after the PARK: the consumer takes every record right now
+                self.parking = False
+                self.taken = []
+                self.consumer = threading.Thread(target=lambda: self.taken.extend(self.take(1000)), daemon=True)
+                self.consumer.start()
+                consumer = self.consumer
+                assert wait_until(lambda: pool.wake_called.is_set() or not consumer.is_alive(), 5.0)
+            return room
+
+    stream = kinesalite.create_stream(shards=1)
+    placed = kinesalite.put(stream, [f"r{i}".encode() for i in range(30)])
+    pool = WakeSeen()
+    getter = ShardGetter(make_client(kinesalite.region, kinesalite.endpoint_url), stream, placed[0][0],
+                         StartPosition("TRIM_HORIZON"), max_records=10)
+    reader = TakenAfterRoomCheck(getter, max_records=5, max_bytes=1 << 20, empty_backoff_s=0.2,
+                                 on_data=lambda: None, pool=pool)
+    reader.start()
+    try:
+        assert wait_until(lambda: reader.consumer is not None, 10.0), "the reader never parked"
+        assert wait_until(lambda: reader.calls >= 2, 5.0), \
+            "the parked reader was never polled again after its records were taken: a stall"
+        assert pool.wake_called.is_set()
+        got = list(reader.taken)
+        assert wait_until(lambda: got.extend(reader.take(1000)) or len(got) >= 30, 10.0)
+    finally:
+        reader.close()
+        pool.close()
+    assert [r.sequence_number for r in got] == [seq for _, seq in placed]

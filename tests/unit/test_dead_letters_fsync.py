@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import stat
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -53,22 +52,19 @@ def test_each_batch_is_fsynced_before_it_is_reported_written_and_the_folder_once
 
     monkeypatch.setattr(os, "fsync", spy)
     reports: list[tuple[list[str], list[Synced], int]] = []  # letters reported, fsyncs seen by then, file size
-    reported = threading.Condition()
 
     def on_written(done: Sequence[DeadLetter]) -> None:
-        with reported:
-            reports.append(([letter.record.sequence_number for letter in done], list(synced),
-                            path.stat().st_size))
-            reported.notify_all()
+        reports.append(([letter.record.sequence_number for letter in done], list(synced), path.stat().st_size))
 
     writer = JsonLinesDeadLetters(str(path)).open_writer(SpoutConfig(stream_name="source", app_name="fsync"))
     worker = DeadLetterWorker(writer, on_written, deadline_s=60.0)
     batches = [letters(0, 3), letters(3, 2)]
     worker.start()
     try:
-        for n, batch in enumerate(batches, 1):
+        for batch in batches:
+            expected = len(reports) + 1
             worker.put(batch)
-            assert wait_until(lambda n=n: len(reports) >= n, 10), "the batch was never reported written"  # type: ignore[misc]
+            assert wait_until(lambda: len(reports) >= expected, 10), "the batch was never reported written"
     finally:
         worker.close()
     file_inode, folder_inode = path.stat().st_ino, tmp_path.stat().st_ino
