@@ -160,3 +160,40 @@ def test_a_failing_fallback_holds_only_the_oversized_letter_and_writes_it_once_w
     docs = stream_docs(kinesalite, dlq)
     assert [doc["partition_key"] for doc in docs] == ["pk-1", "pk-3", "pk-2"]
     assert docs[2]["truncated"] is True and docs[2]["full_letter"] == f"file {path}"
+
+
+def test_an_oversized_letter_goes_to_the_fallback_once_while_its_stub_is_refused(
+        fault_proxy: tuple[Any, KinesisEndpoint], kinesis_backend: KinesisEndpoint, tmp_path: Path) -> None:
+    from kinesis_spout.deadletters import DeadLetterError
+
+    proxy, through = fault_proxy
+    dlq = kinesis_backend.create_stream(shards=1)
+    path = tmp_path / "oversized.jsonl"
+    writer = KinesisDeadLetters(dlq, put_attempts=1, oversized=JsonLinesDeadLetters(str(path))).open_writer(
+        make_config(through, "source"))
+    small, big = letter(1, b"one"), letter(2, BIG)
+    proxy.refuse_records({1: "InternalFailure"})  # the stub's put
+    try:
+        with pytest.raises(DeadLetterError, match="InternalFailure") as raised:
+            writer.write([small, big])
+        assert raised.value.written == (small,)
+        writer.write([big])
+    finally:
+        writer.close()
+    assert len(path.read_bytes().splitlines()) == 1  # written whole once, though passed twice
+    assert [doc["partition_key"] for doc in stream_docs(kinesis_backend, dlq)] == ["pk-1", "pk-2"]
+
+
+@pytest.mark.parametrize(("count", "size", "calls"), [(501, 10, 2), (6, 700_000, 2)])
+def test_letters_are_put_in_calls_of_at_most_500_records_and_5_mib(
+        fault_proxy: tuple[Any, KinesisEndpoint], kinesis_backend: KinesisEndpoint, count: int, size: int,
+        calls: int) -> None:
+    proxy, through = fault_proxy
+    dlq = kinesis_backend.create_stream(shards=1)
+    writer = KinesisDeadLetters(dlq).open_writer(make_config(through, "source"))
+    try:
+        writer.write([letter(i, bytes([i % 256]) * size) for i in range(count)])  # 6 x 934 KB envelopes: 5.6 MB
+    finally:
+        writer.close()
+    assert proxy.calls["PutRecords"] == calls
+    assert [doc["partition_key"] for doc in stream_docs(kinesis_backend, dlq)] == [f"pk-{i}" for i in range(count)]
