@@ -3,7 +3,9 @@
 ``SpoutConfig(dead_letter=...)`` takes a handler ``(record, reason) -> None`` (the default logs the record) or a
 destination: :class:`KinesisDeadLetters` (another stream) or :class:`JsonLinesDeadLetters` (a file). Whatever it
 is, a record is done, and its shard's checkpoint may pass it, only once its dead letter was written; failed writes
-are retried with backoff on the spout's dead-letter thread (see :class:`DeadLetterWorker`).
+are retried with backoff on the spout's dead-letter thread (see :class:`DeadLetterWorker`). A letter too large for
+a Kinesis record goes into the dead-letter stream as a stub naming the record's position (and whole to
+``KinesisDeadLetters(oversized=...)``, if set): it never holds up the others.
 """
 
 from kinesis_spout.deadletters.base import (

@@ -26,6 +26,8 @@ __all__ = ["ENVELOPE_VERSION", "DeadLetter", "DeadLetterDestination", "DeadLette
 
 #: The ``version`` field of the JSON envelope; it changes only if a field changes meaning or goes away.
 ENVELOPE_VERSION = 1
+#: A stub's ``reason`` keeps at most this many characters (the whole one is in the full letter, if kept).
+STUB_REASON_CHARS = 8192
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,12 +139,16 @@ def envelope_bytes(letter: DeadLetter) -> bytes:
 def stub_envelope_bytes(letter: DeadLetter, full_letter: str | None) -> bytes:
     """The envelope of a letter too large for its destination, as compact UTF-8 JSON: every field but ``data``, and
     ``truncated: true``, ``data_size`` (the original data's length in bytes), ``data_sha256`` (its SHA-256, hex) and
-    ``full_letter`` (where the whole envelope was written, or null). Its size does not depend on the data: with
+    ``full_letter`` (where the whole envelope was written, or null); a ``reason`` longer than
+    :data:`STUB_REASON_CHARS` is cut short there. Its size does not depend on the data: with
     ``shard_id`` and ``sequence_number`` (and ``sub_sequence_number``) the record can be read again from ``stream``
     while the stream retains it."""
     doc = envelope(letter)
     data = letter.record.data
     del doc["data"]
+    reason = letter.reason
+    if len(reason) > STUB_REASON_CHARS:  # a scheme's error may quote the whole record
+        doc["reason"] = f"{reason[:STUB_REASON_CHARS]}... ({len(reason):,} characters in all)"
     doc.update(truncated=True, data_size=len(data), data_sha256=hashlib.sha256(data).hexdigest(),
                full_letter=full_letter)
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()

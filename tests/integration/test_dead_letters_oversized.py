@@ -197,3 +197,23 @@ def test_letters_are_put_in_calls_of_at_most_500_records_and_5_mib(
         writer.close()
     assert proxy.calls["PutRecords"] == calls
     assert [doc["partition_key"] for doc in stream_docs(kinesis_backend, dlq)] == [f"pk-{i}" for i in range(count)]
+
+
+def test_a_letter_oversized_by_its_reason_goes_as_a_stub_with_the_reason_cut_short(
+        kinesalite: KinesisEndpoint) -> None:
+    """A scheme whose error quotes the whole record makes the reason, not only the data, too large."""
+    from kinesis_spout.deadletters import DeadLetter
+
+    dlq = kinesalite.create_stream(shards=1)
+    base = letter(1, b"x" * 10)
+    huge = DeadLetter(base.record, "poison record: cannot decode " + "y" * 1_200_000, 1, "source", "oversized",
+                      base.at)
+    writer = KinesisDeadLetters(dlq).open_writer(make_config(kinesalite, "source"))
+    try:
+        writer.write([huge, letter(2, b"two")])
+    finally:
+        writer.close()
+    stub, other = stream_docs(kinesalite, dlq)
+    assert stub["truncated"] is True and stub["data_size"] == 10 and other["partition_key"] == "pk-2"
+    assert stub["reason"].startswith("poison record: cannot decode yyy")
+    assert stub["reason"].endswith("(1,200,029 characters in all)") and len(stub["reason"]) < 10_000
