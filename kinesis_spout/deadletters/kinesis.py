@@ -112,6 +112,10 @@ class KinesisDeadLetterWriter:
         self.stubs = 0  # stubs of oversized letters accepted
 
     def write(self, letters: Sequence[DeadLetter]) -> None:
+        """Put every letter (called by the spout's dead-letter thread). An oversized letter goes whole to the
+        fallback first, if any, then as a stub into the stream; one whose fallback write fails is left out of this
+        call and reported not written (raising :class:`DeadLetterError` once the others are put). Changes the
+        stream, the fallback, the counters and the set of letters already in the fallback."""
         datas = [envelope_bytes(letter) for letter in letters]
         big = [letter for letter, data in zip(letters, datas)
                if _record_size(data, letter.record.partition_key) > MAX_ENVELOPE_BYTES]
