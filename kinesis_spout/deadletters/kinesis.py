@@ -45,7 +45,7 @@ class KinesisDeadLetters:
     come from a call whose answer was lost after Kinesis stored it, or from a crash before the checkpoint moved.
 
     Oversized letters: Kinesis takes at most 1 MiB (data plus partition key) per record, and the envelope holds the
-    data in base64, so a record of about 780 KB or more cannot go into the stream whole. Such a letter is a
+    data in base64, so a record of about 786 KB (768 KiB) or more cannot go into the stream whole. Such a letter is a
     permanent failure that must neither block the others nor be lost: the stream gets a *stub* in its place (the
     envelope without ``data``, with ``truncated: true``, ``data_size``, ``data_sha256`` and ``full_letter``; see
     :func:`~kinesis_spout.deadletters.stub_envelope_bytes`), by whose position the record is read again from its
