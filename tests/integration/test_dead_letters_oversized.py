@@ -14,8 +14,16 @@ from typing import Any
 
 import pytest
 
-from kinesis_spout import InitialPosition, KinesisSpout, MemoryCheckpointStore, SpoutConfig
-from kinesis_spout.deadletters import JsonLinesDeadLetters, KinesisDeadLetters, record_from_envelope
+from kinesis_spout import InitialPosition, JsonScheme, KinesisSpout, MemoryCheckpointStore, SpoutConfig
+from kinesis_spout.deadletters import (
+    DeadLetter,
+    DeadLetterError,
+    JsonLinesDeadLetters,
+    KinesisDeadLetters,
+    record_from_envelope,
+)
+from kinesis_spout.records import Record, SequenceKey
+from kinesis_spout.testing.faults import FaultProxy
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until
 
@@ -23,8 +31,6 @@ BIG = b"poison " + b"\xff" * 800_000  # not JSON; 1.07 MB in base64: over Kinesi
 
 
 def make_config(endpoint: KinesisEndpoint, stream: str, **overrides: Any) -> SpoutConfig:
-    from kinesis_spout import JsonScheme
-
     options: dict[str, Any] = dict(
         stream_name=stream, app_name="oversized", endpoint_url=endpoint.endpoint_url, region=endpoint.region,
         initial_position=InitialPosition.TRIM_HORIZON, empty_record_backoff_s=0.2, checkpoint_interval_s=0.0,
@@ -55,7 +61,7 @@ def put_poison(endpoint: KinesisEndpoint, stream: str) -> tuple[list[tuple[str, 
     return endpoint.put(stream, datas, [f"pk-{i}" for i in range(len(datas))]), datas
 
 
-def run_until_checkpointed(config: SpoutConfig, store: MemoryCheckpointStore, last: str) -> KinesisSpout:
+def run_until_checkpointed(config: SpoutConfig, store: MemoryCheckpointStore, last: str) -> None:
     """Ack every record until the shard's checkpoint reaches ``last``; fails at the first failed dead-letter write
     (an oversized letter that blocks the others fails every write)."""
     with KinesisSpout(config, store) as spout:
@@ -67,7 +73,6 @@ def run_until_checkpointed(config: SpoutConfig, store: MemoryCheckpointStore, la
         assert wait_until(settled, 30), "the checkpoint never reached the last record"
         assert spout.dead_letter_failures == 0, f"a dead-letter write failed: {spout.dead_letter_errors}"
         assert spout.flush_checkpoints()
-    return spout
 
 
 def read_at(endpoint: KinesisEndpoint, stream: str, shard_id: str, sequence_number: str) -> bytes:
@@ -126,10 +131,7 @@ def test_an_oversized_dead_letter_is_written_whole_to_the_fallback_file_before_i
     assert len(docs) == 6 and docs[placed[2][1]]["full_letter"] == f"file {path}"
 
 
-def letter(n: int, data: bytes) -> Any:
-    from kinesis_spout.deadletters import DeadLetter
-    from kinesis_spout.records import Record, SequenceKey
-
+def letter(n: int, data: bytes) -> DeadLetter:
     seq = str(49_000_000_000_000_000_000 + n)
     record = Record("shardId-000000000000", seq, None, f"pk-{n}", data, None, SequenceKey.parse(seq, None))
     return DeadLetter(record, "poison record: test", 1, "source", "oversized", 1_780_000_000.0)
@@ -137,8 +139,6 @@ def letter(n: int, data: bytes) -> Any:
 
 def test_a_failing_fallback_holds_only_the_oversized_letter_and_writes_it_once_when_it_works_again(
         kinesalite: KinesisEndpoint, tmp_path: Path) -> None:
-    from kinesis_spout.deadletters import DeadLetterError
-
     dlq = kinesalite.create_stream(shards=1)
     folder = tmp_path / "big"
     folder.mkdir()
@@ -163,9 +163,7 @@ def test_a_failing_fallback_holds_only_the_oversized_letter_and_writes_it_once_w
 
 
 def test_an_oversized_letter_goes_to_the_fallback_once_while_its_stub_is_refused(
-        fault_proxy: tuple[Any, KinesisEndpoint], kinesis_backend: KinesisEndpoint, tmp_path: Path) -> None:
-    from kinesis_spout.deadletters import DeadLetterError
-
+        fault_proxy: tuple[FaultProxy, KinesisEndpoint], kinesis_backend: KinesisEndpoint, tmp_path: Path) -> None:
     proxy, through = fault_proxy
     dlq = kinesis_backend.create_stream(shards=1)
     path = tmp_path / "oversized.jsonl"
@@ -186,7 +184,7 @@ def test_an_oversized_letter_goes_to_the_fallback_once_while_its_stub_is_refused
 
 @pytest.mark.parametrize(("count", "size", "calls"), [(501, 10, 2), (6, 700_000, 2)])
 def test_letters_are_put_in_calls_of_at_most_500_records_and_5_mib(
-        fault_proxy: tuple[Any, KinesisEndpoint], kinesis_backend: KinesisEndpoint, count: int, size: int,
+        fault_proxy: tuple[FaultProxy, KinesisEndpoint], kinesis_backend: KinesisEndpoint, count: int, size: int,
         calls: int) -> None:
     proxy, through = fault_proxy
     dlq = kinesis_backend.create_stream(shards=1)
@@ -202,8 +200,6 @@ def test_letters_are_put_in_calls_of_at_most_500_records_and_5_mib(
 def test_a_letter_oversized_by_its_reason_goes_as_a_stub_with_the_reason_cut_short(
         kinesalite: KinesisEndpoint) -> None:
     """A scheme whose error quotes the whole record makes the reason, not only the data, too large."""
-    from kinesis_spout.deadletters import DeadLetter
-
     dlq = kinesalite.create_stream(shards=1)
     base = letter(1, b"x" * 10)
     huge = DeadLetter(base.record, "poison record: cannot decode " + "y" * 1_200_000, 1, "source", "oversized",
