@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test test-unit lint bench bench-smoke mutation clean
+.PHONY: setup demo test test-fast test-unit lint bench bench-smoke mutation clean
 
 setup:
 	@scripts/setup.sh
@@ -18,6 +18,10 @@ test: setup lint
 lint: setup
 	.venv/bin/ruff check kinesis_spout tests benchmarks examples scripts
 	.venv/bin/mypy
+
+# The contributor's loop: everything but the tests marked slow (crash, failover, Spark sessions)
+test-fast: setup
+	$(PY) -m pytest -m 'not slow' $(PYTEST_ARGS)
 
 test-unit: setup
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
