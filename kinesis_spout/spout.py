@@ -262,7 +262,7 @@ class KinesisSpout:
         self._leases = ZooKeeperLeases(self._store, self.config.worker_id)
         self._leases.join()
         self._store.add_listener(self._on_zookeeper_state)
-        return LeaseBalancer(self._leases, hand_back=self._hand_back, drop_all=self._drop_all).owns
+        return LeaseBalancer(self._leases, hand_back=self._hand_back, drop_all=self._drop_all, drop=self._drop).owns
 
     def _refuse_beside_lease_workers(self) -> None:
         """Static mode (in ``open()``): refuse to read an app's stream while workers share it through leases: both
@@ -304,7 +304,11 @@ class KinesisSpout:
             if state is None:
                 return
             self._detach(state)
-            deadline = time.monotonic() + min(HANDOFF_TIMEOUT_S, self.config.message_timeout_s or HANDOFF_TIMEOUT_S)
+            wait_s = min(HANDOFF_TIMEOUT_S, self.config.message_timeout_s or HANDOFF_TIMEOUT_S)
+            log.info("handing %s over to another worker: waiting up to %.0f s for its %d records in flight, then "
+                     "writing its checkpoint and giving its lease back", shard_id, wait_s,
+                     state.tracker.inflight_count)
+            deadline = time.monotonic() + wait_s
             while state.tracker.inflight_count and self._state == "open":
                 left = deadline - time.monotonic()
                 if left <= 0:
