@@ -192,3 +192,33 @@ def test_a_held_lease_that_moved_on_is_dropped_at_the_next_round(
     zookeeper.client().set(f"{zookeeper.prefix}/app/stream/leases/{X}", b'{"owner": "c"}')  # c, not live
     assert a.round(X) == [X] and dropped == [X]
     assert a.leases.held == {X: 2} and lease(zookeeper, X) == ("a", 2)
+
+
+def test_a_take_whose_fence_could_not_be_set_is_not_read_and_is_taken_again_once_zookeeper_answers(
+        zookeeper: Any, proxy: ZooKeeperFaultProxy, workers: Callable[..., Worker]) -> None:
+    """The lease of ``X`` is written, then ZooKeeper goes away (past the 1 s operation deadline) before the shard's
+    checkpoint writes are fenced: the round fails and ``X`` is not read (it would be read unfenced). The lease names
+    ``a``; the next round takes it again under a new epoch, fenced."""
+    a = workers("a", through_proxy=True, operation_timeout_s=1.0)
+    free_lease(a, X)
+    proxy.cut_request(Op.EXISTS, nth=2, hold=True)  # the round's 1st: is a registered; the 2nd: fencing X
+    with pytest.raises(CheckpointError, match="creating .*/checkpoints failed within 1 s"):
+        a.round(X)
+    assert a.leases.held == {} and lease(zookeeper, X) == ("a", 2)
+    proxy.release()
+    assert a.store.wait_connected(15.0)
+    assert a.round(X) == [X]
+    assert lease(zookeeper, X) == ("a", 3) and a.leases.held == {X: 3}
+
+
+def test_a_give_back_whose_reply_was_lost_is_done_and_forgotten(
+        zookeeper: Any, proxy: ZooKeeperFaultProxy, workers: Callable[..., Worker]) -> None:
+    """The write that gives ``Y`` back is carried out, its reply lost; the retry finds the lease past ``a``'s epoch:
+    ``a`` no longer holds it (nothing is read or written for it), and ``b`` takes it."""
+    a = workers("a", through_proxy=True)
+    assert a.round(X, Y) == [X, Y]
+    b = workers("b")
+    proxy.cut(Op.SET_DATA)
+    assert a.round(X, Y) == [X]
+    assert a.leases.held == {X: 0} and lease(zookeeper, Y) == (None, 1)
+    assert b.round(X, Y) == [Y] and lease(zookeeper, Y) == ("b", 2)
