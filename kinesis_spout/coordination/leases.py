@@ -13,7 +13,11 @@ Layout, next to the checkpoints (``{prefix}/{app}/{stream}/``):
   version starts at 0 again.)
 
 A lease is taken only when its owner is nobody or a worker that is not live, and given back by its owner
-(``release``): leases never move from a live owner without its consent.
+(``release``): leases never move from a live owner without its consent. "Not live" means missing from the
+workers listed *after* the lease was read: a worker registers before it takes a lease, so an owner named by the
+lease and missing from a later listing has left (listed before, a worker that joined and took the lease in
+between would look gone). A lease stays this worker's until ZooKeeper says otherwise: it is forgotten only once
+its give-back is written or it is found to have moved on, and a lease that names this worker counts as its own.
 """
 
 from __future__ import annotations
