@@ -1,5 +1,5 @@
 """A fault-injecting TCP proxy in front of ZooKeeper: a connection cut in place of a chosen reply (or of a chosen
-request), a reply held back while a test changes the tree, an error code in place of a reply.
+request), a reply held back while a test changes the tree, an error code in place of a reply (or of a request).
 
 ZooKeeper never drops a connection in the middle of a pipeline of requests (before or after carrying one out),
 never lets another client act between two of our requests at a moment a test chooses, and never answers with an
@@ -19,7 +19,7 @@ answers. Scripted replies are acted on:
 
 The server itself is untouched: a request whose reply was cut was carried out, a request cut by :meth:`cut_request`
 never reached it, a held reply is forwarded on :meth:`release`, and an error reply replaces the answer to a request
-the server did carry out.
+the server did carry out (:meth:`answer_error`) or to one it never saw (:meth:`refuse`).
 
 Only the standard library; one accepting thread and two pumping threads per client connection.
 """
@@ -84,6 +84,7 @@ class _Link:
         self.client = client
         self.server = server
         self.ops: dict[int, int] = {}
+        self.refused: dict[int, int] = {}  # xid of a refused request -> the error code to answer it with
 
     def close(self) -> None:
         for sock in (self.client, self.server):
@@ -160,6 +161,11 @@ class ZooKeeperFaultProxy:
         connections until :meth:`release`, so the client stays away longer than its operation deadline."""
         self._add(_Rule(op, "cut", nth, 1, hold=hold, request=True))
 
+    def refuse(self, op: Op, error: int, *, nth: int = 1, times: int = 1) -> None:
+        """Answer ``times`` requests of ``op`` from the ``nth`` with ZooKeeper error ``error`` (a ``ZK_*`` code)
+        without passing them on: the server never carries them out, and the connection stays up."""
+        self._add(_Rule(op, "error", nth, times, error=error, request=True))
+
     def hold(self, op: Op, *, nth: int = 1) -> None:
         """Keep the ``nth`` reply to ``op`` (and every reply after it on that connection) until :meth:`release`."""
         self._add(_Rule(op, "hold", nth, 1))
@@ -168,6 +174,11 @@ class ZooKeeperFaultProxy:
         """Replace ``times`` replies to ``op`` from the ``nth`` with ZooKeeper error ``error`` (a ``ZK_*``
         code)."""
         self._add(_Rule(op, "error", nth, times, error=error))
+
+    def clear(self) -> None:
+        """Forget the rules that have not finished acting (held replies stay held until :meth:`release`)."""
+        with self._lock:
+            self._rules.clear()
 
     def release(self) -> None:
         """Forward the held replies and accept connections again."""
@@ -242,6 +253,14 @@ class ZooKeeperFaultProxy:
                     if rule is not None and rule.hold:
                         self._released.clear()
                         self._refusing = True
+                    if rule is not None and rule.action == "error":
+                        link.refused[xid] = rule.error
+                if rule is not None and rule.action == "error":
+                    # the server gets a harmless request in its place (exists("/"), same xid), so that the answer
+                    # comes back in order among the others; the reply pump turns it into the error
+                    body = struct.pack(">iii", xid, Op.EXISTS, 1) + b"/\x00"
+                    packet = struct.pack(">i", len(body)) + body
+                    rule = None
                 if rule is not None:
                     break  # the request is never passed on: the connection drops in its place
             first = False
@@ -255,10 +274,14 @@ class ZooKeeperFaultProxy:
             if not first and len(packet) >= 20:
                 xid, zxid = struct.unpack_from(">iq", packet, 4)
                 with self._lock:
-                    rule = self._take(link.ops.pop(xid, None))
+                    refused = link.refused.pop(xid, None)
+                    op = link.ops.pop(xid, None)
+                    rule = self._take(op) if refused is None else None
                     if rule is not None and (rule.action == "hold" or rule.hold):
                         self._released.clear()
                         self._refusing = rule.action == "cut"
+                if refused is not None:
+                    packet = struct.pack(">iiqi", 16, xid, zxid, refused)
                 if rule is not None and rule.action == "cut":
                     link.close()
                     return
