@@ -23,14 +23,15 @@ class LeaseBalancer:
     """Takes and gives back one worker's shard leases, a round at a time.
 
     Who calls: the shard sync thread (``owns``, each round). ``hand_back(shard_id)`` is the spout's: it stops
-    taking the shard's records, lets its in-flight records finish (bounded), writes their checkpoint, and then
-    this balancer releases the lease. ``drop(shard_id)`` (default: none) is the spout's too: it stops reading a
-    shard at once, writing nothing more for it, when the round finds its lease moved past the held epoch.
+    taking the shard's records, lets its in-flight records finish (bounded), writes their checkpoint and says
+    whether it is stored; only then does this balancer release the lease (else a later round tries again).
+    ``drop(shard_id)`` (default: none) is the spout's too: it stops reading a shard at once, writing nothing more
+    for it, when the round finds its lease moved past the held epoch.
     ``max_moves`` bounds how many leases this worker gives up per round for balance (a finished shard's lease is
     always given up). All of it runs on the calling thread; the held leases are :class:`ZooKeeperLeases`'.
     """
 
-    def __init__(self, leases: ZooKeeperLeases, *, hand_back: Callable[[str], None],
+    def __init__(self, leases: ZooKeeperLeases, *, hand_back: Callable[[str], bool],
                  drop_all: Callable[[], None], max_moves: int = 2,
                  drop: Callable[[str], None] | None = None) -> None:
         self.leases = leases
@@ -73,8 +74,11 @@ class LeaseBalancer:
         owners = {shard: owner for shard, (owner, _) in states.items()}
         step = plan(me, ids, workers, owners, sorted(held), self.max_moves)
         for shard_id in step.release:
-            self._hand_back(shard_id)
-            leases.release(shard_id, states[shard_id][1])
+            if self._hand_back(shard_id):
+                leases.release(shard_id, states[shard_id][1])
+            else:
+                log.warning("worker %s keeps the lease of %s until its checkpoint is stored (a later round gives "
+                            "it back)", me, shard_id)
         for shard_id in step.take:
             leases.acquire(shard_id, states[shard_id])
         if step.take or step.release:

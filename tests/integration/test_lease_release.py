@@ -19,7 +19,7 @@ from kinesis_spout import KinesisSpout
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until
 from kinesis_spout.testing.spout import drain
-from kinesis_spout.testing.zkproxy import Op, ZooKeeperFaultProxy
+from kinesis_spout.testing.zkproxy import ZK_RUNTIME_INCONSISTENCY, Op, ZooKeeperFaultProxy
 
 
 @pytest.fixture
@@ -122,3 +122,37 @@ def test_a_lease_handed_over_stays_with_its_owner_until_its_records_in_flight_ar
         a.close()
     assert {m for m, _ in log} == new, "b read records acked during the hand-over again"
     assert "still in flight" not in caplog.text
+
+
+def test_a_lease_handed_over_whose_checkpoint_cannot_be_written_is_kept_until_it_is(
+        kinesalite: KinesisEndpoint, zookeeper: Any, proxy: ZooKeeperFaultProxy, caplog: Any) -> None:
+    """ZooKeeper refuses ``a``'s checkpoint writes (an error answer to each) through the whole hand-over, while the
+    lease could still be written: ``a`` keeps the lease rather than let ``b`` start before the acked records'
+    checkpoint; once the writes go through again, the checkpoint is stored, the lease goes, and ``b`` reads none of
+    those records again."""
+    caplog.set_level(logging.INFO, logger="kinesis_spout")
+    stream, first, second, a = two_shards_held_by_a(kinesalite, zookeeper, proxy, message_timeout_s=30.0)
+    log: list[tuple[str, str]] = []
+    b = worker(config(kinesalite, zookeeper, stream, "b"), log, threading.Lock())
+    try:
+        held = [t for t in drain(a, 40, ack=False) if t.record.shard_id == second]
+        assert held
+        b.start()
+        assert wait_until(lambda: f"handing {second} over to another worker" in caplog.text, 15)
+        proxy.refuse(Op.MULTI, ZK_RUNTIME_INCONSISTENCY, times=10_000)  # every fenced checkpoint write, unwritten
+        a.ack_many(t.message_id for t in held)
+        kept = f"keeps the lease of {second} until its checkpoint is stored"
+        assert wait_until(lambda: kept in caplog.text or lease(zookeeper, stream, second) != ("a", 0), 20)
+        assert lease(zookeeper, stream, second) == ("a", 0), "the lease went before the checkpoint was stored"
+        assert stored(zookeeper, stream, second) is None
+        proxy.clear()
+        assert wait_until(lambda: b.shards == [second], 20), lease(zookeeper, stream, second)
+        assert stored(zookeeper, stream, second) == held[-1].record.sequence_number
+        more = kinesalite.put(stream, [f"s{i}".encode() for i in range(20)])
+        new = {f"{s}:{q}" for s, q in more if s == second}
+        assert new and wait_until(lambda: {m for m, _ in log} >= new, 20)
+        assert b.error is None
+    finally:
+        b.stop()
+        a.close()
+    assert {m for m, _ in log} == new, "b read records acked during the hand-over again"
