@@ -75,6 +75,7 @@ def _shard_end(state: ShardState) -> Checkpoint:
 _EXPIRE_EVERY_S = 0.05
 LEASE_ROUND_S = 1.0  # how often a worker with leases looks at the workers and leases (and at once when one joins)
 HANDOFF_TIMEOUT_S = 10.0  # how long a lease given back waits for the shard's in-flight records
+HANDOFF_FLUSH_S = 10.0  # how long a hand-over waits for the shard's checkpoint to be written (else: a later round)
 DEAD_LETTER_CLOSE_S = 10.0  # how long close() keeps trying to write the dead letters still queued
 _POISON: Any = object()  # what _values returns for a record its scheme refused
 TAKE_CHUNK = 100  # next_batch takes up to this many records of a shard at a time (then the next shard's turn)
@@ -262,7 +263,7 @@ class KinesisSpout:
         self._leases = ZooKeeperLeases(self._store, self.config.worker_id)
         self._leases.join()
         self._store.add_listener(self._on_zookeeper_state)
-        return LeaseBalancer(self._leases, hand_back=self._hand_back, drop_all=self._drop_all).owns
+        return LeaseBalancer(self._leases, hand_back=self._hand_back, drop_all=self._drop_all, drop=self._drop).owns
 
     def _refuse_beside_lease_workers(self) -> None:
         """Static mode (in ``open()``): refuse to read an app's stream while workers share it through leases: both
@@ -295,16 +296,22 @@ class KinesisSpout:
             self._drop_all()
         return True
 
-    def _hand_back(self, shard_id: str) -> None:
+    def _hand_back(self, shard_id: str) -> bool:
         """Leases (shard sync thread): stop taking the shard's records, wait up to ``HANDOFF_TIMEOUT_S`` for its
-        records in flight, write its checkpoint, forget it. The caller then releases the lease, and the next owner
-        resumes after that checkpoint without replays (records still in flight after the wait are replayed)."""
+        records in flight, write its checkpoint, forget it. Returns whether the checkpoint is stored: only then does
+        the caller release the lease, and the next owner resumes after that checkpoint without replays (records
+        still in flight after the wait are replayed). When it could not be written, the lease is kept and a later
+        round calls again: the shard is no longer read, so that call only writes the pending checkpoints."""
         with self._lock:
             state = self._shards.get(shard_id)
             if state is None:
-                return
+                return self.flush_checkpoints(HANDOFF_FLUSH_S)
             self._detach(state)
-            deadline = time.monotonic() + min(HANDOFF_TIMEOUT_S, self.config.message_timeout_s or HANDOFF_TIMEOUT_S)
+            wait_s = min(HANDOFF_TIMEOUT_S, self.config.message_timeout_s or HANDOFF_TIMEOUT_S)
+            log.info("handing %s over to another worker: waiting up to %.0f s for its %d records in flight, then "
+                     "writing its checkpoint and giving its lease back", shard_id, wait_s,
+                     state.tracker.inflight_count)
+            deadline = time.monotonic() + wait_s
             while state.tracker.inflight_count and self._state == "open":
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -313,9 +320,11 @@ class KinesisSpout:
                     break
                 self._settled.wait(min(left, 0.5))
             del self._shards[shard_id]
-            self._offer_checkpoint(state)
-        self.flush_checkpoints(10.0)
+            if state.tracker.checkpoint != state.offered:  # else the writer has it (a failed write is retried)
+                self._offer_checkpoint(state)
+        stored = self.flush_checkpoints(HANDOFF_FLUSH_S)
         state.reader.close()
+        return stored
 
     def _give_back_leases(self) -> None:
         """At ``close()``, after the last checkpoints were written: release the leases and leave, so the next owners

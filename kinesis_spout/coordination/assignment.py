@@ -67,13 +67,16 @@ class Plan:
 def plan(me: str, shards: Sequence[str], workers: Sequence[str], owners: Mapping[str, str | None],
          held: Sequence[str], max_moves: int = 2) -> Plan:
     """This worker's part of :func:`assign`. ``held`` are the shards it holds leases for (``owners`` may lag behind
-    it); a held shard not in ``shards`` (finished, or gone from the stream) is released at once."""
+    it). A shard whose lease names ``me`` in ``owners`` counts as this worker's too, held or not (a take whose reply
+    was lost, a give-back whose write failed): it is taken again (a new epoch) when assigned to ``me``, released
+    otherwise. A shard of this worker's not in ``shards`` (finished, or gone from the stream) is released at once."""
     live = set(workers) | {me}
     target = assign(shards, sorted(live), owners)
-    mine = set(held)
-    take = sorted(s for s, w in target.items() if w == me and s not in mine
+    holding = set(held)
+    mine = holding | {s for s, owner in owners.items() if owner == me}
+    take = sorted(s for s, w in target.items() if w == me and s not in holding
                   and (owners.get(s) is None or owners.get(s) not in live or owners.get(s) == me))
-    wait = sorted(s for s, w in target.items() if w == me and s not in mine and s not in take)
+    wait = sorted(s for s, w in target.items() if w == me and s not in holding and s not in take)
     gone = sorted(s for s in mine if s not in target)
     moving = sorted(s for s in mine if s in target and target[s] != me)[:max_moves]
     return Plan(take=take, release=gone + moving, wait=wait)

@@ -13,7 +13,11 @@ Layout, next to the checkpoints (``{prefix}/{app}/{stream}/``):
   version starts at 0 again.)
 
 A lease is taken only when its owner is nobody or a worker that is not live, and given back by its owner
-(``release``): leases never move from a live owner without its consent.
+(``release``): leases never move from a live owner without its consent. "Not live" means missing from the
+workers listed *after* the lease was read: a worker registers before it takes a lease, so an owner named by the
+lease and missing from a later listing has left (listed before, a worker that joined and took the lease in
+between would look gone). A lease stays this worker's until ZooKeeper says otherwise: it is forgotten only once
+its give-back is written or it is found to have moved on, and a lease that names this worker counts as its own.
 """
 
 from __future__ import annotations
@@ -159,6 +163,10 @@ class ZooKeeperLeases:
                 epoch = stat.version
         except (BadVersionError, NodeExistsError, NoNodeError):
             return None
+        # From here the lease names this worker. Should fencing fail (ZooKeeper unreachable), the error goes to the
+        # caller and the shard is not held (nothing of it is read unfenced): the next round reads the lease naming
+        # this worker and takes it again under a new epoch, or gives it back. The same holds for a take whose reply
+        # was lost (the write happened, the retry found the version moved on and returned None above).
         self.store.fence(shard_id, node, epoch)
         with self._lock:
             self._held[shard_id] = epoch
@@ -166,23 +174,34 @@ class ZooKeeperLeases:
                  seen[0] or "nobody")
         return epoch
 
-    def release(self, shard_id: str) -> bool:
-        """Give the lease of ``shard_id`` back (owner none, a new epoch) if this worker still holds it at its epoch.
-        Returns False when the lease had already moved on (nothing to give back)."""
+    def release(self, shard_id: str, epoch: int | None = None) -> bool:
+        """Give the lease of ``shard_id`` back (owner none, a new epoch) if it is still at ``epoch``: by default the
+        epoch this worker holds it at; a round passes the epoch it read for a lease that names this worker without
+        being held (a take whose reply was lost). Returns False when there is nothing to give back.
+
+        The lease is forgotten (no longer held, its fence removed) only once the write succeeded, or once it is
+        found to have moved past ``epoch`` (given back already by a write whose reply was lost, or taken by another
+        worker). When the write fails (ZooKeeper unreachable past the operation deadline) the ``CheckpointError``
+        is raised and the lease stays held and fenced: a later round gives it back, or reads the shard again."""
         from kazoo.exceptions import BadVersionError, NoNodeError
 
-        with self._lock:
-            epoch = self._held.pop(shard_id, None)
-        self.store.unfence(shard_id)
         if epoch is None:
-            return False
+            with self._lock:
+                epoch = self._held.get(shard_id)
+            if epoch is None:
+                return False
         client = self.store._client
         node = self._node(shard_id)
         try:
             self.store._call(f"releasing {node}", client.set, node, _lease_doc(None), version=epoch)
         except (BadVersionError, NoNodeError):
-            log.warning("lease of %s had moved past epoch %d before this worker released it", shard_id, epoch)
+            log.warning("lease of %s was past epoch %d when worker %s gave it back (given back by a write whose "
+                        "reply was lost, or taken by another worker)", shard_id, epoch, self.worker_id)
+            self.forget(shard_id)
             return False
+        with self._lock:
+            self._held.pop(shard_id, None)
+        self.store.unfence(shard_id)
         log.info("worker %s released the lease of %s (epoch %d)", self.worker_id, shard_id, epoch)
         return True
 

@@ -1,12 +1,13 @@
-"""A fault-injecting TCP proxy in front of ZooKeeper: a connection cut in place of a chosen reply, a reply held
-back while a test changes the tree, an error code in place of a reply.
+"""A fault-injecting TCP proxy in front of ZooKeeper: a connection cut in place of a chosen reply (or of a chosen
+request), a reply held back while a test changes the tree, an error code in place of a reply (or of a request).
 
-ZooKeeper never drops a connection in the middle of a pipeline of requests, never lets another client act between
-two of our requests at a moment a test chooses, and never answers with an error it has no reason for. Those are
-the moments where a checkpoint store's fallbacks run. :class:`ZooKeeperFaultProxy` sits between a kazoo client and
-the server and reads ZooKeeper's framing (every packet is a 4-byte big-endian length and its body; after the
-session's first packet, a request starts with its xid and operation code, a reply with its xid, zxid and error
-code), so it knows which request each reply answers. Scripted replies are acted on:
+ZooKeeper never drops a connection in the middle of a pipeline of requests (before or after carrying one out),
+never lets another client act between two of our requests at a moment a test chooses, and never answers with an
+error it has no reason for. Those are the moments where a checkpoint store's fallbacks run.
+:class:`ZooKeeperFaultProxy` sits between a kazoo client and the server and reads ZooKeeper's framing (every packet
+is a 4-byte big-endian length and its body; after the session's first packet, a request starts with its xid and
+operation code, a reply with its xid, zxid and error code), so it knows which request each reply
+answers. Scripted replies are acted on:
 
     with ZooKeeperFaultProxy(zookeeper.hosts) as proxy:
         store = ZooKeeperCheckpointStore(proxy.hosts, path)
@@ -16,8 +17,9 @@ code), so it knows which request each reply answers. Scripted replies are acted 
         client.delete(...)                        # the tree changes while the store is away
         proxy.release()                           # the store reconnects and resumes its session
 
-The server itself is untouched: a cut request was carried out, a held reply is forwarded on :meth:`release`, and an
-error reply replaces the answer to a request the server did carry out.
+The server itself is untouched: a request whose reply was cut was carried out, a request cut by :meth:`cut_request`
+never reached it, a held reply is forwarded on :meth:`release`, and an error reply replaces the answer to a request
+the server did carry out (:meth:`answer_error`) or to one it never saw (:meth:`refuse`).
 
 Only the standard library; one accepting thread and two pumping threads per client connection.
 """
@@ -71,6 +73,7 @@ class _Rule:
     error: int = 0
     hold: bool = False  # "cut": refuse new connections until release()
     seen: int = 0
+    request: bool = False  # acts on the client's request (never sent on) instead of the server's reply
 
 
 class _Link:
@@ -81,6 +84,7 @@ class _Link:
         self.client = client
         self.server = server
         self.ops: dict[int, int] = {}
+        self.refused: dict[int, int] = {}  # xid of a refused request -> the error code to answer it with
 
     def close(self) -> None:
         for sock in (self.client, self.server):
@@ -151,6 +155,17 @@ class ZooKeeperFaultProxy:
         new connections until :meth:`release`, so the test can act while the client is away."""
         self._add(_Rule(op, "cut", nth, 1, hold=hold))
 
+    def cut_request(self, op: Op, *, nth: int = 1, hold: bool = False) -> None:
+        """Drop the client's connection in place of passing on the ``nth`` request of ``op``: the server never
+        sees it (the write did not happen), and the client sees the connection lost. ``hold``: refuse new
+        connections until :meth:`release`, so the client stays away longer than its operation deadline."""
+        self._add(_Rule(op, "cut", nth, 1, hold=hold, request=True))
+
+    def refuse(self, op: Op, error: int, *, nth: int = 1, times: int = 1) -> None:
+        """Answer ``times`` requests of ``op`` from the ``nth`` with ZooKeeper error ``error`` (a ``ZK_*`` code)
+        without passing them on: the server never carries them out, and the connection stays up."""
+        self._add(_Rule(op, "error", nth, times, error=error, request=True))
+
     def hold(self, op: Op, *, nth: int = 1) -> None:
         """Keep the ``nth`` reply to ``op`` (and every reply after it on that connection) until :meth:`release`."""
         self._add(_Rule(op, "hold", nth, 1))
@@ -159,6 +174,11 @@ class ZooKeeperFaultProxy:
         """Replace ``times`` replies to ``op`` from the ``nth`` with ZooKeeper error ``error`` (a ``ZK_*``
         code)."""
         self._add(_Rule(op, "error", nth, times, error=error))
+
+    def clear(self) -> None:
+        """Forget the rules that have not finished acting (held replies stay held until :meth:`release`)."""
+        with self._lock:
+            self._rules.clear()
 
     def release(self) -> None:
         """Forward the held replies and accept connections again."""
@@ -179,12 +199,13 @@ class ZooKeeperFaultProxy:
         with self._lock:
             self._rules.append(rule)
 
-    def _take(self, op: int | None) -> _Rule | None:
-        """The rule acting on this reply, if any (its counts moved on); under ``_lock``."""
+    def _take(self, op: int | None, request: bool = False) -> _Rule | None:
+        """The rule acting on this reply (or, ``request``, on this request), if any (its counts moved on); under
+        ``_lock``."""
         if op is None:
             return None
         for rule in self._rules:
-            if rule.op != op:
+            if rule.op != op or rule.request != request:
                 continue
             rule.seen += 1
             if rule.seen < rule.nth:
@@ -223,10 +244,25 @@ class ZooKeeperFaultProxy:
     def _requests(self, link: _Link) -> None:
         first = True  # the session's connect request has no xid or operation
         while (packet := _read_packet(link.client)) is not None:
+            rule = None
             if not first and len(packet) >= 12:
                 xid, code = struct.unpack_from(">ii", packet, 4)
                 with self._lock:
                     link.ops[xid] = code
+                    rule = self._take(code, request=True)
+                    if rule is not None and rule.hold:
+                        self._released.clear()
+                        self._refusing = True
+                    if rule is not None and rule.action == "error":
+                        link.refused[xid] = rule.error
+                if rule is not None and rule.action == "error":
+                    # the server gets a harmless request in its place (exists("/"), same xid), so that the answer
+                    # comes back in order among the others; the reply pump turns it into the error
+                    body = struct.pack(">iii", xid, Op.EXISTS, 1) + b"/\x00"
+                    packet = struct.pack(">i", len(body)) + body
+                    rule = None
+                if rule is not None:
+                    break  # the request is never passed on: the connection drops in its place
             first = False
             if not _send(link.server, packet):
                 break
@@ -238,10 +274,14 @@ class ZooKeeperFaultProxy:
             if not first and len(packet) >= 20:
                 xid, zxid = struct.unpack_from(">iq", packet, 4)
                 with self._lock:
-                    rule = self._take(link.ops.pop(xid, None))
+                    refused = link.refused.pop(xid, None)
+                    op = link.ops.pop(xid, None)
+                    rule = self._take(op) if refused is None else None
                     if rule is not None and (rule.action == "hold" or rule.hold):
                         self._released.clear()
                         self._refusing = rule.action == "cut"
+                if refused is not None:
+                    packet = struct.pack(">iiqi", 16, xid, zxid, refused)
                 if rule is not None and rule.action == "cut":
                     link.close()
                     return

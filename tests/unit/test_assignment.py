@@ -82,3 +82,15 @@ def test_rounds_converge_to_an_even_split_without_ever_two_owners(n_shards: int,
     live_counts = [sum(1 for o in owners.values() if o == w) for w in workers]
     assert all(o in workers for o in owners.values()), "a shard was left without a live owner"
     assert max(live_counts) - min(live_counts) <= 1
+
+
+def test_a_lease_that_names_the_worker_counts_as_its_own_even_when_not_held() -> None:
+    """A take whose reply was lost, or a give-back whose write failed: the lease names ``a`` though ``a`` does not
+    hold it. It is given back when assigned to another worker (or gone), taken again when assigned to ``a``."""
+    owners = {s: "a" for s in SHARDS[:2]}
+    step = plan("a", SHARDS[:2], ["a", "b"], owners, held=[SHARDS[0]])
+    assert step.release == [SHARDS[1]] and step.take == []
+    gone = plan("a", SHARDS[:1], ["a"], owners, held=[SHARDS[0]])
+    assert gone.release == [SHARDS[1]]
+    alone = plan("a", SHARDS[:2], ["a"], owners, held=[SHARDS[0]])
+    assert alone.take == [SHARDS[1]] and alone.release == []

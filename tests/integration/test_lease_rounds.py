@@ -1,0 +1,229 @@
+"""Lease rounds (:class:`LeaseBalancer` over :class:`ZooKeeperLeases`) at the moments ZooKeeper makes hard: a worker
+joining between two reads of another worker's round, two workers taking one free lease, a give-back whose write
+never reached ZooKeeper, a take whose reply was lost. A real ZooKeeper through the fixture; worker ``a`` talks to it
+through the fault proxy, which forces the interleaving; worker ``b`` talks to it directly."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from kinesis_spout import ZooKeeperCheckpointStore
+from kinesis_spout.coordination.leases import ZooKeeperLeases
+from kinesis_spout.coordination.rebalance import LeaseBalancer
+from kinesis_spout.errors import CheckpointError
+from kinesis_spout.kinesis.shards import Shard
+from kinesis_spout.testing.zkproxy import Op, ZooKeeperFaultProxy
+
+X, Y = "shardId-000000000000", "shardId-000000000001"
+
+
+def shard(shard_id: str) -> Shard:
+    return Shard(shard_id, None, None, "0", None)
+
+
+class Worker:
+    """One worker's lease rounds, with the spout's side (hand-back, drops) recorded instead of reading records."""
+
+    def __init__(self, hosts: str, path: str, name: str, operation_timeout_s: float = 15.0) -> None:
+        self.store = ZooKeeperCheckpointStore(hosts, path, operation_timeout_s=operation_timeout_s,
+                                              session_timeout_s=30.0)
+        self.store.open()
+        self.leases = ZooKeeperLeases(self.store, name)
+        self.leases.join()
+        self.handed_back: list[str] = []
+        self.balancer = LeaseBalancer(self.leases, hand_back=self.hand_back, drop_all=lambda: None)
+
+    def hand_back(self, shard_id: str) -> bool:
+        """The spout's part of giving a lease back: here nothing is read, so the checkpoint is as good as stored."""
+        self.handed_back.append(shard_id)
+        return True
+
+    def round(self, *shard_ids: str) -> list[str]:
+        """One lease round over ``shard_ids``: the shards this worker reads after it."""
+        return [s.shard_id for s in self.balancer.owns([shard(s) for s in shard_ids])]
+
+
+@pytest.fixture
+def proxy(zookeeper: Any) -> Iterator[ZooKeeperFaultProxy]:
+    with ZooKeeperFaultProxy(zookeeper.hosts) as running:
+        yield running
+
+
+@pytest.fixture
+def workers(zookeeper: Any, proxy: ZooKeeperFaultProxy) -> Iterator[Callable[..., Worker]]:
+    """Make workers of one app and stream (``through_proxy``: worker ``a``'s way to ZooKeeper); closed after."""
+    made: list[Worker] = []
+    path = f"{zookeeper.prefix}/app/stream/checkpoints"
+
+    def make(name: str, *, through_proxy: bool = False, operation_timeout_s: float = 15.0) -> Worker:
+        made.append(Worker(proxy.hosts if through_proxy else zookeeper.hosts, path, name, operation_timeout_s))
+        return made[-1]
+
+    yield make
+    proxy.release()
+    for worker in made:
+        worker.store.close()
+
+
+def lease(zookeeper: Any, shard_id: str) -> tuple[str | None, int]:
+    """The lease of ``shard_id`` as ZooKeeper has it: (owner, epoch)."""
+    import json
+
+    data, stat = zookeeper.client().get(f"{zookeeper.prefix}/app/stream/leases/{shard_id}")
+    return json.loads(data)["owner"], stat.version
+
+
+def free_lease(worker: Worker, shard_id: str) -> None:
+    """Leave a free lease node for ``shard_id`` (taken and given back: owner none, epoch 1), so that a take is a
+    compare-and-set on an existing node."""
+    leases = worker.leases
+    assert leases.acquire(shard_id, leases.read([shard_id])[shard_id]) == 0
+    assert leases.release(shard_id)
+
+
+def in_background(call: Callable[[], Any]) -> Callable[[], Any]:
+    """Start ``call`` on a thread; the returned function joins it (bounded) and returns its result or raises."""
+    out: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            out["value"] = call()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+            out["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+
+    def result() -> Any:
+        thread.join(30.0)
+        assert not thread.is_alive(), "the round did not end within 30 s"
+        if "error" in out:
+            raise out["error"]
+        return out.get("value")
+
+    return result
+
+
+def test_a_worker_that_joins_and_takes_a_lease_during_another_worker_s_round_keeps_it(
+        zookeeper: Any, proxy: ZooKeeperFaultProxy, workers: Callable[..., Worker]) -> None:
+    """``b`` registers and takes the free lease while ``a``'s round waits for its listing of the live workers:
+    ``a`` must not see ``b`` as a dead owner and take the lease from it."""
+    a = workers("a", through_proxy=True)
+    free_lease(a, X)
+    proxy.hold(Op.GET_CHILDREN)  # a's listing of the live workers answers only once b has joined and taken X
+    a_round = in_background(lambda: a.round(X))
+    proxy.wait_acted()
+    b = workers("b")
+    assert b.leases.acquire(X, b.leases.read([X])[X]) == 2
+    proxy.release()
+    assert a_round() == [], "a took the lease b had just taken"
+    assert lease(zookeeper, X) == ("b", 2)
+    assert a.round(X) == [] and b.round(X) == [X] and lease(zookeeper, X) == ("b", 2)
+
+
+def test_of_two_workers_that_read_a_lease_as_free_only_the_first_to_write_takes_it(
+        zookeeper: Any, workers: Callable[..., Worker]) -> None:
+    a, b = workers("a"), workers("b")
+    free_lease(a, X)
+    seen_by_a, seen_by_b = a.leases.read([X])[X], b.leases.read([X])[X]
+    assert seen_by_a == seen_by_b == (None, 1)
+    assert b.leases.acquire(X, seen_by_b) == 2
+    assert a.leases.acquire(X, seen_by_a) is None, "a took a lease that changed since it read it"
+    assert lease(zookeeper, X) == ("b", 2)
+    assert a.leases.held == {} and b.leases.held == {X: 2}
+
+
+def test_a_give_back_that_never_reached_zookeeper_is_tried_again_and_the_next_owner_gets_the_shard(
+        zookeeper: Any, proxy: ZooKeeperFaultProxy, workers: Callable[..., Worker]) -> None:
+    """``a`` gives ``Y`` back to ``b``, but its write never reaches ZooKeeper: the connection drops in its place and
+    stays away past the operation deadline (1 s; the session, 30 s, survives). The round fails; the lease still
+    names ``a``, so ``a`` still holds it and gives it back in a later round; ``b`` then takes it."""
+    a = workers("a", through_proxy=True, operation_timeout_s=1.0)
+    assert a.round(X, Y) == [X, Y]
+    b = workers("b")
+    assert b.round(X, Y) == []  # a, a live owner, holds both: b waits for one
+    proxy.cut_request(Op.SET_DATA, hold=True)  # the give-back's write: never carried out
+    with pytest.raises(CheckpointError, match=f"releasing .*/leases/{Y} failed within 1 s"):
+        a.round(X, Y)
+    assert a.handed_back == [Y]
+    proxy.release()  # ZooKeeper reachable again, well within the session
+    assert a.store.wait_connected(15.0)
+    assert lease(zookeeper, Y) == ("a", 0)
+    assert a.round(X, Y) == [X]
+    assert lease(zookeeper, Y) == (None, 1), "a never gave the lease back: b waits for it forever"
+    assert b.round(X, Y) == [Y] and lease(zookeeper, Y) == ("b", 2)
+    assert a.round(X, Y) == [X] and a.leases.held == {X: 0}
+
+
+def test_a_take_whose_reply_was_lost_is_given_back_when_another_worker_should_read_the_shard(
+        zookeeper: Any, proxy: ZooKeeperFaultProxy, workers: Callable[..., Worker]) -> None:
+    """``a``'s take of ``Y`` is carried out but its reply is lost (``a`` sees the write fail). The lease names ``a``,
+    so ``a`` counts it as its own: once ``b`` joins, ``a`` gives it back and ``b`` takes it."""
+    a = workers("a", through_proxy=True)
+    free_lease(a, X)
+    free_lease(a, Y)
+    proxy.cut(Op.SET_DATA, nth=2)  # the reply to the take of Y
+    assert a.round(X, Y) == [X]
+    assert lease(zookeeper, Y) == ("a", 2)
+    b = workers("b")
+    assert b.round(X, Y) == []  # a live owner holds Y
+    assert a.round(X, Y) == [X]
+    assert lease(zookeeper, Y) == (None, 3), "the lease that names a was not given back: b waits forever"
+    assert b.round(X, Y) == [Y] and lease(zookeeper, Y) == ("b", 4)
+
+
+def test_a_take_whose_reply_was_lost_is_taken_again_under_a_new_epoch_when_the_shard_stays_with_the_worker(
+        zookeeper: Any, proxy: ZooKeeperFaultProxy, workers: Callable[..., Worker]) -> None:
+    a = workers("a", through_proxy=True)
+    free_lease(a, X)
+    proxy.cut(Op.SET_DATA)  # the reply to the take of X
+    assert a.round(X) == []
+    assert lease(zookeeper, X) == ("a", 2)
+    assert a.round(X) == [X]
+    assert lease(zookeeper, X) == ("a", 3) and a.leases.held == {X: 3}  # fenced at the epoch it wrote
+
+
+def test_a_held_lease_that_moved_on_is_dropped_at_the_next_round(
+        zookeeper: Any, workers: Callable[..., Worker]) -> None:
+    """The lease of a held shard moved past this worker's epoch (given back by a write whose reply was lost, or
+    taken while this worker was thought gone): the round drops the shard instead of reading it on unfenced."""
+    dropped: list[str] = []
+    a = workers("a")
+    a.balancer = LeaseBalancer(a.leases, hand_back=a.hand_back, drop_all=lambda: None, drop=dropped.append)
+    assert a.round(X) == [X]
+    zookeeper.client().set(f"{zookeeper.prefix}/app/stream/leases/{X}", b'{"owner": "c"}')  # c, not live
+    assert a.round(X) == [X] and dropped == [X]
+    assert a.leases.held == {X: 2} and lease(zookeeper, X) == ("a", 2)
+
+
+def test_a_take_whose_fence_could_not_be_set_is_not_read_and_is_taken_again_once_zookeeper_answers(
+        zookeeper: Any, proxy: ZooKeeperFaultProxy, workers: Callable[..., Worker]) -> None:
+    """The lease of ``X`` is written, then ZooKeeper goes away (past the 1 s operation deadline) before the shard's
+    checkpoint writes are fenced: the round fails and ``X`` is not read (it would be read unfenced). The lease names
+    ``a``; the next round takes it again under a new epoch, fenced."""
+    a = workers("a", through_proxy=True, operation_timeout_s=1.0)
+    free_lease(a, X)
+    proxy.cut_request(Op.EXISTS, nth=2, hold=True)  # the round's 1st: is a registered; the 2nd: fencing X
+    with pytest.raises(CheckpointError, match="creating .*/checkpoints failed within 1 s"):
+        a.round(X)
+    assert a.leases.held == {} and lease(zookeeper, X) == ("a", 2)
+    proxy.release()
+    assert a.store.wait_connected(15.0)
+    assert a.round(X) == [X]
+    assert lease(zookeeper, X) == ("a", 3) and a.leases.held == {X: 3}
+
+
+def test_a_give_back_whose_reply_was_lost_is_done_and_forgotten(
+        zookeeper: Any, proxy: ZooKeeperFaultProxy, workers: Callable[..., Worker]) -> None:
+    """The write that gives ``Y`` back is carried out, its reply lost; the retry finds the lease past ``a``'s epoch:
+    ``a`` no longer holds it (nothing is read or written for it), and ``b`` takes it."""
+    a = workers("a", through_proxy=True)
+    assert a.round(X, Y) == [X, Y]
+    b = workers("b")
+    proxy.cut(Op.SET_DATA)
+    assert a.round(X, Y) == [X]
+    assert a.leases.held == {X: 0} and lease(zookeeper, Y) == (None, 1)
+    assert b.round(X, Y) == [Y] and lease(zookeeper, Y) == ("b", 2)
