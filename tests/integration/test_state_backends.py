@@ -57,14 +57,17 @@ def test_trident_examples_on_the_real_store(make_backing) -> None:
     state = TransactionalMap(backing)
     state.begin_commit(3)
     assert state.multi_update([("man",), ("dog",)], [plus(2), plus(1)]) == [5, 4]
+    state.commit(3)
     assert make_backing().multi_get([("man",), ("dog",), ("apple",), ("cat",)]) == [
         TransactionalValue(3, 5), TransactionalValue(3, 4), TransactionalValue(2, 10), None]
     backing.multi_put([("w",)], [OpaqueValue(2, 4, 1)])
     opaque = OpaqueMap(backing)
     opaque.begin_commit(3)
     assert opaque.multi_update([("w",)], [plus(2)]) == [6]
+    opaque.commit(3)
     opaque.begin_commit(3)
     assert opaque.multi_update([("w",)], [plus(5)]) == [9]  # a replay of txid 3, recomputed from prev = 4
+    opaque.commit(3)
     assert backing.multi_get([("w",)]) == [OpaqueValue(3, 9, 4)]
 
 
@@ -74,6 +77,7 @@ def test_one_update_is_two_round_trips_whatever_the_number_of_keys(make_backing)
     state.begin_commit(1)
     keys = [(f"word-{i}", i) for i in range(2_000)]
     state.multi_update(keys, [plus(1)] * len(keys))
+    state.commit(1)
     assert backing.round_trips == 2
     assert state.multi_get(keys[:3] + [("nope", 0)]) == [1, 1, 1, None]
 
