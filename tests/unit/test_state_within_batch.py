@@ -192,3 +192,23 @@ def test_non_transactional_map_accumulates_and_writes_at_commit(name) -> None:
     assert value(NonTransactionalMap, name) is None
     state.commit(1)
     assert value(NonTransactionalMap, name) == 3
+
+
+def test_a_pipeline_batch_gives_its_run_by_run_id() -> None:
+    from kinesis_spout.errors import ConfigError
+    from kinesis_spout.state import SpoutKind, TxBatch, tx_batch
+
+    class Batch:
+        id = 4
+        kind = "transactional"
+        run_id = "pipeline-run-1"
+
+    class Older:  # a batch without run_id: no run known
+        id = 4
+        kind = "transactional"
+
+    assert tx_batch(Batch()) == TxBatch(4, SpoutKind.TRANSACTIONAL, "pipeline-run-1")
+    assert tx_batch(Older()).run is None and tx_batch(4).run is None
+    Batch.run_id = ""
+    with pytest.raises(ConfigError, match="run must be a non-empty string"):
+        tx_batch(Batch())
