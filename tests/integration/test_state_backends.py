@@ -106,6 +106,29 @@ def test_concurrent_writers_of_the_same_keys_lose_no_update(make_backing) -> Non
     assert NonTransactionalMap(make_backing()).multi_get(keys) == [100] * len(keys)
 
 
+def test_two_writers_of_one_new_key_the_second_create_is_refused(make_backing) -> None:
+    """Both writers read the key as absent; the first creates it; the second's create must be refused (and its
+    update recomputed by the map), never reported as written over or beside the first. Forced order, no timing."""
+    first, second = make_backing(), make_backing()
+    key = ("new",)
+    assert [v.token for v in first.multi_get_versioned([key]) + second.multi_get_versioned([key])] == [None, None]
+    assert first.multi_put_if([key], [OpaqueValue(1, 1, None)], [None]) == [True]
+    assert second.multi_put_if([key], [OpaqueValue(1, 10, None)], [None]) == [False]
+    assert make_backing().multi_get([key]) == [OpaqueValue(1, 1, None)]
+    # a stale token of an existing key is refused too
+    [read] = first.multi_get_versioned([key])
+    assert second.multi_put_if([key], [OpaqueValue(2, 2, 1)], [read.token]) == [True]
+    assert first.multi_put_if([key], [OpaqueValue(2, 20, 1)], [read.token]) == [False]
+    # through two map states: both read the new key before either commits, and both updates count
+    a, b = NonTransactionalMap(make_backing()), NonTransactionalMap(make_backing())
+    a.begin_commit(1)
+    b.begin_commit(1)
+    assert a.multi_update([("k",)], [plus(1)]) == [1] and b.multi_update([("k",)], [plus(10)]) == [10]
+    a.commit(1)
+    b.commit(1)
+    assert NonTransactionalMap(make_backing()).multi_get([("k",)]) == [11]
+
+
 def test_a_value_another_program_wrote_is_an_error_naming_the_key(make_backing, request) -> None:
     backing = make_backing()
     backing.multi_put([("the",)], [OpaqueValue(1, 1, None)])
