@@ -24,7 +24,9 @@ stored with each txid. A key holding a txid of another run is refused with
 :class:`~kinesis_spout.state.base.StateRunError` (a query restarted without its checkpoint location, or a second
 pipeline on the namespace, numbers its batches again). When the batch or the stored value has no run (values
 written before runs were stored, maps used directly), the txid alone decides, and the next write stores the
-batch's run. A stored txid higher than the batch's is refused (:class:`~kinesis_spout.state.base.StateOrderError`).
+batch's run. Before a batch's Spark job the operations also check the namespace's run on the driver
+(:meth:`MapFactory.claim_run`), so that a refused batch writes none of its keys. A stored txid higher than the
+batch's is refused (:class:`~kinesis_spout.state.base.StateOrderError`).
 
 **Keys two partitions update.** The operations also pass the write (one operation call) and the partition number.
 When another partition of the same write already wrote the batch's updates of a key, the OpaqueMap adds this
@@ -69,6 +71,7 @@ __all__ = ["MapFactory", "NonTransactionalMap", "OpaqueMap", "SnapshottableMap",
 _CONFLICT_ROUNDS = 50
 _CONFLICT_BACKOFF_MAX_S = 0.05
 _SKIP = object()  # "no write needed": the key already holds this batch's updates
+_RUN_KEY: Key = ()  # where a namespace keeps the run that owns it (group keys are never empty)
 
 
 @dataclass
@@ -455,6 +458,50 @@ class MapFactory:
         if self.cache_size is not None and (isinstance(self.cache_size, bool) or not isinstance(self.cache_size, int)
                                             or self.cache_size < 1):
             raise ValueError(f"cache_size must be a whole number >= 1 or None, got {self.cache_size!r}")
+
+    def claim_run(self, run: str) -> None:
+        """Refuse a batch of ``run`` before anything of it is written when the namespace belongs to another run.
+
+        Called by the operations on the driver, before a batch's Spark job, for transactional and opaque maps
+        (NonTransactionalMaps have no txids to confuse). The namespace's run is kept under the key ``()`` (no
+        group key is empty): the first run with a run identity that writes the namespace claims it (with
+        compare-and-set where the backend offers it: of two runs claiming at once, one wins); a batch of any other
+        run raises StateRunError, one read per batch. Key by key, the maps refuse other runs' txids as well (for
+        namespaces written before the claim was kept)."""
+        backing = self.backing.make_backing_map()
+        inner: Any = backing
+        while not hasattr(inner, "namespace") and hasattr(inner, "backing"):  # a CachedMap's
+            inner = inner.backing
+        where = getattr(inner, "namespace", getattr(inner, "name", "?"))
+        try:
+            for _ in range(3):
+                if isinstance(backing, ConditionalBackingMap):
+                    [got] = backing.multi_get_versioned([_RUN_KEY])
+                    current, token = got.value, got.token
+                else:
+                    current, token = backing.multi_get([_RUN_KEY])[0], None
+                if current is not None:
+                    owner = current.get("run") if isinstance(current, dict) else None
+                    if owner == run:
+                        return
+                    raise StateRunError(
+                        f"state namespace {where!r} belongs to run {owner!r} (the query or pipeline that first wrote "
+                        f"it), and this batch is of run {run!r}: the batch is refused before anything of it is "
+                        f"written, since two runs number their batches independently and equal txids of two runs "
+                        f"are no replay. A readStream query restarted without its checkpointLocation gets a new "
+                        f"query id and starts its batch ids at 0 again: restart it with its original "
+                        f"checkpointLocation. To count afresh in a new run, give it a new state namespace "
+                        f"(namespace= of the backing map factory). Two queries or pipelines must not share one "
+                        f"namespace.")
+                if not isinstance(backing, ConditionalBackingMap):
+                    backing.multi_put([_RUN_KEY], [{"run": run}])
+                    return
+                if backing.multi_put_if([_RUN_KEY], [{"run": run}], [token])[0]:
+                    return
+            raise StateError(f"state namespace {where!r}: its run marker kept changing; the batch is failed and "
+                             f"will be replayed", retriable=True)
+        finally:
+            backing.close()
 
     def make_state(self, partition_index: int = 0, num_partitions: int = 1) -> _TxMap:
         """A new map state with its own backing map (closed by the state's close())."""

@@ -13,7 +13,9 @@ Each call tells the map states who writes (see :mod:`kinesis_spout.state.maps`):
 query's id (``query:<id>``, read on the driver from the Spark job property ``sql.streaming.queryId``, which stays
 the same when a query restarts from its checkpoint location and changes when it starts without one); the run of a
 SpoutPipeline batch is its ``run_id`` (None when it has none: the txid alone decides). A key written by another
-run's batch is refused (:class:`~kinesis_spout.state.base.StateRunError`) instead of being taken for a replay.
+run's batch is refused (:class:`~kinesis_spout.state.base.StateRunError`) instead of being taken for a replay;
+for the package's transactional and opaque maps the namespace's run is checked on the driver first (one read, see
+:meth:`~kinesis_spout.state.maps.MapFactory.claim_run`), so a refused batch writes nothing.
 
 The ``batch`` argument gives the txid and the spout kind (see :func:`~kinesis_spout.state.base.tx_batch`): an
 int (``foreachBatch``'s batch_id on the readStream source) is a transactional txid; a SpoutPipeline batch in
@@ -127,9 +129,11 @@ def _write_partitions(rdd: Any, state: StateFactory, tx: TxBatch, num: int, appl
     """Run ``apply(map_state, items)`` on each non-empty partition of ``rdd`` under the batch's txid, then commit
     (the map state's write); (partitions, keys, trips). The map states of this package are told the run and the
     write (a new id for this call, and the partition number); other states get ``begin_commit(txid)``."""
-    from kinesis_spout.state.maps import SnapshottableMap, _TxMap
+    from kinesis_spout.state.maps import MapFactory, SnapshottableMap, _TxMap
 
     txid, run_id, call = tx.txid, tx.run, uuid.uuid4().hex[:12]
+    if run_id is not None and isinstance(state, MapFactory) and state.kind is not MapKind.NON_TRANSACTIONAL:
+        state.claim_run(run_id)
 
     def run(index: int, items: Iterator[Any]) -> Iterator[tuple[int, int]]:
         taken = list(items)

@@ -79,6 +79,40 @@ def test_a_query_restarted_without_its_checkpoint_location_is_refused(spark, red
     assert counts.read() == {"tx": {"b": 1, "c": 1}, "opaque": {"b": 1, "c": 1}}, "nothing of the batch written"
 
 
+@pytest.fixture
+def shuffle_partitions_kept(spark):
+    """Spark's adaptive execution merges the small shuffle partitions of these batches into one: keep them apart,
+    so that a batch's keys are written by several tasks."""
+    name = "spark.sql.adaptive.coalescePartitions.enabled"
+    before = spark.conf.get(name)
+    spark.conf.set(name, "false")
+    yield
+    spark.conf.set(name, before)
+
+
+def test_a_refused_run_writes_none_of_its_new_keys_either(spark, redis, tmp_path: Path,
+                                                          shuffle_partitions_kept) -> None:
+    """The refusal comes before the batch's Spark job: keys the earlier query never wrote (in partitions without
+    any of its keys) are not written by the new query either, so restoring the checkpoint location later works."""
+    counts = Counts(redis.url)
+    assert run_query(spark, files(tmp_path / "first", [["b"]]), tmp_path / "checkpoint-1", counts.write) is None
+    many = [f"n{i}" for i in range(12)]
+    error = run_query(spark, files(tmp_path / "later", [["b", *many]]), tmp_path / "checkpoint-2", counts.write)
+    assert "StateRunError" in str(error)
+    for factory in counts.maps.values():
+        state = factory.make_state()
+        try:
+            assert state.multi_get([(w,) for w in many]) == [None] * len(many)
+        finally:
+            state.close()
+    # the first query, restarted from its checkpoint location, goes on
+    more = tmp_path / "first" / "part-1.txt"
+    more.write_text("b\nn1\n")
+    os.utime(more, (1_700_000_001, 1_700_000_001))
+    assert run_query(spark, str(tmp_path / "first"), tmp_path / "checkpoint-1", counts.write) is None
+    assert counts.read() == {"tx": {"b": 2}, "opaque": {"b": 2}}
+
+
 def test_a_query_restarted_from_its_checkpoint_location_replays_and_continues(spark, redis, tmp_path: Path) -> None:
     counts = Counts(redis.url)
     source = files(tmp_path / "words", [["b", "c"], ["b", "b", "c"]])

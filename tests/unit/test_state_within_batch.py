@@ -212,3 +212,20 @@ def test_a_pipeline_batch_gives_its_run_by_run_id() -> None:
     Batch.run_id = ""
     with pytest.raises(ConfigError, match="run must be a non-empty string"):
         tx_batch(Batch())
+
+
+def test_a_namespace_belongs_to_the_first_run_that_claims_it(name) -> None:
+    from kinesis_spout.state import CachedMap
+
+    class Plain:  # a backing map factory without compare-and-set
+        def make_backing_map(self):
+            return CachedMap(MemoryBackingMap(name), 4)
+
+    for factory in (OpaqueMap.factory(MemoryBackingMap.factory(name)), TransactionalMap.factory(Plain())):
+        MemoryBackingMap.drop(name)
+        factory.claim_run("query:A")
+        factory.claim_run("query:A")
+        with pytest.raises(StateRunError, match=r"namespace 'unit-wb-[^']*' belongs to run 'query:A'.*query:B"
+                                                r".*checkpointLocation"):
+            factory.claim_run("query:B")
+        assert factory.make_state().multi_get([("k",)]) == [None]  # the claim is no group key's value
