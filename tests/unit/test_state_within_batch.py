@@ -229,3 +229,18 @@ def test_a_namespace_belongs_to_the_first_run_that_claims_it(name) -> None:
                                                 r".*checkpointLocation"):
             factory.claim_run("query:B")
         assert factory.make_state().multi_get([("k",)]) == [None]  # the claim is no group key's value
+
+
+def test_stored_values_of_the_earlier_format_read_and_the_writer_fields_round_trip() -> None:
+    from kinesis_spout.state import JsonSerializer, StateDecodeError
+
+    ser = JsonSerializer()
+    assert ser.loads(b'{"v":1,"t":"transactional","txid":3,"val":5}', "k") == TransactionalValue(3, 5)
+    assert ser.loads(b'{"v":1,"t":"opaque","txid":3,"curr":6,"prev":4}', "k") == OpaqueValue(3, 6, 4)
+    assert ser.dumps(TransactionalValue(3, 5)) == b'{"v":1,"t":"transactional","txid":3,"val":5}'
+    for value in (TransactionalValue(3, 5, "query:q", "c1", (0, 2)), OpaqueValue(3, 6, 4, "run-7", None, ())):
+        assert ser.loads(ser.dumps(value), "k") == value
+    with pytest.raises(StateDecodeError, match="run 7 is not a string"):
+        ser.loads(b'{"v":1,"t":"opaque","txid":3,"curr":6,"prev":4,"run":7}', "k")
+    with pytest.raises(StateDecodeError, match="parts"):
+        ser.loads(b'{"v":1,"t":"opaque","txid":3,"curr":6,"prev":4,"call":"c","parts":["x"]}', "k")
