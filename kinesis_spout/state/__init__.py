@@ -30,6 +30,8 @@ from kinesis_spout.state.base import (
     StateFactory,
     StateOrderError,
     StatePairError,
+    StatePartitionError,
+    StateRunError,
     TxBatch,
     Versioned,
     check_pair,
@@ -53,6 +55,6 @@ __all__ = [
     "JsonSerializer", "MapFactory", "MapKind", "MapState", "MemoryBackingMap", "NonTransactionalMap", "OpaqueMap",
     "OpaqueValue", "PersistResult", "ReducerAggregator", "Serializer", "Snapshottable", "SnapshottableMap",
     "SpoutKind", "State", "StateDecodeError", "StateError", "StateFactory", "StateOrderError", "StatePairError",
-    "StateUpdater", "Sum", "TransactionalMap", "TransactionalValue", "TxBatch", "Versioned", "check_pair",
-    "partition_persist", "persistent_aggregate", "state_query", "tx_batch",
+    "StatePartitionError", "StateRunError", "StateUpdater", "Sum", "TransactionalMap", "TransactionalValue",
+    "TxBatch", "Versioned", "check_pair", "partition_persist", "persistent_aggregate", "state_query", "tx_batch",
 ]

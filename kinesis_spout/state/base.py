@@ -26,7 +26,7 @@ from kinesis_spout.errors import ConfigError, SpoutError
 __all__ = [
     "BackingMap", "BackingMapFactory", "ConditionalBackingMap", "Key", "MapKind", "MapState", "Snapshottable",
     "SpoutKind", "State", "StateDecodeError", "StateError", "StateFactory", "StateOrderError", "StatePairError",
-    "TxBatch", "ValueUpdater", "Versioned", "check_pair", "tx_batch",
+    "StatePartitionError", "StateRunError", "TxBatch", "ValueUpdater", "Versioned", "check_pair", "tx_batch",
 ]
 
 #: A map key: the tuple of the group-by values (JSON-encodable scalars).
@@ -51,6 +51,16 @@ class StateDecodeError(StateError):
 
 class StateOrderError(StateError):
     """A batch's txid is lower than the txid already stored for a key: updates would be applied out of order."""
+
+
+class StateRunError(StateError):
+    """A key holds a txid written by another run (another readStream query, or a query restarted without its
+    checkpoint location; another pipeline): equal txids of two runs are not a replay, so it is refused."""
+
+
+class StatePartitionError(StateError):
+    """Two partitions of one write updated the same key of a TransactionalMap, which cannot replay that safely
+    (see :class:`~kinesis_spout.state.maps.TransactionalMap`)."""
 
 
 class StatePairError(StateError, ConfigError):
@@ -84,16 +94,24 @@ EXACTLY_ONCE: dict[MapKind, frozenset[SpoutKind]] = {
 
 @dataclass(frozen=True)
 class TxBatch:
-    """A batch as the state operations see it: its txid and its spout's kind."""
+    """A batch as the state operations see it: its txid, its spout's kind, and the run it belongs to.
+
+    ``run`` identifies the sequence of txids the batch belongs to (a readStream query's id, a pipeline's run id):
+    a stored txid equal to the batch's is a replay only when it was written by the same run. None: no run is
+    known, and the txid alone decides (as for values stored without a run).
+    """
 
     txid: int
     kind: SpoutKind
+    run: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.txid, bool) or not isinstance(self.txid, int) or self.txid < 0:
             raise ConfigError(f"a txid must be a whole number >= 0, got {self.txid!r}")
         if not isinstance(self.kind, SpoutKind):
             raise ConfigError(f"kind must be a SpoutKind, got {self.kind!r}")
+        if self.run is not None and (not isinstance(self.run, str) or not self.run):
+            raise ConfigError(f"run must be a non-empty string or None, got {self.run!r}")
 
 
 def tx_batch(batch: Any) -> TxBatch:
@@ -105,6 +123,9 @@ def tx_batch(batch: Any) -> TxBatch:
       exactly-once mode, or a :class:`TxBatch`) is what its ``kind`` says;
     - an object with an ``id`` but no ``kind`` (a ``SpoutPipeline`` batch in its default at-least-once mode:
       records of a failed batch come back under a new id) is *non-transactional*.
+
+    The run is a batch object's ``run_id`` (a non-empty string; optional, None when it has none). For an ``int``
+    the operations find the run themselves: the id of the streaming query that called ``foreachBatch``.
     """
     if isinstance(batch, TxBatch):
         return batch
@@ -117,9 +138,10 @@ def tx_batch(batch: Any) -> TxBatch:
         raise ConfigError(f"batch must be a foreachBatch batch_id (int) or a pipeline batch with an int id, "
                           f"got {type(batch).__name__}")
     kind = getattr(batch, "kind", None)
+    run = getattr(batch, "run_id", None)
     if kind is None:
-        return TxBatch(txid, SpoutKind.NON_TRANSACTIONAL)
-    return TxBatch(txid, SpoutKind(kind))
+        return TxBatch(txid, SpoutKind.NON_TRANSACTIONAL, run)
+    return TxBatch(txid, SpoutKind(kind), run)
 
 
 def check_pair(map_kind: MapKind, spout_kind: SpoutKind) -> None:

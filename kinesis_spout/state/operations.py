@@ -8,6 +8,15 @@ bulk read and one bulk write (one ``multi_get`` and one ``multi_put``: with comp
 another writer in between are read and written again). The call returns when every partition has written: the
 next batch's update cannot start before this one's is done, which is Trident's ordering of state updates by txid.
 
+Each call tells the map states who writes (see :mod:`kinesis_spout.state.maps`): the batch's **run** and the
+**write** (a new id per call, and the partition number). The run of a ``foreachBatch`` batch_id is the streaming
+query's id (``query:<id>``, read on the driver from the Spark job property ``sql.streaming.queryId``, which stays
+the same when a query restarts from its checkpoint location and changes when it starts without one); the run of a
+SpoutPipeline batch is its ``run_id`` (None when it has none: the txid alone decides). A key written by another
+run's batch is refused (:class:`~kinesis_spout.state.base.StateRunError`) instead of being taken for a replay;
+for the package's transactional and opaque maps the namespace's run is checked on the driver first (one read, see
+:meth:`~kinesis_spout.state.maps.MapFactory.claim_run`), so a refused batch writes nothing.
+
 The ``batch`` argument gives the txid and the spout kind (see :func:`~kinesis_spout.state.base.tx_batch`): an
 int (``foreachBatch``'s batch_id on the readStream source) is a transactional txid; a SpoutPipeline batch in
 exactly-once mode carries its kind; a pair that cannot be exactly-once raises
@@ -17,27 +26,32 @@ imported when an operation is called.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Protocol, Sequence
 
 from kinesis_spout.errors import ConfigError
-from kinesis_spout.state.base import Key, MapState, SpoutKind, StateFactory, check_pair, tx_batch
+from kinesis_spout.state.base import Key, MapKind, MapState, SpoutKind, StateFactory, TxBatch, check_pair, tx_batch
 
 __all__ = ["PersistResult", "StateUpdater", "partition_persist", "persistent_aggregate", "state_query"]
 
 _VALUE = "__kinesis_spout_value"
+#: The Spark job property a streaming query sets on the thread that runs its batches (and foreachBatch).
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
 
 
 @dataclass(frozen=True)
 class PersistResult:
     """What a state write did: the txid and spout kind, the partitions that wrote, the keys written (or skipped
-    as already applied) and the round trips to the store the partitions made (0 for stores that do not count)."""
+    as already applied), the round trips to the store the partitions made (0 for stores that do not count) and
+    the run the txid belongs to (None: none known)."""
 
     txid: int
     kind: SpoutKind
     partitions: int
     keys: int
     round_trips: int
+    run: str | None = None
 
 
 class StateUpdater(Protocol):
@@ -61,6 +75,26 @@ def _partitions(df: Any, partitions: int | None) -> int:
     if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
         raise ConfigError(f"partitions must be a whole number >= 1 or None, got {partitions!r}")
     return partitions
+
+
+def _batch(df: Any, batch: Any) -> TxBatch:
+    """The batch's txid, kind and run; for a ``foreachBatch`` batch_id, the run is the query's id."""
+    tx = tx_batch(batch)
+    if tx.run is None and isinstance(batch, int) and not isinstance(batch, bool):
+        query = _query_id(df)
+        if query:
+            return TxBatch(tx.txid, tx.kind, f"query:{query}")
+    return tx
+
+
+def _query_id(df: Any) -> str | None:
+    """The id of the streaming query whose ``foreachBatch`` is running on this thread (None outside one)."""
+    try:
+        context = df.sparkSession.sparkContext
+    except Exception:  # noqa: BLE001 - Spark Connect sessions have no SparkContext (and raise their own errors)
+        return None
+    query = context.getLocalProperty(QUERY_ID_PROPERTY)
+    return str(query) if query else None
 
 
 def _round_trips(state: Any) -> int:
@@ -91,8 +125,15 @@ class _Reduce:
         return value
 
 
-def _write_partitions(rdd: Any, state: StateFactory, txid: int, num: int, apply: Any) -> tuple[int, int, int]:
-    """Run ``apply(map_state, items)`` on each non-empty partition of ``rdd`` under txid; (partitions, keys, trips)."""
+def _write_partitions(rdd: Any, state: StateFactory, tx: TxBatch, num: int, apply: Any) -> tuple[int, int, int]:
+    """Run ``apply(map_state, items)`` on each non-empty partition of ``rdd`` under the batch's txid, then commit
+    (the map state's write); (partitions, keys, trips). The map states of this package are told the run and the
+    write (a new id for this call, and the partition number); other states get ``begin_commit(txid)``."""
+    from kinesis_spout.state.maps import MapFactory, SnapshottableMap, _TxMap
+
+    txid, run_id, call = tx.txid, tx.run, uuid.uuid4().hex[:12]
+    if run_id is not None and isinstance(state, MapFactory) and state.kind is not MapKind.NON_TRANSACTIONAL:
+        state.claim_run(run_id)
 
     def run(index: int, items: Iterator[Any]) -> Iterator[tuple[int, int]]:
         taken = list(items)
@@ -100,7 +141,10 @@ def _write_partitions(rdd: Any, state: StateFactory, txid: int, num: int, apply:
             return
         st = state.make_state(index, num)
         try:
-            st.begin_commit(txid)
+            if isinstance(st, (_TxMap, SnapshottableMap)):
+                st.begin_commit(txid, run=run_id, writer=(call, index))
+            else:
+                st.begin_commit(txid)
             keys = apply(st, taken)
             st.commit(txid)
             yield keys, _round_trips(st)
@@ -123,7 +167,7 @@ def persistent_aggregate(df: Any, batch: Any, state: StateFactory, *, group_by: 
     (default: Spark's default parallelism) is how many tasks write, each with one bulk read and one bulk write.
     Blocks until every partition wrote; returns a :class:`PersistResult`.
     """
-    tx = tx_batch(batch)
+    tx = _batch(df, batch)
     check_pair(state.kind, tx.kind)
     keys = _columns(df, group_by, "group_by")
     num = _partitions(df, partitions)
@@ -147,22 +191,30 @@ def persistent_aggregate(df: Any, batch: Any, state: StateFactory, *, group_by: 
     else:
         raise ConfigError(f"aggregator must be a combiner (init(row), combine(a, b), zero()) or a reducer (init(), "
                           f"reduce(value, row)), got {aggregator!r}")
-    parts, written, trips = _write_partitions(pairs, state, tx.txid, num, apply)
-    return PersistResult(tx.txid, tx.kind, parts, written, trips)
+    parts, written, trips = _write_partitions(pairs, state, tx, num, apply)
+    return PersistResult(tx.txid, tx.kind, parts, written, trips, tx.run)
 
 
 def partition_persist(df: Any, batch: Any, state: StateFactory, updater: StateUpdater, *,
                       partition_by: Sequence[str] | None = None, partitions: int | None = None) -> PersistResult:
     """Hand each partition's rows to ``updater.update_state(map_state, rows)`` under this batch's txid.
 
-    With a transactional or opaque map a key must be updated by one partition per batch: pass the key columns
-    as ``partition_by`` (the rows are repartitioned by them), or a second partition's update of a key would be
-    taken for a replay (skipped, or recomputed over the first). ``PersistResult.keys`` counts rows here.
+    The updater may update a key several times (e.g. row by row): every update counts, and the partition's
+    updates are written when it is done. Rows of one key may sit in several partitions with an OpaqueMap (each
+    partition's updates are added, and a replay recomputes the key) or a NonTransactionalMap. A TransactionalMap
+    needs each key's updates in one partition: ``partition_by`` (the key columns; the rows are repartitioned by
+    them) is required with it, and a key updated by two partitions anyway (an updater writing keys of other
+    columns) is refused with :class:`~kinesis_spout.state.base.StatePartitionError`. ``PersistResult.keys``
+    counts rows here.
     """
-    tx = tx_batch(batch)
+    tx = _batch(df, batch)
     check_pair(state.kind, tx.kind)
     if not callable(getattr(updater, "update_state", None)):
         raise ConfigError(f"updater must have update_state(state, rows), got {updater!r}")
+    if partition_by is None and state.kind is MapKind.TRANSACTIONAL:
+        raise ConfigError("partition_persist with a TransactionalMap needs partition_by=[the key columns], so that "
+                          "each key's rows are in one partition (a replay could not tell which partitions' updates "
+                          "a key holds); or use an OpaqueMap, which sums the partitions' updates of a key")
     num = _partitions(df, partitions)
     frame = df.repartition(num, *_columns(df, partition_by, "partition_by")) if partition_by is not None \
         else df.coalesce(num)
@@ -171,8 +223,8 @@ def partition_persist(df: Any, batch: Any, state: StateFactory, updater: StateUp
         updater.update_state(st, rows)
         return len(rows)
 
-    parts, written, trips = _write_partitions(frame.rdd, state, tx.txid, num, apply)
-    return PersistResult(tx.txid, tx.kind, parts, written, trips)
+    parts, written, trips = _write_partitions(frame.rdd, state, tx, num, apply)
+    return PersistResult(tx.txid, tx.kind, parts, written, trips, tx.run)
 
 
 def state_query(df: Any, state: StateFactory, *, key_columns: Sequence[str], result_column: str = "value",

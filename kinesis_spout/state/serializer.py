@@ -6,6 +6,11 @@ Format version 1, one UTF-8 JSON object per key::
     {"v": 1, "t": "opaque", "txid": 3, "curr": 6, "prev": 4}
     {"v": 1, "t": "plain", "val": 7}                           (NonTransactionalMap)
 
+Transactional and opaque values may also hold who wrote their txid (see :mod:`kinesis_spout.state.values`):
+``"run"`` (a string: the query or pipeline run), ``"call"`` (a string: one write of an operation) and ``"parts"``
+(a list of partition numbers of that write). Each is left out when unknown, so a value written without them (by
+an earlier version) reads as having none; readers that predate them ignore them.
+
 Values must be JSON-encodable (numbers, strings, booleans, null, lists, objects). A stored value that cannot be
 decoded (not JSON, another format, a newer version) raises :class:`~kinesis_spout.state.base.StateDecodeError`
 naming the key, never a silent reset. Keys are the tuple of group-by values, encoded as a JSON list behind a
@@ -46,8 +51,10 @@ class JsonSerializer:
     def dumps(self, value: Any) -> bytes:
         if isinstance(value, TransactionalValue):
             doc: dict[str, Any] = {"v": FORMAT_VERSION, "t": "transactional", "txid": value.txid, "val": value.val}
+            _writer(doc, value)
         elif isinstance(value, OpaqueValue):
             doc = {"v": FORMAT_VERSION, "t": "opaque", "txid": value.txid, "curr": value.curr, "prev": value.prev}
+            _writer(doc, value)
         else:
             doc = {"v": FORMAT_VERSION, "t": "plain", "val": value}
         try:
@@ -74,9 +81,9 @@ class JsonSerializer:
         try:
             kind = doc["t"]
             if kind == "transactional":
-                return TransactionalValue(_txid(doc["txid"]), doc["val"])
+                return TransactionalValue(_txid(doc["txid"]), doc["val"], *_written_by(doc))
             if kind == "opaque":
-                return OpaqueValue(_txid(doc["txid"]), doc["curr"], doc["prev"])
+                return OpaqueValue(_txid(doc["txid"]), doc["curr"], doc["prev"], *_written_by(doc))
             if kind == "plain":
                 return doc["val"]
         except (KeyError, TypeError, ValueError) as exc:
@@ -84,6 +91,25 @@ class JsonSerializer:
                                    f"{bytes(raw[:80])!r}", key=key) from exc
         raise StateDecodeError(f"the value stored under {key!r} has unknown type {kind!r} (expected transactional, "
                                f"opaque or plain)", key=key)
+
+
+def _writer(doc: dict[str, Any], value: TransactionalValue | OpaqueValue) -> None:
+    if value.run is not None:
+        doc["run"] = value.run
+    if value.call is not None:
+        doc["call"] = value.call
+        doc["parts"] = list(value.parts)
+
+
+def _written_by(doc: dict[str, Any]) -> tuple[str | None, str | None, tuple[int, ...]]:
+    run, call, parts = doc.get("run"), doc.get("call"), doc.get("parts", [])
+    if run is not None and not isinstance(run, str):
+        raise ValueError(f"run {run!r} is not a string")
+    if call is not None and not isinstance(call, str):
+        raise ValueError(f"call {call!r} is not a string")
+    if not isinstance(parts, list) or any(isinstance(p, bool) or not isinstance(p, int) for p in parts):
+        raise ValueError(f"parts {parts!r} is not a list of partition numbers")
+    return run, call, tuple(parts)
 
 
 def _txid(value: Any) -> int:

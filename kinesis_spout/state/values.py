@@ -2,23 +2,35 @@
 
 A :class:`TransactionalValue` is Trident's ``(value, txid)``: the txid of the last batch applied to the key. An
 :class:`OpaqueValue` is ``(curr, prev, txid)``: the value after the batch ``txid`` and the value before it, so a
-replay of ``txid`` (possibly with other records) recomputes from ``prev``. Pure value types.
+replay of ``txid`` (possibly with other records) recomputes from ``prev``.
+
+Both also carry who wrote the txid, so that a replay can be told from other writes of the same txid:
+
+- ``run``: the identity of the run whose batch ``txid`` was (a readStream query's id, a pipeline's run id), or
+  None when the writer knew none (and for values written before runs were stored);
+- ``call`` and ``parts``: the write (one call of ``persistent_aggregate``/``partition_persist``) that last wrote
+  the key, and the partitions of that write whose updates of the key it holds (None and () outside those calls).
+
+Pure value types.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 __all__ = ["OpaqueValue", "TransactionalValue"]
 
 
 @dataclass(frozen=True)
 class TransactionalValue:
-    """The value of a key and the txid of the last batch applied to it."""
+    """The value of a key and the txid (and run) of the last batch applied to it."""
 
     txid: int
     val: Any
+    run: str | None = None
+    call: str | None = None
+    parts: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -28,14 +40,6 @@ class OpaqueValue:
     txid: int
     curr: Any
     prev: Any = None
-
-    def update(self, txid: int, updater: Callable[[Any], Any]) -> "OpaqueValue":
-        """The value after applying ``updater`` for batch ``txid``.
-
-        Same txid: the stored ``curr`` may hold an earlier attempt of this batch (which may have had other
-        records), so the update is recomputed from ``prev``. A newer txid: ``curr`` becomes ``prev`` and the update
-        applies to it. (A lower txid is refused by the map before it gets here.)
-        """
-        if txid == self.txid:
-            return OpaqueValue(txid, updater(self.prev), self.prev)
-        return OpaqueValue(txid, updater(self.curr), self.curr)
+    run: str | None = None
+    call: str | None = None
+    parts: tuple[int, ...] = ()

@@ -57,14 +57,17 @@ def test_trident_examples_on_the_real_store(make_backing) -> None:
     state = TransactionalMap(backing)
     state.begin_commit(3)
     assert state.multi_update([("man",), ("dog",)], [plus(2), plus(1)]) == [5, 4]
+    state.commit(3)
     assert make_backing().multi_get([("man",), ("dog",), ("apple",), ("cat",)]) == [
         TransactionalValue(3, 5), TransactionalValue(3, 4), TransactionalValue(2, 10), None]
     backing.multi_put([("w",)], [OpaqueValue(2, 4, 1)])
     opaque = OpaqueMap(backing)
     opaque.begin_commit(3)
     assert opaque.multi_update([("w",)], [plus(2)]) == [6]
+    opaque.commit(3)
     opaque.begin_commit(3)
     assert opaque.multi_update([("w",)], [plus(5)]) == [9]  # a replay of txid 3, recomputed from prev = 4
+    opaque.commit(3)
     assert backing.multi_get([("w",)]) == [OpaqueValue(3, 9, 4)]
 
 
@@ -74,6 +77,7 @@ def test_one_update_is_two_round_trips_whatever_the_number_of_keys(make_backing)
     state.begin_commit(1)
     keys = [(f"word-{i}", i) for i in range(2_000)]
     state.multi_update(keys, [plus(1)] * len(keys))
+    state.commit(1)
     assert backing.round_trips == 2
     assert state.multi_get(keys[:3] + [("nope", 0)]) == [1, 1, 1, None]
 
@@ -100,6 +104,29 @@ def test_concurrent_writers_of_the_same_keys_lose_no_update(make_backing) -> Non
         t.join(60)
     assert not errors
     assert NonTransactionalMap(make_backing()).multi_get(keys) == [100] * len(keys)
+
+
+def test_two_writers_of_one_new_key_the_second_create_is_refused(make_backing) -> None:
+    """Both writers read the key as absent; the first creates it; the second's create must be refused (and its
+    update recomputed by the map), never reported as written over or beside the first. Forced order, no timing."""
+    first, second = make_backing(), make_backing()
+    key = ("new",)
+    assert [v.token for v in first.multi_get_versioned([key]) + second.multi_get_versioned([key])] == [None, None]
+    assert first.multi_put_if([key], [OpaqueValue(1, 1, None)], [None]) == [True]
+    assert second.multi_put_if([key], [OpaqueValue(1, 10, None)], [None]) == [False]
+    assert make_backing().multi_get([key]) == [OpaqueValue(1, 1, None)]
+    # a stale token of an existing key is refused too
+    [read] = first.multi_get_versioned([key])
+    assert second.multi_put_if([key], [OpaqueValue(2, 2, 1)], [read.token]) == [True]
+    assert first.multi_put_if([key], [OpaqueValue(2, 20, 1)], [read.token]) == [False]
+    # through two map states: both read the new key before either commits, and both updates count
+    a, b = NonTransactionalMap(make_backing()), NonTransactionalMap(make_backing())
+    a.begin_commit(1)
+    b.begin_commit(1)
+    assert a.multi_update([("k",)], [plus(1)]) == [1] and b.multi_update([("k",)], [plus(10)]) == [10]
+    a.commit(1)
+    b.commit(1)
+    assert NonTransactionalMap(make_backing()).multi_get([("k",)]) == [11]
 
 
 def test_a_value_another_program_wrote_is_an_error_naming_the_key(make_backing, request) -> None:

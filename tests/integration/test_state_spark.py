@@ -210,3 +210,37 @@ def test_pipeline_exactly_once_replays_a_txid_with_the_same_records(spark, kines
     assert len(per_txid) == len(set(per_txid)) == len(words), "each record in exactly one txid"
     assert read(counts, [f"w{i}" for i in (0, 1, 2, 3, 4, 7)]) == {"w0": 12, "w1": 12, "w2": 12, "w3": 12,
                                                                    "w4": 12, "w7": 1}
+
+
+def row_by_row():
+    """A StateUpdater that updates the state row by row, as Trident state updaters may (made in a function, so
+    that it is pickled by value for the Python workers)."""
+
+    class RowByRow:
+        def update_state(self, state, rows):
+            for r in rows:
+                state.multi_update([(r["word"],)], [lambda stored: (stored or 0) + 1])
+
+    return RowByRow()
+
+
+@pytest.mark.parametrize("cls", [TransactionalMap, OpaqueMap])
+def test_partition_persist_row_by_row_counts_every_row(spark, backing, cls) -> None:
+    counts = cls.factory(backing)
+    df = words_df(spark, ["a", "a", "a", "b"], parts=1)
+    partition_persist(df, 1, counts, row_by_row(), partition_by=["word"], partitions=2)
+    partition_persist(df, 1, counts, row_by_row(), partition_by=["word"], partitions=2)  # Spark replays batch 1
+    assert read(counts, ["a", "b"]) == {"a": 3, "b": 1}
+
+
+def test_partition_persist_a_key_in_two_partitions(spark, backing) -> None:
+    """Without partition_by the rows of 'a' sit in two partitions: the OpaqueMap adds both partitions' updates
+    (and a replay recomputes them); the TransactionalMap, which could not replay that, is refused up front."""
+    df = spark.sparkContext.parallelize([("a",), ("a",), ("a",), ("b",)], 2).toDF("word string")
+    assert [sorted(r.word for r in p) for p in df.rdd.glom().collect()] == [["a", "a"], ["a", "b"]]
+    counts = OpaqueMap.factory(backing)
+    for _ in range(2):  # the batch and its replay
+        partition_persist(df, TxBatch(1, SpoutKind.OPAQUE), counts, row_by_row(), partitions=2)
+        assert read(counts, ["a", "b"]) == {"a": 3, "b": 1}
+    with pytest.raises(ValueError, match="TransactionalMap needs partition_by"):
+        partition_persist(df, 1, TransactionalMap.factory(backing), row_by_row())

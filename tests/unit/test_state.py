@@ -58,10 +58,12 @@ def test_trident_opaque_example_prev_value(backing) -> None:
     state = OpaqueMap(backing)
     state.begin_commit(3)  # a new txid: prev = value, then add the partial count 2
     assert state.multi_update([("w",)], [plus(2)]) == [6]
+    state.commit(3)
     assert backing.multi_get([("w",)]) == [OpaqueValue(3, 6, 4)]
     backing.multi_put([("w",)], [OpaqueValue(txid=2, curr=4, prev=1)])
     state.begin_commit(2)  # the same txid again: recompute from prev (the batch may have changed)
     assert state.multi_update([("w",)], [plus(2)]) == [3]
+    state.commit(2)
     assert backing.multi_get([("w",)]) == [OpaqueValue(2, 3, 1)]
 
 
@@ -123,8 +125,9 @@ def test_an_undecodable_value_is_an_error_naming_the_key(backing, raw: bytes, wh
 def test_values_that_are_not_json_are_a_clear_type_error(backing) -> None:
     state = NonTransactionalMap(backing)
     state.begin_commit(1)
+    state.multi_put([("k",)], [object()])
     with pytest.raises(TypeError, match="JSON-encodable"):
-        state.multi_put([("k",)], [object()])
+        state.commit(1)
 
 
 def test_pairs_follow_tridents_table() -> None:
@@ -162,6 +165,7 @@ def test_cached_map_serves_hits_and_writes_through(backing) -> None:
     state = OpaqueMap(cached)
     state.begin_commit(1)
     state.multi_update([("a",), ("b",), ("c",)], [plus(1)] * 3)
+    state.commit(1)
     trips = backing.round_trips
     assert state.multi_get([("b",), ("c",)]) == [1, 1] and backing.round_trips == trips  # cached
     assert state.multi_get([("a",)]) == [1] and backing.round_trips == trips + 1       # evicted: read
@@ -180,18 +184,16 @@ def test_snapshottable_map_keeps_a_global_value(backing) -> None:
 
 
 def test_conditional_writes_retry_the_keys_another_writer_changed(backing) -> None:
-    """Two writers of one key between read and write: compare-and-set makes the second read again."""
+    """Two writers of one key between read and write: compare-and-set makes the first read again at its commit
+    and recompute its update."""
     first, second = NonTransactionalMap(backing), NonTransactionalMap(MemoryBackingMap(backing.name))
     first.begin_commit(1)
     second.begin_commit(1)
-
-    def interleave(stored):
-        if stored is None:  # while first computes, second writes the key
-            second.multi_update([("k",)], [plus(10)])
-        return (stored or 0) + 1
-
-    assert first.multi_update([("k",)], [interleave]) == [11]
-    assert first.multi_get([("k",)]) == [11]
+    assert first.multi_update([("k",)], [plus(1)]) == [1]   # first reads k (absent)
+    second.multi_update([("k",)], [plus(10)])
+    second.commit(1)                                         # second writes k in between
+    first.commit(1)
+    assert NonTransactionalMap(MemoryBackingMap(backing.name)).multi_get([("k",)]) == [11]
 
 
 def test_aggregators() -> None:

@@ -66,14 +66,14 @@ def run(cls, words, sizes, crashes, extensions, opaque_spout):
             partial = Counter(batch)
             keys = sorted(partial)
             attempted = max(attempted, len(batch))
-            try:
+            try:  # the updates are written at the state's commit, the batch ends after it
                 state.multi_update([(k,) for k in keys], [lambda s, n=partial[k]: (s or 0) + n for k in keys])
+                state.commit(txid)
             except Crash:
                 continue
             if crash == "after":
                 replayed_after_write = True
                 continue
-            state.commit(txid)
             pos += len(batch)
             txid += 1
             break
@@ -128,10 +128,13 @@ def test_opaque_map_needs_replays_that_keep_every_record_of_earlier_attempts() -
     MemoryBackingMap.drop("opaque-limit")
     state = OpaqueMap(MemoryBackingMap("opaque-limit"))
     state.begin_commit(1)
-    state.multi_update([("a",), ("b",)], [lambda s: (s or 0) + 1] * 2)   # attempt 1: crash before the commit
+    state.multi_update([("a",), ("b",)], [lambda s: (s or 0) + 1] * 2)   # attempt 1: written, then a crash
+    state.commit(1)
     state.begin_commit(1)
     state.multi_update([("a",)], [lambda s: (s or 0) + 1])               # the replay without b
+    state.commit(1)
     state.begin_commit(2)
     state.multi_update([("b",)], [lambda s: (s or 0) + 1])
+    state.commit(2)
     assert state.multi_get([("a",), ("b",)]) == [1, 2]
     MemoryBackingMap.drop("opaque-limit")
