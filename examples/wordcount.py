@@ -22,6 +22,11 @@ runs SpoutPipeline in exactly-once mode (a transactional spout whose batch log i
 the stream engine uses foreachBatch's batch id as the txid. In that mode a failed record fails its whole batch,
 so poison sentences are skipped rather than failed. ``--state-url`` names your server (``redis://host:port/0``
 or ``host:port``); with ``--demo`` a private one is started. Counts are kept under ``--namespace``.
+
+The stream engine keeps Spark's checkpoint in ``--checkpoint-location`` (default: a temporary folder, gone after
+the run). With ``--exactly-once`` against your own servers, give it a lasting folder: a query that starts without
+its checkpoint numbers its batches from 0 again, and the state refuses it (``StateRunError``) rather than count
+anything twice; a new ``--namespace`` starts the counts afresh.
 """
 
 from __future__ import annotations
@@ -118,7 +123,8 @@ def run_pipeline(spark: Any, config: SpoutConfig, totals: Counter[str], processe
 
 
 def run_stream(spark: Any, config: SpoutConfig, totals: Counter[str], processed: list[int],
-               done: Callable[[], bool], exactly: ExactlyOnce | None = None) -> None:
+               done: Callable[[], bool], exactly: ExactlyOnce | None = None,
+               checkpoint_location: str | None = None) -> None:
     from kinesis_spout.spark import KinesisSpoutDataSource
 
     spark.dataSource.register(KinesisSpoutDataSource)
@@ -138,7 +144,9 @@ def run_stream(spark: Any, config: SpoutConfig, totals: Counter[str], processed:
         processed[0] += rows
         logging.getLogger("wordcount").info("stream batch %d: %d records", batch_id, rows)
 
-    with tempfile.TemporaryDirectory(prefix="wordcount-checkpoint-") as spark_checkpoint:
+    with contextlib.ExitStack() as stack:
+        spark_checkpoint = checkpoint_location or stack.enter_context(
+            tempfile.TemporaryDirectory(prefix="wordcount-checkpoint-"))
         query = (spark.readStream.format("kinesis_spout").options(**options).load()
                  .writeStream.foreachBatch(sink).option("checkpointLocation", spark_checkpoint)
                  .trigger(processingTime="500 milliseconds").start())
@@ -176,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--state-url", help="--exactly-once: redis://host:port/0 or host:port of memcached "
                                             "(with --demo a private server is started when omitted)")
     parser.add_argument("--namespace", default="wordcount", help="--exactly-once: the keys' prefix")
+    parser.add_argument("--checkpoint-location", help="--engine stream: Spark's checkpoint folder (default: a "
+                        "temporary one); keep one across runs with --exactly-once")
     args = parser.parse_args(argv)
     if args.exactly_once and not args.state_url and not args.demo:
         parser.error("--exactly-once needs --state-url (or --demo, which starts a private server)")
@@ -237,8 +247,10 @@ def main(argv: list[str] | None = None) -> int:
             producer.start()
             stack.callback(producer.stop)
         try:
-            (run_pipeline if args.engine == "pipeline" else run_stream)(spark, config, totals, processed, done,
-                                                                        exactly)
+            if args.engine == "pipeline":
+                run_pipeline(spark, config, totals, processed, done, exactly)
+            else:
+                run_stream(spark, config, totals, processed, done, exactly, args.checkpoint_location)
         except KeyboardInterrupt:
             print("\n[wordcount] interrupted: stopping cleanly")
         elapsed = time.monotonic() - started
