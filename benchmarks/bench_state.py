@@ -58,15 +58,16 @@ COLUMNS = [
 
 
 def _update(backing: Any, cls: Any, keys: list[tuple[str]], txid: int) -> tuple[float, int]:
-    """One batch: (seconds, round trips) of a multi_update adding 1..3 to each key under ``txid``."""
+    """One batch: (seconds, round trips) of a multi_update adding 1..3 to each key under ``txid``, and its commit
+    (where a map state writes what the batch updated)."""
     state = cls(backing)
     before = backing.round_trips
     state.begin_commit(txid)
     updaters = [_Add(1 + i % 3) for i in range(len(keys))]
     t0 = time.perf_counter()
     state.multi_update(keys, updaters)
-    elapsed = time.perf_counter() - t0
     state.commit(txid)
+    elapsed = time.perf_counter() - t0
     return elapsed, backing.round_trips - before
 
 
