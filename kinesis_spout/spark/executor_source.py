@@ -102,7 +102,8 @@ class ExecutorStreamReader(KinesisSpoutStreamReader):
         and a new query id that names this query's recorded ends."""
         shards = self._list_shards(force=True)
         stored = self._checkpoints().list()
-        positions = initial_positions({s: shard.parents for s, shard in shards.items()}, stored, self.config)
+        positions = initial_positions({s: shard.parents for s, shard in shards.items()}, stored, self.config,
+                                      {s for s, shard in shards.items() if shard.closed})
         for shard_id, checkpoint in stored.items():
             if shard_id in positions and (checkpoint.sequence_number is not None or checkpoint.shard_end):
                 self._written[shard_id] = positions[shard_id].encode()
