@@ -71,10 +71,10 @@ def test_a_child_of_a_pinned_parent_that_read_nothing_starts_at_the_pin_listed_o
     assert followed["child"].position == TRIM_HORIZON  # a parent the app read: the child from its first record
 
 
-def test_a_parent_reset_to_latest_or_never_read_leaves_the_child_at_the_initial_position() -> None:
+def test_a_parent_reset_to_latest_hands_latest_down_and_one_never_read_leaves_the_initial_position() -> None:
     reset = start_positions({"child": ("p",)}, {"p": Checkpoint("p", None, reset_to="LATEST")},
-                            InitialPosition.LATEST)
-    assert reset["child"].position == LATEST and reset["child"].needs_pin
+                            InitialPosition.TRIM_HORIZON)
+    assert reset["child"].position == LATEST and reset["child"].needs_pin  # the reset asked to skip the data
     unread = start_positions({"child": ("p",)}, {}, InitialPosition.AT_TIMESTAMP, T0)
     assert (unread["child"].position, unread["child"].timestamp, unread["child"].needs_pin) == (AT_TIMESTAMP, T0, True)
     fresh = start_positions({"child": ("p",)}, {}, InitialPosition.TRIM_HORIZON)
