@@ -239,7 +239,7 @@ class KinesisSpout:
         if self._leases is not None:
             self._leases.watch_workers(self._sync.wake)
         mine = self._owns(self._sync.listed)
-        waiting = sorted({s.shard_id for s in mine} - self._known())
+        waiting = sorted({s.shard_id for s in mine} - self._known() - self._sync.skipped)
         log.info("spout %s opened stream %r: task %d/%d owns %d of %d shards (%s)%s", cfg.app_name,
                  cfg.stream_name, cfg.task_index, cfg.task_count, len(mine), len(self._sync.listed),
                  ", ".join(f"{s.shard.shard_id} {s.start.describe()}" for s in self._shards.values())

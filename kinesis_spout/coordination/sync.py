@@ -68,25 +68,31 @@ class ShardSync:
         self.finished: set[str] = set()  # shards whose end is stored (closed shards only ever join this set)
         self.initial_position = initial_position
         self.initial_timestamp = initial_timestamp
+        self.skipped: set[str] = set()  # closed shards not read at all (never_read), as of the last listing
 
     def ready(self, relist: bool = False) -> list[Shard]:
         """The shards that may be read now: listed (listed again when ``relist`` or older than ``interval_s``),
-        not finished, and not waiting for a parent that is listed and not finished."""
+        not finished, not ``skipped``, and not waiting for a parent that is listed, not finished and not skipped.
+        Called by ``sync()`` only (the sync thread, or ``open()`` before the thread starts)."""
         now = time.monotonic()
-        if relist or self._listed_at is None or now - self._listed_at >= self.interval_s:
+        relisted = relist or self._listed_at is None or now - self._listed_at >= self.interval_s
+        if relisted:
             self.listed = list_shards(self.client, self.stream_name)
             self._listed_at = now
             self._clean_up(self.listed)
         listed = self.listed
         open_ends: dict[str, Checkpoint | None] = {}  # closed shards not finished yet: their stored checkpoints
         for shard in listed:  # a closed shard may have been finished by anyone reading it: its end is stored
-            if shard.closed and shard.shard_id not in self.finished:
+            if shard.closed and shard.shard_id not in self.finished and (relisted or shard.shard_id not in
+                                                                         self.skipped):
                 checkpoint = self.store.load(shard.shard_id)
                 if checkpoint is not None and checkpoint.shard_end:
                     self.finished.add(shard.shard_id)
                 else:
                     open_ends[shard.shard_id] = checkpoint
-        done = self.finished | self._never_read(listed, open_ends)
+        if relisted:  # looked at again with each listing (not each round: they are never read, nothing changes)
+            self.skipped = self._never_read(listed, open_ends)
+        done = self.finished | self.skipped
         candidates = [s for s in listed if s.shard_id not in done]
         blocked = waiting_for_parents({s.shard_id: s.parents for s in candidates}, {s.shard_id for s in listed},
                                       done)
