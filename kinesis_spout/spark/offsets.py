@@ -223,8 +223,10 @@ class ShardPosition:
 
 def start_position_of(start: ShardStart) -> ShardPosition:
     """The query position of a shard start decided by :mod:`kinesis_spout.coordination.lineage`."""
-    if start.finished:
-        return ShardPosition(sequence_number=start.sequence_number, ended=True)
+    if start.finished:  # read to its end earlier, or closed before a LATEST start and never read
+        skipped = start.reason == lineage.CLOSED_BEFORE_LATEST
+        return ShardPosition(sequence_number=start.sequence_number, start=LATEST if skipped else TRIM_HORIZON,
+                             ended=True)
     if start.position == lineage.AFTER_SEQUENCE_NUMBER:
         assert start.sequence_number is not None
         return ShardPosition.after(start.sequence_number)
@@ -258,7 +260,10 @@ def initial_positions(parents: Mapping[str, Sequence[str]], stored: Mapping[str,
 
 def as_checkpoint(shard_id: str, position: ShardPosition) -> Checkpoint | None:
     """The ZooKeeper checkpoint that stands for a query position; None for a position that needs none (nothing
-    consumed from ``TRIM_HORIZON``, or a ``LATEST`` not pinned yet)."""
+    consumed from ``TRIM_HORIZON``, a ``LATEST`` not pinned yet, or a shard closed before a ``LATEST`` start and
+    never read: an end stored for it would tell its children to start at ``TRIM_HORIZON``)."""
+    if position.ended and position.sequence_number is None and position.start == LATEST:
+        return None
     if position.ended and position.sequence_number is None and position.start == AT_TIMESTAMP \
             and position.timestamp is not None:  # read to its end from a pin, nothing after it: keep the pin
         return Checkpoint(shard_id, None, shard_end=True, reset_to=AT_TIMESTAMP, timestamp=position.timestamp)
@@ -280,7 +285,8 @@ def lineage_checkpoint(shard_id: str, position: ShardPosition) -> Checkpoint:
     checkpoint = as_checkpoint(shard_id, position)
     if checkpoint is not None:
         return checkpoint
-    return Checkpoint(shard_id, None, reset_to=LATEST if position.unresolved else TRIM_HORIZON)
+    latest = position.sequence_number is None and position.start == LATEST
+    return Checkpoint(shard_id, None, reset_to=LATEST if latest else TRIM_HORIZON)
 
 
 def parse_offset(doc: Any, where: str = "offset") -> dict[str, ShardPosition]:

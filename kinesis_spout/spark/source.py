@@ -290,6 +290,9 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         for shard_id, checkpoint in stored.items():
             if shard_id in positions and (checkpoint.sequence_number is not None or checkpoint.shard_end):
                 self._written[shard_id] = positions[shard_id].encode()
+        for shard_id, position in positions.items():
+            if as_checkpoint(shard_id, position) is None and position.ended:  # closed before LATEST, never read:
+                self._written[shard_id] = position.encode()  # no end in ZooKeeper, it would mean TRIM_HORIZON
         log.info("stream %r, app %r: new query starts at %s", self.config.stream_name, self.config.app_name,
                  encode_offset(positions))
         return encode_offset(positions)

@@ -6,19 +6,22 @@ the children's old ones must not: the closed parent is not read at LATEST, and a
 children instead of turning into TRIM_HORIZON. Each child gets old and new records, so once every new record has
 come, any old one would have come before it (a shard is read in order).
 
-kinesalite never answers an AT_TIMESTAMP iterator for a shard with no record after the time, so AT_TIMESTAMP runs
-on kinesis-local only.
+kinesalite never answers an AT_TIMESTAMP iterator for a shard with no record after the time, so AT_TIMESTAMP (and
+the Structured Streaming source, whose first batch pins LATEST to a time) runs on kinesis-local only.
 """
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from kinesis_spout import InitialPosition, KinesisSpout, MemoryCheckpointStore, SpoutConfig
 from kinesis_spout.coordination.lineage import PIN_MARGIN
+from kinesis_spout.spark.source import KinesisSpoutStreamReader
 from kinesis_spout.testing.kinesis import KinesisEndpoint, wait_for_stream
 from kinesis_spout.testing.process import wait_until
 
@@ -88,3 +91,42 @@ def test_at_timestamp_after_a_reshard_delivers_no_record_older_than_the_time(kin
     assert sorted(delivered) == sorted(f"new-{i}".encode() for i in range(NEW))
     end = store.load(parent)  # the parent was read from the time, had nothing after it, and ended with the pin
     assert end is not None and end.shard_end and end.timestamp == when
+
+
+def test_the_structured_streaming_source_at_latest_after_a_reshard_reads_only_new_records(
+        kinesis_local: KinesisEndpoint, zookeeper: Any) -> None:
+    """Driven the way Spark drives it (initialOffset, latestOffset, partitions, read, commit), without a session.
+    The closed parent is left out of the first offset, and no end is written for it (an end would tell a later
+    reader of the app to start its children at TRIM_HORIZON)."""
+    stream, parent, _ = split_and_fill(kinesis_local)
+    app = "resharded-before-source"
+    reader = KinesisSpoutStreamReader({
+        "streamName": stream, "appName": app, "zookeeper": zookeeper.hosts, "zookeeperPrefix": zookeeper.prefix,
+        "endpointUrl": kinesis_local.endpoint_url, "region": kinesis_local.region, "initialPosition": "LATEST",
+        "checkpointIntervalS": "0", "emptyRecordBackoffS": "0.2"})
+    try:
+        start = reader.initialOffset()
+        assert start[parent] == "SHARD_END" and {v for s, v in start.items() if s != parent} == {"LATEST"}
+        kinesis_local.put(stream, [f"new-{i}" for i in range(NEW)], [KEYS[i % len(KEYS)] for i in range(NEW)])
+        delivered: list[bytes] = []
+
+        def next_batch() -> bool:
+            nonlocal start
+            end = reader.latestOffset(start, ReadAllAvailable())
+            for part in reader.partitions(start, end):
+                delivered.extend(d for batch in reader.read(part) for d in batch.column("data").to_pylist())
+            reader.commit(end)
+            start = end
+            return sum(d.startswith(b"new-") for d in delivered) >= NEW
+
+        assert wait_until(next_batch, 60, interval_s=0.0), f"delivered: {delivered}"
+        reader.latestOffset(start, ReadAllAvailable())  # writes the last batch's end to ZooKeeper
+    finally:
+        reader.stop()
+    old = sorted(d.decode() for d in delivered if d.startswith(b"old-"))
+    assert len(old) == 0, f"{len(old)} of {OLD} old records delivered: {old[:5]}..."
+    assert sorted(delivered) == sorted(f"new-{i}".encode() for i in range(NEW))
+    zk = zookeeper.client()
+    base = f"{zookeeper.prefix}/{app}/{stream}/checkpoints"
+    stored = {shard: json.loads(zk.get(f"{base}/{shard}")[0]) for shard in zk.get_children(base)}
+    assert parent not in stored and len(stored) == 2

@@ -251,8 +251,13 @@ def test_a_query_position_stands_for_the_checkpoint_the_lineage_rule_reads_of_a_
 
 
 def test_a_new_query_at_latest_leaves_out_the_closed_shards_and_starts_their_children_at_latest() -> None:
-    from kinesis_spout import SpoutConfig
+    from kinesis_spout import Checkpoint, SpoutConfig
+    from kinesis_spout.spark.offsets import as_checkpoint, lineage_checkpoint
 
     config = SpoutConfig(stream_name="s", app_name="a", initial_position=InitialPosition.LATEST)
     got = encode_offset(initial_positions({"p": (), "a": ("p",), "b": ("p",)}, {}, config, closed={"p"}))
     assert got == {"p": "SHARD_END", "a": "LATEST", "b": "LATEST"}
+    skipped = initial_positions({"p": ()}, {}, config, closed={"p"})["p"]
+    assert skipped.ended and as_checkpoint("p", skipped) is None  # no end in ZooKeeper: it would mean TRIM_HORIZON
+    assert lineage_checkpoint("p", skipped) == Checkpoint("p", None, reset_to="LATEST")
+    assert as_checkpoint("p", ShardPosition(ended=True)) == Checkpoint("p", None, shard_end=True)  # read, empty
