@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 from kinesis_spout.checkpoint.base import Checkpoint, CheckpointStore
 from kinesis_spout.checkpoint.writer import CheckpointWriter, ConflictHandler
 from kinesis_spout.config import SpoutConfig
-from kinesis_spout.coordination.lineage import LATEST, ShardStart
+from kinesis_spout.coordination.lineage import LATEST, ShardStart, end_checkpoint
 from kinesis_spout.coordination.starts import resolve_starts
 from kinesis_spout.coordination.sync import ShardSync
 from kinesis_spout.deadletters.base import DeadLetter, open_writer
@@ -67,9 +67,9 @@ def _stored_sub(state: ShardState, key: SequenceKey) -> int | None:
 
 
 def _shard_end(state: ShardState) -> Checkpoint:
-    """The checkpoint of a finished shard: every record done, its children may be read."""
-    key = state.tracker.checkpoint
-    return Checkpoint(state.shard.shard_id, str(key.sequence) if key else None, None, shard_end=True)
+    """The checkpoint of a finished shard: every record done, its children may be read (from its pin, when the
+    shard started at one and had nothing after it)."""
+    return end_checkpoint(state.shard.shard_id, state.start, state.tracker.checkpoint)
 
 
 _EXPIRE_EVERY_S = 0.05
@@ -222,7 +222,8 @@ class KinesisSpout:
                                    add=self._add_shards, flush=self.flush_checkpoints,
                                    on_error=self._on_sync_error,
                                    round_s=LEASE_ROUND_S if self._leases is not None else None,
-                                   forget=self._leases.delete if self._leases is not None else None)
+                                   forget=self._leases.delete if self._leases is not None else None,
+                                   initial_position=cfg.initial_position, initial_timestamp=cfg.initial_timestamp)
             ready = self._sync.sync()
             self._add_shards(ready)
         except BaseException:
@@ -239,7 +240,7 @@ class KinesisSpout:
         if self._leases is not None:
             self._leases.watch_workers(self._sync.wake)
         mine = self._owns(self._sync.listed)
-        waiting = sorted({s.shard_id for s in mine} - self._known())
+        waiting = sorted({s.shard_id for s in mine} - self._known() - self._sync.skipped)
         log.info("spout %s opened stream %r: task %d/%d owns %d of %d shards (%s)%s", cfg.app_name,
                  cfg.stream_name, cfg.task_index, cfg.task_count, len(mine), len(self._sync.listed),
                  ", ".join(f"{s.shard.shard_id} {s.start.describe()}" for s in self._shards.values())

@@ -50,9 +50,11 @@ def resolve_starts(store: CheckpointStore, config: SpoutConfig, shards: list[Sha
     """Each shard's start by the lineage rule, with its stored checkpoint and the getter's first position.
 
     Who calls: the spout, before it starts a shard's reader (in ``open()`` and when its shard sync hands it new
-    shards). The checkpoints of the shards and of their parents (listed or not) are read once, and every shard is
-    decided from that state. A ``LATEST`` or configured ``AT_TIMESTAMP`` start is then pinned and written to the
-    store at once, so that a crash before the shard's first checkpoint resumes at the same place.
+    shards, a child only once its parents ended). The checkpoints of the shards and of their parents (listed or
+    not) are read once, and every shard is decided from that state: a child without a checkpoint starts where its
+    parents' stored checkpoints hand it down (their pin, or ``TRIM_HORIZON`` when the app read them). A ``LATEST``
+    or configured ``AT_TIMESTAMP`` start is then pinned and written to the store at once, so that a crash before
+    the shard's first checkpoint resumes at the same place.
     """
     stored: dict[str, Checkpoint] = {}
     for shard_id in sorted({s.shard_id for s in shards} | {p for s in shards for p in s.parents}):
@@ -60,7 +62,7 @@ def resolve_starts(store: CheckpointStore, config: SpoutConfig, shards: list[Sha
         if checkpoint is not None:
             stored[shard_id] = checkpoint
     starts = start_positions({s.shard_id: s.parents for s in shards}, stored, config.initial_position,
-                             config.initial_timestamp)
+                             config.initial_timestamp, {s.shard_id for s in shards if s.closed})
     now = datetime.now(timezone.utc)
     out: list[Resolved] = []
     for shard in shards:

@@ -4,7 +4,9 @@ A :class:`ShardSync` thread lists the stream's shards every ``interval_s`` (and 
 shard, whose children may now be read), keeps those the spout owns and does not read yet, and hands over the ones
 whose parents are finished: a parent that is still listed must have its end (``shard_end``) stored before any
 record of its children is delivered, so the records of one partition key keep their order across a split or a
-merge. A parent that is no longer listed (past the stream's retention) holds nobody back.
+merge (of a merge, both parents). A parent that is no longer listed (past the stream's retention) holds nobody
+back, and neither does a closed shard that is not read at all (one that ended before the app started at
+``LATEST``, :func:`kinesis_spout.coordination.lineage.never_read`).
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from datetime import datetime
 from typing import Any, Callable
 
-from kinesis_spout.checkpoint.base import CheckpointStore
-from kinesis_spout.coordination.lineage import waiting_for_parents
+from kinesis_spout.checkpoint.base import Checkpoint, CheckpointStore
+from kinesis_spout.config import InitialPosition
+from kinesis_spout.coordination.lineage import never_read, waiting_for_parents
 from kinesis_spout.errors import LeaseError, SpoutError, StreamNotFoundError
 from kinesis_spout.kinesis.shards import Shard, list_shards
 
@@ -32,14 +36,17 @@ class ShardSync:
     ``wake()`` (any thread, never blocks) asks for a round now; ``close()`` stops and joins the thread
     (idempotent). ``owns`` picks the spout's shards from the listing, ``known`` says which shard ids the spout
     already reads or finished, ``flush`` writes pending checkpoints (so a parent's end is stored before its
-    children are looked at). The thread owns nothing of the spout: it reads through these callables.
+    children are looked at). ``initial_position`` and ``initial_timestamp`` are the app's (they say which closed
+    shards are not read at all). The thread owns nothing of the spout: it reads through these callables.
     """
 
     def __init__(self, client: Any, stream_name: str, store: CheckpointStore, *, interval_s: float,
                  owns: Callable[[list[Shard]], list[Shard]], known: Callable[[], set[str]],
                  add: Callable[[list[Shard]], None], flush: Callable[[float], bool],
                  on_error: Callable[[SpoutError], None], round_s: float | None = None,
-                 forget: Callable[[str], None] | None = None) -> None:
+                 forget: Callable[[str], None] | None = None,
+                 initial_position: InitialPosition = InitialPosition.TRIM_HORIZON,
+                 initial_timestamp: datetime | None = None) -> None:
         self.client = client
         self.stream_name = stream_name
         self.store = store
@@ -59,27 +66,55 @@ class ShardSync:
         self.listed: list[Shard] = []
         self._listed_at: float | None = None
         self.finished: set[str] = set()  # shards whose end is stored (closed shards only ever join this set)
+        self.initial_position = initial_position
+        self.initial_timestamp = initial_timestamp
+        self.skipped: set[str] = set()  # closed shards not read at all (never_read), as of the last listing
 
     def ready(self, relist: bool = False) -> list[Shard]:
         """The shards that may be read now: listed (listed again when ``relist`` or older than ``interval_s``),
-        not finished, and not waiting for a parent that is listed and not finished."""
+        not finished, not ``skipped``, and not waiting for a parent that is listed, not finished and not skipped.
+        Called by ``sync()`` only (the sync thread, or ``open()`` before the thread starts)."""
         now = time.monotonic()
-        if relist or self._listed_at is None or now - self._listed_at >= self.interval_s:
+        relisted = relist or self._listed_at is None or now - self._listed_at >= self.interval_s
+        if relisted:
             self.listed = list_shards(self.client, self.stream_name)
             self._listed_at = now
             self._clean_up(self.listed)
         listed = self.listed
+        open_ends: dict[str, Checkpoint | None] = {}  # closed shards not finished yet: their stored checkpoints
         for shard in listed:  # a closed shard may have been finished by anyone reading it: its end is stored
-            if shard.closed and shard.shard_id not in self.finished:
+            if shard.closed and shard.shard_id not in self.finished and (relisted or shard.shard_id not in
+                                                                         self.skipped):
                 checkpoint = self.store.load(shard.shard_id)
                 if checkpoint is not None and checkpoint.shard_end:
                     self.finished.add(shard.shard_id)
-        candidates = [s for s in listed if s.shard_id not in self.finished]
+                else:
+                    open_ends[shard.shard_id] = checkpoint
+        if relisted:  # looked at again with each listing (not each round: they are never read, nothing changes)
+            self.skipped = self._never_read(listed, open_ends)
+        done = self.finished | self.skipped
+        candidates = [s for s in listed if s.shard_id not in done]
         blocked = waiting_for_parents({s.shard_id: s.parents for s in candidates}, {s.shard_id for s in listed},
-                                      self.finished)
+                                      done)
         if blocked:
             log.debug("shards waiting for their parents to be read to their end: %s", ", ".join(sorted(blocked)))
         return [s for s in candidates if s.shard_id not in blocked]
+
+    def _never_read(self, listed: list[Shard], open_ends: dict[str, Checkpoint | None]) -> set[str]:
+        """The closed shards of ``listed`` that are not read at all (ended before the app started at ``LATEST``),
+        decided by the lineage rule from the stored checkpoints of the closed shards not finished (``open_ends``)
+        and of their parents. Only a ``LATEST`` app skips shards; for others nothing more is read."""
+        if self.initial_position is not InitialPosition.LATEST or not open_ends:
+            return set()
+        ids = {s.shard_id for s in listed}
+        stored = {shard_id: c for shard_id, c in open_ends.items() if c is not None}
+        stored.update((shard_id, Checkpoint(shard_id, None, shard_end=True)) for shard_id in self.finished)
+        for parent in sorted({p for s in listed if s.shard_id in open_ends for p in s.parents} - ids):
+            checkpoint = self.store.load(parent)  # aged out of the listing: its checkpoint still tells
+            if checkpoint is not None:
+                stored[parent] = checkpoint
+        parents = {s.shard_id: s.parents for s in listed if s.shard_id not in self.finished}
+        return never_read(parents, open_ends.keys(), stored, self.initial_position, self.initial_timestamp)
 
     def _clean_up(self, listed: list[Shard]) -> None:
         """Delete the stored state of shards that left the listing (past the stream's retention: nothing can be

@@ -35,7 +35,13 @@ from kinesis_spout.errors import CheckpointError, KinesisError, StreamNotFoundEr
 from kinesis_spout.kinesis.getter import LATEST_MARGIN, PacedGetter, ShardGetter
 from kinesis_spout.records import Record
 from kinesis_spout.spark.batches import PlannedBatch, ShardEnd, abandoned, cut, split_limit, within
-from kinesis_spout.spark.offsets import ShardPosition, encode_offset, initial_positions, waiting_for_parents
+from kinesis_spout.spark.offsets import (
+    ShardPosition,
+    as_checkpoint,
+    encode_offset,
+    initial_positions,
+    waiting_for_parents,
+)
 from kinesis_spout.spark.schema import records_to_arrow
 from kinesis_spout.spark.source import (
     IDLE_WAIT_S,
@@ -102,10 +108,14 @@ class ExecutorStreamReader(KinesisSpoutStreamReader):
         and a new query id that names this query's recorded ends."""
         shards = self._list_shards(force=True)
         stored = self._checkpoints().list()
-        positions = initial_positions({s: shard.parents for s, shard in shards.items()}, stored, self.config)
+        positions = initial_positions({s: shard.parents for s, shard in shards.items()}, stored, self.config,
+                                      {s for s, shard in shards.items() if shard.closed})
         for shard_id, checkpoint in stored.items():
             if shard_id in positions and (checkpoint.sequence_number is not None or checkpoint.shard_end):
                 self._written[shard_id] = positions[shard_id].encode()
+        for shard_id, position in positions.items():
+            if as_checkpoint(shard_id, position) is None and position.ended:  # closed before LATEST, never read:
+                self._written[shard_id] = position.encode()  # no end in ZooKeeper, it would mean TRIM_HORIZON
         planned = PlannedBatch(uuid.uuid4().hex[:16], -1, positions)
         log.info("stream %r, app %r: new query %s (executor reads) starts at %s", self.config.stream_name,
                  self.config.app_name, planned.query, encode_offset(positions))

@@ -223,8 +223,10 @@ class ShardPosition:
 
 def start_position_of(start: ShardStart) -> ShardPosition:
     """The query position of a shard start decided by :mod:`kinesis_spout.coordination.lineage`."""
-    if start.finished:
-        return ShardPosition(sequence_number=start.sequence_number, ended=True)
+    if start.finished:  # read to its end earlier, or closed before a LATEST start and never read
+        skipped = start.reason == lineage.CLOSED_BEFORE_LATEST
+        return ShardPosition(sequence_number=start.sequence_number, start=LATEST if skipped else TRIM_HORIZON,
+                             ended=True)
     if start.position == lineage.AFTER_SEQUENCE_NUMBER:
         assert start.sequence_number is not None
         return ShardPosition.after(start.sequence_number)
@@ -243,25 +245,48 @@ def checkpoint_position(checkpoint: Checkpoint) -> ShardPosition:
 
 
 def initial_positions(parents: Mapping[str, Sequence[str]], stored: Mapping[str, Checkpoint],
-                      config: SpoutConfig) -> dict[str, ShardPosition]:
-    """Where a query starts in each shard of ``parents`` (shard id -> its parent shard ids), by the lineage rule
-    the spout uses too (:func:`kinesis_spout.coordination.lineage.start_positions`): a shard's checkpoint wins; a
-    shard without one whose parent has one (a child of a reshard this app followed, its parent listed or not)
-    starts at TRIM_HORIZON; any other shard starts at ``config.initial_position``.
+                      config: SpoutConfig, closed: Iterable[str] = ()) -> dict[str, ShardPosition]:
+    """Where a query starts in each shard of ``parents`` (shard id -> its parent shard ids; ``closed``: those
+    that are closed), by the lineage rule the spout uses too
+    (:func:`kinesis_spout.coordination.lineage.start_positions`): a shard's checkpoint wins; a shard without one
+    starts where its parents hand it down (``TRIM_HORIZON`` below a parent the app read, the pin below a pinned
+    one, ``LATEST`` below a ``LATEST`` one), else at ``config.initial_position``; a closed shard at an unpinned
+    ``LATEST`` is not read (``SHARD_END``).
     """
-    starts = lineage.start_positions(parents, stored, config.initial_position, config.initial_timestamp)
+    starts = lineage.start_positions(parents, stored, config.initial_position, config.initial_timestamp,
+                                     frozenset(closed))
     return {shard_id: start_position_of(start) for shard_id, start in starts.items()}
 
 
 def as_checkpoint(shard_id: str, position: ShardPosition) -> Checkpoint | None:
     """The ZooKeeper checkpoint that stands for a query position; None for a position that needs none (nothing
-    consumed from ``TRIM_HORIZON``, or a ``LATEST`` not pinned yet)."""
+    consumed from ``TRIM_HORIZON``, a ``LATEST`` not pinned yet, or a shard closed before a ``LATEST`` start and
+    never read: an end stored for it would tell its children to start at ``TRIM_HORIZON``)."""
+    if position.ended and position.sequence_number is None and position.start == LATEST:
+        return None
+    if position.ended and position.sequence_number is None and position.start == AT_TIMESTAMP \
+            and position.timestamp is not None:  # read to its end from a pin, nothing after it: keep the pin
+        return Checkpoint(shard_id, None, shard_end=True, reset_to=AT_TIMESTAMP, timestamp=position.timestamp)
     if position.sequence_number is not None or position.ended:
         sub = None if position.ended else position.sub_sequence_number
         return Checkpoint(shard_id, position.sequence_number, sub, shard_end=position.ended)
     if position.start == AT_TIMESTAMP and position.timestamp is not None:
         return Checkpoint.pinned(shard_id, position.timestamp)
     return None
+
+
+def lineage_checkpoint(shard_id: str, position: ShardPosition) -> Checkpoint:
+    """The checkpoint that stands for a query position when the lineage rule looks at it as a parent's: what
+    :func:`as_checkpoint` writes, and for a position that writes none, the reset it amounts to (``TRIM_HORIZON``
+    with nothing consumed, or a ``LATEST`` not pinned yet).
+
+    Who calls: the stream reader, for the parents in the query of a shard new to it (a child of a reshard).
+    """
+    checkpoint = as_checkpoint(shard_id, position)
+    if checkpoint is not None:
+        return checkpoint
+    latest = position.sequence_number is None and position.start == LATEST
+    return Checkpoint(shard_id, None, reset_to=LATEST if latest else TRIM_HORIZON)
 
 
 def parse_offset(doc: Any, where: str = "offset") -> dict[str, ShardPosition]:

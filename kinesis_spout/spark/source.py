@@ -53,6 +53,7 @@ from kinesis_spout.spark.offsets import (
     first_after,
     in_range,
     initial_positions,
+    lineage_checkpoint,
     parse_offset,
     parse_source_options,
     range_is_empty,
@@ -284,10 +285,14 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         """
         shards = self._list_shards(force=True)
         stored = self._checkpoints().list()
-        positions = initial_positions({s: shard.parents for s, shard in shards.items()}, stored, self.config)
+        positions = initial_positions({s: shard.parents for s, shard in shards.items()}, stored, self.config,
+                                      {s for s, shard in shards.items() if shard.closed})
         for shard_id, checkpoint in stored.items():
             if shard_id in positions and (checkpoint.sequence_number is not None or checkpoint.shard_end):
                 self._written[shard_id] = positions[shard_id].encode()
+        for shard_id, position in positions.items():
+            if as_checkpoint(shard_id, position) is None and position.ended:  # closed before LATEST, never read:
+                self._written[shard_id] = position.encode()  # no end in ZooKeeper, it would mean TRIM_HORIZON
         log.info("stream %r, app %r: new query starts at %s", self.config.stream_name, self.config.app_name,
                  encode_offset(positions))
         return encode_offset(positions)
@@ -412,8 +417,8 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         parents = {s: self._shards[s].parents for s in shard_ids}
         stored: dict[str, Checkpoint] = {}
         for parent in {p for ps in parents.values() for p in ps}:
-            if parent in positions:  # this query reads the parent: its lineage is followed
-                stored[parent] = Checkpoint(parent, None, reset_to=TRIM_HORIZON)
+            if parent in positions:  # this query reads the parent: where it stands decides what it hands down
+                stored[parent] = lineage_checkpoint(parent, positions[parent])
         out: dict[str, ShardPosition] = {}
         for shard_id in shard_ids:
             try:

@@ -23,6 +23,7 @@ from kinesis_spout.kinesis.shards import Shard, owned_shards, task_of
 
 SEQ = "49590338271490256608559692538361571095921575989136588898"  # 56 digits
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
+HOUR = timedelta(hours=1)
 
 
 def test_a_stored_checkpoint_wins_over_everything() -> None:
@@ -40,7 +41,7 @@ def test_a_stored_checkpoint_wins_over_everything() -> None:
 
 
 @pytest.mark.parametrize("parent_checkpoint", [
-    Checkpoint("p", SEQ, shard_end=True), Checkpoint("p", SEQ), Checkpoint.pinned("p", T0),
+    Checkpoint("p", SEQ, shard_end=True), Checkpoint("p", SEQ),
     Checkpoint("p", None, shard_end=True), Checkpoint("p", None, reset_to="TRIM_HORIZON"),
 ])
 def test_a_child_of_a_followed_parent_starts_at_trim_horizon_whether_or_not_the_parent_is_listed(
@@ -52,10 +53,28 @@ def test_a_child_of_a_followed_parent_starts_at_trim_horizon_whether_or_not_the_
     assert merged["child"].position == TRIM_HORIZON  # a merge: either parent followed is enough
 
 
-def test_a_parent_reset_to_latest_or_never_read_leaves_the_child_at_the_initial_position() -> None:
+@pytest.mark.parametrize("parent_checkpoint", [
+    Checkpoint.pinned("p", T0), Checkpoint("p", None, shard_end=True, reset_to="AT_TIMESTAMP", timestamp=T0),
+])
+def test_a_child_of_a_pinned_parent_that_read_nothing_starts_at_the_pin_listed_or_not(
+        parent_checkpoint: Checkpoint) -> None:
+    """A LATEST or AT_TIMESTAMP pin travels down the lineage: the child's records before it are not delivered."""
+    for position in InitialPosition:
+        starts = start_positions({"child": ("p",)}, {"p": parent_checkpoint}, position, T0)
+        assert (starts["child"].position, starts["child"].timestamp, starts["child"].durable) == \
+            (AT_TIMESTAMP, T0, True)
+    earlier = start_positions({"child": ("p", "q")}, {"p": parent_checkpoint, "q": Checkpoint.pinned("q", T0 - HOUR)},
+                              InitialPosition.LATEST)
+    assert earlier["child"].timestamp == T0 - HOUR  # a merge: the earlier pin, so neither parent's is skipped
+    followed = start_positions({"child": ("p", "q")}, {"p": parent_checkpoint, "q": Checkpoint("q", SEQ)},
+                               InitialPosition.LATEST)
+    assert followed["child"].position == TRIM_HORIZON  # a parent the app read: the child from its first record
+
+
+def test_a_parent_reset_to_latest_hands_latest_down_and_one_never_read_leaves_the_initial_position() -> None:
     reset = start_positions({"child": ("p",)}, {"p": Checkpoint("p", None, reset_to="LATEST")},
-                            InitialPosition.LATEST)
-    assert reset["child"].position == LATEST and reset["child"].needs_pin
+                            InitialPosition.TRIM_HORIZON)
+    assert reset["child"].position == LATEST and reset["child"].needs_pin  # the reset asked to skip the data
     unread = start_positions({"child": ("p",)}, {}, InitialPosition.AT_TIMESTAMP, T0)
     assert (unread["child"].position, unread["child"].timestamp, unread["child"].needs_pin) == (AT_TIMESTAMP, T0, True)
     fresh = start_positions({"child": ("p",)}, {}, InitialPosition.TRIM_HORIZON)

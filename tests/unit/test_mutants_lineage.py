@@ -16,9 +16,13 @@ from kinesis_spout.coordination.lineage import (
     SHARD_END,
     TRIM_HORIZON,
     ShardStart,
+    end_checkpoint,
     from_checkpoint,
+    handed_down,
+    never_read,
     start_positions,
 )
+from kinesis_spout.records import SequenceKey
 
 SEQ = "49590338271490256608559692538361571095921575989136588898"
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
@@ -71,3 +75,57 @@ def test_describe_names_the_position_and_the_reason() -> None:
         f"AT_TIMESTAMP {T0.isoformat()} (pinned start)")
     assert ShardStart(TRIM_HORIZON, reason="reset").describe() == "TRIM_HORIZON (reset)"
     assert ShardStart(SHARD_END, SEQ, reason="finished earlier").describe() == "SHARD_END (finished earlier)"
+
+
+def test_each_stored_parent_checkpoint_hands_down_its_exact_start() -> None:
+    assert handed_down(Checkpoint("p", SEQ)) == ShardStart(TRIM_HORIZON, reason="child of a reshard")
+    assert handed_down(Checkpoint("p", SEQ, shard_end=True)) == ShardStart(TRIM_HORIZON, reason="child of a reshard")
+    assert handed_down(Checkpoint("p", None, shard_end=True)) == ShardStart(TRIM_HORIZON, reason="child of a reshard")
+    assert handed_down(Checkpoint("p", None, reset_to=TRIM_HORIZON)) == ShardStart(
+        TRIM_HORIZON, reason="child of a reshard")
+    assert handed_down(Checkpoint.pinned("p", T0)) == ShardStart(
+        AT_TIMESTAMP, timestamp=T0, reason="child of a pinned shard", durable=True)
+    assert handed_down(Checkpoint("p", None, shard_end=True, reset_to=AT_TIMESTAMP, timestamp=T0)) == ShardStart(
+        AT_TIMESTAMP, timestamp=T0, reason="child of a pinned shard", durable=True)
+    assert handed_down(Checkpoint("p", None, reset_to=LATEST)) == ShardStart(
+        LATEST, reason="child of a shard started at LATEST", durable=False)
+
+
+def test_a_whole_listing_decided_at_once_hands_each_decision_down() -> None:
+    """p (closed) -> c (closed) -> g (open); q (closed, checkpoint) -> r (open)."""
+    parents = {"p": (), "c": ("p",), "g": ("c",), "q": (), "r": ("q",)}
+    stored = {"q": Checkpoint("q", SEQ)}
+    latest = start_positions(parents, stored, InitialPosition.LATEST, closed={"p", "c", "q"})
+    assert latest == {
+        "p": ShardStart(SHARD_END, reason="closed before the app started at LATEST"),
+        "c": ShardStart(SHARD_END, reason="closed before the app started at LATEST"),
+        "g": ShardStart(LATEST, reason="child of a shard started at LATEST", durable=False),
+        "q": ShardStart(AFTER_SEQUENCE_NUMBER, SEQ, reason="checkpoint"),
+        "r": ShardStart(TRIM_HORIZON, reason="child of a reshard"),
+    }
+    assert never_read(parents, {"p", "c", "q"}, stored, InitialPosition.LATEST) == {"p", "c"}
+    at = start_positions(parents, stored, InitialPosition.AT_TIMESTAMP, T0, closed={"p", "c", "q"})
+    assert at["c"] == at["g"] == ShardStart(AT_TIMESTAMP, timestamp=T0, reason="child of a pinned shard",
+                                            durable=False)
+    horizon = start_positions(parents, {}, InitialPosition.TRIM_HORIZON, closed={"p", "c", "q"})
+    assert horizon["g"] == ShardStart(TRIM_HORIZON, reason="child of a reshard")
+
+
+def test_a_merge_takes_the_earlier_of_its_parents_starts() -> None:
+    later, earlier = Checkpoint.pinned("a", T0 + PIN_MARGIN), Checkpoint.pinned("b", T0)
+    for order in (("a", "b"), ("b", "a")):
+        child = start_positions({"m": order}, {"a": later, "b": earlier}, InitialPosition.LATEST)["m"]
+        assert child.timestamp == T0
+        reset = start_positions({"m": order}, {"a": later, "b": Checkpoint("b", None, reset_to=LATEST)},
+                                InitialPosition.LATEST)["m"]
+        assert (reset.position, reset.timestamp) == (AT_TIMESTAMP, T0 + PIN_MARGIN)
+        read = start_positions({"m": order}, {"a": later, "b": Checkpoint("b", SEQ)}, InitialPosition.LATEST)["m"]
+        assert read.position == TRIM_HORIZON
+
+
+def test_an_end_keeps_the_pin_only_when_nothing_was_read_after_it() -> None:
+    pinned = ShardStart(AT_TIMESTAMP, timestamp=T0, reason="pinned start")
+    assert end_checkpoint("s", pinned, None) == Checkpoint("s", None, shard_end=True, reset_to=AT_TIMESTAMP,
+                                                           timestamp=T0)
+    assert end_checkpoint("s", pinned, SequenceKey(int(SEQ), 2)) == Checkpoint("s", SEQ, shard_end=True)
+    assert end_checkpoint("s", ShardStart(TRIM_HORIZON), None) == Checkpoint("s", None, shard_end=True)

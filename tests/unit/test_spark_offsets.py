@@ -232,3 +232,32 @@ def test_a_new_query_starts_at_checkpoints_then_children_of_read_parents_then_th
     assert got == {"c": "TRIM_HORIZON", "fresh": "AT_TIMESTAMP:2026-05-01T00:00:00+00:00",
                    "orphan": "AT_TIMESTAMP:2026-05-01T00:00:00+00:00", "p": "SHARD_END:9", "reset": "LATEST"}
     assert ShardPosition.parse(got["reset"]).unresolved and not ShardPosition.parse(got["p"]).unresolved
+
+
+def test_a_query_position_stands_for_the_checkpoint_the_lineage_rule_reads_of_a_parent() -> None:
+    from kinesis_spout import Checkpoint
+    from kinesis_spout.spark.offsets import as_checkpoint, lineage_checkpoint
+
+    when = datetime(2026, 3, 1, 12, tzinfo=timezone.utc)
+    ended_at_pin = ShardPosition.at_timestamp(when).finished()
+    assert as_checkpoint("p", ended_at_pin) == Checkpoint("p", None, shard_end=True, reset_to="AT_TIMESTAMP",
+                                                          timestamp=when)
+    assert lineage_checkpoint("p", ShardPosition.at_timestamp(when)) == Checkpoint.pinned("p", when)
+    assert lineage_checkpoint("p", ShardPosition(start="LATEST")) == Checkpoint("p", None, reset_to="LATEST")
+    assert lineage_checkpoint("p", ShardPosition(start="TRIM_HORIZON")) == Checkpoint(
+        "p", None, reset_to="TRIM_HORIZON")
+    assert lineage_checkpoint("p", ShardPosition.after(BIG)) == Checkpoint("p", BIG)
+    assert lineage_checkpoint("p", ShardPosition.after(BIG).finished()) == Checkpoint("p", BIG, shard_end=True)
+
+
+def test_a_new_query_at_latest_leaves_out_the_closed_shards_and_starts_their_children_at_latest() -> None:
+    from kinesis_spout import Checkpoint, SpoutConfig
+    from kinesis_spout.spark.offsets import as_checkpoint, lineage_checkpoint
+
+    config = SpoutConfig(stream_name="s", app_name="a", initial_position=InitialPosition.LATEST)
+    got = encode_offset(initial_positions({"p": (), "a": ("p",), "b": ("p",)}, {}, config, closed={"p"}))
+    assert got == {"p": "SHARD_END", "a": "LATEST", "b": "LATEST"}
+    skipped = initial_positions({"p": ()}, {}, config, closed={"p"})["p"]
+    assert skipped.ended and as_checkpoint("p", skipped) is None  # no end in ZooKeeper: it would mean TRIM_HORIZON
+    assert lineage_checkpoint("p", skipped) == Checkpoint("p", None, reset_to="LATEST")
+    assert as_checkpoint("p", ShardPosition(ended=True)) == Checkpoint("p", None, shard_end=True)  # read, empty

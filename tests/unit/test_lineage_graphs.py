@@ -1,0 +1,274 @@
+"""Where each shard starts, over a table of shard graphs: the spout's way (shards handed over as their parents end,
+each decided from what is stored then) and the Structured Streaming source's way (every listed shard decided at
+once in the query's first offset) must deliver the same records, and the records KCL's shard-sync rules deliver.
+
+Pure: each shard of a graph has records with arrival times; a start position selects the records a reader from
+there delivers. The app starts at ``NOW``: records before it are "old", records after it "new" (only open shards
+get new ones). LATEST delivers exactly the new records; TRIM_HORIZON every record; AT_TIMESTAMP T the records
+that arrived at T or later; a stored checkpoint resumes after it, and its descendants follow it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Mapping
+
+import pytest
+
+from kinesis_spout.checkpoint.base import Checkpoint
+from kinesis_spout.config import InitialPosition, SpoutConfig
+from kinesis_spout.coordination import lineage
+from kinesis_spout.coordination.lineage import (
+    AFTER_SEQUENCE_NUMBER,
+    AT_SEQUENCE_NUMBER,
+    AT_TIMESTAMP,
+    LATEST,
+    TRIM_HORIZON,
+    ShardStart,
+)
+from kinesis_spout.records import SequenceKey
+from kinesis_spout.spark.offsets import ShardPosition, initial_positions
+
+T0 = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
+NOW = T0 + timedelta(hours=1)  # when the app (spout or query) first starts
+
+
+def at(minutes: float) -> datetime:
+    return T0 + timedelta(minutes=minutes)
+
+
+@dataclass(frozen=True)
+class Graph:
+    """A stream's shards: ``parents`` of each listed shard, which are ``closed``, each shard's records as
+    ``label -> (sequence number, arrival)`` (sequence numbers grow with arrival within a shard), and the app's
+    ``stored`` checkpoints (of listed shards, or of parents no longer listed)."""
+
+    parents: Mapping[str, tuple[str, ...]]
+    closed: frozenset[str]
+    records: Mapping[str, Mapping[str, tuple[int, datetime]]]
+    stored: Mapping[str, Checkpoint] = field(default_factory=dict)
+
+    def labels(self) -> set[str]:
+        return {label for recs in self.records.values() for label in recs}
+
+    def arrived_from(self, when: datetime) -> set[str]:
+        return {label for recs in self.records.values() for label, (_, ts) in recs.items() if ts >= when}
+
+
+def shard_records(shard: str, *arrivals: datetime) -> dict[str, tuple[int, datetime]]:
+    """Records ``<shard>1``, ``<shard>2``... arriving at ``arrivals`` (in order)."""
+    return {f"{shard}{i}": (100 * i, ts) for i, ts in enumerate(arrivals, 1)}
+
+
+NEW = NOW + timedelta(minutes=5)
+
+# A -> B, C (split at minute 3); A's records before it, the children's after, and new ones in the open children.
+SPLIT = Graph({"A": (), "B": ("A",), "C": ("A",)}, frozenset({"A"}),
+              {"A": shard_records("A", at(1), at(2)), "B": shard_records("B", at(4), NEW),
+               "C": shard_records("C", at(5), NEW)})
+# A, B -> C (merge at minute 3)
+MERGE = Graph({"A": (), "B": (), "C": ("A", "B")}, frozenset({"A", "B"}),
+              {"A": shard_records("A", at(1)), "B": shard_records("B", at(2)), "C": shard_records("C", at(4), NEW)})
+# A -> B, C (minute 3); C, D -> E (minute 6)
+SPLIT_THEN_MERGE = Graph(
+    {"A": (), "D": (), "B": ("A",), "C": ("A",), "E": ("C", "D")}, frozenset({"A", "C", "D"}),
+    {"A": shard_records("A", at(1)), "D": shard_records("D", at(2), at(5)), "B": shard_records("B", at(4), NEW),
+     "C": shard_records("C", at(4.5)), "E": shard_records("E", at(7), NEW)})
+# three generations: A -> B, C (minute 3); B -> D, F (minute 6); D -> G, H (minute 9)
+CHAIN = Graph(
+    {"A": (), "B": ("A",), "C": ("A",), "D": ("B",), "F": ("B",), "G": ("D",), "H": ("D",)},
+    frozenset({"A", "B", "D"}),
+    {"A": shard_records("A", at(1)), "B": shard_records("B", at(4)), "C": shard_records("C", at(4.5), NEW),
+     "D": shard_records("D", at(7)), "F": shard_records("F", at(7.5), NEW), "G": shard_records("G", at(10), NEW),
+     "H": shard_records("H", at(11), NEW)})
+
+
+def without(graph: Graph, gone: str, **stored: Checkpoint) -> Graph:
+    """``graph`` with ``gone`` aged out of the listing (its records with it) and ``stored`` checkpoints."""
+    parents = {s: p for s, p in graph.parents.items() if s != gone}
+    return Graph(parents, graph.closed - {gone}, {s: r for s, r in graph.records.items() if s != gone}, stored)
+
+
+def with_stored(graph: Graph, **stored: Checkpoint) -> Graph:
+    return Graph(graph.parents, graph.closed, graph.records, stored)
+
+
+# -- the two ways of starting ------------------------------------------------------------------------------------
+def selected(records: Mapping[str, tuple[int, datetime]], kind: str, seq: str | None, when: datetime | None
+             ) -> set[str]:
+    """The records a reader delivers from a start position."""
+    if kind == TRIM_HORIZON:
+        return set(records)
+    if kind in (AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER):
+        assert seq is not None
+        return {label for label, (s, _) in records.items() if s > int(seq)}
+    assert kind == AT_TIMESTAMP and when is not None, kind
+    return {label for label, (_, ts) in records.items() if ts >= when}
+
+
+def end_checkpoint(shard: str, start: ShardStart, last: SequenceKey | None) -> Checkpoint:
+    return lineage.end_checkpoint(shard, start, last)
+
+
+def spout_delivers(graph: Graph, position: InitialPosition, timestamp: datetime | None) -> dict[str, set[str]]:
+    """The spout's way: each round, the shards whose parents have ended (or are not read at all) are handed over
+    and decided from what is stored then; a closed shard is read to its end and its end stored."""
+    stored = dict(graph.stored)
+    listed = set(graph.parents)
+    finished = {s for s in graph.closed if s in stored and stored[s].shard_end}
+    started: dict[str, ShardStart] = {}
+    delivered: dict[str, set[str]] = {}
+    done: set[str] = set()
+    for _ in range(len(listed) + 1):
+        done = finished | lineage.never_read(graph.parents, graph.closed, stored, position, timestamp)
+        candidates = {s: p for s, p in graph.parents.items() if s not in done and s not in started}
+        blocked = lineage.waiting_for_parents(candidates, listed, done)
+        ready = {s: p for s, p in candidates.items() if s not in blocked}
+        if not ready:
+            break
+        wanted = set(ready) | {p for ps in ready.values() for p in ps}
+        view = {s: c for s, c in stored.items() if s in wanted}  # what resolve_starts loads
+        starts = lineage.start_positions(ready, view, position, timestamp, closed=graph.closed)
+        for shard, start in starts.items():
+            if start.finished:
+                finished.add(shard)
+                continue
+            if start.needs_pin:
+                start = start.pin(NOW)
+                assert start.timestamp is not None
+                stored[shard] = Checkpoint.pinned(shard, start.timestamp)
+            started[shard] = start
+            got = selected(graph.records[shard], start.position, start.sequence_number, start.timestamp)
+            delivered[shard] = got
+            if shard in graph.closed:  # read to its end: its end is stored, its children may be handed over
+                last = max((graph.records[shard][label][0] for label in got), default=None)
+                key = SequenceKey(last, 0) if last is not None else (
+                    SequenceKey(int(start.sequence_number), 0) if start.sequence_number else None)
+                stored[shard] = end_checkpoint(shard, start, key)
+                finished.add(shard)
+    assert listed <= done | set(started), f"shards never handed over: {listed - done - set(started)}"
+    return delivered
+
+
+def spark_delivers(graph: Graph, position: InitialPosition, timestamp: datetime | None) -> dict[str, set[str]]:
+    """The Structured Streaming source's way: the first offset decides every listed shard at once; its first batch
+    pins a symbolic LATEST to the time it runs."""
+    config = SpoutConfig(stream_name="s", app_name="a", initial_position=position, initial_timestamp=timestamp)
+    positions = initial_positions(graph.parents, graph.stored, config, closed=graph.closed)
+    delivered: dict[str, set[str]] = {}
+    for shard, pos in positions.items():
+        if pos.unresolved:
+            pos = ShardPosition.at_timestamp(NOW - lineage.PIN_MARGIN)
+        if pos.ended:
+            continue
+        kind = AFTER_SEQUENCE_NUMBER if pos.sequence_number is not None else pos.start
+        delivered[shard] = selected(graph.records[shard], kind, pos.sequence_number, pos.timestamp)
+    return delivered
+
+
+def union(delivered: dict[str, set[str]]) -> set[str]:
+    return set().union(*delivered.values())
+
+
+# -- the table ---------------------------------------------------------------------------------------------------
+GRAPHS = {"split": SPLIT, "merge": MERGE, "split then merge": SPLIT_THEN_MERGE, "three generations": CHAIN}
+FRESH = [(name, graph, position, when) for name, graph in GRAPHS.items()
+         for position, when in [(InitialPosition.TRIM_HORIZON, None), (InitialPosition.LATEST, None),
+                                (InitialPosition.AT_TIMESTAMP, at(3.5)), (InitialPosition.AT_TIMESTAMP, at(1.5)),
+                                (InitialPosition.AT_TIMESTAMP, at(20))]]
+
+
+@pytest.mark.parametrize("name,graph,position,when", FRESH,
+                         ids=[f"{n}-{p.value}{'' if w is None else '-' + w.strftime('%M:%S')}"
+                              for n, _, p, w in FRESH])
+def test_with_nothing_stored_both_ways_deliver_what_the_initial_position_asks(
+        name: str, graph: Graph, position: InitialPosition, when: datetime | None) -> None:
+    """TRIM_HORIZON: every record, down the lineage. AT_TIMESTAMP T: the records that arrived at T or later, in
+    closed shards and their descendants alike. LATEST: only the records that arrive after the start; closed shards
+    are not read at all."""
+    expected = {InitialPosition.TRIM_HORIZON: graph.labels(), InitialPosition.LATEST: graph.arrived_from(NOW),
+                InitialPosition.AT_TIMESTAMP: graph.arrived_from(when or NOW)}[position]
+    spout, spark = spout_delivers(graph, position, when), spark_delivers(graph, position, when)
+    assert union(spout) == expected, f"spout on {name}"
+    assert union(spark) == expected, f"Structured Streaming source on {name}"
+    if position is InitialPosition.LATEST:
+        assert not set(spout) & graph.closed, "the spout read a shard closed before it started at LATEST"
+
+
+PIN = at(4.25)  # an earlier run pinned its start here (after the split, between B1 and C1) and read nothing
+STORED = [
+    # the app was reading the parent (after A1) when it stopped: the rest of it, then every record of its children
+    ("split, parent read in part", with_stored(SPLIT, A=Checkpoint("A", "100")), {"A2", "B1", "B2", "C1", "C2"}),
+    # the parent was read to its end: its children from their first record
+    ("split, parent finished", with_stored(SPLIT, A=Checkpoint("A", "200", shard_end=True)),
+     {"B1", "B2", "C1", "C2"}),
+    # an earlier run pinned LATEST on the closed parent and stopped: the pin travels to the children
+    ("split, parent pinned", with_stored(SPLIT, A=Checkpoint.pinned("A", PIN)), {"C1", "B2", "C2"}),
+    ("split, parent ended at its pin", with_stored(
+        SPLIT, A=Checkpoint("A", None, shard_end=True, reset_to=AT_TIMESTAMP, timestamp=PIN)), {"C1", "B2", "C2"}),
+    # one child has its own checkpoint: it wins; the other follows the parent
+    ("split, parent pinned, a child read", with_stored(
+        SPLIT, A=Checkpoint.pinned("A", PIN), B=Checkpoint("B", "100")), {"B2", "C1", "C2"}),
+    # the parent aged out of the listing; its stored state still decides
+    ("split, pinned parent aged out", without(
+        SPLIT, "A", A=Checkpoint("A", None, shard_end=True, reset_to=AT_TIMESTAMP, timestamp=PIN)),
+     {"C1", "B2", "C2"}),
+    ("split, finished parent aged out", without(SPLIT, "A", A=Checkpoint("A", "200", shard_end=True)),
+     {"B1", "B2", "C1", "C2"}),
+    # a merge of a finished parent and one aged out unread: the merged child from its first record
+    ("merge, one parent finished, the other aged out", without(MERGE, "B", A=Checkpoint("A", "100", shard_end=True)),
+     {"C1", "C2"}),
+    ("merge, both parents pinned", with_stored(
+        MERGE, A=Checkpoint.pinned("A", at(3.5)), B=Checkpoint.pinned("B", at(4.5))), {"C1", "C2"}),
+    ("merge, both parents pinned after the merged child's first record", with_stored(
+        MERGE, A=Checkpoint.pinned("A", at(4.5)), B=Checkpoint.pinned("B", at(5))), {"C2"}),
+    # three generations, the first pinned by an earlier run: the pin reaches the grandchildren
+    ("three generations, first pinned", with_stored(CHAIN, A=Checkpoint.pinned("A", at(7.25))),
+     {"C2", "F1", "F2", "G1", "G2", "H1", "H2"}),
+    # three generations, the middle one read in part: the rest of it and everything below; its sibling by the pin
+    ("three generations, middle read, first pinned", with_stored(
+        CHAIN, A=Checkpoint("A", None, shard_end=True, reset_to=AT_TIMESTAMP, timestamp=at(4.25)),
+        B=Checkpoint("B", "0")), {"B1", "C1", "C2", "D1", "F1", "F2", "G1", "G2", "H1", "H2"}),
+]
+
+
+@pytest.mark.parametrize("name,graph,expected", STORED, ids=[s[0] for s in STORED])
+@pytest.mark.parametrize("position,when", [(InitialPosition.TRIM_HORIZON, None), (InitialPosition.LATEST, None),
+                                           (InitialPosition.AT_TIMESTAMP, at(2.5))],
+                         ids=["TRIM_HORIZON", "LATEST", "AT_TIMESTAMP"])
+def test_stored_checkpoints_and_pins_decide_down_the_lineage_the_same_both_ways(
+        name: str, graph: Graph, expected: set[str], position: InitialPosition, when: datetime | None) -> None:
+    """Where the app has stored state the initial position does not matter: a checkpoint resumes, a followed
+    parent's children start at their first record, a pinned parent's children at the pin."""
+    spout, spark = spout_delivers(graph, position, when), spark_delivers(graph, position, when)
+    assert union(spout) == expected, f"spout on {name}"
+    assert union(spark) == expected, f"Structured Streaming source on {name}"
+
+
+def test_a_child_found_after_its_pinned_parent_was_read_to_its_end_starts_at_its_first_record() -> None:
+    """A live reshard: the app pinned LATEST on an open shard and read records of it; then the shard was split.
+    Its end holds a sequence number, so its children start at TRIM_HORIZON (their records all came after)."""
+    starts = lineage.start_positions({"B": ("A",)}, {"A": Checkpoint("A", "200", shard_end=True)},
+                                     InitialPosition.LATEST, closed=frozenset())
+    assert starts["B"].position == TRIM_HORIZON and starts["B"].durable
+    read_nothing = lineage.end_checkpoint("A", ShardStart(AT_TIMESTAMP, timestamp=PIN), None)
+    assert (read_nothing.shard_end, read_nothing.sequence_number, read_nothing.timestamp) == (True, None, PIN)
+    child = lineage.start_positions({"B": ("A",)}, {"A": read_nothing}, InitialPosition.TRIM_HORIZON)["B"]
+    assert (child.position, child.timestamp) == (AT_TIMESTAMP, PIN)
+    read_some = lineage.end_checkpoint("A", ShardStart(AT_TIMESTAMP, timestamp=PIN), SequenceKey(200, 0))
+    assert read_some == Checkpoint("A", "200", shard_end=True)
+    assert lineage.start_positions({"B": ("A",)}, {"A": read_some}, InitialPosition.LATEST)["B"].position == \
+        TRIM_HORIZON
+
+
+def test_closed_shards_are_not_read_at_latest_but_their_open_children_are_at_once() -> None:
+    never = lineage.never_read(CHAIN.parents, CHAIN.closed, {}, InitialPosition.LATEST)
+    assert never == {"A", "B", "D"}
+    assert lineage.never_read(CHAIN.parents, CHAIN.closed, {}, InitialPosition.TRIM_HORIZON) == set()
+    assert lineage.never_read(CHAIN.parents, CHAIN.closed, {}, InitialPosition.AT_TIMESTAMP, at(3)) == set()
+    # a stored checkpoint anywhere up the lineage means the app follows it: nothing below is skipped
+    assert lineage.never_read(CHAIN.parents, CHAIN.closed, {"A": Checkpoint("A", "100")},
+                              InitialPosition.LATEST) == set()
+    starts = lineage.start_positions(CHAIN.parents, {}, InitialPosition.LATEST, closed=CHAIN.closed)
+    assert {s for s, st in starts.items() if st.position == LATEST and st.needs_pin} == {"C", "F", "G", "H"}
