@@ -214,3 +214,39 @@ def test_a_batch_log_written_under_a_running_pipeline_stops_it_before_the_commit
                               exactly_once=fx.log_map)
     restarted.run(until=fx.all_counted, timeout_s=90)
     assert fx.counted() == EXPECTED
+
+
+def test_a_pipeline_whose_session_expired_stops_even_when_nobody_took_over(
+        spark: Any, kinesalite: Any, zookeeper: Any, redis: Any) -> None:
+    """Its ZooKeeper session expired mid-batch and nobody owns the stream now: the pipeline cannot know that
+    nobody will, so it stops all the same, before its commit; a restart replays the open txid."""
+    fx = Fixture(kinesalite, zookeeper, redis)
+    paused, resume = threading.Event(), threading.Event()
+    seen: list[int] = []
+    with ZooKeeperFaultProxy(zookeeper.hosts) as proxy:
+        cfg = fx.config(zookeeper=proxy.hosts, zookeeper_deadline_s=5.0)
+        store = ZooKeeperCheckpointStore.from_config(cfg)
+        first = SpoutPipeline(spark, cfg, pausing(fx, 1, paused, resume, seen), trigger_interval_s=0.0,
+                              max_batch_records=20, exactly_once=fx.log_map, checkpoint_store=store)
+        runner = Runner(first, until=resume.is_set, timeout_s=150)
+        try:
+            assert paused.wait(90), f"the pipeline did not reach txid 1: {runner.error!r}"
+            owner_node = f"{zookeeper.prefix}/owned/{fx.stream}/exactly_once_owner"
+            watcher = zookeeper.client()
+            assert watcher.exists(owner_node) is not None
+            proxy.cut(Op.PING, hold=True)
+            proxy.wait_acted()
+            assert wait_until(lambda: watcher.exists(owner_node) is None, 30), "the session never expired"
+            proxy.release()
+            assert wait_until(lambda: store.session_losses >= 1, 30), "the pipeline never saw its session lost"
+            before = fx.stored()
+        finally:
+            resume.set()
+        error = runner.result(60)
+    assert error is not None and "its ZooKeeper session ended" in str(error), f"run() must end so: {error!r}"
+    assert first.metrics.acked == 0 and seen == [1]
+    assert fx.stored() == before, "the commit of txid 1 is not written"
+    restarted = SpoutPipeline(spark, fx.config(), fx.count, trigger_interval_s=0.0, max_batch_records=20,
+                              exactly_once=fx.log_map)
+    restarted.run(until=fx.all_counted, timeout_s=90)
+    assert fx.counted() == EXPECTED
