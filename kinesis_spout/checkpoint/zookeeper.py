@@ -467,21 +467,24 @@ class ZooKeeperCheckpointStore:
         payload = json.dumps({"holder": holder, "session_timeout_s": timeout_s}).encode()
         with self._lost_lock:
             losses = self.session_losses
-        try:
-            self._call(f"creating {node}", self._kazoo.create, node, payload, ephemeral=True, makepath=True)
-        except NodeExistsError:
+        for _ in range(_CAS_ATTEMPTS):
             try:
-                data, stat = self._call(f"reading {node}", self._kazoo.get, node)
-            except NoNodeError:
-                raise OwnershipTaken(f"{node} was released just now", holder="(released)", where=node,
-                                     vanishes_within_s=0.0) from None
-            other, other_timeout = _parse_owner(data)
-            if not (other == holder and stat.ephemeralOwner == self._session_id()):
-                raise OwnershipTaken(f"{node} is owned by {other}", holder=other, where=node,
-                                     vanishes_within_s=other_timeout) from None
-        with self._lost_lock:
-            self._owned[name] = (holder, losses)
-        log.info("ZooKeeper %s: %s owns %s", self.hosts, holder, node)
+                self._call(f"creating {node}", self._kazoo.create, node, payload, ephemeral=True, makepath=True)
+            except NodeExistsError:
+                try:
+                    data, stat = self._call(f"reading {node}", self._kazoo.get, node)
+                except NoNodeError:
+                    continue  # released between the two requests: try to take it again
+                other, other_timeout = _parse_owner(data)
+                if not (other == holder and stat.ephemeralOwner == self._session_id()):
+                    raise OwnershipTaken(f"{node} is owned by {other}", holder=other, where=node,
+                                         vanishes_within_s=other_timeout) from None
+            with self._lost_lock:
+                self._owned[name] = (holder, losses)
+            log.info("ZooKeeper %s: %s owns %s", self.hosts, holder, node)
+            return
+        raise CheckpointError(f"ownership {node}: gave up after {_CAS_ATTEMPTS} holders came and went while "
+                              f"{holder} tried to take it", retriable=True)
 
     def holds_ownership(self, name: str, holder: str) -> bool:
         """True while ``holder`` took ``name`` through this store and no session was lost since (no I/O: the

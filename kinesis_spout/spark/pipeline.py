@@ -472,13 +472,15 @@ class SpoutPipeline:
         (stop, signal, limits) while waiting: nothing was read or written."""
         cfg = self.config
         began = time.monotonic()
+        patience = 0.0  # the longest any holder seen may keep the ownership after it died
         announced = False
         while True:
             try:
                 store.take_ownership(_OWNER_NAME, holder)
                 return True
             except OwnershipTaken as exc:
-                patience = 0.0 if exc.vanishes_within_s is None else exc.vanishes_within_s + _OWNER_GRACE_S
+                if exc.vanishes_within_s is not None:
+                    patience = max(patience, exc.vanishes_within_s + _OWNER_GRACE_S)
                 waited = time.monotonic() - began
                 if waited >= patience:
                     raise OwnershipTaken(

@@ -5,6 +5,7 @@ expires, or dies, lets go by itself)."""
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
@@ -69,6 +70,35 @@ def test_an_expired_session_loses_the_ownership_and_lets_another_take_it(zookeep
             assert other.holds_ownership(NAME, "pid 2") and watcher.exists(node) is not None
         finally:
             holder.close(), other.close()
+
+
+def test_an_owner_that_lets_go_between_the_create_and_the_read_is_no_conflict(zookeeper) -> None:
+    """The create fails (the node exists), and the holder lets go before the store reads who holds it: the store
+    takes the ownership instead of naming a holder that is gone."""
+    with ZooKeeperFaultProxy(zookeeper.hosts) as proxy:
+        holder, taker = store_for(zookeeper.hosts, zookeeper), store_for(proxy.hosts, zookeeper)
+        holder.open(), taker.open()
+        errors: list[BaseException] = []
+
+        def take() -> None:
+            try:
+                taker.take_ownership(NAME, "pid 2")
+            except BaseException as exc:  # noqa: BLE001 - handed to the test
+                errors.append(exc)
+
+        try:
+            holder.take_ownership(NAME, "pid 1")
+            proxy.hold(Op.CREATE)  # the answer "node exists" waits
+            thread = threading.Thread(target=take, daemon=True)
+            thread.start()
+            proxy.wait_acted()
+            holder.close()  # the holder lets go
+            proxy.release()
+            thread.join(20)
+            assert not thread.is_alive() and errors == []
+            assert taker.holds_ownership(NAME, "pid 2")
+        finally:
+            holder.close(), taker.close()
 
 
 def test_the_memory_store_owns_like_zookeeper_until_released_or_revoked() -> None:
