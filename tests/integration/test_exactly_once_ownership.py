@@ -104,11 +104,13 @@ class Runner(threading.Thread):
 
 
 def pausing(fx: Fixture, at_txid: int, paused: threading.Event, resume: threading.Event,
-            seen: list[int]) -> Callable[[Any, Any], None]:
+            seen: list[int], run_ids: set[str] | None = None) -> Callable[[Any, Any], None]:
     """A process() that counts its batch, then (once, at ``at_txid``) waits until ``resume`` is set."""
 
     def process(df: Any, batch: Any) -> None:
         seen.append(batch.id)
+        if run_ids is not None:
+            run_ids.add(batch.run_id)
         fx.count(df, batch)
         if batch.id == at_txid and not resume.is_set():
             paused.set()
@@ -184,11 +186,14 @@ def test_a_batch_log_written_under_a_running_pipeline_stops_it_before_the_commit
         spark: Any, kinesalite: Any, zookeeper: Any, redis: Any) -> None:
     """Another writer changes the batch log while the pipeline is in ``process()`` (the pipeline's ZooKeeper
     session is fine, so only the log's compare-and-set can tell): the commit is refused, nothing is acked, and the
-    run ends with the error. A restart replays the open txid and counts everything exactly once."""
+    run ends with the error. A restart replays the open txid and counts everything exactly once, in the same run
+    of the batch log (``batch.run_id``)."""
     fx = Fixture(kinesalite, zookeeper, redis)
     paused, resume = threading.Event(), threading.Event()
     seen: list[int] = []
-    first = SpoutPipeline(spark, fx.config(), pausing(fx, 2, paused, resume, seen), trigger_interval_s=0.0,
+    first_runs: set[str] = set()
+    first = SpoutPipeline(spark, fx.config(), pausing(fx, 2, paused, resume, seen, first_runs),
+                          trigger_interval_s=0.0,
                           max_batch_records=20, exactly_once=fx.log_map)
     runner = Runner(first, until=resume.is_set, timeout_s=150)
     try:
@@ -210,10 +215,18 @@ def test_a_batch_log_written_under_a_running_pipeline_stops_it_before_the_commit
     assert seen == [1, 2]
     assert first.metrics.acked == acked_before, "txid 2 must not be acked"
     assert fx.stored() == before, "the batch log written by the other writer stays as it is"
-    restarted = SpoutPipeline(spark, fx.config(), fx.count, trigger_interval_s=0.0, max_batch_records=20,
+    restarted_runs: set[str] = set()
+
+    def count_again(df: Any, batch: Any) -> None:
+        restarted_runs.add(batch.run_id)
+        fx.count(df, batch)
+
+    restarted = SpoutPipeline(spark, fx.config(), count_again, trigger_interval_s=0.0, max_batch_records=20,
                               exactly_once=fx.log_map)
     restarted.run(until=fx.all_counted, timeout_s=90)
     assert fx.counted() == EXPECTED
+    assert len(first_runs) == 1 and restarted_runs == first_runs and all(first_runs), \
+        "a restart that resumes the batch log is the same run"
 
 
 def test_a_pipeline_whose_session_expired_stops_even_when_nobody_took_over(
