@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Protocol, runtime_checkable
 
-from kinesis_spout.errors import CheckpointError
+from kinesis_spout.errors import CheckpointConflict, CheckpointError
 from kinesis_spout.records import WHOLE, SequenceKey
 
 FORMAT_VERSION = 1
@@ -127,6 +127,38 @@ class Checkpoint:
         except ValueError:
             updated_at = None
         return cls(shard_id, seq, sub, shard_end, str(doc.get("owner", "")), updated_at, reset_to, timestamp)
+
+
+class OwnershipTaken(CheckpointConflict):
+    """Another holder owns the name asked for (e.g. another exactly-once pipeline of the same app and stream).
+
+    ``holder`` is how that holder described itself; ``where`` is where the ownership is kept (a ZooKeeper node);
+    ``vanishes_within_s`` is how long a holder that died keeps it (its ZooKeeper session timeout), None when it
+    is kept until released."""
+
+    def __init__(self, message: str, *, holder: str, where: str, vanishes_within_s: float | None) -> None:
+        super().__init__(message)
+        self.holder = holder
+        self.where = where
+        self.vanishes_within_s = vanishes_within_s
+
+
+@runtime_checkable
+class OwnershipStore(Protocol):
+    """A checkpoint store that can make one holder at a time the owner of a name (next to its checkpoints), until
+    the holder releases it or its process dies.
+
+    Who calls: ``SpoutPipeline`` in exactly-once mode, on its run thread, with the store open. ``holder`` is a
+    description unique to the caller's run (it names the process). ``take_ownership`` raises ``OwnershipTaken``
+    while another holder owns the name; ``holds_ownership`` says, without I/O, whether the caller still owns it
+    (False once the store saw its session end); ``release_ownership`` gives it up (idempotent).
+    """
+
+    def take_ownership(self, name: str, holder: str) -> None: ...
+
+    def holds_ownership(self, name: str, holder: str) -> bool: ...
+
+    def release_ownership(self, name: str, holder: str) -> None: ...
 
 
 @runtime_checkable

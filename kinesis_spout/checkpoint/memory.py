@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from kinesis_spout.checkpoint.base import Checkpoint
+from kinesis_spout.checkpoint.base import Checkpoint, OwnershipTaken
 from kinesis_spout.errors import CheckpointConflict, CheckpointError
 
 
@@ -24,6 +24,7 @@ class MemoryCheckpointStore:
         self._closed = False
         self.writes = 0
         self._batch_id = 0
+        self._owners: dict[str, str] = {}
 
     def open(self) -> None:
         """Nothing to connect to; (re)allows writes after a ``close()``."""
@@ -73,6 +74,30 @@ class MemoryCheckpointStore:
             if batch_id <= self._batch_id:
                 raise CheckpointConflict(f"batch id is {self._batch_id}; {batch_id} is taken")
             self._batch_id = batch_id
+
+    def take_ownership(self, name: str, holder: str) -> None:
+        """Make ``holder`` the owner of ``name``; ``OwnershipTaken`` (naming the owner) while another holds it."""
+        with self._lock:
+            current = self._owners.get(name)
+            if current is not None and current != holder:
+                raise OwnershipTaken(f"{name} of this memory checkpoint store is owned by {current}", holder=current,
+                                     where=f"memory checkpoint store {name}", vanishes_within_s=None)
+            self._owners[name] = holder
+
+    def holds_ownership(self, name: str, holder: str) -> bool:
+        with self._lock:
+            return self._owners.get(name) == holder
+
+    def release_ownership(self, name: str, holder: str) -> None:
+        """Give ``name`` up if ``holder`` owns it (idempotent)."""
+        with self._lock:
+            if self._owners.get(name) == holder:
+                del self._owners[name]
+
+    def revoke_ownership(self, name: str) -> None:
+        """End whoever owns ``name``, as an expired ZooKeeper session would (tests of a lost ownership)."""
+        with self._lock:
+            self._owners.pop(name, None)
 
     def close(self) -> None:
         """Refuse writes until the next ``open()``; the data stays for a later spout sharing this store.

@@ -6,13 +6,14 @@ JSON (see :meth:`Checkpoint.to_json`).
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from kinesis_spout.checkpoint.base import Checkpoint
+from kinesis_spout.checkpoint.base import Checkpoint, OwnershipTaken
 from kinesis_spout.config import SpoutConfig
 from kinesis_spout.errors import CheckpointConflict, CheckpointError, LeaseLost
 
@@ -118,6 +119,7 @@ class ZooKeeperCheckpointStore:
         self._lost_lock = threading.Lock()  # guards _session_lost (set on kazoo's thread) and _fences
         self._session_lost = False
         self._fences: dict[str, tuple[str, int | None]] = {}  # shard id -> (lease node, epoch: None = revoked)
+        self._owned: dict[str, tuple[str, int]] = {}  # under _lost_lock: name -> (holder, session_losses then)
         self._listeners: list[Any] = []
         self.state = "CLOSED"
         self.session_losses = 0
@@ -446,6 +448,77 @@ class ZooKeeperCheckpointStore:
 
         self._compare_and_set(node, str(batch_id).encode(), refuse, "batch id")
 
+    # -- ownership (exactly-once pipelines) --------------------------------------------------------------------
+    def ownership_node(self, name: str) -> str:
+        """``{prefix}/{app}/{stream}/{name}``: an ephemeral node naming the owner, next to the checkpoints."""
+        if not name or "/" in name:
+            raise ValueError(f"an ownership name is one node name, got {name!r}")
+        return self.path.rsplit("/", 1)[0] + f"/{name}"
+
+    def take_ownership(self, name: str, holder: str) -> None:
+        """Create the ephemeral node of ``name`` holding ``holder`` (and the session timeout, so that a waiter
+        knows how long a dead holder keeps it). ZooKeeper deletes it when this store's session ends: ``close()``,
+        the process's death (after the session timeout), or an expiry. ``OwnershipTaken`` names the owner while
+        the node exists; a node this session created already (a create retried after a lost reply) is taken."""
+        from kazoo.exceptions import NodeExistsError, NoNodeError
+
+        node = self.ownership_node(name)
+        timeout_s = self.negotiated_session_timeout_s or self.session_timeout_s
+        payload = json.dumps({"holder": holder, "session_timeout_s": timeout_s}).encode()
+        with self._lost_lock:
+            losses = self.session_losses
+        for _ in range(_CAS_ATTEMPTS):
+            try:
+                self._call(f"creating {node}", self._kazoo.create, node, payload, ephemeral=True, makepath=True)
+            except NodeExistsError:
+                try:
+                    data, stat = self._call(f"reading {node}", self._kazoo.get, node)
+                except NoNodeError:
+                    continue  # released between the two requests: try to take it again
+                other, other_timeout = _parse_owner(data)
+                if not (other == holder and stat.ephemeralOwner == self._session_id()):
+                    raise OwnershipTaken(f"{node} is owned by {other}", holder=other, where=node,
+                                         vanishes_within_s=other_timeout) from None
+            with self._lost_lock:
+                self._owned[name] = (holder, losses)
+            log.info("ZooKeeper %s: %s owns %s", self.hosts, holder, node)
+            return
+        raise CheckpointError(f"ownership {node}: gave up after {_CAS_ATTEMPTS} holders came and went while "
+                              f"{holder} tried to take it", retriable=True)
+
+    def holds_ownership(self, name: str, holder: str) -> bool:
+        """True while ``holder`` took ``name`` through this store and no session was lost since (no I/O: the
+        answer is this store's view; a session that expired while the connection is down shows only on
+        reconnecting, so writes that must not outlive the ownership need a fence of their own too)."""
+        with self._lost_lock:
+            return self._client is not None and self._owned.get(name) == (holder, self.session_losses)
+
+    def release_ownership(self, name: str, holder: str) -> None:
+        """Delete the node of ``name`` if ``holder`` owns it in this session (idempotent). If ZooKeeper cannot be
+        reached, the node goes when this store's session ends (``close()``)."""
+        from kazoo.exceptions import BadVersionError, NoNodeError
+
+        with self._lost_lock:
+            mine = self._owned.get(name)
+            if mine is None or mine[0] != holder:
+                return
+            del self._owned[name]
+            if mine[1] != self.session_losses or self._client is None:
+                return  # the session that owned it is gone, and the node with it
+        node = self.ownership_node(name)
+        try:
+            data, stat = self._call(f"reading {node}", self._kazoo.get, node)
+            if _parse_owner(data)[0] == holder and stat.ephemeralOwner == self._session_id():
+                self._call(f"deleting {node}", self._kazoo.delete, node, version=stat.version)
+        except (NoNodeError, BadVersionError):
+            pass
+        except CheckpointError as exc:
+            log.warning("ownership %s not released (%s); it goes when this store closes its session", node, exc)
+
+    def _session_id(self) -> int | None:
+        client_id = getattr(self._client, "client_id", None)
+        return client_id[0] if client_id else None
+
     # -- batch ends of executor reads (readMode=executors, see kinesis_spout.spark.batches) -------------------------
     def batches_node(self, query: str) -> str:
         """``{prefix}/{app}/{stream}/batches/{query}``: the ends executor tasks recorded for one query's batches."""
@@ -628,6 +701,8 @@ class ZooKeeperCheckpointStore:
 
     def close(self) -> None:
         client, self._client = self._client, None
+        with self._lost_lock:
+            self._owned.clear()  # ZooKeeper deletes the ownership nodes with the session
         self._connected.clear()
         self.state = "CLOSED"
         if client is not None:
@@ -649,6 +724,19 @@ _PERMANENT = {
     "UnimplementedError": "the server does not support this request; check the ZooKeeper version (3.5 or later)",
     "MarshallingError": "the request could not be encoded (a value over the server's jute.maxbuffer?)",
 }
+
+
+def _parse_owner(data: bytes) -> tuple[str, float | None]:
+    """The holder and session timeout an ownership node holds (a node written otherwise: its text, no timeout)."""
+    text = bytes(data).decode("utf-8", "replace")
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return text[:200] or "(unknown)", None
+    if not isinstance(doc, dict):
+        return text[:200], None
+    timeout = doc.get("session_timeout_s")
+    return str(doc.get("holder", "(unknown)")), float(timeout) if isinstance(timeout, (int, float)) else None
 
 
 def _parse_batch_id(data: bytes, node: str) -> int:

@@ -58,20 +58,37 @@ Exactly-once mode (``exactly_once=<backing map factory>``): the pipeline is a **
   The message timeout does not apply (a batch holds its records until it commits).
 - One pipeline per app and stream (``coordination="static"``, ``task_count=1``): state updates must follow one
   txid order. Batch ids are not stored in ZooKeeper in this mode; the log holds the txid.
+- **Ownership**: ``run()`` first takes the ownership of the app and stream, an ephemeral ZooKeeper node
+  ``{zookeeper_prefix}/{app}/{stream}/exactly_once_owner`` made through the checkpoint store, naming the
+  process (pid, host, start time). While another pipeline owns it, ``run()`` waits up to that owner's ZooKeeper
+  session timeout plus 2 s (a driver killed by SIGKILL lets go when its session expires, so a restart right after
+  a crash waits at most that long), then ends with :class:`~kinesis_spout.checkpoint.base.OwnershipTaken`
+  naming the owner. Only then is the batch log read, and taken over: the entry is rewritten under this run. The
+  ownership is released when ``run()`` ends (its session's end releases it too). Every later write of the batch
+  log is compare-and-set, and before each write of the log, each ``process`` call and each ack the pipeline
+  checks that its session did not end: a pipeline that lost its ownership (its session expired while it was
+  paused, and another took over) ends ``run()`` with :class:`~kinesis_spout.state.txlog.OwnershipLost` before
+  it writes the log or state or acks (its records are replayed by the new owner).
+- ``batch.run_id`` is the batch log's identity: made when the log is created, the same for every run that
+  resumes that log (restarts, crashes), different for a new batch log. A state can tell by it a txid of this
+  log from the same number in another.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import socket
 import threading
 import time
+import uuid
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from types import FrameType
 from typing import Any, Callable
 
-from kinesis_spout.checkpoint.base import CheckpointStore
+from kinesis_spout.checkpoint.base import CheckpointStore, OwnershipStore, OwnershipTaken
 from kinesis_spout.config import SpoutConfig
 from kinesis_spout.errors import CheckpointConflict, CheckpointError, ConfigError, SpoutStateError
 from kinesis_spout.records import SpoutTuple
@@ -80,9 +97,9 @@ from kinesis_spout.spark.metrics import BatchMetrics, MetricsRecorder, PipelineM
 from kinesis_spout.spark.schema import records_to_arrow
 from kinesis_spout.spout import KinesisSpout
 from kinesis_spout.state.base import BackingMapFactory, StateError
-from kinesis_spout.state.txlog import BatchLog, BatchLogEntry, Place, ReplayCollector, next_entry
+from kinesis_spout.state.txlog import BatchLog, BatchLogEntry, OwnershipLost, Place, ReplayCollector, next_entry
 
-__all__ = ["ProcessFunction", "SpoutPipeline", "TransactionalBatch"]
+__all__ = ["OwnershipLost", "OwnershipTaken", "ProcessFunction", "SpoutPipeline", "TransactionalBatch"]
 
 log = logging.getLogger("kinesis_spout.spark")
 
@@ -93,16 +110,20 @@ _POLL_S = 0.2  # longest wait between looks at stop requests and run limits
 _STORE_BACKOFF_MAX_S = 5.0
 _FLUSH_TIMEOUT_S = 10.0
 _REPLAY_TIMEOUT_S = 120.0  # how long a restart may take to read an uncommitted txid's records again
+_OWNER_NAME = "exactly_once_owner"  # the ownership node, next to the app's checkpoints of the stream
+_OWNER_GRACE_S = 2.0  # waited beyond an owner's session timeout: ZooKeeper expires sessions on its own ticks
 
 
 @dataclass(frozen=True)
 class TransactionalBatch(Batch):
     """A batch of the exactly-once mode: ``id`` is its txid (the same on every replay, also after a crash),
     ``kind`` the spout kind the state operations check, ``attempt`` how many times this txid was processed in
-    this run (1 first). ``retries`` counts the batch's records when ``attempt`` > 1."""
+    this run (1 first). ``retries`` counts the batch's records when ``attempt`` > 1. ``run_id`` is the identity of
+    the batch log the txid belongs to: the same across restarts that resume the log, another for a new log."""
 
     kind: str = "transactional"
     attempt: int = 1
+    run_id: str | None = None
 
 
 class SpoutPipeline:
@@ -145,6 +166,11 @@ class SpoutPipeline:
             if not config.reliable:
                 raise ConfigError("exactly_once needs reliable=True: records must stay unacked until their txid "
                                   "committed, so that a crash can replay it")
+            if checkpoint_store is not None and not isinstance(checkpoint_store, OwnershipStore):
+                raise ConfigError(f"exactly_once needs a checkpoint store that can own the app and stream for one "
+                                  f"pipeline (take_ownership, holds_ownership, release_ownership), so that two "
+                                  f"pipelines never write one batch log; {type(checkpoint_store).__name__} has none. "
+                                  f"Use the default ZooKeeperCheckpointStore or MemoryCheckpointStore")
         self.exactly_once = exactly_once
         self.spark = spark
         self.config = config
@@ -157,6 +183,7 @@ class SpoutPipeline:
         self._stop = threading.Event()
         self._signalled = 0  # set by the signal handler: a plain int, no lock taken inside a handler
         self._running = threading.Lock()
+        self._holding: tuple[OwnershipStore, str] | None = None  # the run thread's ownership (exactly-once runs)
 
     # -- control ----------------------------------------------------------------------------------------------
     @property
@@ -358,14 +385,18 @@ class SpoutPipeline:
     # -- exactly-once mode ------------------------------------------------------------------------------------
     def _run_exactly_once(self, until: Callable[[], bool] | None, max_batches: int | None,
                           deadline: float | None) -> None:
-        """The loop of the exactly-once mode (see the module docstring): txids from the batch log."""
+        """The loop of the exactly-once mode (see the module docstring): ownership first, then txids from the
+        batch log."""
         from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
 
         assert self.exactly_once is not None
         cfg = replace(self.config, message_timeout_s=None)  # a batch holds its records until its txid commits
         store = self._store_given if self._store_given is not None else ZooKeeperCheckpointStore.from_config(cfg)
+        assert isinstance(store, OwnershipStore)  # checked by the constructor; the ZooKeeper store is one
+        holder = (f"pid {os.getpid()} on host {socket.gethostname()}, started "
+                  f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M:%S} UTC (run {uuid.uuid4().hex[:12]})")
         spout = KinesisSpout(cfg, checkpoint_store=store)
-        txlog = BatchLog(self.exactly_once, ("$batch-log", cfg.app_name, cfg.stream_name))
+        txlog = BatchLog(self.exactly_once, ("$batch-log", cfg.app_name, cfg.stream_name), owner=holder)
         processed = 0
 
         def finished() -> bool:
@@ -377,51 +408,115 @@ class SpoutPipeline:
                 return True
             return until is not None and bool(until())
 
+        store.open()
         try:
-            spout.open()
-            entry = txlog.load()
-            through = entry.committed_through() if entry is not None else {}
-            carry: list[SpoutTuple] = []
-            txid = entry.txid + 1 if entry is not None else 1
-            self._recorder.reset(txid - 1, spout.metrics())
-            log.info("pipeline %s on stream %r, exactly-once: %d shards, txids from %d%s", cfg.app_name,
-                     cfg.stream_name, len(spout.shard_ids), txid,
-                     f" after replaying txid {entry.txid}" if entry is not None and not entry.committed else "")
-            if entry is not None and not entry.committed:
-                replayed = self._collect_replay(spout, entry, finished)
-                if replayed is None:
-                    return
-                tuples, carry = replayed
-                if not self._run_tx_batch(spout, txlog, entry, tuples, time.monotonic(), finished):
-                    return
-                through = replace(entry, committed=True).committed_through()
-                processed += 1
-            next_start = time.monotonic()
-            while not finished():
-                if not self._wait_until(next_start, finished):
-                    break
-                tuples, started = self._collect_fresh(spout, carry, through, finished)
-                carry = []
-                if not tuples:
-                    continue
-                next_start = started + self.trigger_interval_s
-                spans: dict[str, tuple[Any, int]] = {}
-                for t in tuples:
-                    last, count = spans.get(t.record.shard_id, (t.record.key, 0))
-                    spans[t.record.shard_id] = (max(last, t.record.key), count + 1)
-                entry = next_entry(txid, through, spans)
-                txlog.save(entry)  # before process sees the txid: a crash from here on replays it
-                if not self._run_tx_batch(spout, txlog, entry, tuples, started, finished):
-                    break
-                through = replace(entry, committed=True).committed_through()
-                txid += 1
-                processed += 1
-            self._log_stop_reason(processed, max_batches, deadline)
-        finally:
+            if not self._take_ownership(store, holder, finished):
+                return
+            self._holding = (store, holder)
             try:
-                self._close(spout)
+                spout.open()
+                entry = txlog.take_over()
+                through = entry.committed_through()
+                carry: list[SpoutTuple] = []
+                txid = entry.txid + 1
+                self._recorder.reset(txid - 1, spout.metrics())
+                log.info("pipeline %s on stream %r, exactly-once (batch log %s, owned by %s): %d shards, txids from "
+                         "%d%s", cfg.app_name, cfg.stream_name, txlog.log_id, holder, len(spout.shard_ids), txid,
+                         f" after replaying txid {entry.txid}" if not entry.committed else "")
+                if not entry.committed:
+                    replayed = self._collect_replay(spout, entry, finished)
+                    if replayed is None:
+                        return
+                    tuples, carry = replayed
+                    if not self._run_tx_batch(spout, txlog, entry, tuples, time.monotonic(), finished):
+                        return
+                    through = replace(entry, committed=True).committed_through()
+                    processed += 1
+                next_start = time.monotonic()
+                while not finished():
+                    if not self._wait_until(next_start, finished):
+                        break
+                    tuples, started = self._collect_fresh(spout, carry, through, finished)
+                    carry = []
+                    if not tuples:
+                        continue
+                    next_start = started + self.trigger_interval_s
+                    spans: dict[str, tuple[Any, int]] = {}
+                    for t in tuples:
+                        last, count = spans.get(t.record.shard_id, (t.record.key, 0))
+                        spans[t.record.shard_id] = (max(last, t.record.key), count + 1)
+                    entry = next_entry(txid, through, spans)
+                    self._ensure_owned(f"the batch log of txid {txid}")
+                    txlog.save(entry)  # before process sees the txid: a crash from here on replays it
+                    if not self._run_tx_batch(spout, txlog, entry, tuples, started, finished):
+                        break
+                    through = replace(entry, committed=True).committed_through()
+                    txid += 1
+                    processed += 1
+                self._log_stop_reason(processed, max_batches, deadline)
+            except OwnershipLost as exc:
+                raise self._lost(exc) from exc
             finally:
-                txlog.close()
+                self._holding = None
+                try:
+                    self._close(spout, release=lambda: store.release_ownership(_OWNER_NAME, holder))
+                finally:
+                    txlog.close()
+        finally:
+            store.close()  # idempotent: the spout closed it already, unless it never opened
+
+    def _take_ownership(self, store: OwnershipStore, holder: str, finished: Callable[[], bool]) -> bool:
+        """Make this run the owner of its app and stream (called by the run thread, store open, before the spout
+        opens or the batch log is read). While another holder owns them, wait up to that holder's session timeout
+        plus 2 s (a holder that died lets go by then), then raise OwnershipTaken naming it. False if the run ends
+        (stop, signal, limits) while waiting: nothing was read or written."""
+        cfg = self.config
+        began = time.monotonic()
+        patience = 0.0  # the longest any holder seen may keep the ownership after it died
+        announced = False
+        while True:
+            try:
+                store.take_ownership(_OWNER_NAME, holder)
+                return True
+            except OwnershipTaken as exc:
+                if exc.vanishes_within_s is not None:
+                    patience = max(patience, exc.vanishes_within_s + _OWNER_GRACE_S)
+                waited = time.monotonic() - began
+                if waited >= patience:
+                    raise OwnershipTaken(
+                        f"exactly-once SpoutPipeline of app {cfg.app_name!r} on stream {cfg.stream_name!r} cannot "
+                        f"start: its batch log is owned by {exc.holder} (at {exc.where}), which did not let go "
+                        f"within {waited:.1f} s. Two pipelines writing one batch log lose or double-count records: "
+                        f"stop that pipeline first (in a rolling redeploy, stop the old driver before starting the "
+                        f"new one), or give this one another app_name. A pipeline that died lets go by itself when "
+                        f"its ZooKeeper session expires (zookeeper_session_timeout_s); run() waits that long plus "
+                        f"{_OWNER_GRACE_S:g} s before this error", holder=exc.holder, where=exc.where,
+                        vanishes_within_s=exc.vanishes_within_s) from exc
+                if not announced:
+                    announced = True
+                    log.warning("pipeline %s: the batch log of stream %r is owned by %s; waiting up to %.1f s for it "
+                                "to let go (a driver that died lets go when its ZooKeeper session expires)",
+                                cfg.app_name, cfg.stream_name, exc.holder, patience - waited)
+            if not self._wait_until(time.monotonic() + _POLL_S, finished):
+                return False
+
+    def _ensure_owned(self, what: str) -> None:
+        """Raise OwnershipLost unless this run still owns its app and stream; ``what`` is about to be written
+        (or acked). No I/O. Run thread only (``_holding`` is the run thread's)."""
+        held = self._holding
+        if held is not None and not held[0].holds_ownership(_OWNER_NAME, held[1]):
+            raise OwnershipLost(f"its ZooKeeper session ended (expired while the driver was paused or cut off, "
+                                f"or closed), which released its ownership; {what} is not written")
+
+    def _lost(self, exc: OwnershipLost) -> OwnershipLost:
+        """The error that ends a run that lost its ownership: what happened, and what to do."""
+        cfg = self.config
+        message = (f"exactly-once SpoutPipeline of app {cfg.app_name!r} on stream {cfg.stream_name!r} lost its "
+                   f"ownership of the batch log: {exc}. It stopped before writing the batch log or state and acked "
+                   f"none of the records of its open txid: the pipeline that owns the stream now replays them. "
+                   f"Start this one again only once that one stopped (it waits for it)")
+        log.error("%s", message)
+        return OwnershipLost(message)
 
     def _split_committed(self, spout: KinesisSpout, tuples: list[SpoutTuple],
                          through: dict[str, Any]) -> list[SpoutTuple]:
@@ -432,6 +527,7 @@ class SpoutPipeline:
             done = through.get(t.record.shard_id)
             (stale if done is not None and t.record.key <= done else fresh).append(t)
         if stale:
+            self._ensure_owned(f"the acks of {len(stale)} records committed before")
             spout.ack_many(t.message_id for t in stale)
             log.info("%d records read again after a restart were committed before; acked without processing",
                      len(stale))
@@ -488,6 +584,7 @@ class SpoutPipeline:
                 else:
                     later.append(t)
             if committed:
+                self._ensure_owned(f"the acks of {len(committed)} records committed before")
                 spout.ack_many(committed)
         extra = {s: -n for s, n in collector.missing().items() if n < 0}
         if extra:
@@ -516,7 +613,8 @@ class SpoutPipeline:
                 retries=len(records) if attempt > 1 else 0, max_attempt=attempt,
                 shards=tuple(sorted({r.shard_id for r in records})),
                 started_at=datetime.now(timezone.utc) - timedelta(seconds=time.monotonic() - started),
-                attempt=attempt)
+                attempt=attempt, run_id=txlog.log_id or None)
+            self._ensure_owned(f"the state of txid {entry.txid} (attempt {attempt})")
             t0 = time.monotonic()
             df = self.spark.createDataFrame(records_to_arrow(self.config.stream_name, records,
                                                              [attempt] * len(records)))
@@ -530,6 +628,7 @@ class SpoutPipeline:
                 failed = in_batch
             process_s = time.monotonic() - t1
             if not failed:
+                self._ensure_owned(f"the commit of txid {entry.txid}")
                 txlog.save(replace(entry, committed=True))  # before the acks: checkpoints never pass an open txid
                 spout.ack_many(ids)
             self._record(spout, batch, 0 if failed else len(records), error, t1 - t0, process_s, started)
@@ -570,8 +669,9 @@ class SpoutPipeline:
         log.info("pipeline %s stopping (%s) after %d batches; flushing checkpoints", self.config.app_name, why,
                  processed)
 
-    def _close(self, spout: KinesisSpout) -> None:
-        """Flush the safe checkpoints, take the last shard figures, close the spout (also after an error)."""
+    def _close(self, spout: KinesisSpout, release: Callable[[], None] | None = None) -> None:
+        """Flush the safe checkpoints, take the last shard figures, call ``release`` (the exactly-once ownership:
+        after the flush, before the store closes), close the spout (also after an error)."""
         try:
             if spout.shard_ids:
                 if not spout.flush_checkpoints(_FLUSH_TIMEOUT_S):
@@ -579,7 +679,11 @@ class SpoutPipeline:
                                 spout.checkpoint_errors)
                 self._recorder.update_shards(spout.metrics())
         finally:
-            spout.close()
+            try:
+                if release is not None:
+                    release()
+            finally:
+                spout.close()
 
     # -- signals ----------------------------------------------------------------------------------------------
     def _install_signal_handlers(self) -> Callable[[], None]:

@@ -15,20 +15,35 @@ and each record is sorted by :meth:`BatchLogEntry.place`: committed before (acke
 the txid to replay, or new. Kinesis records are immutable and keyed by sequence number, so the replay holds
 exactly the records of the first attempt; :meth:`ReplayCollector.missing` proves it by the counts. Pure logic
 apart from :class:`BatchLog`, whose I/O is the backing map's.
+
+One pipeline writes a batch log at a time (it owns its app and stream through the checkpoint store), and every
+write is compare-and-set (a :class:`~kinesis_spout.state.base.ConditionalBackingMap`): a pipeline takes the log over
+with :meth:`BatchLog.take_over`, which rewrites the entry under its own ``owner``, so a pipeline that lost its
+ownership without knowing it (its ZooKeeper session expired while it was paused) finds the log changed at its next
+write and stops (:class:`OwnershipLost`) before it writes state or acks. Each entry also carries ``log_id``, made
+when the log is created and kept by every later write: the identity of the batch log, the same across restarts
+that resume it.
 """
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+import uuid
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from kinesis_spout.records import SequenceKey
-from kinesis_spout.state.base import BackingMap, BackingMapFactory, StateDecodeError
+from kinesis_spout.state.base import BackingMapFactory, ConditionalBackingMap, StateDecodeError, StateError
 
-__all__ = ["BatchLog", "BatchLogEntry", "Place", "ReplayCollector", "ShardSpan"]
+__all__ = ["BatchLog", "BatchLogEntry", "OwnershipLost", "Place", "ReplayCollector", "ShardSpan"]
 
 ENTRY_VERSION = 1
+_TAKE_OVER_ATTEMPTS = 20
+
+
+class OwnershipLost(StateError):
+    """An exactly-once pipeline no longer owns its app and stream (its ZooKeeper session ended, or another
+    pipeline wrote its batch log): it stopped before writing the batch log or state, and acked nothing more."""
 
 
 class Place(enum.Enum):
@@ -70,6 +85,8 @@ class BatchLogEntry:
     txid: int
     committed: bool
     shards: Mapping[str, ShardSpan] = field(default_factory=dict)
+    log_id: str = ""  # the batch log's identity (made when it is created); "" in entries of older versions
+    owner: str = ""   # the pipeline run that wrote the entry
 
     def place(self, shard_id: str, key: SequenceKey) -> Place:
         """Where a record read after a restart belongs (see the module docstring)."""
@@ -92,7 +109,8 @@ class BatchLogEntry:
     def to_dict(self) -> dict[str, Any]:
         return {"version": ENTRY_VERSION, "txid": self.txid, "committed": self.committed,
                 "shards": {s: {"done": _key_text(p.done), "last": _key_text(p.last), "count": p.count}
-                           for s, p in sorted(self.shards.items())}}
+                           for s, p in sorted(self.shards.items())},
+                "log_id": self.log_id, "owner": self.owner}
 
     @classmethod
     def from_dict(cls, doc: Any, where: str) -> "BatchLogEntry":
@@ -102,6 +120,9 @@ class BatchLogEntry:
             txid, committed = doc["txid"], doc["committed"]
             if isinstance(txid, bool) or not isinstance(txid, int) or txid < 0 or not isinstance(committed, bool):
                 raise ValueError(f"bad txid or committed flag: {txid!r}, {committed!r}")
+            log_id, owner = doc.get("log_id", ""), doc.get("owner", "")
+            if not isinstance(log_id, str) or not isinstance(owner, str):
+                raise ValueError(f"bad log_id or owner: {log_id!r}, {owner!r}")
             shards = {}
             for shard_id, span in doc["shards"].items():
                 count = span["count"]
@@ -113,7 +134,7 @@ class BatchLogEntry:
             raise StateDecodeError(f"the batch log at {where} cannot be read ({exc}); it is written by "
                                    f"SpoutPipeline(exactly_once=...) only: was the key used for something else?",
                                    key=where) from exc
-        return cls(txid, committed, shards)
+        return cls(txid, committed, shards, log_id, owner)
 
 
 def next_entry(txid: int, through: Mapping[str, SequenceKey | None],
@@ -141,33 +162,90 @@ class ReplayCollector:
 
 
 class BatchLog:
-    """The pipeline's batch log, one value under ``key`` of a backing map made from ``factory``.
+    """The pipeline's batch log, one value under ``key`` of a backing map made from ``factory``, written by
+    ``owner`` (a description unique to the pipeline's run) with compare-and-set only.
 
-    Who calls: SpoutPipeline, on the driver, in its run thread only. ``load()`` returns the entry or None;
-    ``save()`` writes it (one round trip). The backing map is made on first use; ``close()`` is idempotent.
+    Who calls: SpoutPipeline, on the driver, in its run thread only (no lock: one thread). ``take_over()`` (once,
+    after the pipeline took the ownership of its app and stream) reads the entry and rewrites it under ``owner``;
+    ``save()`` writes an entry if the log is still as this pipeline last wrote it, else raises
+    :class:`OwnershipLost` and writes nothing. ``load()`` reads it (tools, tests). The backing map is made on first
+    use and must be a :class:`~kinesis_spout.state.base.ConditionalBackingMap`; ``close()`` is idempotent.
     """
 
-    def __init__(self, factory: BackingMapFactory, key: tuple[str, ...]) -> None:
+    def __init__(self, factory: BackingMapFactory, key: tuple[str, ...], owner: str = "") -> None:
         if not callable(getattr(factory, "make_backing_map", None)):
             raise TypeError(f"exactly_once must be a backing map factory, e.g. RedisBackingMap.factory(url, "
                             f"namespace='wordcount-log'), got {factory!r}")
         self.factory = factory
         self.key = key
-        self._map: BackingMap | None = None
+        self.owner = owner
+        self.log_id = ""  # known after take_over()
+        self._map: ConditionalBackingMap | None = None
+        self._token: Any = None
+        self._taken = False
 
-    def _backing(self) -> BackingMap:
+    def _backing(self) -> ConditionalBackingMap:
         if self._map is None:
-            self._map = self.factory.make_backing_map()
+            backing = self.factory.make_backing_map()
+            if not isinstance(backing, ConditionalBackingMap):
+                backing.close()
+                raise StateError(f"the batch log needs a backing map with compare-and-set (multi_get_versioned and "
+                                 f"multi_put_if), so that a pipeline that lost its ownership cannot overwrite it; "
+                                 f"{type(backing).__name__} has none. Use RedisBackingMap, MemcachedBackingMap or "
+                                 f"MemoryBackingMap for exactly_once, or add those two methods to yours")
+            self._map = backing
         return self._map
 
     def load(self) -> BatchLogEntry | None:
         doc = self._backing().multi_get([self.key])[0]
         return None if doc is None else BatchLogEntry.from_dict(doc, repr(self.key))
 
+    def take_over(self) -> BatchLogEntry:
+        """Rewrite the stored entry under ``owner`` (creating the log, as a committed txid 0 with a new
+        ``log_id``, if there is none) and return it: from here on, a write by the previous owner is refused.
+        Raises StateError if the log keeps changing under it (another writer that does not stop)."""
+        backing = self._backing()
+        for _ in range(_TAKE_OVER_ATTEMPTS):
+            got = backing.multi_get_versioned([self.key])[0]
+            if got.value is None:
+                entry = BatchLogEntry(0, True, {}, log_id=uuid.uuid4().hex, owner=self.owner)
+            else:
+                stored = BatchLogEntry.from_dict(got.value, repr(self.key))
+                entry = replace(stored, owner=self.owner, log_id=stored.log_id or uuid.uuid4().hex)
+            if self._put(entry, got.token):
+                self.log_id = entry.log_id
+                self._taken = True
+                return entry
+        raise StateError(f"the batch log at {self.key!r} changed {_TAKE_OVER_ATTEMPTS} times while {self.owner} took "
+                         f"it over: another pipeline still writes it; stop it first", retriable=True)
+
     def save(self, entry: BatchLogEntry) -> None:
-        self._backing().multi_put([self.key], [entry.to_dict()])
+        """Write ``entry`` (under ``owner`` and the log's id) if the log is as this pipeline last wrote it; else
+        OwnershipLost, and nothing written."""
+        if not self._taken:
+            raise StateError(f"the batch log at {self.key!r} is written only after take_over()")
+        entry = replace(entry, owner=self.owner, log_id=self.log_id)
+        if not self._put(entry, self._token):
+            now = self.load()
+            by = f"{now.owner or 'a writer of an older version'} (txid {now.txid})" if now is not None else "nobody"
+            raise OwnershipLost(f"the batch log at {self.key!r} was written by another pipeline since {self.owner} "
+                                f"last wrote it: it now holds an entry of {by}; txid {entry.txid} is not written")
+
+    def _put(self, entry: BatchLogEntry, token: Any) -> bool:
+        """Compare-and-set ``entry`` against ``token``, then read back the new token; False when another writer
+        came first (before the write, or right after it: then the value read back is not ours)."""
+        backing = self._backing()
+        doc = entry.to_dict()
+        if not backing.multi_put_if([self.key], [doc], [token])[0]:
+            return False
+        got = backing.multi_get_versioned([self.key])[0]
+        if got.value != doc:
+            return False
+        self._token = got.token
+        return True
 
     def close(self) -> None:
         backing, self._map = self._map, None
+        self._taken = False
         if backing is not None:
             backing.close()

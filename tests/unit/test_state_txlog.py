@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from kinesis_spout.records import SequenceKey as K
-from kinesis_spout.state import MemoryBackingMap, StateDecodeError
-from kinesis_spout.state.txlog import BatchLog, BatchLogEntry, Place, ReplayCollector, ShardSpan, next_entry
+from kinesis_spout.state import MemoryBackingMap, StateDecodeError, StateError
+from kinesis_spout.state.txlog import (
+    BatchLog,
+    BatchLogEntry,
+    OwnershipLost,
+    Place,
+    ReplayCollector,
+    ShardSpan,
+    next_entry,
+)
 
 
 def entry(committed: bool) -> BatchLogEntry:
@@ -43,13 +53,64 @@ def test_the_replay_collector_counts_each_shards_records() -> None:
 
 def test_the_log_round_trips_through_a_backing_map() -> None:
     MemoryBackingMap.drop("txlog")
-    log = BatchLog(MemoryBackingMap.factory("txlog"), ("$batch-log", "app", "stream"))
+    log = BatchLog(MemoryBackingMap.factory("txlog"), ("$batch-log", "app", "stream"), owner="run 1")
     assert log.load() is None
+    created = log.take_over()
+    assert (created.txid, created.committed, dict(created.shards), created.owner) == (0, True, {}, "run 1")
+    assert created.log_id and log.load() == created
     for e in (entry(False), entry(True), BatchLogEntry(1, False, {"s": ShardSpan(None, K(10**55, 3), 1)})):
         log.save(e)
-        assert log.load() == e
+        assert log.load() == replace(e, owner="run 1", log_id=created.log_id)
     log.close()
     log.close()
+
+
+def test_a_take_over_fences_the_previous_writer_and_keeps_the_log_identity() -> None:
+    MemoryBackingMap.drop("txlog-fence")
+    factory = MemoryBackingMap.factory("txlog-fence")
+    key = ("$batch-log", "app", "stream")
+    old, new = BatchLog(factory, key, owner="run 1"), BatchLog(factory, key, owner="run 2")
+    log_id = old.take_over().log_id
+    old.save(entry(False))
+    taken = new.take_over()
+    assert (taken.txid, taken.committed, taken.owner, taken.log_id) == (7, False, "run 2", log_id)
+    with pytest.raises(OwnershipLost, match=r"written by another pipeline since run 1 .* entry of run 2 \(txid 7\)"):
+        old.save(entry(True))
+    assert new.load() == taken, "the refused write changed nothing"
+    new.save(entry(True))
+    assert new.load() == replace(entry(True), owner="run 2", log_id=log_id)
+
+
+def test_a_log_of_an_older_version_gets_an_identity_and_writes_before_a_take_over_are_refused() -> None:
+    MemoryBackingMap.drop("txlog-old")
+    factory = MemoryBackingMap.factory("txlog-old")
+    key = ("$batch-log", "app", "stream")
+    backing = factory.make_backing_map()
+    backing.multi_put([key], [{k: v for k, v in entry(True).to_dict().items() if k not in ("log_id", "owner")}])
+    log = BatchLog(factory, key, owner="run 1")
+    with pytest.raises(StateError, match="only after take_over"):
+        log.save(entry(True))
+    taken = log.take_over()
+    assert taken.log_id and taken.shards == entry(True).shards and taken.committed
+
+
+def test_a_backing_map_without_compare_and_set_is_refused_for_the_log() -> None:
+    class Plain:
+        def multi_get(self, keys):
+            return [None for _ in keys]
+
+        def multi_put(self, keys, values):
+            raise AssertionError("never written")
+
+        def close(self):
+            pass
+
+    class PlainFactory:
+        def make_backing_map(self):
+            return Plain()
+
+    with pytest.raises(StateError, match="needs a backing map with compare-and-set .*Plain has none"):
+        BatchLog(PlainFactory(), ("$batch-log", "app", "stream"), owner="run 1").take_over()
 
 
 @pytest.mark.parametrize("doc", [{"version": 2}, {"version": 1, "txid": "x", "committed": False, "shards": {}},

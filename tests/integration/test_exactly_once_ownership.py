@@ -1,0 +1,265 @@
+"""Exactly-once SpoutPipelines own their app and stream: a second one is refused, and one that lost its ownership
+stops before it writes its batch log or state, and acks nothing.
+
+Real servers (kinesalite, ZooKeeper, Redis) and the shared local Spark session. Word counts go into a
+TransactionalMap on Redis; the batch log lives in Redis too. Interleavings are forced: a ``process()`` that waits on
+an event, the ZooKeeper fault proxy (a cut that keeps the first pipeline away until its session expired), and a
+write of the batch log made under a running pipeline.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections import Counter
+from typing import Any, Callable
+
+import pytest
+
+from kinesis_spout import InitialPosition, RetryBackoff, SpoutConfig, ZooKeeperCheckpointStore
+from kinesis_spout.errors import SpoutError
+from kinesis_spout.spark import SpoutPipeline
+from kinesis_spout.state import Count, TransactionalMap, persistent_aggregate
+from kinesis_spout.state.redis import RedisBackingMap
+from kinesis_spout.testing.process import wait_until
+from kinesis_spout.testing.zkproxy import Op, ZooKeeperFaultProxy
+
+pytestmark = pytest.mark.slow
+
+RECORDS = 120
+WORDS = [f"w{i % 5}" for i in range(RECORDS)]
+EXPECTED = dict(Counter(WORDS))
+
+
+class Fixture:
+    """One stream with RECORDS words, a TransactionalMap of counts and a batch log, both on Redis."""
+
+    def __init__(self, kinesalite: Any, zookeeper: Any, redis: Any) -> None:
+        self.stream = kinesalite.create_stream(shards=2)
+        kinesalite.put(self.stream, [w.encode() for w in WORDS])
+        self.kinesalite = kinesalite
+        self.zookeeper = zookeeper
+        self.redis_url = redis.url
+        self.ns = f"own-{uuid.uuid4().hex[:10]}"
+        self.counts = TransactionalMap.factory(RedisBackingMap.factory(redis.url, namespace=self.ns))
+        self.log_map = RedisBackingMap.factory(redis.url, namespace=f"{self.ns}-log")
+
+    def config(self, **overrides: Any) -> SpoutConfig:
+        options: dict[str, Any] = dict(
+            stream_name=self.stream, app_name="owned", zookeeper=self.zookeeper.hosts,
+            zookeeper_prefix=self.zookeeper.prefix, endpoint_url=self.kinesalite.endpoint_url, region="us-east-1",
+            initial_position=InitialPosition.TRIM_HORIZON, empty_record_backoff_s=0.2, checkpoint_interval_s=0.1,
+            zookeeper_session_timeout_s=2.0, retry_backoff=RetryBackoff(initial_s=0.01, max_s=0.05))
+        options.update(overrides)
+        return SpoutConfig(**options)
+
+    def count(self, df: Any, batch: Any) -> None:
+        from pyspark.sql import functions as F
+
+        persistent_aggregate(df.select(F.col("data").cast("string").alias("word")), batch, self.counts,
+                             group_by=["word"], aggregator=Count(), partitions=1)
+
+    def counted(self) -> dict[str, int]:
+        state = self.counts.make_state()
+        try:
+            values = state.multi_get([(w,) for w in sorted(EXPECTED)])
+        finally:
+            state.close()
+        return {w: n for w, n in zip(sorted(EXPECTED), values) if n}
+
+    def all_counted(self) -> bool:
+        return sum(self.counted().values()) >= RECORDS
+
+    def stored(self) -> dict[bytes, bytes]:
+        """Every key and value of the counts and of the batch log, as Redis holds them."""
+        import redis
+
+        client = redis.Redis.from_url(self.redis_url)
+        try:
+            return {k: client.get(k) for k in client.scan_iter(match=f"{self.ns}*")}
+        finally:
+            client.close()
+
+
+class Runner(threading.Thread):
+    """``pipeline.run(**kwargs)`` in a thread; keeps what it returned or raised."""
+
+    def __init__(self, pipeline: SpoutPipeline, **kwargs: Any) -> None:
+        super().__init__(daemon=True)
+        self.pipeline = pipeline
+        self.kwargs = kwargs
+        self.error: BaseException | None = None
+        self.start()
+
+    def run(self) -> None:
+        try:
+            self.pipeline.run(**self.kwargs)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            self.error = exc
+
+    def result(self, timeout_s: float) -> BaseException | None:
+        self.join(timeout_s)
+        assert not self.is_alive(), f"run() did not end within {timeout_s} s"
+        return self.error
+
+
+def pausing(fx: Fixture, at_txid: int, paused: threading.Event, resume: threading.Event,
+            seen: list[int], run_ids: set[str] | None = None) -> Callable[[Any, Any], None]:
+    """A process() that counts its batch, then (once, at ``at_txid``) waits until ``resume`` is set."""
+
+    def process(df: Any, batch: Any) -> None:
+        seen.append(batch.id)
+        if run_ids is not None:
+            run_ids.add(batch.run_id)
+        fx.count(df, batch)
+        if batch.id == at_txid and not resume.is_set():
+            paused.set()
+            assert resume.wait(90), "the test never resumed the paused pipeline"
+
+    return process
+
+
+def test_a_second_exactly_once_pipeline_of_the_app_is_refused_at_run_and_nothing_is_lost(
+        spark: Any, kinesalite: Any, zookeeper: Any, redis: Any) -> None:
+    """A rolling redeploy: the new driver (another batch size) starts while the old one is mid-batch."""
+    fx = Fixture(kinesalite, zookeeper, redis)
+    paused, resume = threading.Event(), threading.Event()
+    seen_first: list[int] = []
+    seen_second: list[int] = []
+    first = SpoutPipeline(spark, fx.config(), pausing(fx, 2, paused, resume, seen_first), trigger_interval_s=0.0,
+                          max_batch_records=20, exactly_once=fx.log_map)
+    runner = Runner(first, until=fx.all_counted, timeout_s=150)
+    try:
+        assert paused.wait(90), f"the first pipeline did not reach txid 2: {runner.error!r}"
+
+        def second_process(df: Any, batch: Any) -> None:
+            seen_second.append(batch.id)
+            fx.count(df, batch)
+
+        second = SpoutPipeline(spark, fx.config(), second_process, trigger_interval_s=0.0, max_batch_records=7,
+                               exactly_once=fx.log_map)
+        with pytest.raises(SpoutError, match=r"owned by pid \d+ on host .* stop that pipeline first"):
+            second.run(until=fx.all_counted, timeout_s=60)
+        assert seen_second == [], "the refused pipeline must not process anything"
+    finally:
+        resume.set()
+    assert runner.result(150) is None
+    assert fx.counted() == EXPECTED, "every record counted exactly once"
+
+
+def test_a_pipeline_whose_session_expired_and_was_taken_over_stops_before_writing_and_acks_nothing(
+        spark: Any, kinesalite: Any, zookeeper: Any, redis: Any) -> None:
+    """The first pipeline is cut off from ZooKeeper mid-batch until its session expired; a second one takes over
+    and counts everything. When the first comes back it learns its session was lost and stops: its run() ends
+    with the error, it writes neither the batch log nor state, and it acks nothing."""
+    fx = Fixture(kinesalite, zookeeper, redis)
+    paused, resume = threading.Event(), threading.Event()
+    seen_first: list[int] = []
+    with ZooKeeperFaultProxy(zookeeper.hosts) as proxy:
+        cfg = fx.config(zookeeper=proxy.hosts, zookeeper_deadline_s=5.0)
+        store = ZooKeeperCheckpointStore.from_config(cfg)
+        first = SpoutPipeline(spark, cfg, pausing(fx, 1, paused, resume, seen_first), trigger_interval_s=0.0,
+                              max_batch_records=20, exactly_once=fx.log_map, checkpoint_store=store)
+        runner = Runner(first, until=resume.is_set, timeout_s=150)
+        try:
+            assert paused.wait(90), f"the first pipeline did not reach txid 1: {runner.error!r}"
+            proxy.cut(Op.PING, hold=True)  # away from ZooKeeper, and kept away, until its session expires
+            proxy.wait_acted()
+            second = SpoutPipeline(spark, fx.config(), fx.count, trigger_interval_s=0.0, max_batch_records=7,
+                                   exactly_once=fx.log_map)
+            second.run(until=fx.all_counted, timeout_s=90)  # waits for the first one's session to expire
+            assert fx.counted() == EXPECTED
+            before = fx.stored()
+            proxy.release()
+            assert wait_until(lambda: store.session_losses >= 1, 30), "the first pipeline never saw its session lost"
+        finally:
+            resume.set()
+        error = runner.result(60)
+    assert error is not None and "lost its ownership" in str(error), f"run() must end with the error: {error!r}"
+    assert seen_first == [1], "no batch after the ownership was lost"
+    assert first.metrics.acked == 0, "nothing acked by a pipeline that lost its ownership"
+    assert fx.stored() == before, "neither the batch log nor the state written after the ownership was lost"
+    assert fx.counted() == EXPECTED
+
+
+def test_a_batch_log_written_under_a_running_pipeline_stops_it_before_the_commit_and_a_restart_resumes(
+        spark: Any, kinesalite: Any, zookeeper: Any, redis: Any) -> None:
+    """Another writer changes the batch log while the pipeline is in ``process()`` (the pipeline's ZooKeeper
+    session is fine, so only the log's compare-and-set can tell): the commit is refused, nothing is acked, and the
+    run ends with the error. A restart replays the open txid and counts everything exactly once, in the same run
+    of the batch log (``batch.run_id``)."""
+    fx = Fixture(kinesalite, zookeeper, redis)
+    paused, resume = threading.Event(), threading.Event()
+    seen: list[int] = []
+    first_runs: set[str] = set()
+    first = SpoutPipeline(spark, fx.config(), pausing(fx, 2, paused, resume, seen, first_runs),
+                          trigger_interval_s=0.0,
+                          max_batch_records=20, exactly_once=fx.log_map)
+    runner = Runner(first, until=resume.is_set, timeout_s=150)
+    try:
+        assert paused.wait(90), f"the pipeline did not reach txid 2: {runner.error!r}"
+        log = fx.log_map.make_backing_map()
+        try:
+            key = ("$batch-log", "owned", fx.stream)
+            [doc] = log.multi_get([key])
+            assert doc is not None and doc["txid"] == 2 and doc["committed"] is False
+            log.multi_put([key], [{**doc, "owner": "another pipeline"}])
+        finally:
+            log.close()
+        acked_before = first.metrics.acked
+        before = fx.stored()
+    finally:
+        resume.set()
+    error = runner.result(60)
+    assert error is not None and "lost its ownership" in str(error), f"run() must end with the error: {error!r}"
+    assert seen == [1, 2]
+    assert first.metrics.acked == acked_before, "txid 2 must not be acked"
+    assert fx.stored() == before, "the batch log written by the other writer stays as it is"
+    restarted_runs: set[str] = set()
+
+    def count_again(df: Any, batch: Any) -> None:
+        restarted_runs.add(batch.run_id)
+        fx.count(df, batch)
+
+    restarted = SpoutPipeline(spark, fx.config(), count_again, trigger_interval_s=0.0, max_batch_records=20,
+                              exactly_once=fx.log_map)
+    restarted.run(until=fx.all_counted, timeout_s=90)
+    assert fx.counted() == EXPECTED
+    assert len(first_runs) == 1 and restarted_runs == first_runs and all(first_runs), \
+        "a restart that resumes the batch log is the same run"
+
+
+def test_a_pipeline_whose_session_expired_stops_even_when_nobody_took_over(
+        spark: Any, kinesalite: Any, zookeeper: Any, redis: Any) -> None:
+    """Its ZooKeeper session expired mid-batch and nobody owns the stream now: the pipeline cannot know that
+    nobody will, so it stops all the same, before its commit; a restart replays the open txid."""
+    fx = Fixture(kinesalite, zookeeper, redis)
+    paused, resume = threading.Event(), threading.Event()
+    seen: list[int] = []
+    with ZooKeeperFaultProxy(zookeeper.hosts) as proxy:
+        cfg = fx.config(zookeeper=proxy.hosts, zookeeper_deadline_s=5.0)
+        store = ZooKeeperCheckpointStore.from_config(cfg)
+        first = SpoutPipeline(spark, cfg, pausing(fx, 1, paused, resume, seen), trigger_interval_s=0.0,
+                              max_batch_records=20, exactly_once=fx.log_map, checkpoint_store=store)
+        runner = Runner(first, until=resume.is_set, timeout_s=150)
+        try:
+            assert paused.wait(90), f"the pipeline did not reach txid 1: {runner.error!r}"
+            owner_node = f"{zookeeper.prefix}/owned/{fx.stream}/exactly_once_owner"
+            watcher = zookeeper.client()
+            assert watcher.exists(owner_node) is not None
+            proxy.cut(Op.PING, hold=True)
+            proxy.wait_acted()
+            assert wait_until(lambda: watcher.exists(owner_node) is None, 30), "the session never expired"
+            proxy.release()
+            assert wait_until(lambda: store.session_losses >= 1, 30), "the pipeline never saw its session lost"
+            before = fx.stored()
+        finally:
+            resume.set()
+        error = runner.result(60)
+    assert error is not None and "its ZooKeeper session ended" in str(error), f"run() must end so: {error!r}"
+    assert first.metrics.acked == 0 and seen == [1]
+    assert fx.stored() == before, "the commit of txid 1 is not written"
+    restarted = SpoutPipeline(spark, fx.config(), fx.count, trigger_interval_s=0.0, max_batch_records=20,
+                              exactly_once=fx.log_map)
+    restarted.run(until=fx.all_counted, timeout_s=90)
+    assert fx.counted() == EXPECTED

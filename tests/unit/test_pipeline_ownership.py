@@ -1,0 +1,29 @@
+"""SpoutPipeline's exactly-once mode needs a checkpoint store that can own the app and stream; the default mode
+does not."""
+
+from __future__ import annotations
+
+import pytest
+
+from kinesis_spout import SpoutConfig
+from kinesis_spout.checkpoint.memory import MemoryCheckpointStore
+from kinesis_spout.errors import ConfigError
+from kinesis_spout.spark.pipeline import SpoutPipeline
+from kinesis_spout.state import MemoryBackingMap
+
+
+class NoOwnershipStore(MemoryCheckpointStore):
+    """A checkpoint store of a user's making: checkpoints and batch ids, no ownership."""
+
+    take_ownership = None  # type: ignore[assignment]
+
+
+def test_exactly_once_refuses_a_store_that_cannot_own_and_the_default_mode_does_not_need_one() -> None:
+    config = SpoutConfig(stream_name="s", app_name="a")
+    with pytest.raises(ConfigError, match=r"exactly_once needs a checkpoint store that can own .*NoOwnershipStore has "
+                                          r"none"):
+        SpoutPipeline(None, config, lambda df, b: None, checkpoint_store=NoOwnershipStore(),
+                      exactly_once=MemoryBackingMap.factory("unit-own"))
+    assert SpoutPipeline(None, config, lambda df, b: None, checkpoint_store=NoOwnershipStore()).exactly_once is None
+    assert SpoutPipeline(None, config, lambda df, b: None, checkpoint_store=MemoryCheckpointStore(),
+                         exactly_once=MemoryBackingMap.factory("unit-own")).exactly_once is not None
