@@ -11,8 +11,11 @@ The format, as the Kinesis Producer Library writes it and the Kinesis Client Lib
 PURE: standard library only (``hashlib`` for the digest); the protobuf wire format is decoded here, as it is a few
 dozen lines for these two messages and keeps the package free of a protobuf runtime. :func:`deaggregate` returns
 the user records, or ``None`` for data that is not an aggregate (no magic) or not a valid one (a digest that does
-not match, a message that does not parse, an index outside its table): such data is delivered as the plain record
-it is, as KCL does. :func:`aggregate_problem` says which of these it was, for the reader's log line.
+not match, a message that does not parse, an index outside its table, no user record at all): such data is
+delivered as the plain record it is. KCL and aws-kinesis-agg do the same for a digest that does not match, a
+message that does not parse and an empty message; for an index outside its table they hand out the user records
+before the bad one and drop the rest, where this decoder drops nothing. :func:`aggregate_problem` says which of
+these it was, for the reader's log line.
 """
 
 from __future__ import annotations
@@ -190,6 +193,8 @@ def _decode(data: bytes) -> list[UserRecord]:
                 raise _Malformed("field number 0")
             else:
                 pos = _skip(data, pos, end, wire)
+        if not raw:  # the empty message (KCL and aws-kinesis-agg deliver the record whole) or key tables alone
+            raise _Malformed("an aggregate without user records")
         # an index outside its table raises IndexError (indexes are never negative): not a valid aggregate
         new, cls = tuple.__new__, UserRecord  # a NamedTuple built by tuple.__new__: half the cost of UserRecord()
         return [new(cls, (pks[pk], None if ehk is None else ehks[ehk], payload)) for pk, ehk, payload in raw]
