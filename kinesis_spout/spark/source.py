@@ -492,7 +492,7 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         cursor.backoff.reset()
         cursor.pending.extend(skip_consumed(result.records, cursor.position))
         cursor.busy = bool(result.records)
-        at_tip = not result.fetched and result.millis_behind_latest in (0, None)
+        at_tip = not result.records and result.millis_behind_latest in (0, None)
         cursor.at_tip = cursor.at_tip or at_tip
         pause = self.config.empty_record_backoff_s if at_tip else MIN_POLL_INTERVAL_S
         cursor.next_poll = time.monotonic() + pause
@@ -607,7 +607,7 @@ def read_range(client: Any, cfg: SpoutConfig, shard_id: str, start: ShardPositio
                 out.append(record)
         if out and out[-1].key.sequence == high.sequence and (out[-1].key == high or not end.inside_aggregate):
             return out  # a Kinesis record comes whole in one reply: nothing of the end's record is left
-        if result.shard_end or not result.records and result.millis_behind_latest in (0, None):
+        if result.shard_end or not result.fetched and result.millis_behind_latest in (0, None):
             raise KinesisError(
                 f"replaying {shard_id} of {cfg.stream_name!r} from {start.encode()} to {end.encode()}: the "
                 f"shard has no more records after {out[-1].sequence_number if out else start.encode()}; was "

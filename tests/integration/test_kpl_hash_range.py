@@ -3,9 +3,10 @@
 A KPL with a stale shard map (after a reshard) may put an aggregate whose user records hash to other shards, and
 then puts those user records again in their own shards itself. KCL filters de-aggregated user records by the
 shard's hash key range; so do the spout, the driver-read and executor-read Structured Streaming modes, their
-replays, and batch reads: every user record comes out once, from its own shard. The user records kept keep their
-sub-sequence numbers, a checkpoint after the last one kept finishes the aggregate, and a checkpoint inside an
-aggregate resumes there.
+replays, and batch reads: every user record comes out once, from its own shard. The Spark reads take one Kinesis
+record per GetRecords, so a reply whose user records were all dropped must not pass for the shard's tip. The user
+records kept keep their sub-sequence numbers, a checkpoint after the last one kept finishes the aggregate, and a
+checkpoint inside an aggregate resumes there.
 """
 
 from __future__ import annotations
@@ -210,7 +211,8 @@ def test_driver_reads_and_their_replays_drop_user_records_of_other_shards(kinesa
                                                                            zookeeper: Any) -> None:
     stream = kinesalite.create_stream(shards=3)
     stale = put_stale(kinesalite, stream)
-    reader = KinesisSpoutStreamReader(source_options(kinesalite, zookeeper, stream, maxRecordsPerTrigger="4"))
+    reader = KinesisSpoutStreamReader(source_options(kinesalite, zookeeper, stream, maxRecordsPerTrigger="4",
+                                                      maxRecordsPerCall="1"))
     reader.prepareForTriggerAvailableNow()
     batches, final = run_batches(reader, reader.initialOffset(), ReadMaxRows(4))
     rows = [row for _, _, parts, _ in batches for p in parts for row in arrow_rows(reader, p)]
@@ -232,7 +234,8 @@ def test_executor_reads_and_their_replays_drop_user_records_of_other_shards(kine
                                                                              zookeeper: Any) -> None:
     stream = kinesalite.create_stream(shards=3)
     stale = put_stale(kinesalite, stream)
-    reader = ExecutorStreamReader(executor_options(kinesalite, zookeeper, stream, maxRecordsPerTrigger="6"))
+    reader = ExecutorStreamReader(executor_options(kinesalite, zookeeper, stream, maxRecordsPerTrigger="6",
+                                                   maxRecordsPerCall="1"))
     reader.prepareForTriggerAvailableNow()
     batches, final = drive(reader, reader.initialOffset(), reader.getDefaultReadLimit())
     fresh = pickle.loads(pickle.dumps(reader))  # a new process: the tasks find their recorded ends
@@ -251,7 +254,7 @@ def test_a_batch_read_drops_user_records_of_other_shards(kinesalite: KinesisEndp
     stream = kinesalite.create_stream(shards=3)
     stale = put_stale(kinesalite, stream)
     reader = KinesisBatchReader({"streamName": stream, "endpointUrl": kinesalite.endpoint_url,
-                                 "region": kinesalite.region})
+                                 "region": kinesalite.region, "maxRecordsPerCall": "1"})
     rows = [row for p in reader.partitions() for row in arrow_rows(reader, p)]
     assert Counter(data for *_, data in rows) == stale.all_data()
     assert by_shard(rows) == {s: r for s, r in stale.expected.items() if r}
