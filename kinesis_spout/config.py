@@ -109,6 +109,10 @@ class SpoutConfig:
     reader_threads: int = 8
     reliable: bool = True
     deaggregate: bool = True
+    # drop the user records of an aggregate whose hash keys lie outside the shard's range (a KPL with a stale shard
+    # map put them there, and puts them again in their own shards), as KCL does. False for producers that aggregate
+    # user records of several shards into one Kinesis record and put them nowhere else
+    drop_foreign_user_records: bool = True
     scheme: RecordScheme = field(default_factory=RawScheme)
     dead_letter: DeadLetterTarget = log_dead_letter
     dead_letter_deadline_s: float = 60.0
@@ -183,7 +187,7 @@ class SpoutConfig:
         _require_int("prefetch_records", self.prefetch_records, 1, 10_000_000)
         _require_int("prefetch_bytes", self.prefetch_bytes, 1, 1 << 40)
         _require_int("reader_threads", self.reader_threads, 0, 1024)
-        for name in ("reliable", "deaggregate"):
+        for name in ("reliable", "deaggregate", "drop_foreign_user_records"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if not callable(self.scheme) or not isinstance(getattr(self.scheme, "fields", None), tuple):
@@ -298,7 +302,8 @@ _INT_FIELDS = {"credentials.role_duration_s", "max_records_per_call", "retry_lim
                "max_inflight_bytes", "prefetch_records", "reader_threads", "prefetch_bytes", "task_index", "task_count"}
 _FLOAT_FIELDS = {"zookeeper_session_timeout_s", "zookeeper_deadline_s", "empty_record_backoff_s",
                  "checkpoint_interval_s", "shard_sync_interval_s", "dead_letter_deadline_s"}
-_BOOL_FIELDS = {"reliable", "zookeeper_world_readable", "zookeeper_tls", "deaggregate"}
+_BOOL_FIELDS = {"reliable", "zookeeper_world_readable", "zookeeper_tls", "deaggregate",
+                "drop_foreign_user_records"}
 
 
 def _convert(name: str, option: str, raw: str) -> Any:

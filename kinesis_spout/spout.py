@@ -129,6 +129,7 @@ class ShardMetrics:
     getrecords_calls: int = 0
     getrecords_retried_errors: int = 0  # throttles, 5xx, lost connections: retried after a backoff
     expired_iterators: int = 0
+    foreign_user_records: int = 0  # user records of KPL aggregates dropped: their hash keys belong to other shards
     checkpoint_age_s: float = 0.0
 
 
@@ -420,7 +421,8 @@ class KinesisSpout:
             shard.shard_id, retry_limit=cfg.retry_limit, backoff=cfg.retry_backoff,
             message_timeout_s=cfg.message_timeout_s, checkpoint=initial)
         getter = ShardGetter(self._client, cfg.stream_name, shard.shard_id, first, cfg.max_records_per_call,
-                             deaggregate=cfg.deaggregate)
+                             deaggregate=cfg.deaggregate,
+                             hash_range=shard.hash_range if cfg.drop_foreign_user_records else None)
         if first.kind == LATEST:  # LATEST is the tip when open() runs, not when the reader thread gets to it
             try:
                 getter.prepare()
@@ -808,6 +810,7 @@ class KinesisSpout:
                     inflight_bytes=s.tracker.inflight_bytes, emitted_bytes=s.emitted_bytes, retried=st.retried,
                     timed_out=st.timed_out, records_read=reader.records_read, getrecords_calls=reader.calls,
                     getrecords_retried_errors=reader.retried_errors, expired_iterators=getter.expired_iterators,
+                    foreign_user_records=getter.foreign_user_records,
                     checkpoint_age_s=now - s.stored_at))
             return out
 

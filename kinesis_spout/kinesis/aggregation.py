@@ -11,8 +11,13 @@ The format, as the Kinesis Producer Library writes it and the Kinesis Client Lib
 PURE: standard library only (``hashlib`` for the digest); the protobuf wire format is decoded here, as it is a few
 dozen lines for these two messages and keeps the package free of a protobuf runtime. :func:`deaggregate` returns
 the user records, or ``None`` for data that is not an aggregate (no magic) or not a valid one (a digest that does
-not match, a message that does not parse, an index outside its table): such data is delivered as the plain record
-it is, as KCL does. :func:`aggregate_problem` says which of these it was, for the reader's log line.
+not match, a message that does not parse, an index outside its table, no user record at all): such data is
+delivered as the plain record it is. KCL and aws-kinesis-agg do the same for a digest that does not match, a
+message that does not parse and an empty message; for an index outside its table they hand out the user records
+before the bad one and drop the rest, where this decoder drops nothing. :func:`aggregate_problem` says which of
+these it was, for the reader's log line.
+
+:func:`hash_key` is where Kinesis puts a user record: its explicit hash key, else the MD5 of its partition key.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from __future__ import annotations
 import hashlib
 from typing import NamedTuple
 
-__all__ = ["MAGIC", "UserRecord", "aggregate_problem", "deaggregate", "is_aggregated"]
+__all__ = ["MAGIC", "UserRecord", "aggregate_problem", "deaggregate", "hash_key", "is_aggregated"]
 
 MAGIC = b"\xf3\x89\x9a\xc2"
 _DIGEST = 16
@@ -42,6 +47,17 @@ class _Malformed(Exception):
 def is_aggregated(data: bytes) -> bool:
     """Whether ``data`` starts with the aggregate magic (it may still turn out not to be a valid aggregate)."""
     return data[:4] == MAGIC
+
+
+def hash_key(partition_key: str, explicit_hash_key: str | None) -> int | None:
+    """The 128-bit hash key Kinesis routes a user record by: its explicit hash key (a decimal number), else the MD5
+    digest of its partition key's UTF-8 bytes read as a big-endian integer. None when the explicit hash key is not
+    a decimal number (no shard can be told for it)."""
+    if explicit_hash_key is not None:
+        if explicit_hash_key.isascii() and explicit_hash_key.isdigit():
+            return int(explicit_hash_key)
+        return None
+    return int.from_bytes(hashlib.md5(partition_key.encode("utf-8"), usedforsecurity=False).digest(), "big")
 
 
 def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
@@ -190,6 +206,8 @@ def _decode(data: bytes) -> list[UserRecord]:
                 raise _Malformed("field number 0")
             else:
                 pos = _skip(data, pos, end, wire)
+        if not raw:  # the empty message (KCL and aws-kinesis-agg deliver the record whole) or key tables alone
+            raise _Malformed("an aggregate without user records")
         # an index outside its table raises IndexError (indexes are never negative): not a valid aggregate
         new, cls = tuple.__new__, UserRecord  # a NamedTuple built by tuple.__new__: half the cost of UserRecord()
         return [new(cls, (pks[pk], None if ehk is None else ehks[ehk], payload)) for pk, ehk, payload in raw]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -11,15 +12,22 @@ from typing import Any, NamedTuple
 from botocore.exceptions import BotoCoreError, ClientError
 
 from kinesis_spout.errors import KinesisError
-from kinesis_spout.kinesis.aggregation import MAGIC, aggregate_problem, deaggregate
+from kinesis_spout.kinesis.aggregation import MAGIC, UserRecord, aggregate_problem, deaggregate, hash_key
 from kinesis_spout.kinesis.client import translate
 from kinesis_spout.kinesis.lean import get_records
+from kinesis_spout.kinesis.shards import HashKeyRange
 from kinesis_spout.records import Record, SequenceKey
 
 log = logging.getLogger("kinesis_spout.kinesis")
 
 #: How far before a LATEST iterator was taken a re-seek after its expiry starts (allows for clock skew).
 LATEST_MARGIN = timedelta(seconds=1)
+
+#: Every hash key: the range of a stream's only shard, where no user record can belong elsewhere.
+ALL_HASH_KEYS = HashKeyRange(0, (1 << 128) - 1)
+
+_reported: set[tuple[str, str]] = set()  # (stream, shard) whose foreign user records were logged; under the lock
+_reported_lock = threading.Lock()
 
 ITERATOR_TYPES = ("TRIM_HORIZON", "LATEST", "AT_TIMESTAMP", "AT_SEQUENCE_NUMBER", "AFTER_SEQUENCE_NUMBER")
 
@@ -53,11 +61,14 @@ class StartPosition:
 
 
 class FetchResult(NamedTuple):
-    """One GetRecords call's outcome. ``shard_end`` is true once the shard is closed and fully read."""
+    """One GetRecords call's outcome. ``shard_end`` is true once the shard is closed and fully read. ``fetched``
+    counts the Kinesis records of the reply: more than zero with no ``records`` when every user record of its
+    aggregates belonged to other shards (the reply was not empty, the shard may hold more)."""
 
     records: list[Record]
     millis_behind_latest: int | None
     shard_end: bool
+    fetched: int = 0
 
 
 class ShardGetter:
@@ -69,7 +80,8 @@ class ShardGetter:
     """
 
     def __init__(self, client: Any, stream_name: str, shard_id: str, start: StartPosition,
-                 max_records: int = 10_000, *, deaggregate: bool = False) -> None:
+                 max_records: int = 10_000, *, deaggregate: bool = False,
+                 hash_range: HashKeyRange | None = None) -> None:
         self.client = client
         self.stream_name = stream_name
         self.shard_id = shard_id
@@ -80,6 +92,11 @@ class ShardGetter:
         self.expired_iterators = 0
         self.deaggregate = deaggregate
         self.corrupt_aggregates = 0  # records with the aggregate magic that did not decode: delivered as they are
+        # the shard's hash keys (from ListShards): user records of an aggregate outside it are dropped. None (not
+        # known) or every hash key: nothing is dropped
+        self.hash_range = hash_range
+        self._foreign = hash_range if hash_range is not None and hash_range != ALL_HASH_KEYS else None
+        self.foreign_user_records = 0  # user records dropped because their hash key belongs to another shard
 
     def _get_iterator(self) -> str:
         pos = self.position
@@ -130,17 +147,23 @@ class ShardGetter:
                 raise translate(exc, f"reading {self.shard_id} of {self.stream_name!r}") from exc
         else:  # pragma: no cover - the loop always breaks or raises
             raise KinesisError("unreachable")
-        records = self._records(reply.get("Records", ()))
-        if records:
-            self.position = StartPosition.after(records[-1].sequence_number)
+        raw = reply.get("Records") or ()
+        records = self._records(raw)
+        if raw:  # after the last record fetched, even one whose user records all belonged to other shards
+            self.position = StartPosition.after(raw[-1]["SequenceNumber"])
         self._iterator = reply.get("NextShardIterator")
         if self._iterator is None:
             self.shard_end = True
-        return FetchResult(records, reply.get("MillisBehindLatest"), self.shard_end)
+        return FetchResult(records, reply.get("MillisBehindLatest"), self.shard_end, len(raw))
 
     def _records(self, raw: Any) -> list[Record]:
         """The reply's records; with ``deaggregate``, each KPL aggregate becomes its user records (sub-sequence
-        numbers 0..n-1), and one that does not decode is kept whole, counted and logged."""
+        numbers 0..n-1), and one that does not decode is kept whole, counted and logged.
+
+        With a ``hash_range``, the user records whose hash key lies outside it are dropped and counted (a producer
+        with a stale shard map put them here, and puts them again in their own shard). The others keep their
+        sub-sequence numbers; their ``aggregated`` is one more than the last one kept, so the Kinesis record is done
+        once that one is (what follows it belongs to other shards)."""
         shard_id = self.shard_id
         out: list[Record] = []
         new = tuple.__new__  # named tuples built without their __new__: every field given, a fraction of the cost
@@ -149,10 +172,18 @@ class ShardGetter:
             if self.deaggregate and data[:4] == MAGIC:
                 users = deaggregate(data)
                 if users is not None:
-                    n, arrived, number = len(users), r.get("ApproximateArrivalTimestamp"), int(seq)
-                    out.extend(new(Record, (shard_id, seq, i, u.partition_key, u.data, arrived,
-                                            new(SequenceKey, (number, i)), n))
-                               for i, u in enumerate(users))
+                    arrived, number = r.get("ApproximateArrivalTimestamp"), int(seq)
+                    kept = self._kept(seq, users) if self._foreign is not None else None
+                    if kept is None:
+                        n = len(users)
+                        out.extend(new(Record, (shard_id, seq, i, u.partition_key, u.data, arrived,
+                                                new(SequenceKey, (number, i)), n))
+                                   for i, u in enumerate(users))
+                    elif kept:
+                        n = kept[-1] + 1
+                        out.extend(new(Record, (shard_id, seq, i, users[i].partition_key, users[i].data, arrived,
+                                                new(SequenceKey, (number, i)), n))
+                                   for i in kept)
                     continue
                 self.corrupt_aggregates += 1
                 log.warning("record %s:%s starts like a KPL aggregate but does not decode (%s); delivered as it is",
@@ -160,6 +191,49 @@ class ShardGetter:
             out.append(new(Record, (shard_id, seq, None, r["PartitionKey"], data,
                                     r.get("ApproximateArrivalTimestamp"), new(SequenceKey, (int(seq), 0)), 0)))
         return out
+
+    def _kept(self, seq: str, users: list[UserRecord]) -> list[int] | None:
+        """The indexes of the user records whose hash key lies in the shard's range (None when all do); counts and
+        reports the others. A user record whose explicit hash key is not a number is kept (no shard can be told)."""
+        rng = self._foreign
+        assert rng is not None
+        low, high = rng.start, rng.end
+        hashes: dict[tuple[str, str | None], int | None] = {}
+        kept: list[int] = []
+        below = above = 0
+        for i, (pk, ehk, _) in enumerate(users):
+            where = (pk, ehk)
+            if where in hashes:
+                h = hashes[where]
+            else:
+                h = hashes[where] = hash_key(pk, ehk)
+            if h is None or low <= h <= high:
+                kept.append(i)
+            elif h < low:
+                below += 1
+            else:
+                above += 1
+        if not below and not above:
+            return None
+        self.foreign_user_records += below + above
+        self._report(seq, len(users), below, above)
+        return kept
+
+    def _report(self, seq: str, total: int, below: int, above: int) -> None:
+        """Log dropped user records: the first time for a shard (in this process) as a warning with the counts, later
+        at debug level."""
+        key = (self.stream_name, self.shard_id)
+        with _reported_lock:
+            first = key not in _reported
+            _reported.add(key)
+        log.log(logging.WARNING if first else logging.DEBUG,
+                "shard %s of %r: KPL aggregate %s holds %d of its %d user records with hash keys outside the shard's "
+                "range %s (%d below it, %d above it); a producer with a stale shard map put them here and puts them "
+                "again in their own shards: dropped here (counted in foreign_user_records%s). A producer that "
+                "aggregates user records of several shards and puts them nowhere else loses them so: set "
+                "dropForeignUserRecords=false (SpoutConfig.drop_foreign_user_records) for it", self.shard_id,
+                self.stream_name, seq, below + above, total, self._foreign, below, above,
+                "; later ones of this shard are logged at debug level" if first else "")
 
 
 class PacedGetter:

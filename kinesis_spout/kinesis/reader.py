@@ -198,7 +198,7 @@ class BufferedShardReader:
             return time.monotonic() + pause
         backoff.reset()
         self.millis_behind_latest = result.millis_behind_latest
-        if result.records:
+        if result.records or result.fetched:  # a reply whose user records all belonged to other shards: not idle
             self.empty_reads = 0
             pause = MIN_POLL_INTERVAL_S
         else:

@@ -13,14 +13,28 @@ from kinesis_spout.kinesis.client import translate
 
 
 @dataclass(frozen=True, slots=True)
+class HashKeyRange:
+    """The hash keys a shard serves, ``start`` to ``end`` inclusive (128-bit ints, as ListShards gives them as
+    decimal strings). Picklable: Spark partitions carry it to executors."""
+
+    start: int
+    end: int
+
+    def __str__(self) -> str:
+        return f"[{self.start}, {self.end}]"
+
+
+@dataclass(frozen=True, slots=True)
 class Shard:
-    """A shard as ListShards describes it. ``closed`` shards have an ending sequence number."""
+    """A shard as ListShards describes it. ``closed`` shards have an ending sequence number. ``hash_range`` is
+    None only where a listing left it out."""
 
     shard_id: str
     parent_shard_id: str | None
     adjacent_parent_shard_id: str | None
     starting_sequence_number: str
     ending_sequence_number: str | None
+    hash_range: HashKeyRange | None = None
 
     @property
     def closed(self) -> bool:
@@ -37,6 +51,14 @@ class Shard:
         return tuple(p for p in (self.parent_shard_id, self.adjacent_parent_shard_id) if p)
 
 
+def _hash_range(listed: Any) -> HashKeyRange | None:
+    """A ListShards ``HashKeyRange``; None when it is missing or does not read as two numbers."""
+    try:
+        return HashKeyRange(int(listed["StartingHashKey"]), int(listed["EndingHashKey"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def list_shards(client: Any, stream_name: str) -> list[Shard]:
     """All shards of the stream (ListShards, paged), sorted by shard number.
 
@@ -50,7 +72,8 @@ def list_shards(client: Any, stream_name: str) -> list[Shard]:
             for s in reply.get("Shards", []):
                 rng = s.get("SequenceNumberRange", {})
                 shards.append(Shard(s["ShardId"], s.get("ParentShardId"), s.get("AdjacentParentShardId"),
-                                    rng.get("StartingSequenceNumber", "0"), rng.get("EndingSequenceNumber")))
+                                    rng.get("StartingSequenceNumber", "0"), rng.get("EndingSequenceNumber"),
+                                    _hash_range(s.get("HashKeyRange"))))
             token = reply.get("NextToken")
             if not token:
                 break

@@ -67,6 +67,9 @@ SHARD_METRICS: tuple[MetricSpec, ...] = (
            "Shard iterators that expired and were renewed"),
     _shard("kinesis_spout_corrupt_aggregates_total", "counter", "corrupt_aggregates",
            "Records with the KPL magic that did not decode (delivered whole)"),
+    _shard("kinesis_spout_foreign_user_records_total", "counter", "foreign_user_records",
+           "User records of KPL aggregates dropped: their hash keys belong to other shards (a producer with a stale "
+           "shard map put them here; it puts them in their own shards too)"),
 )
 
 #: Per spout, from the spout's own counters (not available through a pipeline).

@@ -23,7 +23,7 @@ from kinesis_spout.config import MIN_POLL_INTERVAL_S, SpoutConfig
 from kinesis_spout.errors import ConfigError
 from kinesis_spout.kinesis.client import make_client
 from kinesis_spout.kinesis.getter import PacedGetter, ShardGetter, StartPosition
-from kinesis_spout.kinesis.shards import list_shards
+from kinesis_spout.kinesis.shards import HashKeyRange, list_shards
 from kinesis_spout.spark.schema import records_to_arrow
 
 __all__ = ["BATCH_OPTIONS", "KinesisBatchReader", "parse_batch_options"]
@@ -73,13 +73,15 @@ def parse_batch_options(options: Mapping[str, str]) -> tuple[SpoutConfig, dateti
 
 
 class ShardSpan(InputPartition):
-    """One shard of a batch read: records from ``start`` (None: the oldest) that arrived at or before ``end``."""
+    """One shard of a batch read: records from ``start`` (None: the oldest) that arrived at or before ``end``.
+    ``hash_range`` is the shard's (user records of aggregates outside it are dropped)."""
 
-    def __init__(self, shard_id: str, start: str | None, end: str) -> None:
+    def __init__(self, shard_id: str, start: str | None, end: str, hash_range: HashKeyRange | None = None) -> None:
         super().__init__((shard_id, start, end))
         self.shard_id = shard_id
         self.start = start
         self.end = end
+        self.hash_range = hash_range
 
 
 class KinesisBatchReader(DataSourceReader):
@@ -96,7 +98,8 @@ class KinesisBatchReader(DataSourceReader):
         end = self.end or datetime.now(timezone.utc)
         start = self.start.isoformat() if self.start is not None else None
         shards = list_shards(make_client(cfg.region, cfg.endpoint_url, credentials=cfg.credentials), cfg.stream_name)
-        return [ShardSpan(s.shard_id, start, end.isoformat()) for s in shards]
+        return [ShardSpan(s.shard_id, start, end.isoformat(), s.hash_range if cfg.drop_foreign_user_records else None)
+                for s in shards]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         """The shard's records up to the end time, as Arrow batches, one per GetRecords reply."""
@@ -110,7 +113,8 @@ class KinesisBatchReader(DataSourceReader):
         begin = datetime.fromisoformat(partition.start) if partition.start else None
         client = _executor_client(cfg.region, cfg.endpoint_url, cfg.credentials)
         getter = PacedGetter(ShardGetter(client, cfg.stream_name, partition.shard_id, first, cfg.max_records_per_call,
-                                         deaggregate=cfg.deaggregate), MIN_POLL_INTERVAL_S, MAX_RETRIES)
+                                         deaggregate=cfg.deaggregate, hash_range=partition.hash_range),
+                             MIN_POLL_INTERVAL_S, MAX_RETRIES)
         while True:
             result = getter.fetch()
             records = result.records
@@ -125,5 +129,5 @@ class KinesisBatchReader(DataSourceReader):
                 yield from records_to_arrow(cfg.stream_name, records).to_batches()
             if late is not None or result.shard_end:
                 return
-            if not result.records and result.millis_behind_latest in (0, None):
+            if not result.fetched and result.millis_behind_latest in (0, None):
                 return  # the tip: nothing more has arrived

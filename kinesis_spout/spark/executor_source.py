@@ -33,6 +33,7 @@ from pyspark.sql.streaming.datasource import ReadLimit
 from kinesis_spout.config import MIN_POLL_INTERVAL_S, SpoutConfig
 from kinesis_spout.errors import CheckpointError, KinesisError, StreamNotFoundError
 from kinesis_spout.kinesis.getter import LATEST_MARGIN, PacedGetter, ShardGetter
+from kinesis_spout.kinesis.shards import HashKeyRange
 from kinesis_spout.records import Record
 from kinesis_spout.spark.batches import PlannedBatch, ShardEnd, abandoned, cut, split_limit, within
 from kinesis_spout.spark.offsets import (
@@ -72,7 +73,7 @@ class ShardTask(InputPartition):
     """One shard's part of a planned batch: read from ``start`` under the batch's limits (executor side)."""
 
     def __init__(self, query: str, batch: int, shard_id: str, start: str, max_records: int | None,
-                 max_bytes: int | None, cutoff: str | None) -> None:
+                 max_bytes: int | None, cutoff: str | None, hash_range: HashKeyRange | None = None) -> None:
         super().__init__((query, batch, shard_id))
         self.query = query
         self.batch = batch
@@ -81,6 +82,7 @@ class ShardTask(InputPartition):
         self.max_records = max_records
         self.max_bytes = max_bytes
         self.cutoff = cutoff
+        self.hash_range = hash_range  # the shard's hash keys: user records of aggregates outside them are dropped
 
     def __repr__(self) -> str:
         return f"ShardTask(batch {self.batch}, {self.shard_id} after {self.start})"
@@ -243,7 +245,7 @@ class ExecutorStreamReader(KinesisSpoutStreamReader):
         now = time.monotonic()
         if probe is None or probe[0] != position:
             getter = ShardGetter(self._kinesis(), self.config.stream_name, shard_id, start_position(position), 1,
-                                 deaggregate=self.config.deaggregate)
+                                 deaggregate=self.config.deaggregate, hash_range=self._hash_range(shard_id))
             probe = (position, getter, 0.0)
         pos, getter, due = probe
         if due > now:
@@ -269,7 +271,7 @@ class ExecutorStreamReader(KinesisSpoutStreamReader):
         planned = PlannedBatch.parse(end, "end offset")
         cutoff = planned.cutoff.isoformat() if planned.cutoff is not None else None
         return [ShardTask(planned.query, planned.batch, shard_id, pos.encode(), planned.max_records,
-                          planned.max_bytes, cutoff)
+                          planned.max_bytes, cutoff, self._hash_range(shard_id))
                 for shard_id, pos in sorted(planned.starts.items()) if not pos.ended and not pos.unresolved]
 
     def commit(self, end: dict[str, Any]) -> None:
@@ -337,7 +339,7 @@ def read_shard_batch(client: Any, store: Any, cfg: SpoutConfig, task: ShardTask)
     recorded = store.batch_end(task.query, task.batch, task.shard_id)
     if recorded is not None:
         end = ShardEnd.from_json(recorded, where)
-        return read_range(client, cfg, task.shard_id, start, end.end)
+        return read_range(client, cfg, task.shard_id, start, end.end, task.hash_range)
     cutoff = datetime.fromisoformat(task.cutoff) if task.cutoff else None
     records, reached_tip, shard_end = _read_bounded(client, cfg, task, start, cutoff)
     n, mine = cut(records, start, task.max_records, task.max_bytes, cutoff, shard_end=shard_end,
@@ -351,7 +353,7 @@ def read_shard_batch(client: Any, store: Any, cfg: SpoutConfig, task: ShardTask)
     high = standing.end.key
     if high is not None and records and records[-1].key >= high:
         return within(records, start, standing.end)
-    return read_range(client, cfg, task.shard_id, start, standing.end)
+    return read_range(client, cfg, task.shard_id, start, standing.end, task.hash_range)
 
 
 def _read_bounded(client: Any, cfg: SpoutConfig, task: ShardTask, start: ShardPosition, cutoff: datetime | None
@@ -361,7 +363,8 @@ def _read_bounded(client: Any, cfg: SpoutConfig, task: ShardTask, start: ShardPo
     per_call = cfg.max_records_per_call if task.max_records is None else min(cfg.max_records_per_call,
                                                                              task.max_records)
     getter = PacedGetter(ShardGetter(client, cfg.stream_name, task.shard_id, start_position(start), per_call,
-                                     deaggregate=cfg.deaggregate), MIN_POLL_INTERVAL_S, MAX_RETRIES)
+                                     deaggregate=cfg.deaggregate, hash_range=task.hash_range),
+                         MIN_POLL_INTERVAL_S, MAX_RETRIES)
     records: list[Record] = []
     size = 0
     deadline = time.monotonic() + EXECUTOR_READ_S
@@ -374,7 +377,7 @@ def _read_bounded(client: Any, cfg: SpoutConfig, task: ShardTask, start: ShardPo
             return records, True, True
         # the tip: an empty reply that is not behind, or a short one that says it is not behind (an emulator says
         # MillisBehindLatest 0 also when the Limit cut the reply short)
-        if result.millis_behind_latest in (0, None) and (not result.records or len(result.records) < per_call):
+        if result.millis_behind_latest in (0, None) and result.fetched < per_call:
             return records, True, False
         if task.max_records is not None and len(records) >= task.max_records:
             return records, False, False

@@ -39,7 +39,7 @@ from kinesis_spout.kinesis.client import make_client, translate
 from kinesis_spout.kinesis.credentials import AwsCredentials
 from kinesis_spout.kinesis.getter import LATEST_MARGIN, PacedGetter, ShardGetter, StartPosition
 from kinesis_spout.kinesis.reader import Backoff
-from kinesis_spout.kinesis.shards import Shard, list_shards, owned_shards
+from kinesis_spout.kinesis.shards import HashKeyRange, Shard, list_shards, owned_shards
 from kinesis_spout.records import Record
 from kinesis_spout.spark.offsets import (
     AT_TIMESTAMP,
@@ -145,12 +145,14 @@ class ShardRange(InputPartition):
     read them from Kinesis (a batch replayed by a new query process).
     """
 
-    def __init__(self, shard_id: str, start: str, end: str, arrow: bytes | None) -> None:
+    def __init__(self, shard_id: str, start: str, end: str, arrow: bytes | None,
+                 hash_range: HashKeyRange | None = None) -> None:
         super().__init__((shard_id, start, end))
         self.shard_id = shard_id
         self.start = start
         self.end = end
         self.arrow = arrow
+        self.hash_range = hash_range  # the shard's hash keys: user records of aggregates outside them are dropped
 
     def __repr__(self) -> str:
         kept = f"{len(self.arrow)} bytes kept" if self.arrow is not None else "to read"
@@ -274,6 +276,12 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
             self._shards = {s.shard_id: s for s in mine}
             self._listed_at = now
         return self._shards
+
+    def _hash_range(self, shard_id: str) -> HashKeyRange | None:
+        """The shard's hash key range, from the listing, for its getters (None: no user record is dropped, with
+        ``dropForeignUserRecords=false`` or for a shard no longer listed)."""
+        shard = self._list_shards().get(shard_id) if self.config.drop_foreign_user_records else None
+        return shard.hash_range if shard is not None else None
 
     # -- Spark's calls on the driver -----------------------------------------------------------------------------
     def initialOffset(self) -> dict[str, str]:
@@ -439,7 +447,8 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         cursor = self._cursors.get(shard_id)
         if cursor is None or cursor.position != position:
             getter = ShardGetter(self._kinesis(), self.config.stream_name, shard_id, start_position(position),
-                                 self.config.max_records_per_call, deaggregate=self.config.deaggregate)
+                                 self.config.max_records_per_call, deaggregate=self.config.deaggregate,
+                                 hash_range=self._hash_range(shard_id))
             cursor = self._cursors[shard_id] = _ShardCursor(shard_id, position, getter)
         return cursor
 
@@ -505,7 +514,7 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
             if records is not None and not records:
                 continue  # a shard that joined the query in this batch at a stored checkpoint
             arrow = _arrow_bytes(self.config.stream_name, records) if records is not None else None
-            out.append(ShardRange(shard_id, a.encode(), b.encode(), arrow))
+            out.append(ShardRange(shard_id, a.encode(), b.encode(), arrow, self._hash_range(shard_id)))
         return out
 
     def commit(self, end: dict[str, str]) -> None:
@@ -568,24 +577,26 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
             yield from pa.ipc.open_stream(pa.BufferReader(partition.arrow))
             return
         records = self.replay(partition.shard_id, ShardPosition.parse(partition.start),
-                              ShardPosition.parse(partition.end))
+                              ShardPosition.parse(partition.end), partition.hash_range)
         yield from records_to_arrow(self.config.stream_name, records).to_batches()
 
-    def replay(self, shard_id: str, start: ShardPosition, end: ShardPosition) -> list[Record]:
+    def replay(self, shard_id: str, start: ShardPosition, end: ShardPosition,
+               hash_range: HashKeyRange | None = None) -> list[Record]:
         """Read exactly the records of ``(start, end]`` of a shard from Kinesis (a batch replayed after a restart)."""
         cfg = self.config
-        return read_range(_executor_client(cfg.region, cfg.endpoint_url, cfg.credentials), cfg, shard_id, start, end)
+        return read_range(_executor_client(cfg.region, cfg.endpoint_url, cfg.credentials), cfg, shard_id, start, end,
+                          hash_range)
 
 
-def read_range(client: Any, cfg: SpoutConfig, shard_id: str, start: ShardPosition, end: ShardPosition
-               ) -> list[Record]:
+def read_range(client: Any, cfg: SpoutConfig, shard_id: str, start: ShardPosition, end: ShardPosition,
+               hash_range: HashKeyRange | None = None) -> list[Record]:
     """Read exactly the (user) records of ``(start, end]`` of a shard from Kinesis, paced as Kinesis allows.
 
     Who calls: executors, for a batch whose records are not at hand (a replay, a task that lost the race to record
     its end). Raises ``KinesisError`` when the shard runs out before ``end`` (a re-created stream, expired records).
     """
     getter = PacedGetter(ShardGetter(client, cfg.stream_name, shard_id, start_position(start),
-                                     cfg.max_records_per_call, deaggregate=cfg.deaggregate),
+                                     cfg.max_records_per_call, deaggregate=cfg.deaggregate, hash_range=hash_range),
                          MIN_POLL_INTERVAL_S, MAX_RETRIES)
     out: list[Record] = []
     if range_is_empty(start, end):
@@ -601,7 +612,7 @@ def read_range(client: Any, cfg: SpoutConfig, shard_id: str, start: ShardPositio
                 out.append(record)
         if out and out[-1].key.sequence == high.sequence and (out[-1].key == high or not end.inside_aggregate):
             return out  # a Kinesis record comes whole in one reply: nothing of the end's record is left
-        if result.shard_end or not result.records and result.millis_behind_latest in (0, None):
+        if result.shard_end or not result.fetched and result.millis_behind_latest in (0, None):
             raise KinesisError(
                 f"replaying {shard_id} of {cfg.stream_name!r} from {start.encode()} to {end.encode()}: the "
                 f"shard has no more records after {out[-1].sequence_number if out else start.encode()}; was "

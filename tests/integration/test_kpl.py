@@ -128,3 +128,19 @@ def test_a_checkpoint_that_finishes_an_aggregate_replaces_the_one_inside_it(kine
     assert (stored.sequence_number, stored.sub_sequence_number) == (placed[0][1], None)
     with KinesisSpout(make_config(kinesis_backend, stream), store) as spout:
         assert drain(spout, 1, timeout_s=1.0) == []
+
+
+def test_an_empty_aggregate_is_delivered_whole_and_counted(kinesalite: KinesisEndpoint) -> None:
+    """The magic and the MD5 of an empty message: no user record to hand out, so the Kinesis record comes out as it
+    is (as aws-kinesis-agg and KCL deliver it), counted as a corrupt aggregate; nothing vanishes."""
+    stream = kinesalite.create_stream(shards=1)
+    empty = MAGIC + hashlib.md5(b"").digest()
+    placed = put(kinesalite, stream, [("empty-key", empty), aggregate(USERS[:3])])
+    store = MemoryCheckpointStore()
+    with KinesisSpout(make_config(kinesalite, stream), store) as spout:
+        got = drain(spout, 4)
+        assert [m.corrupt_aggregates for m in spout.metrics()] == [1]
+        assert spout.flush_checkpoints()
+    assert [(t.record.partition_key, t.record.data, t.record.sub_sequence_number) for t in got] == \
+        [("empty-key", empty, None)] + [(pk, data, i) for i, (pk, data) in enumerate(USERS[:3])]
+    assert got[0].message_id == f"{placed[0][0]}:{placed[0][1]}"

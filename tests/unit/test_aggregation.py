@@ -55,10 +55,14 @@ def test_agrees_with_aws_kinesis_agg_record_for_record(case: str) -> None:
     assert [r.explicit_hash_key for r in ours] == [ehk for _, _, ehk in CASES[case]]
 
 
-def test_an_aggregate_of_no_records_has_none() -> None:
-    body = b""  # an AggregatedRecord with empty tables and no records
+def test_an_empty_aggregate_is_delivered_whole_as_aws_kinesis_agg_does() -> None:
+    body = b""  # an AggregatedRecord with empty tables and no records: the magic and the MD5 of nothing
     blob = MAGIC + body + hashlib.md5(body).digest()
-    assert deaggregate(blob) == []
+    assert deaggregate(blob) is None  # not an aggregate: the Kinesis record as it is, never nothing at all
+    assert aggregate_problem(blob) == "an aggregate without user records"
+    out = list(iter_deaggregate_records([{"SequenceNumber": "1", "PartitionKey": "outer", "Data": blob,
+                                          "ApproximateArrivalTimestamp": NOW}], data_format="Boto3"))
+    assert [(r["kinesis"]["partitionKey"], r["kinesis"]["data"]) for r in out] == [("outer", blob)]  # theirs: whole
 
 
 def _corrupt(kind: str) -> bytes:
@@ -87,11 +91,22 @@ def _corrupt(kind: str) -> bytes:
     ("too short", "shorter than the magic and the digest"),
 ])
 def test_a_corrupt_aggregate_is_no_aggregate_and_its_problem_is_named(kind: str, problem: str) -> None:
-    """Delivered as the plain record it is (as KCL does), never an exception that stops the shard; the reader's
-    log line says what was wrong with it."""
+    """Delivered as the plain record it is, never an exception that stops the shard; the reader's log line says
+    what was wrong with it."""
     assert deaggregate(_corrupt(kind)) is None
     assert aggregate_problem(_corrupt(kind)) == problem
     assert aggregate_problem(aggregate(CASES["shared keys"])) is None
+
+
+def test_a_key_index_outside_its_table_delivers_the_record_whole_where_aws_kinesis_agg_keeps_what_precedes_it(
+        ) -> None:
+    """aws-kinesis-agg (and KCL) hand out the user records before the bad index and drop it and the rest; this
+    decoder drops nothing: the whole Kinesis record is delivered (and counted as corrupt by the getter)."""
+    good = b"\x1a\x05\x08\x00\x1a\x01a" + b"\x1a\x05\x08\x00\x1a\x01b"
+    body = b"\x0a\x02pk" + good + b"\x1a\x05\x08\x07\x1a\x01x" + b"\x1a\x05\x08\x00\x1a\x01c"  # key 7 of 1
+    blob = MAGIC + body + hashlib.md5(body).digest()
+    assert deaggregate(blob) is None
+    assert theirs(blob) == [UserRecord("pk", None, b"a"), UserRecord("pk", None, b"b")]
 
 
 def test_plain_data_is_not_an_aggregate() -> None:
