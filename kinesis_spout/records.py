@@ -74,7 +74,9 @@ class Record(NamedTuple):
 
     ``key`` is derived from ``sequence_number`` and ``sub_sequence_number`` once, when the record is read. A user
     record of a KPL aggregate has ``sub_sequence_number`` 0..n-1 and ``aggregated`` n (the user records in its
-    Kinesis record); a plain record has ``sub_sequence_number`` None and ``aggregated`` 0.
+    Kinesis record; when user records of other shards were dropped, one more than the last kept user record's
+    sub-sequence number, so that a checkpoint after it marks the Kinesis record done); a plain record has
+    ``sub_sequence_number`` None and ``aggregated`` 0.
 
     A named tuple rather than a frozen dataclass: one is built per record read, and a tuple is built in a fifth of
     the time (the readers build it with ``tuple.__new__``). It compares equal to a tuple of the same fields.
