@@ -26,7 +26,6 @@ imported when an operation is called.
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Protocol, Sequence
 
@@ -129,9 +128,9 @@ def _write_partitions(rdd: Any, state: StateFactory, tx: TxBatch, num: int, appl
     """Run ``apply(map_state, items)`` on each non-empty partition of ``rdd`` under the batch's txid, then commit
     (the map state's write); (partitions, keys, trips). The map states of this package are told the run and the
     write (a new id for this call, and the partition number); other states get ``begin_commit(txid)``."""
-    from kinesis_spout.state.maps import MapFactory, SnapshottableMap, _TxMap
+    from kinesis_spout.state.maps import MapFactory, SnapshottableMap, _TxMap, new_call_id
 
-    txid, run_id, call = tx.txid, tx.run, uuid.uuid4().hex[:12]
+    txid, run_id, call = tx.txid, tx.run, new_call_id()
     if run_id is not None and isinstance(state, MapFactory) and state.kind is not MapKind.NON_TRANSACTIONAL:
         state.claim_run(run_id)
 
