@@ -50,7 +50,8 @@ When the backing map offers compare-and-set (:class:`~kinesis_spout.state.base.C
 commit's write is conditional; keys another writer changed since they were read are read again and their updates
 recomputed (the updaters run again, so they must be pure functions of the stored value), so concurrent writers of
 one key never lose each other's updates (writers that keep colliding pause a random moment, up to 50 ms, between
-rounds). Without it, one bulk write (one writer per key, as Trident assumes). A map state belongs to one thread (one
+rounds). Without it, one bulk write (one writer per key, as Trident assumes: partition_persist without
+partition_by, whose partitions may share keys, is refused over such a map). A map state belongs to one thread (one
 Spark task); ``close()`` closes its backing map and drops updates not committed. Pure logic apart from that pause:
 the I/O is the backing map's.
 """
@@ -581,6 +582,15 @@ class MapFactory:
                     return
             raise StateError(f"state namespace {where!r}: its run marker kept changing; the batch is failed and "
                              f"will be replayed", retriable=True)
+        finally:
+            backing.close()
+
+    def compare_and_set(self) -> bool:
+        """Whether the maps this factory makes write with compare-and-set (their backing map offers it; the LRU
+        cache passes it through). Called on the driver by partition_persist; makes and closes one backing map."""
+        backing = self.backing.make_backing_map()
+        try:
+            return isinstance(backing, ConditionalBackingMap)
         finally:
             backing.close()
 

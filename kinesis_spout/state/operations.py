@@ -194,6 +194,23 @@ def persistent_aggregate(df: Any, batch: Any, state: StateFactory, *, group_by: 
     return PersistResult(tx.txid, tx.kind, parts, written, trips, tx.run)
 
 
+def _check_shared_keys(state: StateFactory, partition_by: Sequence[str] | None) -> None:
+    """Refuse, on the driver, partition_persist without ``partition_by`` over a map of this package whose backing
+    map has no compare-and-set: two partitions' tasks updating one key would each read it and overwrite the
+    other's updates at commit."""
+    from kinesis_spout.state.maps import MapFactory
+
+    if partition_by is not None or not isinstance(state, MapFactory) or state.compare_and_set():
+        return
+    raise ConfigError(
+        f"partition_persist without partition_by over {type(state.backing).__name__}, whose backing maps have no "
+        f"compare-and-set: the rows of one key may sit in several partitions, whose tasks would each read the key "
+        f"and overwrite each other's updates when they write. Give partition_by=[the key columns] (each key's rows in one partition, "
+        f"with an updater that updates only keys of those columns), or use a backing map with compare-and-set "
+        f"(multi_get_versioned and multi_put_if, as the memory, Redis and memcached backing maps have). Nothing "
+        f"of the batch was written")
+
+
 def partition_persist(df: Any, batch: Any, state: StateFactory, updater: StateUpdater, *,
                       partition_by: Sequence[str] | None = None, partitions: int | None = None) -> PersistResult:
     """Hand each partition's rows to ``updater.update_state(map_state, rows)`` under this batch's txid.
@@ -203,7 +220,9 @@ def partition_persist(df: Any, batch: Any, state: StateFactory, updater: StateUp
     partition's updates are added, and a replay recomputes the key) or a NonTransactionalMap. A TransactionalMap
     needs each key's updates in one partition: ``partition_by`` (the key columns; the rows are repartitioned by
     them) is required with it, and a key updated by two partitions anyway (an updater writing keys of other
-    columns) is refused with :class:`~kinesis_spout.state.base.StatePartitionError`. ``PersistResult.keys``
+    columns) is refused with :class:`~kinesis_spout.state.base.StatePartitionError`. Without ``partition_by``, the
+    package's maps need a backing map with compare-and-set (two partitions' tasks update a key concurrently):
+    over one without it, the call is refused with ConfigError before anything is written. ``PersistResult.keys``
     counts rows here.
     """
     tx = _batch(df, batch)
@@ -214,6 +233,7 @@ def partition_persist(df: Any, batch: Any, state: StateFactory, updater: StateUp
         raise ConfigError("partition_persist with a TransactionalMap needs partition_by=[the key columns], so that "
                           "each key's rows are in one partition (a replay could not tell which partitions' updates "
                           "a key holds); or use an OpaqueMap, which sums the partitions' updates of a key")
+    _check_shared_keys(state, partition_by)
     num = _partitions(df, partitions)
     frame = df.repartition(num, *_columns(df, partition_by, "partition_by")) if partition_by is not None \
         else df.coalesce(num)
