@@ -29,7 +29,7 @@ class CachedMap:
 
     Over a ConditionalBackingMap, constructing a CachedMap gives a :class:`ConditionalCachedMap`."""
 
-    def __new__(cls, backing: BackingMap, size: int = 1000) -> "CachedMap":
+    def __new__(cls, backing: BackingMap | None = None, size: int = 1000) -> "CachedMap":
         if cls is CachedMap and isinstance(backing, ConditionalBackingMap):
             return super().__new__(ConditionalCachedMap)
         return super().__new__(cls)
