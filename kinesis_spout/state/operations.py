@@ -24,7 +24,8 @@ the last batch attempt whose call completed (a SpoutPipeline batch object, new a
 ``foreachBatch`` batch_id, the query's Spark run ``spark.jobGroup.id``, new at each start of the query). A replay
 is a new attempt and goes through; a call that failed may be made again in the same attempt; other namespaces are
 not affected. Not known, and not refused: calls with a :class:`~kinesis_spout.state.base.TxBatch` or outside a
-streaming query, and states that are not the package's map factories.
+streaming query, NonTransactionalMaps (no txids: each call counts), and states that are not the package's map
+factories.
 
 The ``batch`` argument gives the txid and the spout kind (see :func:`~kinesis_spout.state.base.tx_batch`): an
 int (``foreachBatch``'s batch_id on the readStream source) is a transactional txid; a SpoutPipeline batch in
@@ -152,10 +153,13 @@ def _same_attempt(a: Any, b: Any) -> bool:
 
 
 def _namespace(state: Any) -> str | None:
-    """An identity of the namespace a map factory of this package writes (None for other state factories)."""
+    """An identity of the namespace a transactional or opaque map factory of this package writes (None for other
+    states: a NonTransactionalMap stores no txid, so its second call of a batch is no replay to confuse)."""
     from kinesis_spout.state.maps import MapFactory
 
-    return repr(state.backing) if isinstance(state, MapFactory) else None
+    if not isinstance(state, MapFactory) or state.kind is MapKind.NON_TRANSACTIONAL:
+        return None
+    return repr(state.backing)
 
 
 def _check_second_write(state: Any, tx: TxBatch, attempt: Any) -> None:

@@ -11,7 +11,14 @@ from dataclasses import dataclass
 
 import pytest
 
-from kinesis_spout.state import Count, OpaqueMap, StateSecondWriteError, TransactionalMap, persistent_aggregate
+from kinesis_spout.state import (
+    Count,
+    NonTransactionalMap,
+    OpaqueMap,
+    StateSecondWriteError,
+    TransactionalMap,
+    persistent_aggregate,
+)
 from kinesis_spout.state.redis import RedisBackingMap
 
 pytestmark = pytest.mark.slow
@@ -22,7 +29,7 @@ class Batch:
     """What SpoutPipeline hands its batch function in exactly-once mode: a new object per attempt of a txid."""
 
     id: int
-    kind: str = "transactional"
+    kind: str | None = "transactional"
     attempt: int = 1
     run_id: str | None = "log-1"
 
@@ -90,3 +97,12 @@ def test_a_second_call_in_one_foreach_batch_is_refused_and_the_restarted_query_r
     run()  # the same query (its checkpoint location), a new Spark run: batch 0 again, a replay
     assert len(refused) == 2
     assert read(counts, ["a", "b"]) == [2, 1]
+
+
+def test_a_non_transactional_map_counts_every_call_of_a_batch(spark, redis) -> None:
+    """A NonTransactionalMap stores no txid, so a second call is no replay to confuse: both count."""
+    counts = NonTransactionalMap.factory(RedisBackingMap.factory(redis.url, namespace=f"t-{uuid.uuid4().hex[:10]}"))
+    batch = Batch(1, kind=None)
+    for _ in range(2):
+        persistent_aggregate(words_df(spark, ["a"]), batch, counts, group_by=["word"], aggregator=Count())
+    assert read(counts, ["a"]) == [2]
