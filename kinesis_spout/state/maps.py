@@ -26,8 +26,8 @@ pipeline on the namespace, numbers its batches again). When the batch or the sto
 written before runs were stored, maps used directly), the txid alone decides; a write with a run stores it, and a
 write without one keeps the run the key holds (so that it goes on refusing other runs). Before a batch's Spark
 job the operations also check the namespace's run on the driver (:meth:`MapFactory.claim_run`), so that a refused
-batch writes none of its keys. A stored txid higher than the
-batch's is refused (:class:`~kinesis_spout.state.base.StateOrderError`).
+batch writes none of its keys. A stored txid higher than the batch's is refused
+(:class:`~kinesis_spout.state.base.StateOrderError`).
 
 **Keys two partitions update.** The operations also pass the write (one operation call) and the partition number.
 When another partition of the same write already wrote the batch's updates of a key, the OpaqueMap adds this
