@@ -32,6 +32,7 @@ from kinesis_spout.state.base import (
     StatePairError,
     StatePartitionError,
     StateRunError,
+    StateSecondWriteError,
     TxBatch,
     Versioned,
     check_pair,
@@ -55,6 +56,7 @@ __all__ = [
     "JsonSerializer", "MapFactory", "MapKind", "MapState", "MemoryBackingMap", "NonTransactionalMap", "OpaqueMap",
     "OpaqueValue", "PersistResult", "ReducerAggregator", "Serializer", "Snapshottable", "SnapshottableMap",
     "SpoutKind", "State", "StateDecodeError", "StateError", "StateFactory", "StateOrderError", "StatePairError",
-    "StatePartitionError", "StateRunError", "StateUpdater", "Sum", "TransactionalMap", "TransactionalValue",
-    "TxBatch", "Versioned", "check_pair", "partition_persist", "persistent_aggregate", "state_query", "tx_batch",
+    "StatePartitionError", "StateRunError", "StateSecondWriteError", "StateUpdater", "Sum", "TransactionalMap",
+    "TransactionalValue", "TxBatch", "Versioned", "check_pair", "partition_persist", "persistent_aggregate",
+    "state_query", "tx_batch",
 ]

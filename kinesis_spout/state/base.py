@@ -26,7 +26,8 @@ from kinesis_spout.errors import ConfigError, SpoutError
 __all__ = [
     "BackingMap", "BackingMapFactory", "ConditionalBackingMap", "Key", "MapKind", "MapState", "Snapshottable",
     "SpoutKind", "State", "StateDecodeError", "StateError", "StateFactory", "StateOrderError", "StatePairError",
-    "StatePartitionError", "StateRunError", "TxBatch", "ValueUpdater", "Versioned", "check_pair", "tx_batch",
+    "StatePartitionError", "StateRunError", "StateSecondWriteError", "TxBatch", "ValueUpdater", "Versioned",
+    "check_pair", "tx_batch",
 ]
 
 #: A map key: the tuple of the group-by values (JSON-encodable scalars).
@@ -61,6 +62,11 @@ class StateRunError(StateError):
 class StatePartitionError(StateError):
     """Two partitions of one write updated the same key of a TransactionalMap, which cannot replay that safely
     (see :class:`~kinesis_spout.state.maps.TransactionalMap`)."""
+
+
+class StateSecondWriteError(StateError, ConfigError):
+    """A second operation call of one batch attempt on one state namespace: the maps would take it for a replay of
+    the first call's write (and skip or recompute keys both update), so it is refused before it writes anything."""
 
 
 class StatePairError(StateError, ConfigError):

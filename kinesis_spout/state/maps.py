@@ -23,23 +23,35 @@ operations pass the batch's run (a readStream query's id, a pipeline's ``run_id`
 stored with each txid. A key holding a txid of another run is refused with
 :class:`~kinesis_spout.state.base.StateRunError` (a query restarted without its checkpoint location, or a second
 pipeline on the namespace, numbers its batches again). When the batch or the stored value has no run (values
-written before runs were stored, maps used directly), the txid alone decides, and the next write stores the
-batch's run. Before a batch's Spark job the operations also check the namespace's run on the driver
-(:meth:`MapFactory.claim_run`), so that a refused batch writes none of its keys. A stored txid higher than the
-batch's is refused (:class:`~kinesis_spout.state.base.StateOrderError`).
+written before runs were stored, maps used directly), the txid alone decides; a write with a run stores it, and a
+write without one keeps the run the key holds (so that it goes on refusing other runs). Before a batch's Spark
+job the operations also check the namespace's run on the driver (:meth:`MapFactory.claim_run`), so that a refused
+batch writes none of its keys. A stored txid higher than the batch's is refused
+(:class:`~kinesis_spout.state.base.StateOrderError`).
 
 **Keys two partitions update.** The operations also pass the write (one operation call) and the partition number.
 When another partition of the same write already wrote the batch's updates of a key, the OpaqueMap adds this
-partition's on top (and a retried task of a partition whose updates are in skips them), so a key's rows may sit in
-several partitions; a later write of the same txid is a replay and recomputes from ``prev``. The TransactionalMap
-cannot replay such a key safely (a replay could not tell which partitions' updates it holds), so the second
-partition is refused with :class:`~kinesis_spout.state.base.StatePartitionError`: partition by the key.
+partition's on top, so a key's rows may sit in several partitions; a later write of the same txid is a replay and
+recomputes from ``prev``. A retried task of a partition whose updates a key holds recomputes them from ``prev``
+when the key holds that partition's updates alone, and otherwise skips the key (it cannot tell its own updates
+from the other partitions'): see OpaqueMap for what that asks of the spout. The TransactionalMap cannot replay
+such a key safely (a replay could not tell which partitions' updates it holds), so the second partition is refused
+with :class:`~kinesis_spout.state.base.StatePartitionError`: partition by the key.
+
+**Writes are ordered.** The operations make each write's id from the driver's clock
+(:func:`new_call_id`), so a write started later has a higher id. A task of an earlier write of the txid (a task of
+an attempt Spark aborted, still running when the batch's replay began) that finds a newer write of the same txid
+and run under a key is refused with a retriable StateError instead of taking the newer write for one to replay:
+it would recompute the key from ``prev`` and undo the newer write's updates. This assumes the clocks of the
+drivers writing one namespace (a driver and the one that replaces it) do not run backwards by more than the time
+between two attempts of a batch; ids not made by new_call_id (a user's own) are not ordered and never refused.
 
 When the backing map offers compare-and-set (:class:`~kinesis_spout.state.base.ConditionalBackingMap`), the
 commit's write is conditional; keys another writer changed since they were read are read again and their updates
 recomputed (the updaters run again, so they must be pure functions of the stored value), so concurrent writers of
 one key never lose each other's updates (writers that keep colliding pause a random moment, up to 50 ms, between
-rounds). Without it, one bulk write (one writer per key, as Trident assumes). A map state belongs to one thread (one
+rounds). Without it, one bulk write (one writer per key, as Trident assumes: partition_persist without
+partition_by, whose partitions may share keys, is refused over such a map). A map state belongs to one thread (one
 Spark task); ``close()`` closes its backing map and drops updates not committed. Pure logic apart from that pause:
 the I/O is the backing map's.
 """
@@ -47,8 +59,10 @@ the I/O is the backing map's.
 from __future__ import annotations
 
 import random
+import threading
 import time
-from dataclasses import dataclass, field, replace
+import uuid
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar, Sequence
 
 from kinesis_spout.errors import SpoutStateError
@@ -230,7 +244,7 @@ class _TxMap:
     def _writes(self, key: Key) -> bool:
         """Whether the commit must write ``key`` (not when the key already holds what the batch would store)."""
         pending = self._pending[key]
-        return pending.new is not _SKIP and pending.new != pending.stored
+        return pending.new is not _SKIP and not _identical(pending.new, pending.stored)
 
     # -- per kind ---------------------------------------------------------------------------------------------
     def _check(self, key: Key, stored: Any, txid: int) -> None:
@@ -254,6 +268,13 @@ class _TxMap:
         before = stored.parts if stored is not None and stored.call == self._call else ()
         return tuple(sorted({*before, self._part}))
 
+    def _run_for(self, stored: Any) -> str | None:
+        """The run to store with the batch's write: the batch's, or the one the key holds when the batch has none."""
+        if self._run is not None or stored is None:
+            return self._run
+        kept: str | None = stored.run
+        return kept
+
     def _same_write(self, stored: Any) -> bool:
         return self._call is not None and stored.call == self._call
 
@@ -274,6 +295,13 @@ class _TxMap:
                 f"one namespace.")
         if stored.txid > txid:
             raise self._order(key, stored.txid, txid)
+        if stored.txid == txid and _newer(stored.call, self._call):
+            raise StateError(
+                f"key {key!r} holds a newer write of batch {txid} (write {stored.call}) than this task's (write "
+                f"{self._call}): this task belongs to an earlier attempt of the batch, replaced by the one that wrote "
+                f"the key; its updates are refused so as not to undo the newer write. Spark retries or drops the "
+                f"task; if this keeps happening, the drivers writing the namespace disagree on the time",
+                retriable=True)
 
     def _wrong(self, key: Key, stored: Any) -> StateError:
         what = {TransactionalValue: "a TransactionalMap", OpaqueValue: "an OpaqueMap"}.get(type(stored),
@@ -287,6 +315,47 @@ class _TxMap:
             f"txid order. Another pipeline may share this namespace, or a query was restarted without its "
             f"checkpoint location (its batch ids started again): restart it with its checkpointLocation, or use a "
             f"new namespace for a new query")
+
+
+_CALL_LOCK = threading.Lock()
+_last_call_ns = 0  # the clock part of the last write id made in this process (guarded by _CALL_LOCK)
+
+
+def new_call_id() -> str:
+    """A new write id: the driver's clock in nanoseconds (16 hex digits, strictly increasing in this process, so
+    that later writes' ids sort after earlier ones) and a random part. Called on the driver, once per operation
+    call; any thread (the counter is guarded by a lock)."""
+    global _last_call_ns
+    with _CALL_LOCK:
+        _last_call_ns = max(time.time_ns(), _last_call_ns + 1)
+        ns = _last_call_ns
+    return f"{ns:016x}.{uuid.uuid4().hex[:8]}"
+
+
+def _call_time(call: str | None) -> int | None:
+    """The clock part of a write id made by new_call_id (None for other ids: those of a user, or older ones)."""
+    if call is None or len(call) != 25 or call[16] != ".":
+        return None
+    try:
+        return int(call[:16], 16)
+    except ValueError:
+        return None
+
+
+def _newer(stored_call: str | None, call: str | None) -> bool:
+    """Whether the write ``stored_call`` was started after the write ``call`` (both ids of new_call_id)."""
+    stored_ns, ns = _call_time(stored_call), _call_time(call)
+    return stored_ns is not None and ns is not None and stored_ns > ns
+
+
+def _identical(new: Any, stored: Any) -> bool:
+    """Whether ``new`` is what is stored, bookkeeping (run, write, partitions) included: value equality leaves
+    the bookkeeping out, and a write that changes only it must still be made."""
+    if type(new) is not type(stored):
+        return False
+    if isinstance(new, (TransactionalValue, OpaqueValue)):
+        return all(getattr(new, f.name) == getattr(stored, f.name) for f in fields(new))
+    return bool(new == stored)
 
 
 class _Const:
@@ -327,7 +396,7 @@ class TransactionalMap(_TxMap):
                     f"to replay it")
             return _SKIP, stored.val
         val = updater(stored.val)
-        return TransactionalValue(txid, val, self._run, self._call, self._parts(None)), val
+        return TransactionalValue(txid, val, self._run_for(stored), self._call, self._parts(None)), val
 
     def _more(self, new: Any, updater: ValueUpdater) -> tuple[Any, Any]:
         val = updater(new.val)
@@ -352,6 +421,14 @@ class OpaqueMap(_TxMap):
     opaque Kafka spout re-reads a txid from where the txid before it ended). A replay that left a record out
     would leave keys only that record touched at the earlier attempt's value, and the later txid that processes
     the record would count it again.
+
+    What a retried Spark task of the same write must see: when a key's rows of the batch sit in several partitions
+    and one partition's task is retried after its first attempt wrote the key, the retry skips the key (it cannot
+    tell its first attempt's updates from the other partitions'), so the retry must see the same rows for that
+    key: it does when the batch's DataFrame is deterministic (Spark recomputes a retried task's partition from the
+    same input; a non-deterministic repartition or sample is not). A key whose rows are in one partition (as in
+    persistent_aggregate, or partition_persist with partition_by) is recomputed from ``prev`` with whatever rows the
+    retry sees.
     """
 
     kind = MapKind.OPAQUE
@@ -360,16 +437,21 @@ class OpaqueMap(_TxMap):
         self._check_tx(key, stored, txid, OpaqueValue)
 
     def _first(self, key: Key, stored: Any, updater: ValueUpdater, txid: int) -> tuple[Any, Any]:
+        run = self._run_for(stored)
         if stored is None:
-            new = OpaqueValue(txid, updater(None), None, self._run, self._call, self._parts(None))
+            new = OpaqueValue(txid, updater(None), None, run, self._call, self._parts(None))
         elif stored.txid != txid:
-            new = OpaqueValue(txid, updater(stored.curr), stored.curr, self._run, self._call, self._parts(None))
+            new = OpaqueValue(txid, updater(stored.curr), stored.curr, run, self._call, self._parts(None))
         elif self._same_write(stored):
             if self._part in stored.parts:  # a retried task of a partition whose updates the key holds
-                return _SKIP, stored.curr
-            new = OpaqueValue(txid, updater(stored.curr), stored.prev, self._run, self._call, self._parts(stored))
+                if stored.parts != (self._part,):  # with other partitions' updates: cannot tell its own apart
+                    return _SKIP, stored.curr
+                # this partition's updates alone: recompute them from prev (the retry may see more rows)
+                new = OpaqueValue(txid, updater(stored.prev), stored.prev, run, self._call, self._parts(None))
+            else:
+                new = OpaqueValue(txid, updater(stored.curr), stored.prev, run, self._call, self._parts(stored))
         else:  # a replay of the txid: its earlier attempt may have held other records
-            new = OpaqueValue(txid, updater(stored.prev), stored.prev, self._run, self._call, self._parts(None))
+            new = OpaqueValue(txid, updater(stored.prev), stored.prev, run, self._call, self._parts(None))
         return new, new.curr
 
     def _more(self, new: Any, updater: ValueUpdater) -> tuple[Any, Any]:
@@ -500,6 +582,15 @@ class MapFactory:
                     return
             raise StateError(f"state namespace {where!r}: its run marker kept changing; the batch is failed and "
                              f"will be replayed", retriable=True)
+        finally:
+            backing.close()
+
+    def compare_and_set(self) -> bool:
+        """Whether the maps this factory makes write with compare-and-set (their backing map offers it; the LRU
+        cache passes it through). Called on the driver by partition_persist; makes and closes one backing map."""
+        backing = self.backing.make_backing_map()
+        try:
+            return isinstance(backing, ConditionalBackingMap)
         finally:
             backing.close()
 

@@ -17,6 +17,16 @@ run's batch is refused (:class:`~kinesis_spout.state.base.StateRunError`) instea
 for the package's transactional and opaque maps the namespace's run is checked on the driver first (one read, see
 :meth:`~kinesis_spout.state.maps.MapFactory.claim_run`), so a refused batch writes nothing.
 
+**One call per namespace and batch.** The maps cannot tell a second call of a batch on the same namespace from a
+replay of the first (both are a new write of the same txid and run), so the driver refuses it with
+:class:`~kinesis_spout.state.base.StateSecondWriteError` before its Spark job: it remembers, per namespace and run,
+the last batch attempt whose call completed (a SpoutPipeline batch object, new at each attempt; for a
+``foreachBatch`` batch_id, the query's Spark run ``spark.jobGroup.id``, new at each start of the query). A replay
+is a new attempt and goes through; a call that failed may be made again in the same attempt; other namespaces are
+not affected. Not known, and not refused: calls with a :class:`~kinesis_spout.state.base.TxBatch` or outside a
+streaming query, NonTransactionalMaps (no txids: each call counts), and states that are not the package's map
+factories.
+
 The ``batch`` argument gives the txid and the spout kind (see :func:`~kinesis_spout.state.base.tx_batch`): an
 int (``foreachBatch``'s batch_id on the readStream source) is a transactional txid; a SpoutPipeline batch in
 exactly-once mode carries its kind; a pair that cannot be exactly-once raises
@@ -26,12 +36,23 @@ imported when an operation is called.
 
 from __future__ import annotations
 
-import uuid
+import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Protocol, Sequence
 
 from kinesis_spout.errors import ConfigError
-from kinesis_spout.state.base import Key, MapKind, MapState, SpoutKind, StateFactory, TxBatch, check_pair, tx_batch
+from kinesis_spout.state.base import (
+    Key,
+    MapKind,
+    MapState,
+    SpoutKind,
+    StateFactory,
+    StateSecondWriteError,
+    TxBatch,
+    check_pair,
+    tx_batch,
+)
 
 __all__ = ["PersistResult", "StateUpdater", "partition_persist", "persistent_aggregate", "state_query"]
 
@@ -97,6 +118,78 @@ def _query_id(df: Any) -> str | None:
     return str(query) if query else None
 
 
+#: The Spark job property a streaming query sets to its run id (new at each start of the query): one run of a
+#: query processes each batch once, so it tells a batch's attempts apart.
+SPARK_RUN_PROPERTY = "spark.jobGroup.id"
+
+_WRITES_LOCK = threading.Lock()
+#: (namespace, run) -> (txid, attempt) of the last completed operation call on the namespace in this driver process:
+#: guarded by _WRITES_LOCK; one entry per namespace and run (a later txid replaces it).
+_last_writes: dict[tuple[str, str | None], tuple[int, Any]] = {}
+
+
+def _attempt(df: Any, batch: Any) -> Any:
+    """What identifies this attempt of the batch (None: not known, nothing is refused). A pipeline batch object
+    is made anew for each attempt (a weak reference to it); a ``foreachBatch`` batch_id's attempt is the streaming
+    query's run (``spark.jobGroup.id``, new at each start of the query). A TxBatch is a value, made again at will:
+    no attempt."""
+    if isinstance(batch, TxBatch):
+        return None
+    if isinstance(batch, int):
+        if _query_id(df) is None:
+            return None
+        run = df.sparkSession.sparkContext.getLocalProperty(SPARK_RUN_PROPERTY)
+        return f"spark-run:{run}" if run else None
+    try:
+        return weakref.ref(batch)
+    except TypeError:
+        return None
+
+
+def _same_attempt(a: Any, b: Any) -> bool:
+    if isinstance(a, weakref.ref) and isinstance(b, weakref.ref):
+        return a() is not None and a() is b()
+    return a is not None and a == b
+
+
+def _namespace(state: Any) -> str | None:
+    """An identity of the namespace a transactional or opaque map factory of this package writes (None for other
+    states: a NonTransactionalMap stores no txid, so its second call of a batch is no replay to confuse)."""
+    from kinesis_spout.state.maps import MapFactory
+
+    if not isinstance(state, MapFactory) or state.kind is MapKind.NON_TRANSACTIONAL:
+        return None
+    return repr(state.backing)
+
+
+def _check_second_write(state: Any, tx: TxBatch, attempt: Any) -> None:
+    """Refuse a second operation call of this batch attempt on the namespace (StateSecondWriteError). Called on the
+    driver before the call's Spark job; reads _last_writes under its lock."""
+    namespace = _namespace(state)
+    if namespace is None or attempt is None:
+        return
+    with _WRITES_LOCK:
+        last = _last_writes.get((namespace, tx.run))
+    if last is None or last[0] != tx.txid or not _same_attempt(last[1], attempt):
+        return
+    where = getattr(state.backing, "namespace", getattr(state.backing, "name", "?"))
+    raise StateSecondWriteError(
+        f"batch {tx.txid} already wrote state namespace {where!r} in an earlier operation call of this batch: a "
+        f"second call on the same namespace would be taken for a replay of the first (its keys skipped or "
+        f"recomputed from before the batch), so it is refused and writes nothing. Make one call per namespace and "
+        f"batch (e.g. union the DataFrames, or update the keys in one StateUpdater), or give the second call its "
+        f"own namespace")
+
+
+def _wrote(state: Any, tx: TxBatch, attempt: Any) -> None:
+    """Remember that this batch attempt's call on the namespace completed (driver, after the call's Spark job)."""
+    namespace = _namespace(state)
+    if namespace is None or attempt is None:
+        return
+    with _WRITES_LOCK:
+        _last_writes[(namespace, tx.run)] = (tx.txid, attempt)
+
+
 def _round_trips(state: Any) -> int:
     backing = getattr(state, "backing", None)
     while backing is not None and not hasattr(backing, "round_trips") and hasattr(backing, "backing"):
@@ -125,13 +218,16 @@ class _Reduce:
         return value
 
 
-def _write_partitions(rdd: Any, state: StateFactory, tx: TxBatch, num: int, apply: Any) -> tuple[int, int, int]:
+def _write_partitions(rdd: Any, state: StateFactory, tx: TxBatch, num: int, apply: Any, attempt: Any = None
+                      ) -> tuple[int, int, int]:
     """Run ``apply(map_state, items)`` on each non-empty partition of ``rdd`` under the batch's txid, then commit
     (the map state's write); (partitions, keys, trips). The map states of this package are told the run and the
-    write (a new id for this call, and the partition number); other states get ``begin_commit(txid)``."""
-    from kinesis_spout.state.maps import MapFactory, SnapshottableMap, _TxMap
+    write (a new id for this call, and the partition number); other states get ``begin_commit(txid)``. A second
+    call of the batch ``attempt`` on one namespace is refused first (StateSecondWriteError)."""
+    from kinesis_spout.state.maps import MapFactory, SnapshottableMap, _TxMap, new_call_id
 
-    txid, run_id, call = tx.txid, tx.run, uuid.uuid4().hex[:12]
+    _check_second_write(state, tx, attempt)
+    txid, run_id, call = tx.txid, tx.run, new_call_id()
     if run_id is not None and isinstance(state, MapFactory) and state.kind is not MapKind.NON_TRANSACTIONAL:
         state.claim_run(run_id)
 
@@ -154,6 +250,7 @@ def _write_partitions(rdd: Any, state: StateFactory, tx: TxBatch, num: int, appl
                 close()
 
     stats = rdd.mapPartitionsWithIndex(run).collect()
+    _wrote(state, tx, attempt)
     return len(stats), sum(k for k, _ in stats), sum(t for _, t in stats)
 
 
@@ -191,8 +288,25 @@ def persistent_aggregate(df: Any, batch: Any, state: StateFactory, *, group_by: 
     else:
         raise ConfigError(f"aggregator must be a combiner (init(row), combine(a, b), zero()) or a reducer (init(), "
                           f"reduce(value, row)), got {aggregator!r}")
-    parts, written, trips = _write_partitions(pairs, state, tx, num, apply)
+    parts, written, trips = _write_partitions(pairs, state, tx, num, apply, _attempt(df, batch))
     return PersistResult(tx.txid, tx.kind, parts, written, trips, tx.run)
+
+
+def _check_shared_keys(state: StateFactory, partition_by: Sequence[str] | None) -> None:
+    """Refuse, on the driver, partition_persist without ``partition_by`` over a map of this package whose backing
+    map has no compare-and-set: two partitions' tasks updating one key would each read it and overwrite the
+    other's updates at commit."""
+    from kinesis_spout.state.maps import MapFactory
+
+    if partition_by is not None or not isinstance(state, MapFactory) or state.compare_and_set():
+        return
+    raise ConfigError(
+        f"partition_persist without partition_by over {type(state.backing).__name__}, whose backing maps have no "
+        f"compare-and-set: the rows of one key may sit in several partitions, whose tasks would each read the key "
+        f"and overwrite each other's updates when they write. Give partition_by=[the key columns] (each key's rows "
+        f"in one partition, with an updater that updates only keys of those columns), or use a backing map with "
+        f"compare-and-set (multi_get_versioned and multi_put_if, as the memory, Redis and memcached backing maps "
+        f"have). Nothing of the batch was written")
 
 
 def partition_persist(df: Any, batch: Any, state: StateFactory, updater: StateUpdater, *,
@@ -204,7 +318,9 @@ def partition_persist(df: Any, batch: Any, state: StateFactory, updater: StateUp
     partition's updates are added, and a replay recomputes the key) or a NonTransactionalMap. A TransactionalMap
     needs each key's updates in one partition: ``partition_by`` (the key columns; the rows are repartitioned by
     them) is required with it, and a key updated by two partitions anyway (an updater writing keys of other
-    columns) is refused with :class:`~kinesis_spout.state.base.StatePartitionError`. ``PersistResult.keys``
+    columns) is refused with :class:`~kinesis_spout.state.base.StatePartitionError`. Without ``partition_by``, the
+    package's maps need a backing map with compare-and-set (two partitions' tasks update a key concurrently):
+    over one without it, the call is refused with ConfigError before anything is written. ``PersistResult.keys``
     counts rows here.
     """
     tx = _batch(df, batch)
@@ -215,6 +331,7 @@ def partition_persist(df: Any, batch: Any, state: StateFactory, updater: StateUp
         raise ConfigError("partition_persist with a TransactionalMap needs partition_by=[the key columns], so that "
                           "each key's rows are in one partition (a replay could not tell which partitions' updates "
                           "a key holds); or use an OpaqueMap, which sums the partitions' updates of a key")
+    _check_shared_keys(state, partition_by)
     num = _partitions(df, partitions)
     frame = df.repartition(num, *_columns(df, partition_by, "partition_by")) if partition_by is not None \
         else df.coalesce(num)
@@ -223,7 +340,7 @@ def partition_persist(df: Any, batch: Any, state: StateFactory, updater: StateUp
         updater.update_state(st, rows)
         return len(rows)
 
-    parts, written, trips = _write_partitions(frame.rdd, state, tx, num, apply)
+    parts, written, trips = _write_partitions(frame.rdd, state, tx, num, apply, _attempt(df, batch))
     return PersistResult(tx.txid, tx.kind, parts, written, trips, tx.run)
 
 

@@ -11,12 +11,13 @@ Both also carry who wrote the txid, so that a replay can be told from other writ
 - ``call`` and ``parts``: the write (one call of ``persistent_aggregate``/``partition_persist``) that last wrote
   the key, and the partitions of that write whose updates of the key it holds (None and () outside those calls).
 
-Pure value types.
+Values compare equal by their txid and values alone (``run``, ``call`` and ``parts`` are bookkeeping, left out
+of ``==`` and of the hash). Pure value types.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["OpaqueValue", "TransactionalValue"]
@@ -28,9 +29,9 @@ class TransactionalValue:
 
     txid: int
     val: Any
-    run: str | None = None
-    call: str | None = None
-    parts: tuple[int, ...] = ()
+    run: str | None = field(default=None, compare=False)
+    call: str | None = field(default=None, compare=False)
+    parts: tuple[int, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,6 @@ class OpaqueValue:
     txid: int
     curr: Any
     prev: Any = None
-    run: str | None = None
-    call: str | None = None
-    parts: tuple[int, ...] = ()
+    run: str | None = field(default=None, compare=False)
+    call: str | None = field(default=None, compare=False)
+    parts: tuple[int, ...] = field(default=(), compare=False)

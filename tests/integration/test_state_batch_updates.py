@@ -11,10 +11,14 @@ from kinesis_spout.state import (
     CachedMap,
     MemoryBackingMap,
     OpaqueMap,
+    OpaqueValue,
+    StateError,
     StatePartitionError,
     StateRunError,
     TransactionalMap,
+    TransactionalValue,
 )
+from kinesis_spout.state.maps import new_call_id
 from kinesis_spout.state.memcached import MemcachedBackingMap
 from kinesis_spout.state.redis import RedisBackingMap
 
@@ -120,3 +124,92 @@ def test_another_runs_equal_txid_is_refused(cls, make) -> None:
     with pytest.raises(StateRunError, match="checkpointLocation"):
         other.multi_update([("k",)], [plus(1)])
     assert stored(cls, make) == [1]
+
+
+def test_a_retry_of_the_first_partition_after_the_second_added_counts_once(make) -> None:
+    """Partition 0 writes k, partition 1 adds to it, then partition 0's task is retried: k holds both, once."""
+    for part, n in ((0, 1), (1, 2), (0, 1)):
+        state = OpaqueMap(make())
+        state.begin_commit(1, run="query:q", writer=("w1", part))
+        state.multi_update([("k",)], [plus(n)])
+        state.commit(1)
+    assert stored(OpaqueMap, make) == [3]
+
+
+def test_a_late_task_of_a_superseded_write_is_refused_and_wipes_nothing(make) -> None:
+    """A task of an earlier (aborted) write of txid 1 commits after the replay of txid 1 began: it is refused with a
+    retriable error instead of taking the replay's write for an earlier attempt to recompute from ``prev``."""
+    seed = OpaqueMap(make())
+    seed.begin_commit(0, run="query:q", writer=(new_call_id(), 0))
+    seed.multi_update([("k",)], [plus(10)])
+    seed.commit(0)
+    first, replay = new_call_id(), new_call_id()
+    late = OpaqueMap(make())
+    late.begin_commit(1, run="query:q", writer=(first, 1))
+    late.multi_update([("k",)], [plus(2)])  # the earlier write's task read k, then its job was aborted
+    r0 = OpaqueMap(make())
+    r0.begin_commit(1, run="query:q", writer=(replay, 0))
+    r0.multi_update([("k",)], [plus(1)])
+    r0.commit(1)
+    with pytest.raises(StateError, match="newer write") as refused:
+        late.commit(1)
+    assert refused.value.retriable
+    r1 = OpaqueMap(make())
+    r1.begin_commit(1, run="query:q", writer=(replay, 1))
+    r1.multi_update([("k",)], [plus(2)])
+    r1.commit(1)
+    assert stored(OpaqueMap, make) == [13]
+    again = OpaqueMap(make())
+    again.begin_commit(1, run="query:q", writer=(first, 0))
+    with pytest.raises(StateError, match="newer write"):
+        again.multi_update([("k",)], [plus(1)])
+
+
+def test_a_retried_task_of_a_key_only_it_updates_may_see_more_rows(make) -> None:
+    """An opaque spout's batch may hold more rows when a task is retried: a key that only this partition of the
+    write updated is recomputed from ``prev`` with the retry's rows."""
+    for n in (1, 3):
+        state = OpaqueMap(make())
+        state.begin_commit(1, run="query:q", writer=("w1", 0))
+        state.multi_update([("k",)], [plus(n)])
+        state.commit(1)
+    assert stored(OpaqueMap, make) == [3]
+
+
+@pytest.mark.parametrize("cls", MAPS)
+def test_a_write_without_a_run_keeps_the_run_a_key_holds(cls, make) -> None:
+    state = cls(make())
+    state.begin_commit(5, run="query:A")
+    state.multi_update([("k",)], [plus(1)])
+    state.commit(5)
+    plain = cls(make())
+    plain.begin_commit(6)
+    plain.multi_update([("k",)], [plus(1)])
+    plain.commit(6)
+    other = cls(make())
+    other.begin_commit(7, run="query:B")
+    with pytest.raises(StateRunError, match="query:A"):
+        other.multi_update([("k",)], [plus(1)])
+    assert stored(cls, make) == [2]
+
+
+def test_a_replay_whose_first_partition_recomputes_the_same_value_still_takes_the_key(make) -> None:
+    """Write w1 held only partition 0's rows of k; its replay w2 has them in partitions 0 and 1. Partition 0 of w2
+    recomputes the value w1 stored, and must still mark k as w2's, or partition 1 would replay it from prev."""
+    seed = OpaqueMap(make())
+    seed.begin_commit(0, run="query:q", writer=("w0", 0))
+    seed.multi_update([("k",)], [plus(10)])
+    seed.commit(0)
+    for call, part, n in (("w1", 0, 1), ("w2", 0, 1), ("w2", 1, 2)):
+        state = OpaqueMap(make())
+        state.begin_commit(1, run="query:q", writer=(call, part))
+        state.multi_update([("k",)], [plus(n)])
+        state.commit(1)
+    assert stored(OpaqueMap, make) == [13]
+
+
+def test_values_compare_by_txid_and_value_alone() -> None:
+    assert TransactionalValue(1, 5, "query:a", "w1", (0,)) == TransactionalValue(1, 5)
+    assert OpaqueValue(1, 5, 4, "query:a", "w1", (0, 1)) == OpaqueValue(1, 5, 4)
+    assert OpaqueValue(1, 5, 4) != OpaqueValue(1, 5, 3)
+    assert len({TransactionalValue(1, 5, "query:a"), TransactionalValue(1, 5, "query:b")}) == 1

@@ -214,12 +214,37 @@ def test_a_pipeline_batch_gives_its_run_by_run_id() -> None:
         tx_batch(Batch())
 
 
+class PlainBackingMap:
+    """A user's backing map without compare-and-set (multi_get/multi_put only) over the memory store."""
+
+    def __init__(self, name: str) -> None:
+        self.namespace = name
+        self.store = MemoryBackingMap(name)
+
+    def multi_get(self, keys):
+        return self.store.multi_get(keys)
+
+    def multi_put(self, keys, values):
+        self.store.multi_put(keys, values)
+
+    def close(self):
+        self.store.close()
+
+
+class PlainFactory:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def make_backing_map(self):
+        return PlainBackingMap(self.name)
+
+
 def test_a_namespace_belongs_to_the_first_run_that_claims_it(name) -> None:
     from kinesis_spout.state import CachedMap
 
-    class Plain:  # a backing map factory without compare-and-set
+    class Plain:  # a backing map factory without compare-and-set, behind the cache
         def make_backing_map(self):
-            return CachedMap(MemoryBackingMap(name), 4)
+            return CachedMap(PlainBackingMap(name), 4)
 
     for factory in (OpaqueMap.factory(MemoryBackingMap.factory(name)), TransactionalMap.factory(Plain())):
         MemoryBackingMap.drop(name)
@@ -244,3 +269,22 @@ def test_stored_values_of_the_earlier_format_read_and_the_writer_fields_round_tr
         ser.loads(b'{"v":1,"t":"opaque","txid":3,"curr":6,"prev":4,"run":7}', "k")
     with pytest.raises(StateDecodeError, match="parts"):
         ser.loads(b'{"v":1,"t":"opaque","txid":3,"curr":6,"prev":4,"call":"c","parts":["x"]}', "k")
+
+
+@pytest.mark.parametrize("cache_size", [None, 4])
+@pytest.mark.parametrize("cls", [OpaqueMap, NonTransactionalMap])
+def test_partition_persist_without_partition_by_needs_compare_and_set(cls, cache_size, name) -> None:
+    """Rows of one key may sit in several partitions, whose tasks would overwrite each other over a store without
+    compare-and-set: refused on the driver, before anything is read or written."""
+    from kinesis_spout.errors import ConfigError
+    from kinesis_spout.state import SpoutKind, TxBatch, partition_persist
+
+    class Updater:
+        def update_state(self, state, rows):
+            state.multi_update([("k",)] * len(rows), [plus(1)] * len(rows))
+
+    batch = TxBatch(1, SpoutKind.TRANSACTIONAL, "query:q")
+    factory = cls.factory(PlainFactory(name), cache_size=cache_size)
+    with pytest.raises(ConfigError, match=r"partition_by.*compare-and-set.*multi_get_versioned"):
+        partition_persist(None, batch, factory, Updater())
+    assert MemoryBackingMap(name).raw() == {}
