@@ -56,7 +56,7 @@ def test_a_lease_lost_while_its_hand_over_waits_ends_the_wait_and_the_spout_rais
         assert wait_until(lambda: bool(conflicts), 10), "the refused checkpoint was not reported"
         assert [(type(c), c.shard_id) for c in conflicts] == [(LeaseLost, second)]
         ended = f"hand-over of {second} ended: its lease was lost"
-        assert wait_until(lambda: ended in caplog.text or "shard sync of" in caplog.text, 10), \
+        assert wait_until(lambda: ended in caplog.text or "shard sync of" in caplog.text, 5), \
             "the hand-over kept waiting for records of a shard that was dropped"
         assert a.next_batch(timeout_s=0) == []  # raises nothing a round of a's shard sync met
         assert wait_until(lambda: b.shards == [second], 15) and a.shard_ids == [first]
