@@ -8,7 +8,7 @@ import logging
 import threading
 import time
 from types import SimpleNamespace
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 from test_lease_release import lease, stored
@@ -27,6 +27,57 @@ from kinesis_spout.testing.zkproxy import Op, ZooKeeperFaultProxy
 def proxy(zookeeper: Any) -> Iterator[ZooKeeperFaultProxy]:
     with ZooKeeperFaultProxy(zookeeper.hosts) as running:
         yield running
+
+
+def acks_until(spout: KinesisSpout, tuples: list[Any], done: Callable[[], bool]) -> list[float] | None:
+    """The consumer acking ``tuples``, one every 0.2 s, until ``done()`` (within 20 s): how long each ack took, or
+    None when ``done()`` never came true."""
+    latencies: list[float] = []
+    left = iter(tuples)
+
+    def ack_one_and_look() -> bool:
+        t = next(left, None)
+        if t is not None:
+            t0 = time.monotonic()
+            spout.ack(t.message_id)
+            latencies.append(time.monotonic() - t0)
+        return done()
+
+    return latencies if wait_until(ack_one_and_look, 20, interval_s=0.2) else None
+
+
+def test_a_hand_over_never_blocks_the_acks_of_the_shards_its_worker_keeps(
+        kinesalite: KinesisEndpoint, zookeeper: Any, caplog: Any) -> None:
+    """``a`` hands ``second`` to ``b`` once its records are acked; the hand-over then waits for ``second``'s
+    checkpoint, which the checkpoint writer makes under the spout's lock. Meanwhile the consumer keeps acking
+    ``first``: no ack waits on the hand-over, and the lease goes once the checkpoint is stored."""
+    caplog.set_level(logging.INFO, logger="kinesis_spout")
+    stream = kinesalite.create_stream(shards=2)
+    kinesalite.put(stream, [f"r{i}".encode() for i in range(40)])
+    first, second = sorted(kinesalite.shard_ids(stream))
+    a = KinesisSpout(config(kinesalite, zookeeper, stream, "a", message_timeout_s=30.0,
+                            checkpoint_interval_s=60.0)).open()
+    assert wait_until(lambda: buffered(a) == 40, 15)
+    log: list[tuple[str, str]] = []
+    b = worker(config(kinesalite, zookeeper, stream, "b"), log, threading.Lock())
+    try:
+        held = drain(a, 40, ack=False)
+        firsts = [t for t in held if t.record.shard_id == first]
+        seconds = [t for t in held if t.record.shard_id == second]
+        assert len(firsts) > 3 and len(seconds) > 1
+        a.ack(seconds[0].message_id)  # second's first write, at once: the next one is the hand-over's own
+        assert wait_until(lambda: stored(zookeeper, stream, second) == seconds[0].record.sequence_number, 10)
+        b.start()
+        assert wait_until(lambda: handing_back(caplog, second), 15, interval_s=0.01)
+        a.ack_many(t.message_id for t in seconds[1:])
+        latencies = acks_until(a, firsts, lambda: b.shards == [second])
+        assert latencies is not None, f"the lease of {second} was not given back: {lease(zookeeper, stream, second)}"
+        assert max(latencies, default=0.0) < 1.0, f"an ack waited {max(latencies):.1f} s behind the hand-over"
+        assert stored(zookeeper, stream, second) == seconds[-1].record.sequence_number
+        assert b.error is None
+    finally:
+        b.stop()
+        a.close()
 
 
 def test_a_lease_lost_while_its_hand_over_waits_ends_the_wait_and_the_spout_raises_nothing(
@@ -99,19 +150,8 @@ def test_a_retried_give_back_never_blocks_the_consumer_and_frees_the_lease_once_
         assert wait_until(lambda: failed in caplog.text, 20), caplog.text
         a.ack(firsts[1].message_id)  # an ordinary ack of the shard a keeps: pending, due in 60 s
         proxy.release()
-        latencies: list[float] = []
-        left = iter(firsts[2:])
-
-        def ack_one_and_look() -> bool:  # the consumer acking `first`, one record per look
-            t = next(left, None)
-            if t is not None:
-                t0 = time.monotonic()
-                a.ack(t.message_id)
-                latencies.append(time.monotonic() - t0)
-            return b.shards == [second]
-
-        assert wait_until(ack_one_and_look, 20, interval_s=0.2), \
-            f"the lease of {second} was not given back: {lease(zookeeper, stream, second)}"
+        latencies = acks_until(a, firsts[2:], lambda: b.shards == [second])
+        assert latencies is not None, f"the lease of {second} was not given back: {lease(zookeeper, stream, second)}"
         assert max(latencies, default=0.0) < 1.0, f"an ack waited {max(latencies):.1f} s behind the give-back"
         assert a.shard_ids == [first]
         assert a.next_batch(timeout_s=0) == []
