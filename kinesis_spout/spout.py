@@ -309,6 +309,7 @@ class KinesisSpout:
 
         Only the wait for the records in flight holds ``_lock`` (and releases it while waiting); the checkpoint is
         waited for without it, since the writer's thread takes it to make the shard's checkpoint."""
+        lost = False
         with self._lock:
             state = self._shards.get(shard_id)
             if state is not None:
@@ -317,7 +318,7 @@ class KinesisSpout:
                     del self._shards[shard_id]
                     if state.tracker.checkpoint != state.offered:  # else the writer has it (a failure is retried)
                         self._offer_checkpoint(state)
-        if state is not None and lost:
+        if state is not None and lost:  # _drop took it out of the round-robin; its reader is ours to close
             state.reader.close()
             log.warning("hand-over of %s ended: its lease was lost while it waited for its records in flight (the "
                         "next owner reads them again)", shard_id)
