@@ -387,9 +387,16 @@ class KinesisSpout:
             log.warning("shard %s dropped: %s", shard_id, why)
 
     def _on_writer_conflict(self, conflict: CheckpointConflict) -> None:
-        """The checkpoint writer's conflicts: a lost lease drops its shard; all go to the user's handler too."""
+        """The checkpoint writer's conflicts (its thread): a lost lease drops its shard, unless the refusal was met
+        at an earlier epoch and the worker holds the lease again now (ZooKeeper is asked); all go to the user's
+        handler too."""
         if isinstance(conflict, LeaseLost):
-            self._drop(conflict.shard_id)
+            if self._leases is not None and self._leases.still_held(conflict.shard_id):
+                log.warning("a checkpoint write of %s was refused at an earlier epoch of its lease; this worker holds "
+                            "the lease again (epoch %s) and keeps reading the shard", conflict.shard_id,
+                            self._leases.held.get(conflict.shard_id))
+            else:
+                self._drop(conflict.shard_id)
         if self._on_conflict is not None:
             self._on_conflict(conflict)
 

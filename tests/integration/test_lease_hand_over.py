@@ -15,7 +15,7 @@ from test_lease_release import lease, stored
 from test_leases import config, worker
 from test_mutants_leases import buffered, handing_back, lease_node
 
-from kinesis_spout import KinesisSpout
+from kinesis_spout import Checkpoint, KinesisSpout, ZooKeeperCheckpointStore
 from kinesis_spout.errors import LeaseLost
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until
@@ -158,4 +158,61 @@ def test_a_retried_give_back_never_blocks_the_consumer_and_frees_the_lease_once_
         assert b.error is None
     finally:
         b.stop()
+        a.close()
+
+
+class LateLeaseLostStore(ZooKeeperCheckpointStore):
+    """A real ZooKeeper store whose saves wait for ``enter`` before writing, and whose ``LeaseLost`` is reported
+    only once ``report`` is set (``refused`` says one is waiting): a refusal of an earlier epoch that reaches the
+    spout after the worker took the lease again."""
+
+    enter: threading.Event
+    report: threading.Event
+    refused: threading.Event
+
+    def save(self, checkpoint: Checkpoint, *, force: bool = False) -> None:
+        self.enter.wait(20)
+        try:
+            super().save(checkpoint, force=force)
+        except LeaseLost:
+            self.refused.set()
+            self.report.wait(20)
+            raise
+
+
+def test_a_refusal_of_an_earlier_epoch_leaves_the_lease_the_worker_took_again_alone(
+        kinesalite: KinesisEndpoint, zookeeper: Any, caplog: Any) -> None:
+    """``a``'s checkpoint write at epoch 0 is refused (the lease moved on to a worker that is not live); before the
+    refusal reaches the spout, ``a`` has dropped the shard, taken the lease again (epoch 2) and reads the shard. The
+    late refusal is reported to the handler, but drops neither the shard nor the lease ``a`` holds now, and the
+    shard's checkpoints are written again."""
+    caplog.set_level(logging.INFO, logger="kinesis_spout")
+    stream = kinesalite.create_stream(shards=1)
+    kinesalite.put(stream, [f"r{i}".encode() for i in range(10)])
+    (shard,) = kinesalite.shard_ids(stream)
+    cfg = config(kinesalite, zookeeper, stream, "a")
+    store = LateLeaseLostStore.from_config(cfg)
+    store.enter, store.report, store.refused = threading.Event(), threading.Event(), threading.Event()
+    conflicts: list[Any] = []
+    a = KinesisSpout(cfg, store, on_checkpoint_conflict=conflicts.append).open()
+    try:
+        assert wait_until(lambda: buffered(a) == 10, 15) and a.lease_epochs() == {shard: 0}
+        held = drain(a, 10, ack=False)
+        a.ack(held[0].message_id)  # its write waits at the store's door
+        zookeeper.client().set(lease_node(zookeeper, stream, shard), b'{"owner": "intruder"}')  # epoch 1
+        store.enter.set()
+        assert store.refused.wait(10), "the write at epoch 0 was not refused"
+        assert wait_until(lambda: a.lease_epochs() == {shard: 2} and a.shard_ids == [shard], 15), \
+            "a did not take the lease again"
+        store.report.set()
+        assert wait_until(lambda: bool(conflicts), 10)
+        assert [(type(c), c.shard_id) for c in conflicts] == [(LeaseLost, shard)]
+        assert a.shard_ids == [shard] and a.lease_epochs() == {shard: 2}, "a late refusal dropped the lease held now"
+        assert lease(zookeeper, stream, shard) == ("a", 2)
+        again = drain(a, 10)
+        assert len(again) == 10
+        assert wait_until(lambda: stored(zookeeper, stream, shard) == again[-1].record.sequence_number, 10)
+    finally:
+        store.enter.set()
+        store.report.set()
         a.close()
