@@ -42,6 +42,7 @@ from kinesis_spout.tracker import FailOutcome, InflightRecordTracker
 
 if TYPE_CHECKING:
     from kinesis_spout.coordination.leases import ZooKeeperLeases
+    from kinesis_spout.coordination.rebalance import HandBack
 
 log = logging.getLogger("kinesis_spout")
 
@@ -298,35 +299,54 @@ class KinesisSpout:
             self._drop_all()
         return True
 
-    def _hand_back(self, shard_id: str) -> bool:
+    def _hand_back(self, shard_id: str) -> HandBack:
         """Leases (shard sync thread): stop taking the shard's records, wait up to ``HANDOFF_TIMEOUT_S`` for its
-        records in flight, write its checkpoint, forget it. Returns whether the checkpoint is stored: only then does
-        the caller release the lease, and the next owner resumes after that checkpoint without replays (records
-        still in flight after the wait are replayed). When it could not be written, the lease is kept and a later
-        round calls again: the shard is no longer read, so that call only writes the pending checkpoints."""
+        records in flight (dead letters pending included), forget it and write its checkpoint. Says ``stored`` when
+        the checkpoint is stored: only then does the caller release the lease, and the next owner resumes after that
+        checkpoint without replays (records still in flight after the wait are replayed). ``kept`` when it could not
+        be written: the lease is kept and a later round calls again; the shard is no longer read, so that call only
+        waits (a round's time) for the shard's pending checkpoint. ``lost`` when the shard was dropped during the
+        wait (its lease was lost: the writer met ``LeaseLost``): there is nothing to give back.
+
+        Only the wait for the records in flight holds ``_lock`` (and releases it while waiting); the checkpoint is
+        waited for without it, since the writer's thread takes it to make the shard's checkpoint."""
+        lost = False
         with self._lock:
             state = self._shards.get(shard_id)
-            if state is None:
-                return self.flush_checkpoints(HANDOFF_FLUSH_S)
-            self._detach(state)
-            wait_s = min(HANDOFF_TIMEOUT_S, self.config.message_timeout_s or HANDOFF_TIMEOUT_S)
-            log.info("handing %s over to another worker: waiting up to %.0f s for its %d records in flight, then "
-                     "writing its checkpoint and giving its lease back", shard_id, wait_s,
-                     state.tracker.inflight_count)
-            deadline = time.monotonic() + wait_s
-            while state.tracker.inflight_count and self._state == "open":
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    log.warning("handing %s over with %d records still in flight: the next owner reads them again",
-                                shard_id, state.tracker.inflight_count)
-                    break
-                self._settled.wait(min(left, 0.5))
-            del self._shards[shard_id]
-            if state.tracker.checkpoint != state.offered:  # else the writer has it (a failed write is retried)
-                self._offer_checkpoint(state)
-        stored = self.flush_checkpoints(HANDOFF_FLUSH_S)
-        state.reader.close()
-        return stored
+            if state is not None:
+                lost = not self._settle_for_hand_back(state)
+                if not lost:
+                    del self._shards[shard_id]
+                    if state.tracker.checkpoint != state.offered:  # else the writer has it (a failure is retried)
+                        self._offer_checkpoint(state)
+        if state is not None and lost:  # _drop took it out of the round-robin; its reader is ours to close
+            state.reader.close()
+            log.warning("hand-over of %s ended: its lease was lost while it waited for its records in flight (the "
+                        "next owner reads them again)", shard_id)
+            return "lost"
+        assert self._writer is not None
+        stored = self._writer.flush_shard(shard_id, HANDOFF_FLUSH_S if state is not None else LEASE_ROUND_S)
+        if state is not None:
+            state.reader.close()
+        return "stored" if stored else "kept"
+
+    def _settle_for_hand_back(self, state: ShardState) -> bool:
+        """Detach a shard being handed over and wait (``_lock`` held, released while waiting) for its records in
+        flight, within the hand-over's bound. False when the shard was dropped meanwhile (its lease was lost)."""
+        shard_id = state.shard.shard_id
+        self._detach(state)
+        wait_s = min(HANDOFF_TIMEOUT_S, self.config.message_timeout_s or HANDOFF_TIMEOUT_S)
+        log.info("handing %s over to another worker: waiting up to %.0f s for its %d records in flight, then "
+                 "writing its checkpoint and giving its lease back", shard_id, wait_s, state.tracker.inflight_count)
+        deadline = time.monotonic() + wait_s
+        while self._shards.get(shard_id) is state and state.tracker.inflight_count and self._state == "open":
+            left = deadline - time.monotonic()
+            if left <= 0:
+                log.warning("handing %s over with %d records still in flight: the next owner reads them again",
+                            shard_id, state.tracker.inflight_count)
+                break
+            self._settled.wait(min(left, 0.5))
+        return self._shards.get(shard_id) is state
 
     def _give_back_leases(self) -> None:
         """At ``close()``, after the last checkpoints were written: release the leases and leave, so the next owners
@@ -363,13 +383,21 @@ class KinesisSpout:
                 self._detach(state)
             if self._leases is not None:
                 self._leases.forget(shard_id)
+                self._settled.notify_all()  # a hand-over waiting for this shard's records ends
         if state is not None:
             log.warning("shard %s dropped: %s", shard_id, why)
 
     def _on_writer_conflict(self, conflict: CheckpointConflict) -> None:
-        """The checkpoint writer's conflicts: a lost lease drops its shard; all go to the user's handler too."""
+        """The checkpoint writer's conflicts (its thread): a lost lease drops its shard, unless the refusal was met
+        at an earlier epoch and the worker holds the lease again now (ZooKeeper is asked); all go to the user's
+        handler too."""
         if isinstance(conflict, LeaseLost):
-            self._drop(conflict.shard_id)
+            if self._leases is not None and self._leases.still_held(conflict.shard_id):
+                log.warning("a checkpoint write of %s was refused at an earlier epoch of its lease; this worker holds "
+                            "the lease again (epoch %s) and keeps reading the shard", conflict.shard_id,
+                            self._leases.held.get(conflict.shard_id))
+            else:
+                self._drop(conflict.shard_id)
         if self._on_conflict is not None:
             self._on_conflict(conflict)
 

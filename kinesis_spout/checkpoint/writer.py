@@ -24,8 +24,10 @@ class CheckpointWriter:
     Who calls: the spout offers a shard's safe checkpoint whenever it advances (``offer`` or ``offer_latest``,
     which never block); the thread writes the latest offered value of a shard at most once per ``interval_s`` (0 =
     every advance, as fast as the store allows), so the newest value reaches the store within ``interval_s`` of its
-    offer even when nothing else happens. ``flush`` writes everything pending now; ``close`` flushes and joins
-    (idempotent).
+    offer even when nothing else happens. ``flush`` writes everything pending now; ``flush_shard`` writes one
+    shard's pending value now and waits for that shard alone (a hand-over: other shards keep their interval);
+    ``close`` flushes and joins (idempotent). Everything below is guarded by ``_cond``'s lock, except the counters
+    and ``written``, which only the writer's thread changes.
 
     Trouble: a conflict (someone stored a higher checkpoint) is counted, logged, passed to ``on_conflict`` and the
     value dropped. While the store says it is disconnected (ZooKeeper SUSPENDED or LOST) writes wait; other store
@@ -48,10 +50,12 @@ class CheckpointWriter:
         self._cond = threading.Condition()
         self._stop = False
         self._busy = False
+        self._writing: str | None = None  # the shard whose value the thread took and is writing (or looking at)
         self._thread: threading.Thread | None = None
         self._failing_since: float | None = None
         self._waited_for_connection = False
         self._flushing = 0  # flush() calls under way: every pending shard is due at once
+        self._urgent: dict[str, int] = {}  # flush_shard() calls under way, per shard: that shard is due at once
         self.writes = 0
         self.conflicts = 0
         self.failures = 0
@@ -92,6 +96,9 @@ class CheckpointWriter:
         wait = 3600.0
         if self._flushing and self._pending:
             return next(iter(self._pending)), 0.0
+        for shard_id in self._urgent:
+            if shard_id in self._pending:
+                return shard_id, 0.0
         for shard_id in self._pending:
             due = self._last_write.get(shard_id, -1e18) + self.interval_s
             if due <= now:
@@ -111,6 +118,7 @@ class CheckpointWriter:
                         shard_id = shard_id or next(iter(self._pending))
                         offered = self._pending.pop(shard_id)
                         self._busy = True
+                        self._writing = shard_id
                         break
                     self._cond.wait(wait)
             checkpoint = offered if isinstance(offered, Checkpoint) else self._latest(shard_id, offered)
@@ -118,11 +126,13 @@ class CheckpointWriter:
                 with self._cond:
                     self._last_write[shard_id] = time.monotonic()
                     self._busy = False
+                    self._writing = None
                     self._cond.notify_all()
                 continue
             ok = self._wait_for_store() and self._write(checkpoint)
-            with self._cond:
+            with self._cond:  # a failed value is pending again before anyone sees the shard not being written
                 self._busy = False
+                self._writing = None
                 if not ok:
                     self._pending.setdefault(shard_id, checkpoint)
                 self._cond.notify_all()
@@ -249,6 +259,30 @@ class CheckpointWriter:
                     self._cond.wait(left)
             finally:
                 self._flushing -= 1
+        return True
+
+    def flush_shard(self, shard_id: str, timeout_s: float = 10.0) -> bool:
+        """Write ``shard_id``'s pending value now (other shards keep their interval) and wait, up to ``timeout_s``,
+        until the shard has nothing pending and nothing being written. True then: its last value was stored, or
+        found nothing new to write, or was dropped as a conflict (someone stored a higher checkpoint, or the
+        shard's lease was lost: ``on_conflict`` heard of it); a failed write stays pending, so it is False until a
+        retry succeeds. Who calls: the spout's hand-over, on the shard sync thread, holding none of the spout's
+        locks (the writer's thread takes the spout's lock to make a value: see :meth:`offer_latest`)."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            self._urgent[shard_id] = self._urgent.get(shard_id, 0) + 1
+            self._cond.notify_all()
+            try:
+                while shard_id in self._pending or self._writing == shard_id:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or self._thread is None:
+                        return False
+                    self._cond.wait(left)
+            finally:
+                if self._urgent[shard_id] == 1:
+                    del self._urgent[shard_id]
+                else:
+                    self._urgent[shard_id] -= 1
         return True
 
     def close(self, timeout_s: float = 10.0) -> None:

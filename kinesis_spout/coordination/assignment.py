@@ -65,11 +65,13 @@ class Plan:
 
 
 def plan(me: str, shards: Sequence[str], workers: Sequence[str], owners: Mapping[str, str | None],
-         held: Sequence[str], max_moves: int = 2) -> Plan:
+         held: Sequence[str], max_moves: int = 2, handing: Sequence[str] = ()) -> Plan:
     """This worker's part of :func:`assign`. ``held`` are the shards it holds leases for (``owners`` may lag behind
     it). A shard whose lease names ``me`` in ``owners`` counts as this worker's too, held or not (a take whose reply
     was lost, a give-back whose write failed): it is taken again (a new epoch) when assigned to ``me``, released
-    otherwise. A shard of this worker's not in ``shards`` (finished, or gone from the stream) is released at once."""
+    otherwise. A shard of this worker's not in ``shards`` (finished, or gone from the stream) is released at once.
+    ``handing`` are shards whose hand-over began in an earlier round and is not done: while they are still to move
+    they come first among the ``max_moves`` (so a hand-over, once begun, is finished before another begins)."""
     live = set(workers) | {me}
     target = assign(shards, sorted(live), owners)
     holding = set(held)
@@ -78,5 +80,7 @@ def plan(me: str, shards: Sequence[str], workers: Sequence[str], owners: Mapping
                   and (owners.get(s) is None or owners.get(s) not in live or owners.get(s) == me))
     wait = sorted(s for s, w in target.items() if w == me and s not in holding and s not in take)
     gone = sorted(s for s in mine if s not in target)
-    moving = sorted(s for s in mine if s in target and target[s] != me)[:max_moves]
+    to_move = sorted(s for s in mine if s in target and target[s] != me)
+    begun = [s for s in to_move if s in set(handing)]
+    moving = begun + [s for s in to_move if s not in begun][:max(0, max_moves - len(begun))]
     return Plan(take=take, release=gone + moving, wait=wait)

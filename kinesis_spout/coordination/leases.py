@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
-from kinesis_spout.errors import CheckpointError, LeaseError
+from kinesis_spout.errors import CheckpointError, LeaseError, SpoutError
 
 __all__ = ["LeaseState", "ZooKeeperLeases"]
 
@@ -43,8 +43,8 @@ class ZooKeeperLeases:
     """The leases of one app and stream, as seen by one worker.
 
     Who calls: the spout's shard sync thread (``join``, ``workers``, ``read``, ``acquire``, ``release``) and the
-    spout (``forget`` after a ``LeaseLost``, ``held``). ``held`` maps each shard this worker holds to its epoch;
-    it is guarded by one lock. The constructor does no I/O; the store must be open.
+    spout (``still_held`` and ``forget`` after a ``LeaseLost``, ``held``). ``held`` maps each shard this worker
+    holds to its epoch; it is guarded by one lock. The constructor does no I/O; the store must be open.
     """
 
     def __init__(self, store: ZooKeeperCheckpointStore, worker_id: str) -> None:
@@ -214,6 +214,22 @@ class ZooKeeperLeases:
             self.store._call(f"deleting {self._node(shard_id)}", client.delete, self._node(shard_id))
         except (NoNodeError, BadVersionError):
             pass
+
+    def still_held(self, shard_id: str) -> bool:
+        """Whether this worker holds the lease of ``shard_id`` and ZooKeeper says so too (the lease names it at the
+        held epoch). Who calls: the spout, on the checkpoint writer's thread, for a write refused with
+        ``LeaseLost``: a refusal met at an earlier epoch can reach the spout after the lease was taken again, and
+        must not drop the lease held now. (A refused check at epoch ``e`` means the version was past ``e``; versions
+        only grow, so a lease read at the held epoch afterwards was refused at another one.) False when the read
+        fails: the caller drops the shard, as for any refusal."""
+        with self._lock:
+            epoch = self._held.get(shard_id)
+        if epoch is None:
+            return False
+        try:
+            return self.read([shard_id])[shard_id] == (self.worker_id, epoch)
+        except SpoutError:
+            return False
 
     def forget(self, shard_id: str) -> None:
         """Drop a lease this worker lost (``LeaseLost``, a lost session) without writing to ZooKeeper."""

@@ -296,3 +296,60 @@ def _close_flushes_before_releasing_the_store(endpoint: KinesisEndpoint, spout_c
 def test_close_flushes_the_last_checkpoint_before_closing_the_store(moto_kinesis: KinesisEndpoint) -> None:
     """close() writes the newest safe checkpoint first and only then releases the store."""
     _close_flushes_before_releasing_the_store(moto_kinesis, KinesisSpout)
+
+
+def test_a_flush_of_one_shard_completes_while_other_shards_keep_offering_and_leaves_their_interval_alone(
+        make_store: MakeStore) -> None:
+    """What a hand-over waits on: one shard's checkpoint stored. Sixteen other shards keep offering (a busy
+    consumer acking) while it waits; the wait ends once that shard's value is stored, and the others are still
+    written once per interval, not all at once."""
+    store = make_store(_Faults())
+    writer = CheckpointWriter(store, 1.0, "me", deadline_s=TIMEOUT_S)
+    writer.start()
+    stop = threading.Event()
+    busy = [f"busy{i}" for i in range(16)]
+
+    def acks() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            for shard in busy:
+                writer.offer(Checkpoint(shard, str(n), None))
+            stop.wait(0.005)
+
+    thread = threading.Thread(target=acks, daemon=True)
+    thread.start()
+    try:
+        assert wait_until(lambda: writer.writes >= len(busy), TIMEOUT_S)  # each busy shard's first write
+        before = writer.writes
+        writer.offer(Checkpoint("handed", "42", None))
+        t0 = time.monotonic()
+        assert writer.flush_shard("handed", 5.0), "the hand-over's checkpoint was never reported stored"
+        took = time.monotonic() - t0
+        assert writer.written["handed"].sequence_number == "42"
+        assert store.load("handed") is not None and store.load("handed").sequence_number == "42"  # type: ignore[union-attr]
+        assert took < 1.0, f"the flush of one shard took {took:.1f} s"
+        assert writer.writes - before <= len(busy) * (int(took) + 1) + 1, "the flush made every shard due at once"
+    finally:
+        stop.set()
+        thread.join()
+        writer.close(2.0)
+
+
+def test_a_flush_of_one_shard_is_false_while_its_write_fails_and_true_once_it_is_stored(
+        make_store: MakeStore) -> None:
+    """A failed write of the shard keeps it unstored: the flush says so (the hand-over keeps the lease); once a
+    retry succeeds, a flush says stored. A shard with nothing pending is stored as far as the writer knows."""
+    faults = _Faults(fail=1_000_000)
+    store = make_store(faults)
+    writer = _writer(store)
+    try:
+        assert writer.flush_shard(SHARD, 0.5), "a shard never offered has nothing to wait for"
+        writer.offer(Checkpoint(SHARD, "7", None))
+        assert not writer.flush_shard(SHARD, 0.5)
+        assert faults.attempts and store.load(SHARD) is None
+        faults.fail = 0
+        assert writer.flush_shard(SHARD, TIMEOUT_S)
+        assert store.load(SHARD) is not None and store.load(SHARD).sequence_number == "7"  # type: ignore[union-attr]
+    finally:
+        writer.close(2.0)

@@ -128,8 +128,9 @@ def test_a_lease_handed_over_whose_checkpoint_cannot_be_written_is_kept_until_it
         kinesalite: KinesisEndpoint, zookeeper: Any, proxy: ZooKeeperFaultProxy, caplog: Any) -> None:
     """ZooKeeper refuses ``a``'s checkpoint writes (an error answer to each) through the whole hand-over, while the
     lease could still be written: ``a`` keeps the lease rather than let ``b`` start before the acked records'
-    checkpoint; once the writes go through again, the checkpoint is stored, the lease goes, and ``b`` reads none of
-    those records again."""
+    checkpoint, and does not read the shard again meanwhile (round after round, it only tries the give-back); once
+    the writes go through again, the checkpoint is stored, the lease goes, and ``b`` reads none of those records
+    again."""
     caplog.set_level(logging.INFO, logger="kinesis_spout")
     stream, first, second, a = two_shards_held_by_a(kinesalite, zookeeper, proxy, message_timeout_s=30.0)
     log: list[tuple[str, str]] = []
@@ -145,6 +146,10 @@ def test_a_lease_handed_over_whose_checkpoint_cannot_be_written_is_kept_until_it
         assert wait_until(lambda: kept in caplog.text or lease(zookeeper, stream, second) != ("a", 0), 20)
         assert lease(zookeeper, stream, second) == ("a", 0), "the lease went before the checkpoint was stored"
         assert stored(zookeeper, stream, second) is None
+        assert wait_until(lambda: caplog.text.count(kept) >= 2, 30), "the give-back was not tried again"
+        assert caplog.text.count(f"handing {second} over to another worker") == 1, "the shard was read again"
+        assert not [r for r in caplog.records if r.getMessage().startswith("starting ") and second in r.getMessage()]
+        assert a.shard_ids == [first]
         proxy.clear()
         assert wait_until(lambda: b.shards == [second], 20), lease(zookeeper, stream, second)
         assert stored(zookeeper, stream, second) == held[-1].record.sequence_number

@@ -222,15 +222,23 @@ def test_a_lease_lost_during_its_hand_over_has_its_last_checkpoint_refused_and_r
         kinesalite: KinesisEndpoint, zookeeper: Any, caplog: Any) -> None:
     """The lease of the shard ``a`` is handing over moves on while ``a`` waits for its records in flight: the
     checkpoint of those records is refused (a LeaseLost for a shard ``a`` no longer reads, passed to the handler),
-    and the next owner reads them again."""
+    and the next owner reads them again. The shard's checkpoints are written once a minute, so the only write after
+    its first is the hand-over's own, once its records in flight are done: the lease is lost then, not during the
+    wait (``test_lease_hand_over.py`` has that case)."""
     caplog.set_level(logging.INFO, logger="kinesis_spout")
     conflicts: list[Any] = []
-    stream, first, second, a = two_shards_held_by_a(kinesalite, zookeeper, conflicts.append, message_timeout_s=5.0)
+    stream, first, second, a = two_shards_held_by_a(kinesalite, zookeeper, conflicts.append, message_timeout_s=5.0,
+                                                    checkpoint_interval_s=60.0)
     log: list[tuple[str, str]] = []
     b = worker(config(kinesalite, zookeeper, stream, "b"), log, threading.Lock())
+    checkpoint = f"{zookeeper.prefix}/leases/{stream}/checkpoints/{second}"
     try:
         held = drain(a, 40, ack=False)
         assert len(held) == 40
+        mine = [t for t in held if t.record.shard_id == second]
+        a.ack(mine[0].message_id)  # the shard's first write, at once; its next one would be a minute away
+        assert wait_until(lambda: zookeeper.client().exists(checkpoint) is not None, 10)
+        held = [t for t in held if t is not mine[0]]
         b.start()
         assert wait_until(lambda: handing_back(caplog, second), 15, interval_s=0.01)
         zookeeper.client().set(lease_node(zookeeper, stream, second), b'{"owner": "intruder"}')
@@ -238,7 +246,7 @@ def test_a_lease_lost_during_its_hand_over_has_its_last_checkpoint_refused_and_r
         assert wait_until(lambda: bool(conflicts), 15), "the refused checkpoint was not reported"
         assert [(type(c), c.shard_id) for c in conflicts] == [(LeaseLost, second)]
         assert wait_until(lambda: b.shards == [second], 15) and a.shard_ids == [first]
-        again = {t.message_id for t in held if t.record.shard_id == second}
+        again = {t.message_id for t in mine[1:]}
         assert wait_until(lambda: {m for m, _ in log} >= again, 15)
         assert a.next_batch(timeout_s=0) == []  # and raises nothing a round of a's shard sync met
         assert b.error is None

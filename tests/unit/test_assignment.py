@@ -94,3 +94,17 @@ def test_a_lease_that_names_the_worker_counts_as_its_own_even_when_not_held() ->
     assert gone.release == [SHARDS[1]]
     alone = plan("a", SHARDS[:2], ["a"], owners, held=[SHARDS[0]])
     assert alone.take == [SHARDS[1]] and alone.release == []
+
+
+def test_a_hand_over_begun_in_an_earlier_round_comes_first_among_the_moves() -> None:
+    """``a`` owns all 8 shards and ``b`` joined: 4 are to move, 1 a round. The one whose hand-over began (and could
+    not finish) is given up again before any other, so its worker does not start a second hand-over meanwhile."""
+    owners = {s: "a" for s in SHARDS}
+    step = plan("a", SHARDS, ["a", "b"], owners, SHARDS, max_moves=1)
+    assert step.release == [SHARDS[4]]
+    again = plan("a", SHARDS, ["a", "b"], owners, SHARDS, max_moves=1, handing=[SHARDS[7]])
+    assert again.release == [SHARDS[7]]
+    assert plan("a", SHARDS, ["a", "b"], owners, SHARDS, max_moves=2, handing=[SHARDS[7]]).release == \
+        [SHARDS[7], SHARDS[4]]
+    assert plan("a", SHARDS, ["a"], owners, SHARDS, max_moves=1, handing=[SHARDS[7]]).release == [], \
+        "a shard that is its worker's to read again is not given up"
