@@ -496,8 +496,9 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
             return
         cursor.backoff.reset()
         cursor.pending.extend(skip_consumed(result.records, cursor.position))
-        cursor.busy = bool(result.records)
-        at_tip = not result.records and result.millis_behind_latest in (0, None)
+        # a reply whose user records all belonged to other shards was not empty: the shard may hold more
+        cursor.busy = bool(result.fetched)
+        at_tip = not result.fetched and result.millis_behind_latest in (0, None)
         cursor.at_tip = cursor.at_tip or at_tip
         pause = self.config.empty_record_backoff_s if at_tip else MIN_POLL_INTERVAL_S
         cursor.next_poll = time.monotonic() + pause

@@ -258,3 +258,51 @@ def test_a_batch_read_drops_user_records_of_other_shards(kinesalite: KinesisEndp
     rows = [row for p in reader.partitions() for row in arrow_rows(reader, p)]
     assert Counter(data for *_, data in rows) == stale.all_data()
     assert by_shard(rows) == {s: r for s, r in stale.expected.items() if r}
+
+
+def put_foreign_then_own(endpoint: KinesisEndpoint, stream: str, n_foreign: int) -> list[bytes]:
+    """On the middle shard of three: ``n_foreign`` aggregates whose user records all belong to the shard below,
+    then one aggregate of 3 user records of its own. Returns the own user records' data."""
+    client = endpoint.client()
+    ranges = sorted((s.shard_id, s.hash_range) for s in list_shards(client, stream))
+    (_, below), (middle, own_range) = ranges[0], ranges[1]
+    assert below is not None and own_range is not None
+    for i in range(n_foreign):
+        reply = client.put_record(StreamName=stream, Data=_aggregate([(f"f{i}", b"foreign", str(below.start + i))]),
+                                  PartitionKey="aggregate", ExplicitHashKey=str(own_range.start))
+        assert reply["ShardId"] == middle
+    own = [f"own {i}".encode() for i in range(3)]
+    client.put_record(StreamName=stream, PartitionKey="aggregate", ExplicitHashKey=str(own_range.start),
+                      Data=_aggregate([(f"o{i}", d, str(own_range.start + i)) for i, d in enumerate(own)]))
+    return own
+
+
+def test_an_available_now_run_of_driver_reads_goes_past_a_reply_whose_user_records_were_all_dropped(
+        kinesalite: KinesisEndpoint, zookeeper: Any) -> None:
+    """One Kinesis record per GetRecords: the all-foreign aggregate comes alone; the shard is not at its tip."""
+    stream = kinesalite.create_stream(shards=3)
+    own = put_foreign_then_own(kinesalite, stream, 1)
+    reader = KinesisSpoutStreamReader(source_options(kinesalite, zookeeper, stream, maxRecordsPerCall="1"))
+    reader.prepareForTriggerAvailableNow()
+    try:
+        batches, _ = run_batches(reader, reader.initialOffset(), ReadMaxRows(100))
+        rows = [row for _, _, parts, _ in batches for p in parts for row in arrow_rows(reader, p)]
+    finally:
+        reader.stop()
+    assert [data for *_, data in rows] == own
+
+
+def test_an_available_now_run_of_executor_reads_probes_past_replies_whose_user_records_were_all_dropped(
+        kinesalite: KinesisEndpoint, zookeeper: Any) -> None:
+    """The probes (GetRecords Limit=1) meet 6 all-foreign aggregates, more than the idle wait allows at the
+    shard's pace: passing them is work, not idleness, and the run's first batch reads the own user records."""
+    stream = kinesalite.create_stream(shards=3)
+    own = put_foreign_then_own(kinesalite, stream, 6)
+    reader = ExecutorStreamReader(executor_options(kinesalite, zookeeper, stream))
+    reader.prepareForTriggerAvailableNow()
+    try:
+        batches, _ = drive(reader, reader.initialOffset(), reader.getDefaultReadLimit())
+        rows = [row for s, e, _ in batches for p in reader.partitions(s, e) for row in arrow_rows(reader, p)]
+    finally:
+        reader.stop()
+    assert [data for *_, data in rows] == own
