@@ -68,6 +68,9 @@ ABANDONED_AFTER_S = 7 * 24 * 3600.0
 #: Abandoned queries deleted at most per clean-up (the rest at the next heartbeat), to bound a driver's pause.
 CLEANUP_QUERIES = 20
 
+#: What a probe saw: a record to read (or the shard's end), only records whose user records were all dropped, nothing.
+PROBE_FOUND, PROBE_PASSED, PROBE_IDLE = "found", "passed", "idle"
+
 
 class ShardTask(InputPartition):
     """One shard's part of a planned batch: read from ``start`` under the batch's limits (executor side)."""
@@ -230,17 +233,30 @@ class ExecutorStreamReader(KinesisSpoutStreamReader):
         if self._cutoff is not None and not first:
             return False
         deadline = time.monotonic() + IDLE_WAIT_S
+        passing: set[str] = set()  # the last probe passed records whose user records were all dropped: not idle
         while True:
             for shard_id in active:
-                if self._probe(shard_id, positions[shard_id]):
+                seen = self._probe(shard_id, positions[shard_id])
+                if seen == PROBE_FOUND:
                     return True
+                if seen == PROBE_PASSED:
+                    passing.add(shard_id)
+                elif seen == PROBE_IDLE:
+                    passing.discard(shard_id)
             wake = min((due for _, _, due in self._probes.values()), default=time.monotonic() + MIN_POLL_INTERVAL_S)
             if time.monotonic() >= deadline or not active:
-                return False
+                # the idle wait is over; a shard whose probes were still passing dropped user records gets a
+                # batch: its task reads on at full GetRecords size (one record per probe would take too long)
+                return bool(passing)
             time.sleep(max(0.0, min(wake, deadline) - time.monotonic()))
 
-    def _probe(self, shard_id: str, position: ShardPosition) -> bool:
-        """One ``GetRecords(Limit=1)`` after ``position`` when the shard may be polled: True if a record is there."""
+    def _probe(self, shard_id: str, position: ShardPosition) -> str | None:
+        """One ``GetRecords(Limit=1)`` after ``position`` when the shard may be polled: ``PROBE_FOUND`` if a record
+        (or the shard's end) is there; ``PROBE_PASSED`` if the reply held a Kinesis record whose user records all
+        belonged to other shards (the next probe, at the shard's pace, reads on after it); ``PROBE_IDLE`` when nothing
+        is there (or on a retriable error); None when the shard is not due yet.
+
+        Who calls: ``_worth_a_batch``, on the driver's planning thread; changes ``_probes``."""
         probe = self._probes.get(shard_id)
         now = time.monotonic()
         if probe is None or probe[0] != position:
@@ -250,7 +266,7 @@ class ExecutorStreamReader(KinesisSpoutStreamReader):
         pos, getter, due = probe
         if due > now:
             self._probes[shard_id] = probe
-            return False
+            return None
         try:
             result = getter.fetch()
         except KinesisError as exc:
@@ -258,13 +274,15 @@ class ExecutorStreamReader(KinesisSpoutStreamReader):
                 raise
             log.info("probing %s: %s", shard_id, exc)
             self._probes[shard_id] = (pos, getter, now + MIN_POLL_INTERVAL_S)
-            return False
-        found = bool(skip_consumed(result.records, position)) or result.shard_end
-        if found:
+            return PROBE_IDLE
+        if skip_consumed(result.records, position) or result.shard_end:
             self._probes.pop(shard_id, None)  # the batch's task reads it; a new probe starts at the new end
-        else:
-            self._probes[shard_id] = (pos, getter, now + max(MIN_POLL_INTERVAL_S, self.config.empty_record_backoff_s))
-        return found
+            return PROBE_FOUND
+        if result.fetched:  # every user record dropped (or already read): more may follow, read on at the pace
+            self._probes[shard_id] = (pos, getter, now + MIN_POLL_INTERVAL_S)
+            return PROBE_PASSED
+        self._probes[shard_id] = (pos, getter, now + max(MIN_POLL_INTERVAL_S, self.config.empty_record_backoff_s))
+        return PROBE_IDLE
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         """One task per shard of the planned batch that is not finished (the tasks read; nothing is carried)."""
