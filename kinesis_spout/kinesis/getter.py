@@ -63,12 +63,13 @@ class StartPosition:
 class FetchResult(NamedTuple):
     """One GetRecords call's outcome. ``shard_end`` is true once the shard is closed and fully read. ``fetched``
     counts the Kinesis records of the reply: more than zero with no ``records`` when every user record of its
-    aggregates belonged to other shards (the reply was not empty, the shard may hold more)."""
+    aggregates belonged to other shards (the reply was not empty, the shard may hold more). Every field is required:
+    a getter that left ``fetched`` out would make its readers take such a reply for the shard's tip."""
 
     records: list[Record]
     millis_behind_latest: int | None
     shard_end: bool
-    fetched: int = 0
+    fetched: int
 
 
 class ShardGetter:
@@ -127,7 +128,7 @@ class ShardGetter:
     def fetch(self) -> FetchResult:
         """One GetRecords call. Raises a ``KinesisError`` (``retriable`` for throttling and server errors)."""
         if self.shard_end:
-            return FetchResult([], 0, True)
+            return FetchResult([], 0, True, 0)
         for attempt in (1, 2):
             if self._iterator is None:
                 self._iterator = self._get_iterator()

@@ -99,7 +99,7 @@ def test_a_closed_shard_ends_and_stays_ended(kinesalite: KinesisEndpoint) -> Non
     assert all(r.shard_end is False for r in results[:-1])
     assert all(isinstance(r.millis_behind_latest, int) for r in results)
     assert [r.sequence_number for res in results for r in res.records] == [seq for _, seq in placed]
-    assert getter.fetch() == FetchResult([], 0, True)
+    assert getter.fetch() == FetchResult([], 0, True, 0)
 
 
 def test_each_expired_iterator_is_counted_and_a_second_in_a_row_is_an_error_naming_the_shard(

@@ -12,7 +12,15 @@ import pytest
 from aws_kinesis_agg.aggregator import RecordAggregator
 from aws_kinesis_agg.deaggregator import iter_deaggregate_records
 
-from kinesis_spout.kinesis.aggregation import MAGIC, UserRecord, aggregate_problem, deaggregate, is_aggregated
+from kinesis_spout.kinesis.aggregation import (
+    MAGIC,
+    UserRecord,
+    aggregate_problem,
+    deaggregate,
+    hash_key,
+    is_aggregated,
+)
+from kinesis_spout.kinesis.getter import FetchResult
 
 NOW = datetime(2026, 11, 22, tzinfo=timezone.utc)
 
@@ -119,3 +127,22 @@ def test_unknown_fields_are_skipped() -> None:
     record = b"\x08\x00" + b"\x1a\x02hi" + b"\x22\x06\x0a\x01k\x12\x01v" + b"\x28\x05"  # tags, then varint field 5
     body = b"\x0a\x02pk" + b"\x1a" + bytes([len(record)]) + record + b"\x25\x01\x02\x03\x04"  # a fixed32 field 4
     assert deaggregate(MAGIC + body + hashlib.md5(body).digest()) == [UserRecord("pk", None, b"hi")]
+
+
+@pytest.mark.parametrize("explicit", ["0x10", "abc", "-5", "", " 12", "12 ", "1e3", "١٢"])
+def test_an_explicit_hash_key_that_is_not_a_decimal_number_has_no_hash_key(explicit: str) -> None:
+    """No shard can be told for such a user record (the getter keeps it), whatever its partition key hashes to."""
+    assert hash_key("partition", explicit) is None
+
+
+def test_the_hash_key_is_the_explicit_decimal_one_else_the_partition_keys_md5_big_endian() -> None:
+    assert hash_key("partition", "340282366920938463463374607431768211455") == (1 << 128) - 1
+    assert hash_key("partition", "007") == 7
+    assert hash_key("partition", None) == int.from_bytes(hashlib.md5(b"partition").digest(), "big")
+
+
+def test_a_fetch_result_needs_the_count_of_kinesis_records_fetched() -> None:
+    """Without it a reply whose user records were all dropped would pass for the shard's tip."""
+    with pytest.raises(TypeError, match="fetched"):
+        FetchResult([], 0, False)  # type: ignore[call-arg]
+    assert FetchResult([], 0, False, 3).fetched == 3
