@@ -15,7 +15,7 @@ import hashlib
 import logging
 import pickle
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -27,6 +27,7 @@ from test_spark_source import run_batches, source_options
 
 from kinesis_spout import KinesisSpout, MemoryCheckpointStore
 from kinesis_spout.kinesis.aggregation import hash_key
+from kinesis_spout.kinesis.getter import ShardGetter, StartPosition
 from kinesis_spout.kinesis.shards import list_shards
 from kinesis_spout.spark.batch_read import KinesisBatchReader
 from kinesis_spout.spark.executor_source import ExecutorStreamReader
@@ -306,3 +307,35 @@ def test_an_available_now_run_of_executor_reads_probes_past_replies_whose_user_r
     finally:
         reader.stop()
     assert [data for *_, data in rows] == own
+
+
+def test_the_spout_reads_on_at_the_shards_pace_past_replies_whose_user_records_were_all_dropped(
+        kinesalite: KinesisEndpoint) -> None:
+    """Such a reply was not empty: the reader polls again at Kinesis' pace (5 calls a second), not after the
+    empty-read backoff (here a minute, far longer than the drain's bound), and the own user records arrive."""
+    stream = kinesalite.create_stream(shards=3)
+    own = put_foreign_then_own(kinesalite, stream, 3)
+    config = replace(make_config(kinesalite, stream, max_records_per_call=1), empty_record_backoff_s=60.0)
+    with KinesisSpout(config, MemoryCheckpointStore()) as spout:
+        got = drain(spout, len(own), timeout_s=15.0)
+        dropped = sum(m.foreign_user_records for m in spout.metrics())
+    assert [t.record.data for t in got] == own
+    assert dropped == 3
+
+
+def test_a_user_record_whose_explicit_hash_key_is_not_a_number_is_kept(kinesalite: KinesisEndpoint) -> None:
+    """No shard can be told for it: it is delivered where it was put, while a user record of another shard in the
+    same aggregate is dropped."""
+    stream = kinesalite.create_stream(shards=3)
+    client = kinesalite.client()
+    shards = sorted((s.shard_id, s.hash_range) for s in list_shards(client, stream))
+    (_, below), (middle, rng) = shards[0], shards[1]
+    assert below is not None and rng is not None
+    users = [("odd-0", b"hex key", "0x10"), ("odd-1", b"word key", "abc"), ("foreign", b"foreign", str(below.start)),
+             ("own", b"own", str(rng.start))]
+    client.put_record(StreamName=stream, Data=_aggregate(users), PartitionKey="a", ExplicitHashKey=str(rng.start))
+    getter = ShardGetter(client, stream, middle, StartPosition("TRIM_HORIZON"), deaggregate=True, hash_range=rng)
+    result = getter.fetch()
+    assert [(r.data, r.sub_sequence_number) for r in result.records] == [(b"hex key", 0), (b"word key", 1),
+                                                                          (b"own", 3)]
+    assert (result.fetched, getter.foreign_user_records) == (1, 1)
