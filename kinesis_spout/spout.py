@@ -36,7 +36,7 @@ from kinesis_spout.errors import (
 from kinesis_spout.kinesis.client import make_client
 from kinesis_spout.kinesis.getter import ShardGetter, StartPosition
 from kinesis_spout.kinesis.reader import BufferedShardReader, RoundRobinReader
-from kinesis_spout.kinesis.shards import Shard, owned_shards
+from kinesis_spout.kinesis.shards import Shard, drop_range, owned_shards
 from kinesis_spout.records import Record, SequenceKey, SpoutTuple, message_id, parse_message_id_rank
 from kinesis_spout.tracker import FailOutcome, InflightRecordTracker
 
@@ -450,7 +450,8 @@ class KinesisSpout:
             message_timeout_s=cfg.message_timeout_s, checkpoint=initial)
         getter = ShardGetter(self._client, cfg.stream_name, shard.shard_id, first, cfg.max_records_per_call,
                              deaggregate=cfg.deaggregate,
-                             hash_range=shard.hash_range if cfg.drop_foreign_user_records else None)
+                             hash_range=drop_range(cfg.stream_name, shard.shard_id, shard,
+                                                   cfg.drop_foreign_user_records))
         if first.kind == LATEST:  # LATEST is the tip when open() runs, not when the reader thread gets to it
             try:
                 getter.prepare()

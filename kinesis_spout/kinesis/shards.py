@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -10,6 +12,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from kinesis_spout.errors import StreamNotFoundError
 from kinesis_spout.kinesis.client import translate
+
+log = logging.getLogger("kinesis_spout.kinesis")
+
+_unknown_ranges: set[tuple[str, str]] = set()  # (stream, shard) whose unknown range was logged; under the lock
+_unknown_lock = threading.Lock()
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +64,29 @@ def _hash_range(listed: Any) -> HashKeyRange | None:
         return HashKeyRange(int(listed["StartingHashKey"]), int(listed["EndingHashKey"]))
     except (KeyError, TypeError, ValueError):
         return None
+
+
+def drop_range(stream_name: str, shard_id: str, shard: Shard | None, drop: bool) -> HashKeyRange | None:
+    """The hash key range outside which the readers of ``shard_id`` drop KPL user records: ``shard``'s (its
+    listing); None when ``drop`` (``drop_foreign_user_records``) is off, or when the range is not known (``shard`` is
+    None: not in the listing, or the listing left its ``HashKeyRange`` out). Nothing is dropped then, so user records
+    of other shards put here by a stale producer come twice: the first unknown range of each shard of a stream is
+    logged as a warning (once per process), later ones not at all.
+
+    Who calls: whoever builds a shard's getters (the spout, the Spark sources' planners, batch reads)."""
+    if not drop:
+        return None
+    if shard is not None and shard.hash_range is not None:
+        return shard.hash_range
+    with _unknown_lock:
+        first = (stream_name, shard_id) not in _unknown_ranges
+        _unknown_ranges.add((stream_name, shard_id))
+    if first:
+        log.warning("shard %s of %r: its hash key range is not known (%s), so KPL user records of other shards are "
+                    "not dropped from its aggregates although drop_foreign_user_records (dropForeignUserRecords) is "
+                    "on: a producer with a stale shard map may deliver some user records twice", shard_id,
+                    stream_name, "the shard listing left it out" if shard is not None else "the shard is not listed")
+    return None
 
 
 def list_shards(client: Any, stream_name: str) -> list[Shard]:

@@ -23,7 +23,7 @@ from kinesis_spout.config import MIN_POLL_INTERVAL_S, SpoutConfig
 from kinesis_spout.errors import ConfigError
 from kinesis_spout.kinesis.client import make_client
 from kinesis_spout.kinesis.getter import PacedGetter, ShardGetter, StartPosition
-from kinesis_spout.kinesis.shards import HashKeyRange, list_shards
+from kinesis_spout.kinesis.shards import HashKeyRange, drop_range, list_shards
 from kinesis_spout.spark.schema import records_to_arrow
 
 __all__ = ["BATCH_OPTIONS", "KinesisBatchReader", "parse_batch_options"]
@@ -98,8 +98,8 @@ class KinesisBatchReader(DataSourceReader):
         end = self.end or datetime.now(timezone.utc)
         start = self.start.isoformat() if self.start is not None else None
         shards = list_shards(make_client(cfg.region, cfg.endpoint_url, credentials=cfg.credentials), cfg.stream_name)
-        return [ShardSpan(s.shard_id, start, end.isoformat(), s.hash_range if cfg.drop_foreign_user_records else None)
-                for s in shards]
+        return [ShardSpan(s.shard_id, start, end.isoformat(),
+                          drop_range(cfg.stream_name, s.shard_id, s, cfg.drop_foreign_user_records)) for s in shards]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         """The shard's records up to the end time, as Arrow batches, one per GetRecords reply."""

@@ -39,7 +39,7 @@ from kinesis_spout.kinesis.client import make_client, translate
 from kinesis_spout.kinesis.credentials import AwsCredentials
 from kinesis_spout.kinesis.getter import LATEST_MARGIN, PacedGetter, ShardGetter, StartPosition
 from kinesis_spout.kinesis.reader import Backoff
-from kinesis_spout.kinesis.shards import HashKeyRange, Shard, list_shards, owned_shards
+from kinesis_spout.kinesis.shards import HashKeyRange, Shard, drop_range, list_shards, owned_shards
 from kinesis_spout.records import Record
 from kinesis_spout.spark.offsets import (
     AT_TIMESTAMP,
@@ -280,8 +280,8 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
     def _hash_range(self, shard_id: str) -> HashKeyRange | None:
         """The shard's hash key range, from the listing, for its getters (None: no user record is dropped, with
         ``dropForeignUserRecords=false`` or for a shard no longer listed)."""
-        shard = self._list_shards().get(shard_id) if self.config.drop_foreign_user_records else None
-        return shard.hash_range if shard is not None else None
+        drop = self.config.drop_foreign_user_records
+        return drop_range(self.config.stream_name, shard_id, self._list_shards().get(shard_id) if drop else None, drop)
 
     # -- Spark's calls on the driver -----------------------------------------------------------------------------
     def initialOffset(self) -> dict[str, str]:

@@ -119,6 +119,7 @@ class FaultProxy:
         self._connections: dict[threading.Thread, socket.socket] = {}
         self._closed = False
         self._expired: set[str] = set()
+        self._hide_hash_ranges = False  # ListShards/DescribeStream replies without HashKeyRange; under _lock
 
     # -- life cycle ---------------------------------------------------------------------------------------------
 
@@ -224,17 +225,28 @@ class FaultProxy:
         with self._lock:
             self._expired.update(shard_ids)
 
-    def _without_expired(self, operation: str, reply: bytes) -> bytes:
-        """A listing reply with the expired shards taken out (other replies unchanged)."""
+    def hide_hash_key_ranges(self) -> None:
+        """Leave ``HashKeyRange`` out of every shard of ``ListShards`` and ``DescribeStream`` replies from now on
+        (a listing that does not say which hash keys a shard serves)."""
         with self._lock:
-            expired = set(self._expired)
-        if not expired or operation not in ("ListShards", "DescribeStream"):
+            self._hide_hash_ranges = True
+
+    def _without_expired(self, operation: str, reply: bytes) -> bytes:
+        """A listing reply with the expired shards taken out, and the hash key ranges if hidden (other replies
+        unchanged)."""
+        with self._lock:
+            expired, hide = set(self._expired), self._hide_hash_ranges
+        if not expired and not hide or operation not in ("ListShards", "DescribeStream"):
             return reply
         doc = _json_object(reply)
         holder = doc.get("StreamDescription") if operation == "DescribeStream" else doc
         if not isinstance(holder, dict) or not isinstance(holder.get("Shards"), list):
             return reply
         holder["Shards"] = [s for s in holder["Shards"] if not (isinstance(s, dict) and s.get("ShardId") in expired)]
+        if hide:
+            for shard in holder["Shards"]:
+                if isinstance(shard, dict):
+                    shard.pop("HashKeyRange", None)
         return json.dumps(doc).encode()
 
     def clear(self) -> None:

@@ -32,6 +32,7 @@ from kinesis_spout.kinesis.shards import list_shards
 from kinesis_spout.spark.batch_read import KinesisBatchReader
 from kinesis_spout.spark.executor_source import ExecutorStreamReader
 from kinesis_spout.spark.source import KinesisSpoutStreamReader
+from kinesis_spout.testing.faults import FaultProxy
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.spout import drain
 
@@ -339,3 +340,26 @@ def test_a_user_record_whose_explicit_hash_key_is_not_a_number_is_kept(kinesalit
     assert [(r.data, r.sub_sequence_number) for r in result.records] == [(b"hex key", 0), (b"word key", 1),
                                                                           (b"own", 3)]
     assert (result.fetched, getter.foreign_user_records) == (1, 1)
+
+
+def test_a_shard_whose_hash_key_range_is_not_listed_drops_nothing_and_says_so_once(
+        kinesalite: KinesisEndpoint, caplog: pytest.LogCaptureFixture) -> None:
+    """With a listing that leaves HashKeyRange out, no shard can filter: every user record is delivered (the copies
+    put by the stale producer twice) and each shard's unknown range is a warning, once."""
+    stream = kinesalite.create_stream(shards=3)
+    stale = put_stale(kinesalite, stream)
+    total = sum(len(rows) for rows in stale.expected.values()) + stale.foreign
+    with FaultProxy(kinesalite.endpoint_url) as proxy:
+        proxy.hide_hash_key_ranges()
+        config = replace(make_config(kinesalite, stream), endpoint_url=proxy.endpoint_url)
+        with caplog.at_level(logging.WARNING, logger="kinesis_spout"):
+            with KinesisSpout(config, MemoryCheckpointStore()) as spout:
+                got = drain(spout, total)
+                assert drain(spout, 1, timeout_s=0.5) == []
+                dropped = sum(m.foreign_user_records for m in spout.metrics())
+            with KinesisSpout(config, MemoryCheckpointStore()) as spout:  # the same shards again: no new warning
+                again = drain(spout, total)
+    assert (len(got), len(again), dropped) == (total, total, 0)
+    warned = sorted(s for r in caplog.records if "hash key range is not known" in r.getMessage()
+                    for s in stale.expected if s in r.getMessage() and r.levelno == logging.WARNING)
+    assert warned == sorted(stale.expected)  # each of the 3 shards once
