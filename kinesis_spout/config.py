@@ -111,7 +111,10 @@ class SpoutConfig:
     deaggregate: bool = True
     # drop the user records of an aggregate whose hash keys lie outside the shard's range (a KPL with a stale shard
     # map put them there, and puts them again in their own shards), as KCL does. False for producers that aggregate
-    # user records of several shards into one Kinesis record and put them nowhere else
+    # user records of several shards into one Kinesis record and put them nowhere else. Keep it the same for the
+    # life of an app: changed between runs, the foreign user records around the stored checkpoint may be lost (a
+    # checkpoint taken after the last kept user record finishes its aggregate) or delivered again, and a Spark replay
+    # of a batch read under the other setting yields other rows than the original batch
     drop_foreign_user_records: bool = True
     scheme: RecordScheme = field(default_factory=RawScheme)
     dead_letter: DeadLetterTarget = log_dead_letter
