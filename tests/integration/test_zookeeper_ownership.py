@@ -198,3 +198,28 @@ def test_an_ownership_whose_create_was_retried_on_a_new_session_is_held(zookeepe
             assert watcher.exists(node) is None
         finally:
             taker.close(), other.close()
+
+
+def test_an_ownership_cut_off_longer_than_its_session_timeout_is_not_held_by_the_stores_own_clock(zookeeper) -> None:
+    """A connection that drops and comes back on the same session keeps the ownership; one kept away until the
+    session expired is no longer held, although kazoo cannot report the session LOST before it reconnects."""
+    node = f"{zookeeper.prefix}/app/stream/{NAME}"
+    with ZooKeeperFaultProxy(zookeeper.hosts) as proxy:
+        holder = store_for(proxy.hosts, zookeeper)
+        holder.open()
+        watcher = zookeeper.client()
+        try:
+            holder.take_ownership(NAME, "pid 1")
+            proxy.cut(Op.PING)  # a blip: kazoo reconnects at once and resumes its session
+            proxy.wait_acted()
+            assert wait_until(lambda: holder.connected, 20)
+            assert holder.holds_ownership(NAME, "pid 1") and holder.session_losses == 0
+            proxy.cut(Op.PING, hold=True)
+            proxy.wait_acted(2)
+            assert wait_until(lambda: watcher.exists(node) is None, 20), "the session never expired"
+            assert wait_until(lambda: not holder.holds_ownership(NAME, "pid 1"), 10), \
+                "an ownership cut off past its session timeout is still held"
+            assert holder.session_losses == 0 and not holder.connected
+        finally:
+            proxy.release()
+            holder.close()
