@@ -151,7 +151,13 @@ class OwnershipStore(Protocol):
     Who calls: ``SpoutPipeline`` in exactly-once mode, on its run thread, with the store open. ``holder`` is a
     description unique to the caller's run (it names the process). ``take_ownership`` raises ``OwnershipTaken``
     while another holder owns the name; ``holds_ownership`` says, without I/O, whether the caller still owns it
-    (False once the store saw its session end); ``release_ownership`` gives it up (idempotent).
+    (False once the store saw its session end, or once it has been cut off from its server for longer than the
+    session timeout, by its own clock); ``release_ownership`` gives it up (idempotent).
+
+    What ``close()`` does to an ownership differs: the ZooKeeper store's ownership is an ephemeral node of its
+    session, so closing the store (or the process's death, after the session timeout) releases it; the memory
+    store has no session, so its ownership outlives ``close()`` and lasts until ``release_ownership`` (or, in
+    tests, ``revoke_ownership``).
     """
 
     def take_ownership(self, name: str, holder: str) -> None: ...

@@ -15,7 +15,9 @@ class MemoryCheckpointStore:
     ``CheckpointError``, until ``open()`` is called again; so a caller that writes after closing its store is
     caught in tests. The data stays across ``close()``/``open()``: a later spout sharing this store (a simulated
     restart) opens it and reads what the earlier one wrote. Reads work at any time. A store never opened accepts
-    writes (convenient for tests that use it directly).
+    writes (convenient for tests that use it directly). An ownership (``take_ownership``) also stays across
+    ``close()``, unlike the ZooKeeper store's, which goes with its session: it lasts until ``release_ownership``
+    or ``revoke_ownership``.
     """
 
     def __init__(self) -> None:

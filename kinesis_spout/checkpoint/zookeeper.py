@@ -119,7 +119,8 @@ class ZooKeeperCheckpointStore:
         self._lost_lock = threading.Lock()  # guards _session_lost (set on kazoo's thread) and _fences
         self._session_lost = False
         self._fences: dict[str, tuple[str, int | None]] = {}  # shard id -> (lease node, epoch: None = revoked)
-        self._owned: dict[str, tuple[str, int]] = {}  # under _lost_lock: name -> (holder, session_losses then)
+        self._owned: dict[str, tuple[str, int]] = {}  # under _lost_lock: name -> (holder, session id of its node)
+        self._suspended_since: float | None = None  # under _lost_lock: when the connection went down (monotonic)
         self._listeners: list[Any] = []
         self.state = "CLOSED"
         self.session_losses = 0
@@ -184,9 +185,14 @@ class ZooKeeperCheckpointStore:
             except Exception:  # noqa: BLE001 - a listener's bug must not break the connection handling
                 log.exception("ZooKeeper state listener failed")
         if state == "CONNECTED":
+            with self._lost_lock:
+                self._suspended_since = None
             self._connected.set()
             return
         self._connected.clear()
+        with self._lost_lock:
+            if self._suspended_since is None:
+                self._suspended_since = time.monotonic()
         if state == "LOST":
             with self._lost_lock:
                 self._session_lost = True
@@ -459,17 +465,20 @@ class ZooKeeperCheckpointStore:
         """Create the ephemeral node of ``name`` holding ``holder`` (and the session timeout, so that a waiter
         knows how long a dead holder keeps it). ZooKeeper deletes it when this store's session ends: ``close()``,
         the process's death (after the session timeout), or an expiry. ``OwnershipTaken`` names the owner while
-        the node exists; a node this session created already (a create retried after a lost reply) is taken."""
+        the node exists; a node this session created already (a create retried after a lost reply) is taken.
+
+        The ownership is recorded against the session that owns the node (its ``ephemeralOwner``, as the create
+        answered it): a create made again on a new session after the first one's answer was lost and its session
+        expired belongs to the new session, and is held."""
         from kazoo.exceptions import NodeExistsError, NoNodeError
 
         node = self.ownership_node(name)
         timeout_s = self.negotiated_session_timeout_s or self.session_timeout_s
         payload = json.dumps({"holder": holder, "session_timeout_s": timeout_s}).encode()
-        with self._lost_lock:
-            losses = self.session_losses
         for _ in range(_CAS_ATTEMPTS):
             try:
-                self._call(f"creating {node}", self._kazoo.create, node, payload, ephemeral=True, makepath=True)
+                _, stat = self._call(f"creating {node}", self._kazoo.create, node, payload, ephemeral=True,
+                                     makepath=True, include_data=True)
             except NodeExistsError:
                 try:
                     data, stat = self._call(f"reading {node}", self._kazoo.get, node)
@@ -480,44 +489,80 @@ class ZooKeeperCheckpointStore:
                     raise OwnershipTaken(f"{node} is owned by {other}", holder=other, where=node,
                                          vanishes_within_s=other_timeout) from None
             with self._lost_lock:
-                self._owned[name] = (holder, losses)
+                self._owned[name] = (holder, int(stat.ephemeralOwner))
             log.info("ZooKeeper %s: %s owns %s", self.hosts, holder, node)
             return
         raise CheckpointError(f"ownership {node}: gave up after {_CAS_ATTEMPTS} holders came and went while "
                               f"{holder} tried to take it", retriable=True)
 
     def holds_ownership(self, name: str, holder: str) -> bool:
-        """True while ``holder`` took ``name`` through this store and no session was lost since (no I/O: the
-        answer is this store's view; a session that expired while the connection is down shows only on
-        reconnecting, so writes that must not outlive the ownership need a fence of their own too)."""
-        with self._lost_lock:
-            return self._client is not None and self._owned.get(name) == (holder, self.session_losses)
+        """True while ``holder`` took ``name`` through this store, the session that owns its node is still this
+        store's session, and the connection has not been down for longer than the session timeout (no I/O).
 
-    def release_ownership(self, name: str, holder: str) -> None:
-        """Delete the node of ``name`` if ``holder`` owns it in this session (idempotent). If ZooKeeper cannot be
-        reached, the node goes when this store's session ends (``close()``)."""
-        from kazoo.exceptions import BadVersionError, NoNodeError
-
+        A session that expired while the connection is down shows only on reconnecting; so, by this store's own
+        clock, an ownership whose connection has been SUSPENDED for longer than the session timeout is no longer
+        held (ZooKeeper has expired the session by then, or will within one tick, and another holder may take it).
+        That still leaves a window, between the expiry and that moment, in which a new owner may act: writes that
+        must not outlive the ownership need a fence of their own too (the batch log's compare-and-set)."""
         with self._lost_lock:
             mine = self._owned.get(name)
+            if self._client is None or mine is None or mine != (holder, self._current_session()):
+                return False
+            suspended = self._suspended_since
+        timeout_s = self.negotiated_session_timeout_s or self.session_timeout_s
+        return suspended is None or time.monotonic() - suspended <= timeout_s
+
+    def release_ownership(self, name: str, holder: str) -> None:
+        """Delete the node of ``name`` if ``holder`` owns it in this session (idempotent).
+
+        The delete is sent once, and only while the session that owns the node is this store's live session: never
+        retried, since kazoo would send a retry on a new session after an expiry, and a node re-created by the next
+        owner starts again at version 0, so a retried delete would delete the next owner's node. A delete that gets
+        no answer (connection lost, session expired) leaves the node to its session: it goes when the session
+        ends (an expiry, or this store's ``close()``)."""
+        from kazoo.exceptions import BadVersionError, ConnectionLoss, NoNodeError, SessionExpiredError
+        from kazoo.handlers.threading import KazooTimeoutError
+
+        with self._lost_lock:
+            mine = self._owned.pop(name, None)
             if mine is None or mine[0] != holder:
+                if mine is not None:
+                    self._owned[name] = mine
                 return
-            del self._owned[name]
-            if mine[1] != self.session_losses or self._client is None:
+            client = self._client
+            if client is None or mine[1] != self._current_session():
                 return  # the session that owned it is gone, and the node with it
         node = self.ownership_node(name)
         try:
-            data, stat = self._call(f"reading {node}", self._kazoo.get, node)
-            if _parse_owner(data)[0] == holder and stat.ephemeralOwner == self._session_id():
-                self._call(f"deleting {node}", self._kazoo.delete, node, version=stat.version)
-        except (NoNodeError, BadVersionError):
-            pass
+            data, stat = self._call(f"reading {node}", self._kazoo.get, node)  # a read may be retried
+        except NoNodeError:
+            return
         except CheckpointError as exc:
             log.warning("ownership %s not released (%s); it goes when this store closes its session", node, exc)
+            return
+        if _parse_owner(data)[0] != holder or stat.ephemeralOwner != mine[1]:
+            return
+        if self._session_id() != mine[1]:  # not connected now, or another session: no request that could be
+            log.info("ownership %s not released: not connected on its session; it goes with the session", node)
+            return
+        try:
+            client.delete_async(node, version=stat.version).get(timeout=self.operation_timeout_s)
+        except (NoNodeError, BadVersionError):
+            pass
+        except (ConnectionLoss, SessionExpiredError, KazooTimeoutError) as exc:
+            log.info("ownership %s: the delete got no answer (%s); the node goes with its session", node,
+                     type(exc).__name__)
 
     def _session_id(self) -> int | None:
+        """The session id while connected (kazoo's ``client_id``), else None."""
         client_id = getattr(self._client, "client_id", None)
         return client_id[0] if client_id else None
+
+    def _current_session(self) -> int | None:
+        """The id of the client's session, also while the connection is SUSPENDED (a reconnect may resume it);
+        None after it was lost and before a new one is made. kazoo keeps it in ``_session_id``."""
+        session = getattr(self._client, "_session_id", None)
+        return session if isinstance(session, int) else None
 
     # -- batch ends of executor reads (readMode=executors, see kinesis_spout.spark.batches) -------------------------
     def batches_node(self, query: str) -> str:
@@ -703,6 +748,7 @@ class ZooKeeperCheckpointStore:
         client, self._client = self._client, None
         with self._lost_lock:
             self._owned.clear()  # ZooKeeper deletes the ownership nodes with the session
+            self._suspended_since = None
         self._connected.clear()
         self.state = "CLOSED"
         if client is not None:

@@ -60,15 +60,21 @@ Exactly-once mode (``exactly_once=<backing map factory>``): the pipeline is a **
   txid order. Batch ids are not stored in ZooKeeper in this mode; the log holds the txid.
 - **Ownership**: ``run()`` first takes the ownership of the app and stream, an ephemeral ZooKeeper node
   ``{zookeeper_prefix}/{app}/{stream}/exactly_once_owner`` made through the checkpoint store, naming the
-  process (pid, host, start time). While another pipeline owns it, ``run()`` waits up to that owner's ZooKeeper
-  session timeout plus 2 s (a driver killed by SIGKILL lets go when its session expires, so a restart right after
-  a crash waits at most that long), then ends with :class:`~kinesis_spout.checkpoint.base.OwnershipTaken`
-  naming the owner. Only then is the batch log read, and taken over: the entry is rewritten under this run. The
-  ownership is released when ``run()`` ends (its session's end releases it too). Every later write of the batch
-  log is compare-and-set, and before each write of the log, each ``process`` call and each ack the pipeline
-  checks that its session did not end: a pipeline that lost its ownership (its session expired while it was
-  paused, and another took over) ends ``run()`` with :class:`~kinesis_spout.state.txlog.OwnershipLost` before
-  it writes the log or state or acks (its records are replayed by the new owner).
+  process (pid, host, start time). While another pipeline owns it, ``run()`` waits up to
+  :func:`previous_owner_wait_s` of that owner's ZooKeeper session timeout (the timeout plus half of it, at least
+  2 s more: a driver killed by SIGKILL lets go when ZooKeeper expires its session, which it does in steps of its
+  tickTime, up to one tick late; a session timeout is at least two ticks), then ends with
+  :class:`~kinesis_spout.checkpoint.base.OwnershipTaken` naming the owner. Only then is the batch log read, and
+  taken over: the entry is rewritten under this run. The ownership is released when ``run()`` ends (its
+  session's end releases it too). Every later write of the batch log is compare-and-set. Before each write of
+  the log and each ack the pipeline checks (no I/O) that its session did not end and that it has not been cut off
+  from ZooKeeper for longer than the session timeout (by its own clock: while cut off, kazoo cannot learn that
+  the session expired); before each ``process`` attempt it also reads the batch log once to check that no other
+  pipeline wrote it. A pipeline that lost its ownership (its session expired while it was paused or cut off, and
+  another may have taken over) ends ``run()`` with :class:`~kinesis_spout.state.txlog.OwnershipLost` before it
+  writes the log or acks, and without calling ``process`` again (its records are replayed by the new owner); an
+  attempt that failed because the ownership was lost (e.g. the state refused its out-of-order write) ends so
+  too, not with a StateError.
 - ``batch.run_id`` is the batch log's identity: made when the log is created, the same for every run that
   resumes that log (restarts, crashes), different for a new batch log. A state can tell by it a txid of this
   log from the same number in another.
@@ -99,7 +105,8 @@ from kinesis_spout.spout import KinesisSpout
 from kinesis_spout.state.base import BackingMapFactory, StateError
 from kinesis_spout.state.txlog import BatchLog, BatchLogEntry, OwnershipLost, Place, ReplayCollector, next_entry
 
-__all__ = ["OwnershipLost", "OwnershipTaken", "ProcessFunction", "SpoutPipeline", "TransactionalBatch"]
+__all__ = ["OwnershipLost", "OwnershipTaken", "ProcessFunction", "SpoutPipeline", "TransactionalBatch",
+           "previous_owner_wait_s"]
 
 log = logging.getLogger("kinesis_spout.spark")
 
@@ -111,7 +118,15 @@ _STORE_BACKOFF_MAX_S = 5.0
 _FLUSH_TIMEOUT_S = 10.0
 _REPLAY_TIMEOUT_S = 120.0  # how long a restart may take to read an uncommitted txid's records again
 _OWNER_NAME = "exactly_once_owner"  # the ownership node, next to the app's checkpoints of the stream
-_OWNER_GRACE_S = 2.0  # waited beyond an owner's session timeout: ZooKeeper expires sessions on its own ticks
+_OWNER_GRACE_S = 2.0  # the least waited beyond an owner's session timeout (see previous_owner_wait_s)
+
+
+def previous_owner_wait_s(session_timeout_s: float) -> float:
+    """How long ``run()`` of an exactly-once pipeline waits for a previous owner whose ZooKeeper session timeout
+    is ``session_timeout_s`` to let go: the timeout plus half of it, at least 2 s more. ZooKeeper expires sessions
+    in buckets of its tickTime, so a session may outlive its timeout by up to one tick, and a session timeout is at
+    least two ticks (ZooKeeper's minimum), so half of it covers a tick whatever the server's tickTime."""
+    return session_timeout_s + max(_OWNER_GRACE_S, session_timeout_s / 2)
 
 
 @dataclass(frozen=True)
@@ -467,8 +482,9 @@ class SpoutPipeline:
 
     def _take_ownership(self, store: OwnershipStore, holder: str, finished: Callable[[], bool]) -> bool:
         """Make this run the owner of its app and stream (called by the run thread, store open, before the spout
-        opens or the batch log is read). While another holder owns them, wait up to that holder's session timeout
-        plus 2 s (a holder that died lets go by then), then raise OwnershipTaken naming it. False if the run ends
+        opens or the batch log is read). While another holder owns them, wait up to ``previous_owner_wait_s`` of
+        that holder's session timeout (a holder that died lets go by then), then raise OwnershipTaken naming it.
+        False if the run ends
         (stop, signal, limits) while waiting: nothing was read or written."""
         cfg = self.config
         began = time.monotonic()
@@ -480,7 +496,7 @@ class SpoutPipeline:
                 return True
             except OwnershipTaken as exc:
                 if exc.vanishes_within_s is not None:
-                    patience = max(patience, exc.vanishes_within_s + _OWNER_GRACE_S)
+                    patience = max(patience, previous_owner_wait_s(exc.vanishes_within_s))
                 waited = time.monotonic() - began
                 if waited >= patience:
                     raise OwnershipTaken(
@@ -490,7 +506,8 @@ class SpoutPipeline:
                         f"stop that pipeline first (in a rolling redeploy, stop the old driver before starting the "
                         f"new one), or give this one another app_name. A pipeline that died lets go by itself when "
                         f"its ZooKeeper session expires (zookeeper_session_timeout_s); run() waits that long plus "
-                        f"{_OWNER_GRACE_S:g} s before this error", holder=exc.holder, where=exc.where,
+                        f"half of it (at least {_OWNER_GRACE_S:g} s more) before this error", holder=exc.holder,
+                        where=exc.where,
                         vanishes_within_s=exc.vanishes_within_s) from exc
                 if not announced:
                     announced = True
@@ -500,13 +517,22 @@ class SpoutPipeline:
             if not self._wait_until(time.monotonic() + _POLL_S, finished):
                 return False
 
-    def _ensure_owned(self, what: str) -> None:
+    def _ensure_owned(self, what: str, txlog: BatchLog | None = None) -> None:
         """Raise OwnershipLost unless this run still owns its app and stream; ``what`` is about to be written
-        (or acked). No I/O. Run thread only (``_holding`` is the run thread's)."""
+        (or acked, or processed). Without ``txlog`` no I/O (the store's view: its session, and how long it has
+        been cut off); with it, one read of the batch log too (no other pipeline wrote it). Run thread only
+        (``_holding`` is the run thread's)."""
         held = self._holding
         if held is not None and not held[0].holds_ownership(_OWNER_NAME, held[1]):
             raise OwnershipLost(f"its ZooKeeper session ended (expired while the driver was paused or cut off, "
-                                f"or closed), which released its ownership; {what} is not written")
+                                f"or closed), or it was cut off from ZooKeeper for longer than its session timeout "
+                                f"(so the session may have expired, and another pipeline may own the stream); "
+                                f"{what} is not done")
+        if txlog is not None:
+            try:
+                txlog.verify()
+            except OwnershipLost as exc:
+                raise OwnershipLost(f"{exc}; {what} is not done") from exc
 
     def _lost(self, exc: OwnershipLost) -> OwnershipLost:
         """The error that ends a run that lost its ownership: what happened, and what to do."""
@@ -614,7 +640,7 @@ class SpoutPipeline:
                 shards=tuple(sorted({r.shard_id for r in records})),
                 started_at=datetime.now(timezone.utc) - timedelta(seconds=time.monotonic() - started),
                 attempt=attempt, run_id=txlog.log_id or None)
-            self._ensure_owned(f"the state of txid {entry.txid} (attempt {attempt})")
+            self._ensure_owned(f"attempt {attempt} of txid {entry.txid} (process() and its state)", txlog)
             t0 = time.monotonic()
             df = self.spark.createDataFrame(records_to_arrow(self.config.stream_name, records,
                                                              [attempt] * len(records)))
@@ -634,6 +660,9 @@ class SpoutPipeline:
             self._record(spout, batch, 0 if failed else len(records), error, t1 - t0, process_s, started)
             if not failed:
                 return True
+            # an attempt may fail because the ownership was lost (the state refused the write of a txid that a
+            # new owner moved past): then that is the error, not the failure of process()
+            self._ensure_owned(f"another attempt of txid {entry.txid} (attempt {attempt} failed)", txlog)
             if attempt == attempts:
                 break
             wait_s = min(backoff.max_s, backoff.initial_s * backoff.multiplier ** (attempt - 1))

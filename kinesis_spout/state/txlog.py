@@ -168,7 +168,9 @@ class BatchLog:
     Who calls: SpoutPipeline, on the driver, in its run thread only (no lock: one thread). ``take_over()`` (once,
     after the pipeline took the ownership of its app and stream) reads the entry and rewrites it under ``owner``;
     ``save()`` writes an entry if the log is still as this pipeline last wrote it, else raises
-    :class:`OwnershipLost` and writes nothing. ``load()`` reads it (tools, tests). The backing map is made on first
+    :class:`OwnershipLost` and writes nothing; ``verify()`` (one read, before each ``process`` attempt) raises
+    :class:`OwnershipLost` unless the log is still as this pipeline last wrote it. ``load()`` reads it (tools,
+    tests). The backing map is made on first
     use and must be a :class:`~kinesis_spout.state.base.ConditionalBackingMap`; ``close()`` is idempotent.
     """
 
@@ -212,7 +214,7 @@ class BatchLog:
             else:
                 stored = BatchLogEntry.from_dict(got.value, repr(self.key))
                 entry = replace(stored, owner=self.owner, log_id=stored.log_id or uuid.uuid4().hex)
-            if self._put(entry, got.token):
+            if self._put(entry, got.token) is True:
                 self.log_id = entry.log_id
                 self._taken = True
                 return entry
@@ -221,26 +223,49 @@ class BatchLog:
 
     def save(self, entry: BatchLogEntry) -> None:
         """Write ``entry`` (under ``owner`` and the log's id) if the log is as this pipeline last wrote it; else
-        OwnershipLost, and nothing written."""
+        OwnershipLost, and nothing written. If another pipeline took the log over right after the write (before
+        it was read back), the write stands overwritten and OwnershipLost says so."""
         if not self._taken:
             raise StateError(f"the batch log at {self.key!r} is written only after take_over()")
         entry = replace(entry, owner=self.owner, log_id=self.log_id)
-        if not self._put(entry, self._token):
-            now = self.load()
-            by = f"{now.owner or 'a writer of an older version'} (txid {now.txid})" if now is not None else "nobody"
+        written = self._put(entry, self._token)
+        if written is True:
+            return
+        now = self.load()
+        by = f"{now.owner or 'a writer of an older version'} (txid {now.txid})" if now is not None else "nobody"
+        if written is False:
             raise OwnershipLost(f"the batch log at {self.key!r} was written by another pipeline since {self.owner} "
                                 f"last wrote it: it now holds an entry of {by}; txid {entry.txid} is not written")
+        raise OwnershipLost(f"the batch log at {self.key!r}: txid {entry.txid} was written, but another pipeline "
+                            f"took the log over right after: it now holds an entry of {by}")
 
-    def _put(self, entry: BatchLogEntry, token: Any) -> bool:
-        """Compare-and-set ``entry`` against ``token``, then read back the new token; False when another writer
-        came first (before the write, or right after it: then the value read back is not ours)."""
+    def verify(self) -> None:
+        """Raise OwnershipLost unless the log is still as this pipeline last wrote it (one read; nothing written).
+
+        Who calls: SpoutPipeline, before each ``process`` attempt: a pipeline whose ownership was taken over while
+        it could not hear from ZooKeeper finds the log rewritten here, before it processes (and writes state)
+        again."""
+        if not self._taken:
+            raise StateError(f"the batch log at {self.key!r} is verified only after take_over()")
+        got = self._backing().multi_get_versioned([self.key])[0]
+        if got.token == self._token:
+            return
+        now = None if got.value is None else BatchLogEntry.from_dict(got.value, repr(self.key))
+        by = f"{now.owner or 'a writer of an older version'} (txid {now.txid})" if now is not None else "nobody"
+        raise OwnershipLost(f"the batch log at {self.key!r} was written by another pipeline since {self.owner} "
+                            f"last wrote it: it now holds an entry of {by}")
+
+    def _put(self, entry: BatchLogEntry, token: Any) -> bool | None:
+        """Compare-and-set ``entry`` against ``token``, then read back the new token. True when written and read
+        back; False when another writer came first (nothing written); None when written but another writer came
+        right after it (the value read back is not ours)."""
         backing = self._backing()
         doc = entry.to_dict()
         if not backing.multi_put_if([self.key], [doc], [token])[0]:
             return False
         got = backing.multi_get_versioned([self.key])[0]
         if got.value != doc:
-            return False
+            return None
         self._token = got.token
         return True
 

@@ -21,6 +21,7 @@ from kinesis_spout.errors import SpoutError
 from kinesis_spout.spark import SpoutPipeline
 from kinesis_spout.state import Count, TransactionalMap, persistent_aggregate
 from kinesis_spout.state.redis import RedisBackingMap
+from kinesis_spout.state.txlog import OwnershipLost
 from kinesis_spout.testing.process import wait_until
 from kinesis_spout.testing.zkproxy import Op, ZooKeeperFaultProxy
 
@@ -263,3 +264,110 @@ def test_a_pipeline_whose_session_expired_stops_even_when_nobody_took_over(
                               exactly_once=fx.log_map)
     restarted.run(until=fx.all_counted, timeout_s=90)
     assert fx.counted() == EXPECTED
+
+
+def test_a_pipeline_taken_over_while_cut_off_ends_with_the_loss_and_calls_process_no_more(
+        spark: Any, kinesalite: Any, zookeeper: Any, redis: Any) -> None:
+    """The first pipeline is cut off from ZooKeeper inside ``process()`` of txid 1 (before its state write) and
+    stays cut off: kazoo never reports the session LOST. A second pipeline takes over and counts everything. When
+    the first resumes, its state write is refused (newer txids were applied); it must not process the txid again:
+    its run() ends with OwnershipLost, and what the second one stored stays as it is."""
+    fx = Fixture(kinesalite, zookeeper, redis)
+    paused, resume = threading.Event(), threading.Event()
+    seen: list[tuple[int, int]] = []
+
+    def process(df: Any, batch: Any) -> None:
+        seen.append((batch.id, batch.attempt))
+        if batch.id == 1 and not resume.is_set():
+            paused.set()
+            assert resume.wait(90), "the test never resumed the paused pipeline"
+        fx.count(df, batch)  # the state write comes after the pause
+
+    with ZooKeeperFaultProxy(zookeeper.hosts) as proxy:
+        cfg = fx.config(zookeeper=proxy.hosts, zookeeper_deadline_s=5.0, retry_limit=2)
+        store = ZooKeeperCheckpointStore.from_config(cfg)
+        first = SpoutPipeline(spark, cfg, process, trigger_interval_s=0.0, max_batch_records=20,
+                              exactly_once=fx.log_map, checkpoint_store=store)
+        runner = Runner(first, until=lambda: False, timeout_s=150)
+        try:
+            assert paused.wait(90), f"the first pipeline did not reach txid 1: {runner.error!r}"
+            proxy.cut(Op.PING, hold=True)  # cut off, and kept so until the end of the test
+            proxy.wait_acted()
+            second = SpoutPipeline(spark, fx.config(), fx.count, trigger_interval_s=0.0, max_batch_records=7,
+                                   exactly_once=fx.log_map)
+            second.run(until=fx.all_counted, timeout_s=90)
+            assert fx.counted() == EXPECTED
+            before = fx.stored()
+            seen_at_takeover = list(seen)
+        finally:
+            resume.set()
+        error = runner.result(120)
+        assert store.session_losses == 0, "the first pipeline was still cut off (no LOST seen)"
+    assert isinstance(error, OwnershipLost) and "lost its ownership" in str(error), f"run() ended so: {error!r}"
+    assert seen_at_takeover == [(1, 1)] and seen == [(1, 1)], "process() called again after the takeover"
+    assert first.metrics.acked == 0
+    assert fx.stored() == before and fx.counted() == EXPECTED
+
+
+def test_a_pipeline_cut_off_longer_than_its_session_timeout_stops_by_its_own_clock(
+        spark: Any, kinesalite: Any, zookeeper: Any, redis: Any) -> None:
+    """Cut off from ZooKeeper mid-batch until its session expired, and still cut off (so kazoo never reports
+    LOST), with nobody taking over: the batch log's compare-and-set cannot tell, but the pipeline knows by its own
+    clock that its session may be gone. It ends with OwnershipLost before its commit; a restart replays the txid."""
+    fx = Fixture(kinesalite, zookeeper, redis)
+    paused, resume = threading.Event(), threading.Event()
+    seen: list[int] = []
+    with ZooKeeperFaultProxy(zookeeper.hosts) as proxy:
+        cfg = fx.config(zookeeper=proxy.hosts, zookeeper_deadline_s=5.0)
+        store = ZooKeeperCheckpointStore.from_config(cfg)
+        first = SpoutPipeline(spark, cfg, pausing(fx, 1, paused, resume, seen), trigger_interval_s=0.0,
+                              max_batch_records=20, exactly_once=fx.log_map, checkpoint_store=store)
+        runner = Runner(first, until=resume.is_set, timeout_s=150)
+        try:
+            assert paused.wait(90), f"the pipeline did not reach txid 1: {runner.error!r}"
+            owner_node = f"{zookeeper.prefix}/owned/{fx.stream}/exactly_once_owner"
+            watcher = zookeeper.client()
+            proxy.cut(Op.PING, hold=True)
+            proxy.wait_acted()
+            assert wait_until(lambda: watcher.exists(owner_node) is None, 30), "the session never expired"
+            before = fx.stored()
+        finally:
+            resume.set()
+        error = runner.result(60)
+        assert store.session_losses == 0, "the pipeline was still cut off (no LOST seen)"
+    assert isinstance(error, OwnershipLost) and "cut off from ZooKeeper" in str(error), f"run() ended so: {error!r}"
+    assert first.metrics.acked == 0 and seen == [1]
+    assert fx.stored() == before, "the commit of txid 1 is not written"
+    restarted = SpoutPipeline(spark, fx.config(), fx.count, trigger_interval_s=0.0, max_batch_records=20,
+                              exactly_once=fx.log_map)
+    restarted.run(until=fx.all_counted, timeout_s=90)
+    assert fx.counted() == EXPECTED
+
+
+def test_a_batch_log_written_during_a_failed_attempt_stops_the_pipeline_before_it_processes_again(
+        spark: Any, kinesalite: Any, zookeeper: Any, redis: Any) -> None:
+    """Another writer changes the batch log while the pipeline's attempt of txid 2 fails (its ZooKeeper session
+    is fine): the pipeline reads the log before the next attempt and ends with OwnershipLost instead of calling
+    ``process()`` again."""
+    fx = Fixture(kinesalite, zookeeper, redis)
+    seen: list[tuple[int, int]] = []
+
+    def process(df: Any, batch: Any) -> None:
+        seen.append((batch.id, batch.attempt))
+        if batch.id == 2:
+            log = fx.log_map.make_backing_map()
+            try:
+                key = ("$batch-log", "owned", fx.stream)
+                [doc] = log.multi_get([key])
+                log.multi_put([key], [{**doc, "owner": "another pipeline"}])
+            finally:
+                log.close()
+            raise RuntimeError("this attempt fails")
+        fx.count(df, batch)
+
+    first = SpoutPipeline(spark, fx.config(retry_limit=3), process, trigger_interval_s=0.0, max_batch_records=20,
+                          exactly_once=fx.log_map)
+    with pytest.raises(OwnershipLost, match=r"lost its ownership .* entry of another pipeline \(txid 2\); another "
+                                            r"attempt of txid 2 \(attempt 1 failed\) is not done"):
+        first.run(until=fx.all_counted, timeout_s=90)
+    assert seen == [(1, 1), (2, 1)], "process() called again after the batch log was taken"

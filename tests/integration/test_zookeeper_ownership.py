@@ -18,9 +18,10 @@ from kinesis_spout.testing.zkproxy import Op, ZooKeeperFaultProxy
 NAME = "exactly_once_owner"
 
 
-def store_for(hosts: str, zookeeper, session_timeout_s: float = 2.0) -> ZooKeeperCheckpointStore:
+def store_for(hosts: str, zookeeper, session_timeout_s: float = 2.0,
+              deadline_s: float = 5.0) -> ZooKeeperCheckpointStore:
     config = SpoutConfig(stream_name="stream", app_name="app", zookeeper=hosts, zookeeper_prefix=zookeeper.prefix,
-                         zookeeper_session_timeout_s=session_timeout_s, zookeeper_deadline_s=5.0)
+                         zookeeper_session_timeout_s=session_timeout_s, zookeeper_deadline_s=deadline_s)
     return ZooKeeperCheckpointStore.from_config(config)
 
 
@@ -88,7 +89,7 @@ def test_an_owner_that_lets_go_between_the_create_and_the_read_is_no_conflict(zo
 
         try:
             holder.take_ownership(NAME, "pid 1")
-            proxy.hold(Op.CREATE)  # the answer "node exists" waits
+            proxy.hold(Op.CREATE2)  # the answer "node exists" waits (a create that answers with the node's stat)
             thread = threading.Thread(target=take, daemon=True)
             thread.start()
             proxy.wait_acted()
@@ -118,3 +119,107 @@ def test_the_memory_store_owns_like_zookeeper_until_released_or_revoked() -> Non
     store.release_ownership(NAME, "run 2")
     store.release_ownership(NAME, "run 2")
     store.take_ownership(NAME, "run 3")
+
+
+def test_a_release_cut_off_past_its_session_never_deletes_the_next_owners_node(zookeeper) -> None:
+    """The holder's delete never reaches ZooKeeper (the connection drops in its place) and the holder stays away
+    until its session expired; a new store takes the ownership (its node is at version 0 again). When the old
+    holder reconnects, on a new session, its release must not delete the new owner's node: a third store is
+    still refused while the new owner holds it."""
+    node = f"{zookeeper.prefix}/app/stream/{NAME}"
+    with ZooKeeperFaultProxy(zookeeper.hosts) as proxy:
+        old = store_for(proxy.hosts, zookeeper, deadline_s=20.0)  # time enough to retry after the reconnect
+        new, third = store_for(zookeeper.hosts, zookeeper), store_for(zookeeper.hosts, zookeeper)
+        old.open(), new.open(), third.open()
+        watcher = zookeeper.client()
+        errors: list[BaseException] = []
+
+        def release() -> None:
+            try:
+                old.release_ownership(NAME, "old")
+            except BaseException as exc:  # noqa: BLE001 - handed to the test
+                errors.append(exc)
+
+        try:
+            old.take_ownership(NAME, "old")
+            proxy.cut_request(Op.DELETE, hold=True)  # the old holder is cut off in place of its delete
+            thread = threading.Thread(target=release, daemon=True)
+            thread.start()
+            proxy.wait_acted()
+            assert wait_until(lambda: watcher.exists(node) is None, 20), "the old session never expired"
+            new.take_ownership(NAME, "new")
+            assert watcher.exists(node).version == 0
+            proxy.release()  # the old holder reconnects: its session is gone, kazoo opens a new one
+            thread.join(30)
+            assert not thread.is_alive() and errors == []
+            assert wait_until(lambda: old.session_losses >= 1 and old.connected, 20)
+            assert watcher.exists(node) is not None, "the release deleted the new owner's node"
+            assert new.holds_ownership(NAME, "new")
+            with pytest.raises(OwnershipTaken, match="owned by new"):
+                third.take_ownership(NAME, "third")
+        finally:
+            old.close(), new.close(), third.close()
+
+
+def test_an_ownership_whose_create_was_retried_on_a_new_session_is_held(zookeeper) -> None:
+    """The create's answer is lost and the store stays away until its session expired (with the node it made);
+    the create is made again on kazoo's new session and succeeds: the node is this store's, so it holds the
+    ownership (and releases it)."""
+    node = f"{zookeeper.prefix}/app/stream/{NAME}"
+    watcher = zookeeper.client()
+    watcher.ensure_path(node.rsplit("/", 1)[0])
+    with ZooKeeperFaultProxy(zookeeper.hosts) as proxy:
+        taker, other = store_for(proxy.hosts, zookeeper, deadline_s=20.0), store_for(zookeeper.hosts, zookeeper)
+        taker.open(), other.open()
+        errors: list[BaseException] = []
+
+        def take() -> None:
+            try:
+                taker.take_ownership(NAME, "pid 1")
+            except BaseException as exc:  # noqa: BLE001 - handed to the test
+                errors.append(exc)
+
+        try:
+            proxy.cut(Op.CREATE2, hold=True)  # the connection drops in place of the create's answer
+            thread = threading.Thread(target=take, daemon=True)
+            thread.start()
+            proxy.wait_acted()
+            assert watcher.exists(node) is not None, "the create reached ZooKeeper"
+            assert wait_until(lambda: watcher.exists(node) is None, 20), "the session never expired"
+            proxy.release()
+            thread.join(30)
+            assert not thread.is_alive() and errors == []
+            assert taker.session_losses >= 1
+            assert watcher.exists(node) is not None
+            assert taker.holds_ownership(NAME, "pid 1"), "the node made on the new session is this store's"
+            with pytest.raises(OwnershipTaken, match="owned by pid 1"):
+                other.take_ownership(NAME, "pid 2")
+            taker.release_ownership(NAME, "pid 1")
+            assert watcher.exists(node) is None
+        finally:
+            taker.close(), other.close()
+
+
+def test_an_ownership_cut_off_longer_than_its_session_timeout_is_not_held_by_the_stores_own_clock(zookeeper) -> None:
+    """A connection that drops and comes back on the same session keeps the ownership; one kept away until the
+    session expired is no longer held, although kazoo cannot report the session LOST before it reconnects."""
+    node = f"{zookeeper.prefix}/app/stream/{NAME}"
+    with ZooKeeperFaultProxy(zookeeper.hosts) as proxy:
+        holder = store_for(proxy.hosts, zookeeper)
+        holder.open()
+        watcher = zookeeper.client()
+        try:
+            holder.take_ownership(NAME, "pid 1")
+            proxy.cut(Op.PING)  # a blip: kazoo reconnects at once and resumes its session
+            proxy.wait_acted()
+            assert wait_until(lambda: holder.connected, 20)
+            assert holder.holds_ownership(NAME, "pid 1") and holder.session_losses == 0
+            proxy.cut(Op.PING, hold=True)
+            proxy.wait_acted(2)
+            assert wait_until(lambda: watcher.exists(node) is None, 20), "the session never expired"
+            assert wait_until(lambda: not holder.holds_ownership(NAME, "pid 1"), 10), \
+                "an ownership cut off past its session timeout is still held"
+            assert holder.session_losses == 0 and not holder.connected
+        finally:
+            proxy.release()
+            holder.close()

@@ -27,3 +27,13 @@ def test_exactly_once_refuses_a_store_that_cannot_own_and_the_default_mode_does_
     assert SpoutPipeline(None, config, lambda df, b: None, checkpoint_store=NoOwnershipStore()).exactly_once is None
     assert SpoutPipeline(None, config, lambda df, b: None, checkpoint_store=MemoryCheckpointStore(),
                          exactly_once=MemoryBackingMap.factory("unit-own")).exactly_once is not None
+
+
+@pytest.mark.parametrize(("session_timeout_s", "wait_s"), [(2.0, 4.0), (4.0, 6.0), (10.0, 15.0), (40.0, 60.0)])
+def test_the_wait_for_a_previous_owner_covers_zookeepers_expiry_tick(session_timeout_s: float,
+                                                                     wait_s: float) -> None:
+    """ZooKeeper expires sessions in buckets of its tickTime, up to one tick late, and a session timeout is at
+    least two ticks: the wait is the timeout plus half of it (at least 2 s)."""
+    from kinesis_spout.spark.pipeline import previous_owner_wait_s
+
+    assert previous_owner_wait_s(session_timeout_s) == pytest.approx(wait_s)

@@ -119,3 +119,54 @@ def test_a_backing_map_without_compare_and_set_is_refused_for_the_log() -> None:
 def test_a_damaged_log_is_an_error_naming_it(doc) -> None:
     with pytest.raises(StateDecodeError, match="batch log at here cannot be read"):
         BatchLogEntry.from_dict(doc, "here")
+
+
+def test_verify_reads_whether_the_log_is_still_as_this_pipeline_last_wrote_it() -> None:
+    MemoryBackingMap.drop("txlog-verify")
+    factory = MemoryBackingMap.factory("txlog-verify")
+    key = ("$batch-log", "app", "stream")
+    old, new = BatchLog(factory, key, owner="run 1"), BatchLog(factory, key, owner="run 2")
+    with pytest.raises(StateError, match="only after take_over"):
+        old.verify()
+    old.take_over()
+    old.verify()
+    old.save(entry(False))
+    old.verify()
+    new.take_over()
+    with pytest.raises(OwnershipLost, match=r"written by another pipeline since run 1 .* entry of run 2 \(txid 7\)"):
+        old.verify()
+    new.verify()
+
+
+class _TakenOverAfterTheWrite(MemoryBackingMap):
+    """A real memory backing map; right after its ``nth`` successful compare-and-set, another pipeline takes the
+    log over, before the writer reads its write back."""
+
+    nth = 0
+
+    def multi_put_if(self, keys, values, tokens):  # type: ignore[no-untyped-def]
+        done = super().multi_put_if(keys, values, tokens)
+        type(self).nth -= 1
+        if type(self).nth == 0 and all(done):
+            BatchLog(MemoryBackingMap.factory(self.name), keys[0], owner="run 2").take_over()
+        return done
+
+
+class _TakenOverFactory:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def make_backing_map(self) -> MemoryBackingMap:
+        return _TakenOverAfterTheWrite(self.name)
+
+
+def test_a_write_taken_over_before_it_was_read_back_says_it_was_written_and_overwritten() -> None:
+    MemoryBackingMap.drop("txlog-readback")
+    key = ("$batch-log", "app", "stream")
+    _TakenOverAfterTheWrite.nth = 2  # the take-over's write, then the save's
+    log = BatchLog(_TakenOverFactory("txlog-readback"), key, owner="run 1")
+    log.take_over()
+    with pytest.raises(OwnershipLost, match=r"txid 7 was written, but another pipeline took the log over right "
+                                            r"after: it now holds an entry of run 2 \(txid 7\)") as lost:
+        log.save(entry(False))
+    assert "is not written" not in str(lost.value)
