@@ -13,9 +13,10 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import partial
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from kinesis_spout.checkpoint.base import Checkpoint, CheckpointStore
 from kinesis_spout.checkpoint.writer import CheckpointWriter, ConflictHandler
@@ -225,9 +226,10 @@ class KinesisSpout:
                                    on_error=self._on_sync_error,
                                    round_s=LEASE_ROUND_S if self._leases is not None else None,
                                    forget=self._leases.delete if self._leases is not None else None,
-                                   initial_position=cfg.initial_position, initial_timestamp=cfg.initial_timestamp)
+                                   initial_position=cfg.initial_position, initial_timestamp=cfg.initial_timestamp,
+                                   owner=cfg.worker_id)
             ready = self._sync.sync()
-            self._add_shards(ready)
+            self._add_shards(ready, self._sync.take_fresh_pins())
         except BaseException:
             self._store.close()
             raise
@@ -242,7 +244,7 @@ class KinesisSpout:
         if self._leases is not None:
             self._leases.watch_workers(self._sync.wake)
         mine = self._owns(self._sync.listed)
-        waiting = sorted({s.shard_id for s in mine} - self._known() - self._sync.skipped)
+        waiting = sorted({s.shard_id for s in mine} - self._known() - self._sync.finished)
         log.info("spout %s opened stream %r: task %d/%d owns %d of %d shards (%s)%s", cfg.app_name,
                  cfg.stream_name, cfg.task_index, cfg.task_count, len(mine), len(self._sync.listed),
                  ", ".join(f"{s.shard.shard_id} {s.start.describe()}" for s in self._shards.values())
@@ -416,13 +418,14 @@ class KinesisSpout:
             if self._deferred is None:
                 self._deferred = error
 
-    def _add_shards(self, shards: list[Shard]) -> None:
+    def _add_shards(self, shards: list[Shard], fresh_pins: Mapping[str, datetime] | None = None) -> None:
         """Start reading ``shards``: their starts are resolved (store I/O, no lock held), then their states are
         installed under the lock and their readers started (unless the spout is still opening: ``open()`` starts
-        them). Called by ``open()`` and by the shard sync thread."""
+        them). Called by ``open()`` (with the pins the app's first start wrote just now, ``fresh_pins``) and by
+        the shard sync thread."""
         states = []
         assert self._store is not None
-        for shard, start, checkpoint, first in resolve_starts(self._store, self.config, shards):
+        for shard, start, checkpoint, first in resolve_starts(self._store, self.config, shards, fresh_pins):
             if first is None:
                 log.info("shard %s was finished earlier (shard_end); not reading it again", shard.shard_id)
                 with self._lock:

@@ -15,24 +15,34 @@ The rule, for each shard (KCL's shard-sync rules):
 
    - a parent the app read records of (a sequence number stored, its end included), or read from
      ``TRIM_HORIZON``: the child starts at ``TRIM_HORIZON`` (its records all came after the parent's);
-   - a parent pinned to a time and nothing read since (``AT_TIMESTAMP``, or its end stored with the pin): the child
-     starts at the pin. So a ``LATEST`` or ``AT_TIMESTAMP`` start travels down the lineage, and the records a
-     child received before the app started are not delivered;
+   - a parent closed when its start was decided, started at a time with nothing read after it (its end stored
+     with the time, or decided in the same call): the child starts at that time. So an ``AT_TIMESTAMP`` start
+     travels down a lineage that ended before the app started, and the records a child received before the
+     time are not delivered. A parent pinned while open (a stored pin, ended or not) hands down ``TRIM_HORIZON``;
    - a parent at (or reset to) an unpinned ``LATEST``: the child starts at ``LATEST`` too.
 
    Of a merge's two parents the earlier start wins (``TRIM_HORIZON`` < ``AT_TIMESTAMP`` by time < ``LATEST``), so
    nothing either parent hands down is skipped.
 3. A shard that nothing is handed down to starts at the configured initial position.
-4. A closed shard (listed in ``closed``) whose start is an unpinned ``LATEST`` is not read at all
-   (:func:`never_read`): it ended before the app started, so ``LATEST`` has nothing there, and its children start
-   at ``LATEST`` at once, without waiting for it.
+4. A closed shard (listed in ``closed``) without a checkpoint whose start is an unpinned ``LATEST``: at the app's
+   first start (``first_start``: no checkpoint of any listed shard or parent is stored) it ended before the app
+   started, so ``LATEST`` has nothing there: it is not read at all (:func:`never_read`), and its children start
+   at ``LATEST`` at once, without waiting for it. The first start stores that (:func:`first_start_writes`: an end
+   marked ``reset_to=LATEST`` for each such shard, a pin for each open shard, owned by the worker or not), so
+   later a closed shard at an unpinned ``LATEST`` without a checkpoint was open when the app started and never
+   pinned (its pin was not written): it is read from ``TRIM_HORIZON`` (loses nothing of what came after the
+   start, may deliver older records).
 
 **Pins.** ``LATEST`` means "records that arrive from now on", and "now" must survive a crash: a consumer that
 dies before the shard's first checkpoint and starts at a new ``LATEST`` skips what was read but not acked and what
 arrived while it was down. So a start that is ``LATEST`` (or ``AT_TIMESTAMP`` from the configuration) is pinned,
 :meth:`ShardStart.pin`, to ``AT_TIMESTAMP`` and stored as the shard's checkpoint (:meth:`Checkpoint.pinned`)
-before the shard's first record is delivered. A closed shard read to its end with nothing in it after its pin
-keeps the pin in its end (:func:`end_checkpoint`), for its children.
+before the shard's first record is delivered. Only an open shard is pinned: a closed shard's start is decided
+again the same way from the configuration and its parents' stored state. A shard that was closed when its start
+was decided and is read to its end with nothing in it after an ``AT_TIMESTAMP`` start keeps that time in its end
+(:func:`end_checkpoint`), for its children (they started before it). A shard followed while open hands down
+``TRIM_HORIZON`` whatever its start (KCL's rule: its children were created while the app read it), so a pin
+taken by a clock ahead of Kinesis' does not skip the children's first records.
 """
 
 from __future__ import annotations
@@ -46,8 +56,8 @@ from kinesis_spout.config import InitialPosition
 from kinesis_spout.records import SequenceKey
 
 __all__ = ["AFTER_SEQUENCE_NUMBER", "AT_SEQUENCE_NUMBER", "AT_TIMESTAMP", "LATEST", "PIN_MARGIN", "SHARD_END",
-           "TRIM_HORIZON", "ShardStart", "end_checkpoint", "handed_down", "never_read", "start_positions",
-           "waiting_for_parents"]
+           "TRIM_HORIZON", "ShardStart", "end_checkpoint", "first_start_writes", "handed_down", "is_first_start",
+           "never_read", "never_read_checkpoint", "start_positions", "waiting_for_parents"]
 
 TRIM_HORIZON = "TRIM_HORIZON"
 LATEST = "LATEST"
@@ -65,6 +75,7 @@ CHILD = "child of a reshard"
 CHILD_OF_PIN = "child of a pinned shard"
 CHILD_OF_LATEST = "child of a shard started at LATEST"
 CLOSED_BEFORE_LATEST = "closed before the app started at LATEST"
+CLOSED_UNPINNED = "closed, its LATEST start never stored: read from its first record"
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +88,9 @@ class ShardStart:
     ``AT_TIMESTAMP`` (with ``timestamp``) or ``SHARD_END`` (finished: do not read). ``reason`` says which rule
     decided it (for logs). ``durable`` is True when starting again from the same stored state gives the same
     records: a sequence number, a stored pin, ``TRIM_HORIZON``; not a ``LATEST`` or a configured timestamp that was
-    never stored.
+    never stored. ``closed`` is True when the shard was closed and had no checkpoint when this start was decided:
+    such a start is not pinned (it is decided again the same way) and an ``AT_TIMESTAMP`` one is kept in the
+    shard's end when nothing came after it (:func:`end_checkpoint`).
     """
 
     position: str
@@ -86,6 +99,7 @@ class ShardStart:
     timestamp: datetime | None = None
     reason: str = ""
     durable: bool = True
+    closed: bool = False
 
     @property
     def finished(self) -> bool:
@@ -94,7 +108,7 @@ class ShardStart:
     @property
     def needs_pin(self) -> bool:
         """True when this start must be pinned and stored before the shard's first record is delivered."""
-        return not self.durable and self.position in (LATEST, AT_TIMESTAMP)
+        return not self.durable and not self.closed and self.position in (LATEST, AT_TIMESTAMP)
 
     def pin(self, now: datetime) -> "ShardStart":
         """This start as a durable ``AT_TIMESTAMP``: ``LATEST`` becomes ``now - PIN_MARGIN``."""
@@ -133,11 +147,13 @@ def from_checkpoint(checkpoint: Checkpoint) -> ShardStart:
 def handed_down(checkpoint: Checkpoint) -> ShardStart:
     """Where the children of a shard with this stored checkpoint start when they have none of their own (rule 2).
 
-    A sequence number (read records, its end included), an end without one, or a reset to ``TRIM_HORIZON``: the
-    app followed the shard from its start or read into it, so the children start at ``TRIM_HORIZON``. A pin (with
-    or without the end): at the pin. A reset to ``LATEST``: at ``LATEST``.
+    A sequence number (read records, its end included), an end without one, a reset to ``TRIM_HORIZON``, or a pin
+    not ended (pins are taken on open shards only, so the children were created after it): the app followed the
+    shard, so the children start at ``TRIM_HORIZON``. An end that kept its start time (a shard closed when its
+    start was decided, :func:`end_checkpoint`): at that time. A reset to ``LATEST`` (an end marked so included):
+    at ``LATEST``.
     """
-    if checkpoint.sequence_number is None and checkpoint.reset_to == AT_TIMESTAMP:
+    if checkpoint.sequence_number is None and checkpoint.reset_to == AT_TIMESTAMP and checkpoint.shard_end:
         return ShardStart(AT_TIMESTAMP, timestamp=checkpoint.timestamp, reason=CHILD_OF_PIN)
     if checkpoint.sequence_number is None and checkpoint.reset_to == LATEST:
         return ShardStart(LATEST, reason=CHILD_OF_LATEST, durable=False)
@@ -163,9 +179,46 @@ def _earlier(a: ShardStart, b: ShardStart) -> ShardStart:
     return a if a.durable or not b.durable else b
 
 
+def is_first_start(parents: Mapping[str, Sequence[str]], stored: Mapping[str, Checkpoint]) -> bool:
+    """True when ``stored`` holds no checkpoint of any shard of ``parents`` nor of their parents: the app has not
+    started on these shards yet (``stored`` must hold every stored checkpoint of them)."""
+    return not any(s in stored or any(p in stored for p in ps) for s, ps in parents.items())
+
+
+def never_read_checkpoint(shard_id: str) -> Checkpoint:
+    """The stored mark of a shard closed before the app first started at ``LATEST``: finished, nothing read, its
+    children start at ``LATEST`` (:func:`handed_down`)."""
+    return Checkpoint(shard_id, None, shard_end=True, reset_to=LATEST)
+
+
+def first_start_writes(parents: Mapping[str, Sequence[str]], stored: Mapping[str, Checkpoint],
+                       initial_position: InitialPosition, closed: Collection[str], now: datetime
+                       ) -> dict[str, Checkpoint]:
+    """What the app's first start at ``LATEST`` stores (rule 4), by shard: a pin for every open shard whose start
+    is an unpinned ``LATEST`` (owned by this worker or not), a :func:`never_read_checkpoint` for every closed shard
+    not read at all. Empty unless ``initial_position`` is ``LATEST`` and :func:`is_first_start`.
+
+    Who calls: the spout's shard sync (through :func:`kinesis_spout.coordination.starts.record_first_start`) on
+    its first listing, before any shard is handed over. Without these, a shard open at the start but pinned only
+    when its owner reads it could close first and be taken for one closed before the start.
+    """
+    if initial_position is not InitialPosition.LATEST or not is_first_start(parents, stored):
+        return {}
+    out: dict[str, Checkpoint] = {}
+    for shard_id, start in start_positions(parents, stored, initial_position, closed=closed,
+                                           first_start=True).items():
+        if start.reason == CLOSED_BEFORE_LATEST:
+            out[shard_id] = never_read_checkpoint(shard_id)
+        elif start.needs_pin:
+            pinned = start.pin(now)
+            assert pinned.timestamp is not None
+            out[shard_id] = Checkpoint.pinned(shard_id, pinned.timestamp)
+    return out
+
+
 def start_positions(parents: Mapping[str, Sequence[str]], stored: Mapping[str, Checkpoint],
                     initial_position: InitialPosition, initial_timestamp: datetime | None = None,
-                    closed: Collection[str] = ()) -> dict[str, ShardStart]:
+                    closed: Collection[str] = (), first_start: bool = False) -> dict[str, ShardStart]:
     """Where each shard of ``parents`` (shard id -> its parent shard ids) starts, by the module's rule.
 
     ``stored`` holds the app's checkpoints of these shards and of their parents (listed or not); ``closed`` the
@@ -173,7 +226,8 @@ def start_positions(parents: Mapping[str, Sequence[str]], stored: Mapping[str, C
     itself a key of ``parents`` and has no checkpoint hands down its own decision, so deciding a whole listing at
     once (the Structured Streaming source's first offset) agrees with deciding each child after its parents ended
     (the spout). All shards are decided from the same ``stored`` state: pins written afterwards do not change the
-    decision for a child.
+    decision for a child. ``first_start`` says rule 4's case (:func:`is_first_start`, asked by the caller, who
+    knows what it loaded).
     """
     out: dict[str, ShardStart] = {}
     closed_set = frozenset(closed)
@@ -203,8 +257,11 @@ def start_positions(parents: Mapping[str, Sequence[str]], stored: Mapping[str, C
                 start = ShardStart(LATEST, reason="initial position", durable=False)
             else:
                 start = ShardStart(TRIM_HORIZON, reason="initial position")
-            if start.position == LATEST and not start.durable and shard_id in closed_set:
-                start = ShardStart(SHARD_END, reason=CLOSED_BEFORE_LATEST)
+            if shard_id in closed_set:
+                if start.position == LATEST and not start.durable:
+                    start = ShardStart(SHARD_END, reason=CLOSED_BEFORE_LATEST) if first_start else \
+                        ShardStart(TRIM_HORIZON, reason=CLOSED_UNPINNED)
+                start = replace(start, closed=True)
         out[shard_id] = start
         return start
 
@@ -214,23 +271,23 @@ def start_positions(parents: Mapping[str, Sequence[str]], stored: Mapping[str, C
 
 
 def never_read(parents: Mapping[str, Sequence[str]], closed: Collection[str], stored: Mapping[str, Checkpoint],
-               initial_position: InitialPosition, initial_timestamp: datetime | None = None) -> set[str]:
-    """The closed shards of ``parents`` that are not read at all (rule 4): their start is an unpinned ``LATEST``.
-
-    Who calls: the spout's shard sync, which counts them as ended, so their children are handed over at once.
-    ``stored`` must hold the checkpoints of the closed shards and of their parents (listed or not).
-    """
-    starts = start_positions(parents, stored, initial_position, initial_timestamp, closed)
+               initial_position: InitialPosition, initial_timestamp: datetime | None = None,
+               first_start: bool = False) -> set[str]:
+    """The closed shards of ``parents`` that are not read at all (rule 4): at the app's first start, their start
+    is an unpinned ``LATEST``. ``stored`` must hold the checkpoints of the closed shards and of their parents."""
+    starts = start_positions(parents, stored, initial_position, initial_timestamp, closed, first_start)
     return {s for s, start in starts.items() if start.reason == CLOSED_BEFORE_LATEST}
 
 
 def end_checkpoint(shard_id: str, start: ShardStart, last: SequenceKey | None) -> Checkpoint:
     """The checkpoint of a shard read to its end: ``last`` is the last record done (None when none was). A shard
-    that started at a pin and had nothing after it keeps the pin, which its children start at (rule 2).
+    that was closed when its start was decided, started at a time and had nothing after it keeps the time, which
+    its children start at (rule 2). A shard followed while open ends plainly: its children start at
+    ``TRIM_HORIZON`` (they were created while the app read it), whatever the clock that pinned it said.
 
     Who calls: the spout, when a closed shard is finished.
     """
-    if last is None and start.position == AT_TIMESTAMP and start.timestamp is not None:
+    if last is None and start.closed and start.position == AT_TIMESTAMP and start.timestamp is not None:
         return Checkpoint(shard_id, None, shard_end=True, reset_to=AT_TIMESTAMP, timestamp=start.timestamp)
     return Checkpoint(shard_id, str(last.sequence) if last is not None else None, None, shard_end=True)
 

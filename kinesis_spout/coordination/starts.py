@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timezone
+from typing import Mapping
 
 from kinesis_spout.checkpoint.base import Checkpoint, CheckpointStore
-from kinesis_spout.config import SpoutConfig
+from kinesis_spout.config import InitialPosition, SpoutConfig
 from kinesis_spout.coordination.lineage import (
     AFTER_SEQUENCE_NUMBER,
     AT_SEQUENCE_NUMBER,
     AT_TIMESTAMP,
     LATEST,
     ShardStart,
+    first_start_writes,
     from_checkpoint,
     start_positions,
 )
@@ -25,7 +27,7 @@ from kinesis_spout.errors import CheckpointConflict
 from kinesis_spout.kinesis.getter import StartPosition
 from kinesis_spout.kinesis.shards import Shard
 
-__all__ = ["getter_start", "resolve_starts"]
+__all__ = ["getter_start", "record_first_start", "resolve_starts"]
 
 log = logging.getLogger("kinesis_spout")
 
@@ -46,7 +48,44 @@ def getter_start(start: ShardStart) -> StartPosition:
     return StartPosition(start.position)
 
 
-def resolve_starts(store: CheckpointStore, config: SpoutConfig, shards: list[Shard]) -> list[Resolved]:
+def record_first_start(store: CheckpointStore, owner: str, initial_position: InitialPosition,
+                       listed: list[Shard]) -> dict[str, datetime]:
+    """At the app's first start at ``LATEST`` (nothing stored for any listed shard or parent), store a pin for
+    every open shard and the never-read mark for every closed shard that ended before it
+    (:func:`kinesis_spout.coordination.lineage.first_start_writes`); returns the pins this call wrote (shard id ->
+    time). A shard that meanwhile got a checkpoint (another worker starting at the same time) keeps it.
+
+    Who calls: the spout's shard sync, on its first listing, before any shard is handed over; an error (the store
+    unreachable) is raised and the next round tries again. Pins are written before marks, so a start cut short
+    leaves shards read from ``TRIM_HORIZON`` (more records), never shards skipped.
+    """
+    if initial_position is not InitialPosition.LATEST:
+        return {}
+    stored: dict[str, Checkpoint] = {}
+    for shard_id in sorted({s.shard_id for s in listed} | {p for s in listed for p in s.parents}):
+        checkpoint = store.load(shard_id)
+        if checkpoint is not None:
+            stored[shard_id] = checkpoint
+    writes = first_start_writes({s.shard_id: s.parents for s in listed}, stored, initial_position,
+                                {s.shard_id for s in listed if s.closed}, datetime.now(timezone.utc))
+    pinned: dict[str, datetime] = {}
+    for shard_id, checkpoint in sorted(writes.items(), key=lambda kv: kv[1].shard_end):  # pins first
+        if store.load(shard_id) is not None:
+            continue
+        try:
+            store.save(checkpoint.stamped(owner))
+        except CheckpointConflict:
+            continue  # another worker stored one first: it stands
+        if checkpoint.timestamp is not None and not checkpoint.shard_end:
+            pinned[shard_id] = checkpoint.timestamp
+    if writes:
+        log.info("first start of the app at LATEST: pinned %d open shards, %d closed shards are not read",
+                 len(pinned), sum(c.shard_end for c in writes.values()))
+    return pinned
+
+
+def resolve_starts(store: CheckpointStore, config: SpoutConfig, shards: list[Shard],
+                   fresh_pins: Mapping[str, datetime] | None = None) -> list[Resolved]:
     """Each shard's start by the lineage rule, with its stored checkpoint and the getter's first position.
 
     Who calls: the spout, before it starts a shard's reader (in ``open()`` and when its shard sync hands it new
@@ -54,7 +93,9 @@ def resolve_starts(store: CheckpointStore, config: SpoutConfig, shards: list[Sha
     not) are read once, and every shard is decided from that state: a child without a checkpoint starts where its
     parents' stored checkpoints hand it down (their pin, or ``TRIM_HORIZON`` when the app read them). A ``LATEST``
     or configured ``AT_TIMESTAMP`` start is then pinned and written to the store at once, so that a crash before
-    the shard's first checkpoint resumes at the same place.
+    the shard's first checkpoint resumes at the same place. ``fresh_pins`` are the pins
+    :func:`record_first_start` wrote as this spout opened: a shard still at one of them takes its iterator at
+    ``LATEST`` as well (see below).
     """
     stored: dict[str, Checkpoint] = {}
     for shard_id in sorted({s.shard_id for s in shards} | {p for s in shards for p in s.parents}):
@@ -71,7 +112,11 @@ def resolve_starts(store: CheckpointStore, config: SpoutConfig, shards: list[Sha
             out.append((shard, start, checkpoint, None))
             continue
         first = getter_start(start)
-        if start.needs_pin:
+        fresh = (fresh_pins or {}).get(shard.shard_id)
+        if fresh is not None and checkpoint is not None and checkpoint.sequence_number is None \
+                and not checkpoint.shard_end and checkpoint.timestamp == fresh:
+            first = StartPosition(LATEST)  # pinned a moment ago as this spout opened: as below
+        elif start.needs_pin:
             latest = start.position == LATEST
             start, checkpoint = _pin(store, config.worker_id, shard.shard_id, start, now)
             if latest and start.position == AT_TIMESTAMP:

@@ -5,8 +5,9 @@ shard, whose children may now be read), keeps those the spout owns and does not 
 whose parents are finished: a parent that is still listed must have its end (``shard_end``) stored before any
 record of its children is delivered, so the records of one partition key keep their order across a split or a
 merge (of a merge, both parents). A parent that is no longer listed (past the stream's retention) holds nobody
-back, and neither does a closed shard that is not read at all (one that ended before the app started at
-``LATEST``, :func:`kinesis_spout.coordination.lineage.never_read`).
+back. At the app's first start at ``LATEST`` the first listing pins every open shard and marks every closed one
+as not read (:func:`kinesis_spout.coordination.starts.record_first_start`): such a mark is an end, so it holds
+nobody back either.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ import time
 from datetime import datetime
 from typing import Any, Callable
 
-from kinesis_spout.checkpoint.base import Checkpoint, CheckpointStore
+from kinesis_spout.checkpoint.base import CheckpointStore
 from kinesis_spout.config import InitialPosition
-from kinesis_spout.coordination.lineage import never_read, waiting_for_parents
+from kinesis_spout.coordination.lineage import waiting_for_parents
+from kinesis_spout.coordination.starts import record_first_start
 from kinesis_spout.errors import LeaseError, SpoutError, StreamNotFoundError
 from kinesis_spout.kinesis.shards import Shard, list_shards
 
@@ -36,8 +38,9 @@ class ShardSync:
     ``wake()`` (any thread, never blocks) asks for a round now; ``close()`` stops and joins the thread
     (idempotent). ``owns`` picks the spout's shards from the listing, ``known`` says which shard ids the spout
     already reads or finished, ``flush`` writes pending checkpoints (so a parent's end is stored before its
-    children are looked at). ``initial_position`` and ``initial_timestamp`` are the app's (they say which closed
-    shards are not read at all). The thread owns nothing of the spout: it reads through these callables.
+    children are looked at). ``initial_position`` is the app's; ``owner`` (the worker id) stamps what the first
+    start stores, and ``take_fresh_pins()`` hands the pins it wrote to ``open()`` once. The thread owns nothing of
+    the spout: it reads through these callables.
     """
 
     def __init__(self, client: Any, stream_name: str, store: CheckpointStore, *, interval_s: float,
@@ -46,7 +49,7 @@ class ShardSync:
                  on_error: Callable[[SpoutError], None], round_s: float | None = None,
                  forget: Callable[[str], None] | None = None,
                  initial_position: InitialPosition = InitialPosition.TRIM_HORIZON,
-                 initial_timestamp: datetime | None = None) -> None:
+                 initial_timestamp: datetime | None = None, owner: str = "") -> None:
         self.client = client
         self.stream_name = stream_name
         self.store = store
@@ -68,12 +71,20 @@ class ShardSync:
         self.finished: set[str] = set()  # shards whose end is stored (closed shards only ever join this set)
         self.initial_position = initial_position
         self.initial_timestamp = initial_timestamp
-        self.skipped: set[str] = set()  # closed shards not read at all (never_read), as of the last listing
+        self.owner = owner
+        self._first_start_done = False  # the first listing was checked for the app's first start
+        self._fresh_pins: dict[str, datetime] = {}  # pins the first start wrote, until take_fresh_pins()
+
+    def take_fresh_pins(self) -> dict[str, datetime]:
+        """The pins this sync's first listing wrote (shard id -> time), once. Called by the spout's ``open()``."""
+        pins, self._fresh_pins = self._fresh_pins, {}
+        return pins
 
     def ready(self, relist: bool = False) -> list[Shard]:
         """The shards that may be read now: listed (listed again when ``relist`` or older than ``interval_s``),
-        not finished, not ``skipped``, and not waiting for a parent that is listed, not finished and not skipped.
-        Called by ``sync()`` only (the sync thread, or ``open()`` before the thread starts)."""
+        not finished, and not waiting for a parent that is listed and not finished. The first listing records the
+        app's first start (raises when the store fails: nothing is handed over until it is recorded). Called by
+        ``sync()`` only (the sync thread, or ``open()`` before the thread starts)."""
         now = time.monotonic()
         relisted = relist or self._listed_at is None or now - self._listed_at >= self.interval_s
         if relisted:
@@ -81,40 +92,21 @@ class ShardSync:
             self._listed_at = now
             self._clean_up(self.listed)
         listed = self.listed
-        open_ends: dict[str, Checkpoint | None] = {}  # closed shards not finished yet: their stored checkpoints
+        if not self._first_start_done:
+            self._fresh_pins = record_first_start(self.store, self.owner, self.initial_position, listed)
+            self._first_start_done = True
         for shard in listed:  # a closed shard may have been finished by anyone reading it: its end is stored
-            if shard.closed and shard.shard_id not in self.finished and (relisted or shard.shard_id not in
-                                                                         self.skipped):
+            if shard.closed and shard.shard_id not in self.finished:
                 checkpoint = self.store.load(shard.shard_id)
                 if checkpoint is not None and checkpoint.shard_end:
                     self.finished.add(shard.shard_id)
-                else:
-                    open_ends[shard.shard_id] = checkpoint
-        if relisted:  # looked at again with each listing (not each round: they are never read, nothing changes)
-            self.skipped = self._never_read(listed, open_ends)
-        done = self.finished | self.skipped
+        done = self.finished
         candidates = [s for s in listed if s.shard_id not in done]
         blocked = waiting_for_parents({s.shard_id: s.parents for s in candidates}, {s.shard_id for s in listed},
                                       done)
         if blocked:
             log.debug("shards waiting for their parents to be read to their end: %s", ", ".join(sorted(blocked)))
         return [s for s in candidates if s.shard_id not in blocked]
-
-    def _never_read(self, listed: list[Shard], open_ends: dict[str, Checkpoint | None]) -> set[str]:
-        """The closed shards of ``listed`` that are not read at all (ended before the app started at ``LATEST``),
-        decided by the lineage rule from the stored checkpoints of the closed shards not finished (``open_ends``)
-        and of their parents. Only a ``LATEST`` app skips shards; for others nothing more is read."""
-        if self.initial_position is not InitialPosition.LATEST or not open_ends:
-            return set()
-        ids = {s.shard_id for s in listed}
-        stored = {shard_id: c for shard_id, c in open_ends.items() if c is not None}
-        stored.update((shard_id, Checkpoint(shard_id, None, shard_end=True)) for shard_id in self.finished)
-        for parent in sorted({p for s in listed if s.shard_id in open_ends for p in s.parents} - ids):
-            checkpoint = self.store.load(parent)  # aged out of the listing: its checkpoint still tells
-            if checkpoint is not None:
-                stored[parent] = checkpoint
-        parents = {s.shard_id: s.parents for s in listed if s.shard_id not in self.finished}
-        return never_read(parents, open_ends.keys(), stored, self.initial_position, self.initial_timestamp)
 
     def _clean_up(self, listed: list[Shard]) -> None:
         """Delete the stored state of shards that left the listing (past the stream's retention: nothing can be

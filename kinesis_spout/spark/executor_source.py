@@ -38,7 +38,6 @@ from kinesis_spout.records import Record
 from kinesis_spout.spark.batches import PlannedBatch, ShardEnd, abandoned, cut, split_limit, within
 from kinesis_spout.spark.offsets import (
     ShardPosition,
-    as_checkpoint,
     encode_offset,
     initial_positions,
     waiting_for_parents,
@@ -118,9 +117,6 @@ class ExecutorStreamReader(KinesisSpoutStreamReader):
         for shard_id, checkpoint in stored.items():
             if shard_id in positions and (checkpoint.sequence_number is not None or checkpoint.shard_end):
                 self._written[shard_id] = positions[shard_id].encode()
-        for shard_id, position in positions.items():
-            if as_checkpoint(shard_id, position) is None and position.ended:  # closed before LATEST, never read:
-                self._written[shard_id] = position.encode()  # no end in ZooKeeper, it would mean TRIM_HORIZON
         planned = PlannedBatch(uuid.uuid4().hex[:16], -1, positions)
         log.info("stream %r, app %r: new query %s (executor reads) starts at %s", self.config.stream_name,
                  self.config.app_name, planned.query, encode_offset(positions))

@@ -15,7 +15,12 @@ An offset is a JSON object ``{shard_id: position}`` whose positions are strings:
                                ``AT_TIMESTAMP`` by the first batch (so a replay reads the same records)
 ``"AT_TIMESTAMP:<ISO-8601>"``  nothing consumed yet; the shard is read from records that arrived at that time
 ``"SHARD_END:<seq>"``          the shard is closed and was read to its end; ``<seq>`` is its last record
-``"SHARD_END"``                the shard is closed and nothing of it was consumed
+``"SHARD_END"``                the shard is closed and nothing of it was consumed (its children start at
+                               ``TRIM_HORIZON``)
+``"SHARD_END@LATEST"``         the shard closed before the app first started at ``LATEST`` and is not read
+                               (its children start at ``LATEST``)
+``"SHARD_END@AT_TIMESTAMP:<ISO-8601>"``  the shard was closed when the query decided to read it from that time,
+                               and nothing came after it (its children start at that time)
 =============================  ================================================================================
 
 Sequence numbers are compared as ints, never as strings.
@@ -169,13 +174,33 @@ class ShardPosition:
         return self.sequence_number is not None and self.sub_sequence_number is not None and not self.ended
 
     def finished(self) -> "ShardPosition":
-        """This position, marked as the end of a closed shard (every record of it consumed)."""
-        return ShardPosition(self.sequence_number, self.start, self.timestamp, ended=True)
+        """This position, marked as the end of a closed shard that the query read to its end (every record of it
+        consumed). Who calls: the readers, when a shard's end is reached. The end hands ``TRIM_HORIZON`` down to
+        children the query has not decided yet: they were created while it read the shard (a start time of the
+        shard is not kept, so a pin taken by a clock ahead of Kinesis' skips none of their records)."""
+        start = TRIM_HORIZON if self.sequence_number is None and self.start == AT_TIMESTAMP else self.start
+        return ShardPosition(self.sequence_number, start, None if start == TRIM_HORIZON else self.timestamp,
+                             ended=True)
+
+    @classmethod
+    def ended_at(cls, start: str, timestamp: datetime | None = None) -> "ShardPosition":
+        """The end of a closed shard in which nothing was consumed, handing ``start`` down to its children
+        (``LATEST``: closed before the app first started; ``AT_TIMESTAMP`` at ``timestamp``: closed when its start
+        was decided, nothing after it)."""
+        if timestamp is not None and timestamp.tzinfo is None:
+            timestamp = timestamp.replace(tzinfo=timezone.utc)
+        return cls(start=start, timestamp=timestamp, ended=True)
 
     def encode(self) -> str:
-        """The JSON string form of the position."""
+        """The JSON string form of the position (an end keeps what it hands down to the shard's children)."""
         if self.ended:
-            return SHARD_END if self.sequence_number is None else f"{SHARD_END}:{self.sequence_number}"
+            if self.sequence_number is not None:
+                return f"{SHARD_END}:{self.sequence_number}"
+            if self.start == LATEST:
+                return f"{SHARD_END}@{LATEST}"
+            if self.start == AT_TIMESTAMP and self.timestamp is not None:
+                return f"{SHARD_END}@{AT_TIMESTAMP}:{self.timestamp.isoformat()}"
+            return SHARD_END
         if self.sequence_number is not None:
             if self.sub_sequence_number is not None:
                 return f"{self.sequence_number}:{self.sub_sequence_number}"
@@ -196,6 +221,10 @@ class ShardPosition:
             return cls(start=text)
         if text == SHARD_END:
             return cls(start=TRIM_HORIZON, ended=True)
+        if text.startswith(f"{SHARD_END}@"):
+            start = cls.parse(text[len(SHARD_END) + 1:], where)
+            if start.sequence_number is None and start.start in (LATEST, AT_TIMESTAMP):
+                return cls.ended_at(start.start, start.timestamp)
         head, _, tail = text.partition(":")
         if head.isdigit() and tail.isdigit():
             return cls.after(head, int(tail))
@@ -208,7 +237,8 @@ class ShardPosition:
                 pass
         raise CheckpointError(f"{where}: unreadable shard position {text!r}; expected a sequence number, "
                               f"<sequence number>:<sub-sequence number>, TRIM_HORIZON, LATEST, "
-                              f"AT_TIMESTAMP:<ISO-8601> or SHARD_END[:<sequence number>]")
+                              f"AT_TIMESTAMP:<ISO-8601>, SHARD_END[:<sequence number>], SHARD_END@LATEST or "
+                              f"SHARD_END@AT_TIMESTAMP:<ISO-8601>")
 
     @property
     def unresolved(self) -> bool:
@@ -221,12 +251,17 @@ class ShardPosition:
         return mine is not None and (theirs is None or mine > theirs)
 
 
-def start_position_of(start: ShardStart) -> ShardPosition:
-    """The query position of a shard start decided by :mod:`kinesis_spout.coordination.lineage`."""
+def start_position_of(start: ShardStart, checkpoint: Checkpoint | None = None) -> ShardPosition:
+    """The query position of a shard start decided by :mod:`kinesis_spout.coordination.lineage` (``checkpoint``:
+    the stored one it came from, whose end may say what it hands down)."""
     if start.finished:  # read to its end earlier, or closed before a LATEST start and never read
-        skipped = start.reason == lineage.CLOSED_BEFORE_LATEST
-        return ShardPosition(sequence_number=start.sequence_number, start=LATEST if skipped else TRIM_HORIZON,
-                             ended=True)
+        if start.reason == lineage.CLOSED_BEFORE_LATEST:
+            return ShardPosition(start=LATEST, ended=True)
+        if checkpoint is not None and checkpoint.sequence_number is None and checkpoint.reset_to is not None:
+            if checkpoint.reset_to == AT_TIMESTAMP and checkpoint.timestamp is not None:
+                return ShardPosition.ended_at(AT_TIMESTAMP, checkpoint.timestamp)
+            return ShardPosition.ended_at(checkpoint.reset_to)
+        return ShardPosition(sequence_number=start.sequence_number, start=TRIM_HORIZON, ended=True)
     if start.position == lineage.AFTER_SEQUENCE_NUMBER:
         assert start.sequence_number is not None
         return ShardPosition.after(start.sequence_number)
@@ -241,29 +276,33 @@ def start_position_of(start: ShardStart) -> ShardPosition:
 
 def checkpoint_position(checkpoint: Checkpoint) -> ShardPosition:
     """The position a stored ZooKeeper checkpoint stands for (an operator's reset or a pinned start included)."""
-    return start_position_of(lineage.from_checkpoint(checkpoint))
+    return start_position_of(lineage.from_checkpoint(checkpoint), checkpoint)
 
 
 def initial_positions(parents: Mapping[str, Sequence[str]], stored: Mapping[str, Checkpoint],
-                      config: SpoutConfig, closed: Iterable[str] = ()) -> dict[str, ShardPosition]:
+                      config: SpoutConfig, closed: Iterable[str] = (), first_start: bool | None = None
+                      ) -> dict[str, ShardPosition]:
     """Where a query starts in each shard of ``parents`` (shard id -> its parent shard ids; ``closed``: those
     that are closed), by the lineage rule the spout uses too
     (:func:`kinesis_spout.coordination.lineage.start_positions`): a shard's checkpoint wins; a shard without one
     starts where its parents hand it down (``TRIM_HORIZON`` below a parent the app read, the pin below a pinned
     one, ``LATEST`` below a ``LATEST`` one), else at ``config.initial_position``; a closed shard at an unpinned
-    ``LATEST`` is not read (``SHARD_END``).
+    ``LATEST`` is not read (``SHARD_END@LATEST``) when this is the app's first start (``first_start``; None: when
+    ``stored`` holds nothing of these shards), else read from ``TRIM_HORIZON``.
     """
+    if first_start is None:
+        first_start = lineage.is_first_start(parents, stored)
     starts = lineage.start_positions(parents, stored, config.initial_position, config.initial_timestamp,
-                                     frozenset(closed))
-    return {shard_id: start_position_of(start) for shard_id, start in starts.items()}
+                                     frozenset(closed), first_start)
+    return {shard_id: start_position_of(start, stored.get(shard_id)) for shard_id, start in starts.items()}
 
 
 def as_checkpoint(shard_id: str, position: ShardPosition) -> Checkpoint | None:
     """The ZooKeeper checkpoint that stands for a query position; None for a position that needs none (nothing
-    consumed from ``TRIM_HORIZON``, a ``LATEST`` not pinned yet, or a shard closed before a ``LATEST`` start and
-    never read: an end stored for it would tell its children to start at ``TRIM_HORIZON``)."""
+    consumed from ``TRIM_HORIZON``, a ``LATEST`` not pinned yet). A shard closed before a ``LATEST`` start and never
+    read gets the never-read mark (an end whose children start at ``LATEST``, not at ``TRIM_HORIZON``)."""
     if position.ended and position.sequence_number is None and position.start == LATEST:
-        return None
+        return lineage.never_read_checkpoint(shard_id)
     if position.ended and position.sequence_number is None and position.start == AT_TIMESTAMP \
             and position.timestamp is not None:  # read to its end from a pin, nothing after it: keep the pin
         return Checkpoint(shard_id, None, shard_end=True, reset_to=AT_TIMESTAMP, timestamp=position.timestamp)

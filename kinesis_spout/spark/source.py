@@ -298,9 +298,6 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         for shard_id, checkpoint in stored.items():
             if shard_id in positions and (checkpoint.sequence_number is not None or checkpoint.shard_end):
                 self._written[shard_id] = positions[shard_id].encode()
-        for shard_id, position in positions.items():
-            if as_checkpoint(shard_id, position) is None and position.ended:  # closed before LATEST, never read:
-                self._written[shard_id] = position.encode()  # no end in ZooKeeper, it would mean TRIM_HORIZON
         log.info("stream %r, app %r: new query starts at %s", self.config.stream_name, self.config.app_name,
                  encode_offset(positions))
         return encode_offset(positions)
@@ -438,7 +435,8 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
                 log.warning("shard %s is new to this query but its checkpoint cannot be read (%s); it waits for the "
                             "next batch", shard_id, exc)
                 continue
-            out[shard_id] = initial_positions({shard_id: parents[shard_id]}, stored, self.config)[shard_id]
+            out[shard_id] = initial_positions({shard_id: parents[shard_id]}, stored, self.config,
+                                              first_start=False)[shard_id]
             log.info("shard %s is new to this query: it starts at %s", shard_id, out[shard_id].encode())
         return out
 

@@ -96,8 +96,8 @@ def test_at_timestamp_after_a_reshard_delivers_no_record_older_than_the_time(kin
 def test_the_structured_streaming_source_at_latest_after_a_reshard_reads_only_new_records(
         kinesis_local: KinesisEndpoint, zookeeper: Any) -> None:
     """Driven the way Spark drives it (initialOffset, latestOffset, partitions, read, commit), without a session.
-    The closed parent is left out of the first offset, and no end is written for it (an end would tell a later
-    reader of the app to start its children at TRIM_HORIZON)."""
+    The closed parent is not read; its end is written marked as never read, so a later reader of the app starts
+    its children at LATEST, not at TRIM_HORIZON (also through the offset string Spark stores and commits)."""
     stream, parent, _ = split_and_fill(kinesis_local)
     app = "resharded-before-source"
     reader = KinesisSpoutStreamReader({
@@ -106,7 +106,7 @@ def test_the_structured_streaming_source_at_latest_after_a_reshard_reads_only_ne
         "checkpointIntervalS": "0", "emptyRecordBackoffS": "0.2"})
     try:
         start = reader.initialOffset()
-        assert start[parent] == "SHARD_END" and {v for s, v in start.items() if s != parent} == {"LATEST"}
+        assert start[parent] == "SHARD_END@LATEST" and {v for s, v in start.items() if s != parent} == {"LATEST"}
         kinesis_local.put(stream, [f"new-{i}" for i in range(NEW)], [KEYS[i % len(KEYS)] for i in range(NEW)])
         delivered: list[bytes] = []
 
@@ -129,4 +129,5 @@ def test_the_structured_streaming_source_at_latest_after_a_reshard_reads_only_ne
     zk = zookeeper.client()
     base = f"{zookeeper.prefix}/{app}/{stream}/checkpoints"
     stored = {shard: json.loads(zk.get(f"{base}/{shard}")[0]) for shard in zk.get_children(base)}
-    assert parent not in stored and len(stored) == 2
+    assert len(stored) == 3 and stored[parent]["shard_end"] and stored[parent]["sequence_number"] is None
+    assert stored[parent]["reset_to"] == "LATEST"

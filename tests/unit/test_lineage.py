@@ -53,19 +53,21 @@ def test_a_child_of_a_followed_parent_starts_at_trim_horizon_whether_or_not_the_
     assert merged["child"].position == TRIM_HORIZON  # a merge: either parent followed is enough
 
 
-@pytest.mark.parametrize("parent_checkpoint", [
-    Checkpoint.pinned("p", T0), Checkpoint("p", None, shard_end=True, reset_to="AT_TIMESTAMP", timestamp=T0),
-])
-def test_a_child_of_a_pinned_parent_that_read_nothing_starts_at_the_pin_listed_or_not(
-        parent_checkpoint: Checkpoint) -> None:
-    """A LATEST or AT_TIMESTAMP pin travels down the lineage: the child's records before it are not delivered."""
+def test_a_child_of_a_parent_ended_at_its_start_time_starts_at_that_time_listed_or_not() -> None:
+    """An end that kept its start time (a shard closed when its start was decided, nothing after it) hands the
+    time down: the child's records before it are not delivered. A pin not ended was taken on an open shard: the
+    children came after it and start at TRIM_HORIZON."""
+    parent_checkpoint = Checkpoint("p", None, shard_end=True, reset_to="AT_TIMESTAMP", timestamp=T0)
     for position in InitialPosition:
         starts = start_positions({"child": ("p",)}, {"p": parent_checkpoint}, position, T0)
         assert (starts["child"].position, starts["child"].timestamp, starts["child"].durable) == \
             (AT_TIMESTAMP, T0, True)
-    earlier = start_positions({"child": ("p", "q")}, {"p": parent_checkpoint, "q": Checkpoint.pinned("q", T0 - HOUR)},
+        pinned = start_positions({"child": ("p",)}, {"p": Checkpoint.pinned("p", T0)}, position, T0)
+        assert pinned["child"].position == TRIM_HORIZON
+    earlier_end = Checkpoint("q", None, shard_end=True, reset_to="AT_TIMESTAMP", timestamp=T0 - HOUR)
+    earlier = start_positions({"child": ("p", "q")}, {"p": parent_checkpoint, "q": earlier_end},
                               InitialPosition.LATEST)
-    assert earlier["child"].timestamp == T0 - HOUR  # a merge: the earlier pin, so neither parent's is skipped
+    assert earlier["child"].timestamp == T0 - HOUR  # a merge: the earlier time, so neither parent's is skipped
     followed = start_positions({"child": ("p", "q")}, {"p": parent_checkpoint, "q": Checkpoint("q", SEQ)},
                                InitialPosition.LATEST)
     assert followed["child"].position == TRIM_HORIZON  # a parent the app read: the child from its first record

@@ -112,16 +112,18 @@ def end_checkpoint(shard: str, start: ShardStart, last: SequenceKey | None) -> C
 
 
 def spout_delivers(graph: Graph, position: InitialPosition, timestamp: datetime | None) -> dict[str, set[str]]:
-    """The spout's way: each round, the shards whose parents have ended (or are not read at all) are handed over
-    and decided from what is stored then; a closed shard is read to its end and its end stored."""
+    """The spout's way: the first listing records the app's first start (at LATEST: a pin on every open shard, a
+    never-read mark on every closed one); then each round, the shards whose parents have ended are handed over and
+    decided from what is stored then; a closed shard is read to its end and its end stored."""
     stored = dict(graph.stored)
+    stored.update(lineage.first_start_writes(graph.parents, stored, position, graph.closed, NOW))
     listed = set(graph.parents)
     finished = {s for s in graph.closed if s in stored and stored[s].shard_end}
     started: dict[str, ShardStart] = {}
     delivered: dict[str, set[str]] = {}
     done: set[str] = set()
     for _ in range(len(listed) + 1):
-        done = finished | lineage.never_read(graph.parents, graph.closed, stored, position, timestamp)
+        done = set(finished)
         candidates = {s: p for s, p in graph.parents.items() if s not in done and s not in started}
         blocked = lineage.waiting_for_parents(candidates, listed, done)
         ready = {s: p for s, p in candidates.items() if s not in blocked}
@@ -203,8 +205,9 @@ STORED = [
     # the parent was read to its end: its children from their first record
     ("split, parent finished", with_stored(SPLIT, A=Checkpoint("A", "200", shard_end=True)),
      {"B1", "B2", "C1", "C2"}),
-    # an earlier run pinned LATEST on the closed parent and stopped: the pin travels to the children
-    ("split, parent pinned", with_stored(SPLIT, A=Checkpoint.pinned("A", PIN)), {"C1", "B2", "C2"}),
+    # an earlier run pinned LATEST on the parent and stopped: a pin is taken on an open shard only, so the children
+    # came after it and start at their first record (KCL: a child found later starts at TRIM_HORIZON)
+    ("split, parent pinned", with_stored(SPLIT, A=Checkpoint.pinned("A", PIN)), {"B1", "B2", "C1", "C2"}),
     ("split, parent ended at its pin", with_stored(
         SPLIT, A=Checkpoint("A", None, shard_end=True, reset_to=AT_TIMESTAMP, timestamp=PIN)), {"C1", "B2", "C2"}),
     # one child has its own checkpoint: it wins; the other follows the parent
@@ -222,10 +225,10 @@ STORED = [
     ("merge, both parents pinned", with_stored(
         MERGE, A=Checkpoint.pinned("A", at(3.5)), B=Checkpoint.pinned("B", at(4.5))), {"C1", "C2"}),
     ("merge, both parents pinned after the merged child's first record", with_stored(
-        MERGE, A=Checkpoint.pinned("A", at(4.5)), B=Checkpoint.pinned("B", at(5))), {"C2"}),
-    # three generations, the first pinned by an earlier run: the pin reaches the grandchildren
+        MERGE, A=Checkpoint.pinned("A", at(4.5)), B=Checkpoint.pinned("B", at(5))), {"C1", "C2"}),
+    # three generations, the first pinned by an earlier run: everything below it, from the first record
     ("three generations, first pinned", with_stored(CHAIN, A=Checkpoint.pinned("A", at(7.25))),
-     {"C2", "F1", "F2", "G1", "G2", "H1", "H2"}),
+     {"B1", "C1", "C2", "D1", "F1", "F2", "G1", "G2", "H1", "H2"}),
     # three generations, the middle one read in part: the rest of it and everything below; its sibling by the pin
     ("three generations, middle read, first pinned", with_stored(
         CHAIN, A=Checkpoint("A", None, shard_end=True, reset_to=AT_TIMESTAMP, timestamp=at(4.25)),
@@ -247,28 +250,69 @@ def test_stored_checkpoints_and_pins_decide_down_the_lineage_the_same_both_ways(
 
 
 def test_a_child_found_after_its_pinned_parent_was_read_to_its_end_starts_at_its_first_record() -> None:
-    """A live reshard: the app pinned LATEST on an open shard and read records of it; then the shard was split.
-    Its end holds a sequence number, so its children start at TRIM_HORIZON (their records all came after)."""
+    """A live reshard: the app pinned LATEST on an open shard, then the shard was split. Whether it read records of
+    it or none, its end hands TRIM_HORIZON down (KCL's rule: the children were created while the app read the
+    parent), so a pin taken by a clock ahead of Kinesis' skips none of the children's first records."""
     starts = lineage.start_positions({"B": ("A",)}, {"A": Checkpoint("A", "200", shard_end=True)},
                                      InitialPosition.LATEST, closed=frozenset())
     assert starts["B"].position == TRIM_HORIZON and starts["B"].durable
-    read_nothing = lineage.end_checkpoint("A", ShardStart(AT_TIMESTAMP, timestamp=PIN), None)
-    assert (read_nothing.shard_end, read_nothing.sequence_number, read_nothing.timestamp) == (True, None, PIN)
-    child = lineage.start_positions({"B": ("A",)}, {"A": read_nothing}, InitialPosition.TRIM_HORIZON)["B"]
-    assert (child.position, child.timestamp) == (AT_TIMESTAMP, PIN)
-    read_some = lineage.end_checkpoint("A", ShardStart(AT_TIMESTAMP, timestamp=PIN), SequenceKey(200, 0))
+    pinned_open = lineage.start_positions({"A": ()}, {"A": Checkpoint.pinned("A", PIN)}, InitialPosition.LATEST,
+                                          closed={"A"})["A"]
+    read_nothing = lineage.end_checkpoint("A", pinned_open, None)
+    assert read_nothing == Checkpoint("A", None, shard_end=True)
+    child = lineage.start_positions({"B": ("A",)}, {"A": read_nothing}, InitialPosition.LATEST)["B"]
+    assert child.position == TRIM_HORIZON
+    # the pin itself, before the parent's end is stored (the Structured Streaming source's first offset)
+    assert lineage.start_positions({"B": ("A",)}, {"A": Checkpoint.pinned("A", PIN)},
+                                   InitialPosition.LATEST)["B"].position == TRIM_HORIZON
+    read_some = lineage.end_checkpoint("A", pinned_open, SequenceKey(200, 0))
     assert read_some == Checkpoint("A", "200", shard_end=True)
-    assert lineage.start_positions({"B": ("A",)}, {"A": read_some}, InitialPosition.LATEST)["B"].position == \
-        TRIM_HORIZON
 
 
-def test_closed_shards_are_not_read_at_latest_but_their_open_children_are_at_once() -> None:
-    never = lineage.never_read(CHAIN.parents, CHAIN.closed, {}, InitialPosition.LATEST)
+def test_a_shard_closed_when_its_start_time_was_decided_hands_the_time_down() -> None:
+    """AT_TIMESTAMP on a lineage that ended before the app started: the closed parent is read from the time, has
+    nothing after it, and its end keeps the time for its children."""
+    start = lineage.start_positions({"A": ()}, {}, InitialPosition.AT_TIMESTAMP, PIN, closed={"A"})["A"]
+    assert (start.position, start.timestamp, start.needs_pin) == (AT_TIMESTAMP, PIN, False)
+    end = lineage.end_checkpoint("A", start, None)
+    assert (end.shard_end, end.sequence_number, end.reset_to, end.timestamp) == (True, None, AT_TIMESTAMP, PIN)
+    child = lineage.start_positions({"B": ("A",)}, {"A": end}, InitialPosition.TRIM_HORIZON)["B"]
+    assert (child.position, child.timestamp) == (AT_TIMESTAMP, PIN)
+
+
+def test_closed_shards_are_not_read_at_the_first_start_at_latest_but_their_open_children_are_at_once() -> None:
+    never = lineage.never_read(CHAIN.parents, CHAIN.closed, {}, InitialPosition.LATEST, first_start=True)
     assert never == {"A", "B", "D"}
-    assert lineage.never_read(CHAIN.parents, CHAIN.closed, {}, InitialPosition.TRIM_HORIZON) == set()
-    assert lineage.never_read(CHAIN.parents, CHAIN.closed, {}, InitialPosition.AT_TIMESTAMP, at(3)) == set()
+    assert lineage.never_read(CHAIN.parents, CHAIN.closed, {}, InitialPosition.TRIM_HORIZON, first_start=True) == \
+        set()
+    assert lineage.never_read(CHAIN.parents, CHAIN.closed, {}, InitialPosition.AT_TIMESTAMP, at(3),
+                              first_start=True) == set()
     # a stored checkpoint anywhere up the lineage means the app follows it: nothing below is skipped
     assert lineage.never_read(CHAIN.parents, CHAIN.closed, {"A": Checkpoint("A", "100")},
                               InitialPosition.LATEST) == set()
-    starts = lineage.start_positions(CHAIN.parents, {}, InitialPosition.LATEST, closed=CHAIN.closed)
+    starts = lineage.start_positions(CHAIN.parents, {}, InitialPosition.LATEST, closed=CHAIN.closed,
+                                     first_start=True)
     assert {s for s, st in starts.items() if st.position == LATEST and st.needs_pin} == {"C", "F", "G", "H"}
+    # what the first start stores: a pin on every open shard, a never-read mark on every closed one
+    writes = lineage.first_start_writes(CHAIN.parents, {}, InitialPosition.LATEST, CHAIN.closed, NOW)
+    assert {s for s, c in writes.items() if c == lineage.never_read_checkpoint(s)} == {"A", "B", "D"}
+    assert {s: c.timestamp for s, c in writes.items() if not c.shard_end} == \
+        {s: NOW - lineage.PIN_MARGIN for s in ("C", "F", "G", "H")}
+    assert lineage.first_start_writes(CHAIN.parents, {"C": Checkpoint.pinned("C", NOW)}, InitialPosition.LATEST,
+                                      CHAIN.closed, NOW) == {}, "only the app's first start writes"
+
+
+def test_a_shard_open_at_the_first_start_at_latest_and_closed_before_its_owner_read_it_is_read() -> None:
+    """The app started at LATEST while P was open; P's owner had not pinned it when P was split. P is read (from
+    its first record: its start was never stored) and its children after it, so nothing after the start is lost;
+    P is not taken for a shard closed before the start."""
+    graph = {"P": (), "Q": (), "C": ("P",), "D": ("P",)}
+    first = lineage.first_start_writes({"P": (), "Q": ()}, {}, InitialPosition.LATEST, (), NOW)
+    assert set(first) == {"P", "Q"}, "the first start pins every open shard, owned or not"
+    lost_pin = {"Q": first["Q"]}  # P's pin was never written: the only way it can lack one
+    starts = lineage.start_positions(graph, lost_pin, InitialPosition.LATEST, closed={"P"})
+    assert starts["P"].position == TRIM_HORIZON, starts["P"]
+    assert lineage.never_read(graph, {"P"}, lost_pin, InitialPosition.LATEST) == set()
+    end = lineage.end_checkpoint("P", starts["P"], SequenceKey(300, 0))
+    assert lineage.start_positions(graph, {**lost_pin, "P": end}, InitialPosition.LATEST,
+                                   closed={"P"})["C"].position == TRIM_HORIZON

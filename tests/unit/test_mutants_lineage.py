@@ -83,8 +83,7 @@ def test_each_stored_parent_checkpoint_hands_down_its_exact_start() -> None:
     assert handed_down(Checkpoint("p", None, shard_end=True)) == ShardStart(TRIM_HORIZON, reason="child of a reshard")
     assert handed_down(Checkpoint("p", None, reset_to=TRIM_HORIZON)) == ShardStart(
         TRIM_HORIZON, reason="child of a reshard")
-    assert handed_down(Checkpoint.pinned("p", T0)) == ShardStart(
-        AT_TIMESTAMP, timestamp=T0, reason="child of a pinned shard", durable=True)
+    assert handed_down(Checkpoint.pinned("p", T0)) == ShardStart(TRIM_HORIZON, reason="child of a reshard")
     assert handed_down(Checkpoint("p", None, shard_end=True, reset_to=AT_TIMESTAMP, timestamp=T0)) == ShardStart(
         AT_TIMESTAMP, timestamp=T0, reason="child of a pinned shard", durable=True)
     assert handed_down(Checkpoint("p", None, reset_to=LATEST)) == ShardStart(
@@ -95,24 +94,30 @@ def test_a_whole_listing_decided_at_once_hands_each_decision_down() -> None:
     """p (closed) -> c (closed) -> g (open); q (closed, checkpoint) -> r (open)."""
     parents = {"p": (), "c": ("p",), "g": ("c",), "q": (), "r": ("q",)}
     stored = {"q": Checkpoint("q", SEQ)}
-    latest = start_positions(parents, stored, InitialPosition.LATEST, closed={"p", "c", "q"})
+    latest = start_positions(parents, stored, InitialPosition.LATEST, closed={"p", "c", "q"}, first_start=True)
     assert latest == {
-        "p": ShardStart(SHARD_END, reason="closed before the app started at LATEST"),
-        "c": ShardStart(SHARD_END, reason="closed before the app started at LATEST"),
+        "p": ShardStart(SHARD_END, reason="closed before the app started at LATEST", closed=True),
+        "c": ShardStart(SHARD_END, reason="closed before the app started at LATEST", closed=True),
         "g": ShardStart(LATEST, reason="child of a shard started at LATEST", durable=False),
         "q": ShardStart(AFTER_SEQUENCE_NUMBER, SEQ, reason="checkpoint"),
         "r": ShardStart(TRIM_HORIZON, reason="child of a reshard"),
     }
-    assert never_read(parents, {"p", "c", "q"}, stored, InitialPosition.LATEST) == {"p", "c"}
+    assert never_read(parents, {"p", "c", "q"}, stored, InitialPosition.LATEST, first_start=True) == {"p", "c"}
+    later = start_positions(parents, stored, InitialPosition.LATEST, closed={"p", "c", "q"})
+    assert later["p"] == ShardStart(TRIM_HORIZON, reason="closed, its LATEST start never stored: read from its "
+                                                         "first record", closed=True)
+    assert later["c"] == ShardStart(TRIM_HORIZON, reason="child of a reshard", closed=True)
     at = start_positions(parents, stored, InitialPosition.AT_TIMESTAMP, T0, closed={"p", "c", "q"})
-    assert at["c"] == at["g"] == ShardStart(AT_TIMESTAMP, timestamp=T0, reason="child of a pinned shard",
-                                            durable=False)
+    assert at["c"] == ShardStart(AT_TIMESTAMP, timestamp=T0, reason="child of a pinned shard", durable=False,
+                                 closed=True)
+    assert at["g"] == ShardStart(AT_TIMESTAMP, timestamp=T0, reason="child of a pinned shard", durable=False)
     horizon = start_positions(parents, {}, InitialPosition.TRIM_HORIZON, closed={"p", "c", "q"})
     assert horizon["g"] == ShardStart(TRIM_HORIZON, reason="child of a reshard")
 
 
 def test_a_merge_takes_the_earlier_of_its_parents_starts() -> None:
-    later, earlier = Checkpoint.pinned("a", T0 + PIN_MARGIN), Checkpoint.pinned("b", T0)
+    later = Checkpoint("a", None, shard_end=True, reset_to=AT_TIMESTAMP, timestamp=T0 + PIN_MARGIN)
+    earlier = Checkpoint("b", None, shard_end=True, reset_to=AT_TIMESTAMP, timestamp=T0)
     for order in (("a", "b"), ("b", "a")):
         child = start_positions({"m": order}, {"a": later, "b": earlier}, InitialPosition.LATEST)["m"]
         assert child.timestamp == T0
@@ -124,8 +129,10 @@ def test_a_merge_takes_the_earlier_of_its_parents_starts() -> None:
 
 
 def test_an_end_keeps_the_pin_only_when_nothing_was_read_after_it() -> None:
-    pinned = ShardStart(AT_TIMESTAMP, timestamp=T0, reason="pinned start")
+    pinned = ShardStart(AT_TIMESTAMP, timestamp=T0, reason="initial position", closed=True)
     assert end_checkpoint("s", pinned, None) == Checkpoint("s", None, shard_end=True, reset_to=AT_TIMESTAMP,
                                                            timestamp=T0)
+    followed_open = ShardStart(AT_TIMESTAMP, timestamp=T0, reason="pinned start")
+    assert end_checkpoint("s", followed_open, None) == Checkpoint("s", None, shard_end=True)
     assert end_checkpoint("s", pinned, SequenceKey(int(SEQ), 2)) == Checkpoint("s", SEQ, shard_end=True)
     assert end_checkpoint("s", ShardStart(TRIM_HORIZON), None) == Checkpoint("s", None, shard_end=True)

@@ -29,7 +29,7 @@ T0 = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
 
 def test_finished_marks_the_end_and_keeps_the_position() -> None:
     pinned = ShardPosition.at_timestamp(T0)
-    assert pinned.finished() == ShardPosition(None, AT_TIMESTAMP, T0, ended=True)
+    assert pinned.finished() == ShardPosition(None, TRIM_HORIZON, None, ended=True)  # followed: TRIM_HORIZON down
     assert ShardPosition.after("42").finished() == ShardPosition("42", TRIM_HORIZON, None, ended=True)
 
 

@@ -55,3 +55,22 @@ def test_a_closed_shard_below_a_parent_the_app_followed_is_read_even_after_that_
     store = MemoryCheckpointStore()
     store.save(parent_checkpoint)
     assert ready_ids(store, InitialPosition.LATEST) == [A]  # A first (its child B waits for it)
+
+
+def test_the_first_start_at_latest_stores_a_pin_on_each_open_shard_and_a_mark_on_each_closed_one() -> None:
+    """Owned or not: a worker that starts later, or an owner that takes the open shard after it closed, finds
+    where the app started instead of taking it for a shard closed before the start."""
+    store = MemoryCheckpointStore()
+    client = boto3.client("kinesis", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    with Stubber(client) as stub:
+        stub.add_response("list_shards", {"Shards": LISTING}, {"StreamName": "s"})
+        sync = ShardSync(client, "s", store, interval_s=60.0, owns=lambda s: [], known=set, add=lambda s: None,
+                         flush=lambda t: True, on_error=lambda e: None, initial_position=InitialPosition.LATEST,
+                         owner="w1")
+        assert sync.sync() == []
+    mark, pin = store.load(A), store.load(B)
+    assert mark is not None and (mark.shard_end, mark.sequence_number, mark.reset_to) == (True, None, "LATEST")
+    assert pin is not None and (pin.shard_end, pin.reset_to, pin.owner) == (False, "AT_TIMESTAMP", "w1")
+    assert sync.take_fresh_pins() == {B: pin.timestamp} and sync.take_fresh_pins() == {}
+    assert ready_ids(store, InitialPosition.LATEST) == [B]  # a second worker: not a first start, same answer
+    assert store.load(B) == pin, "a later worker does not move the app's pin"

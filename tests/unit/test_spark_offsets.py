@@ -26,6 +26,7 @@ from kinesis_spout.spark.offsets import (
 )
 
 BIG = "49590338271490256608559692538361571095921575989136588898"  # 56 digits, as Kinesis has them
+T0 = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
 
 
 # -- options ---------------------------------------------------------------------------------------------------
@@ -239,9 +240,11 @@ def test_a_query_position_stands_for_the_checkpoint_the_lineage_rule_reads_of_a_
     from kinesis_spout.spark.offsets import as_checkpoint, lineage_checkpoint
 
     when = datetime(2026, 3, 1, 12, tzinfo=timezone.utc)
-    ended_at_pin = ShardPosition.at_timestamp(when).finished()
+    ended_at_pin = ShardPosition.ended_at("AT_TIMESTAMP", when)
     assert as_checkpoint("p", ended_at_pin) == Checkpoint("p", None, shard_end=True, reset_to="AT_TIMESTAMP",
                                                           timestamp=when)
+    # a shard the query read from a pin to its end hands its children TRIM_HORIZON (created while it was read)
+    assert as_checkpoint("p", ShardPosition.at_timestamp(when).finished()) == Checkpoint("p", None, shard_end=True)
     assert lineage_checkpoint("p", ShardPosition.at_timestamp(when)) == Checkpoint.pinned("p", when)
     assert lineage_checkpoint("p", ShardPosition(start="LATEST")) == Checkpoint("p", None, reset_to="LATEST")
     assert lineage_checkpoint("p", ShardPosition(start="TRIM_HORIZON")) == Checkpoint(
@@ -256,8 +259,41 @@ def test_a_new_query_at_latest_leaves_out_the_closed_shards_and_starts_their_chi
 
     config = SpoutConfig(stream_name="s", app_name="a", initial_position=InitialPosition.LATEST)
     got = encode_offset(initial_positions({"p": (), "a": ("p",), "b": ("p",)}, {}, config, closed={"p"}))
-    assert got == {"p": "SHARD_END", "a": "LATEST", "b": "LATEST"}
+    assert got == {"p": "SHARD_END@LATEST", "a": "LATEST", "b": "LATEST"}
     skipped = initial_positions({"p": ()}, {}, config, closed={"p"})["p"]
-    assert skipped.ended and as_checkpoint("p", skipped) is None  # no end in ZooKeeper: it would mean TRIM_HORIZON
-    assert lineage_checkpoint("p", skipped) == Checkpoint("p", None, reset_to="LATEST")
+    never = Checkpoint("p", None, shard_end=True, reset_to="LATEST")  # an end whose children start at LATEST
+    assert skipped.ended and as_checkpoint("p", skipped) == never
+    assert lineage_checkpoint("p", skipped) == never
+    # not the app's first start (a shard has a checkpoint): a closed shard without one was open when the app
+    # started and its pin was never stored; it is read from its first record
+    later = initial_positions({"p": (), "a": ("p",), "q": ()}, {"q": Checkpoint.pinned("q", T0)}, config,
+                              closed={"p"})
+    assert encode_offset(later)["p"] == "TRIM_HORIZON"
     assert as_checkpoint("p", ShardPosition(ended=True)) == Checkpoint("p", None, shard_end=True)  # read, empty
+
+
+@pytest.mark.parametrize("position,text", [
+    (ShardPosition(start="LATEST", ended=True), "SHARD_END@LATEST"),
+    (ShardPosition(start="AT_TIMESTAMP", timestamp=T0, ended=True), f"SHARD_END@AT_TIMESTAMP:{T0.isoformat()}"),
+    (ShardPosition(ended=True), "SHARD_END"),
+    (ShardPosition.after(BIG).finished(), f"SHARD_END:{BIG}"),
+])
+def test_an_end_keeps_what_it_hands_down_through_the_offset_string_to_zookeeper(
+        position: ShardPosition, text: str) -> None:
+    """What Spark stores (the offset string) and gives back to ``commit`` and to a restarted query must write the
+    same ZooKeeper checkpoint as the position it was made from: a never-read end hands LATEST down, an end kept at
+    its start time hands that time down, a plain end TRIM_HORIZON."""
+    from kinesis_spout.spark.offsets import as_checkpoint
+
+    assert encode_offset({"p": position}) == {"p": text}
+    back = parse_offset(encode_offset({"p": position}))["p"]
+    assert back == position
+    assert as_checkpoint("p", back) == as_checkpoint("p", position)
+
+
+def test_the_end_strings_of_earlier_versions_still_read() -> None:
+    assert ShardPosition.parse("SHARD_END") == ShardPosition(ended=True)
+    assert ShardPosition.parse(f"SHARD_END:{BIG}") == ShardPosition(BIG, ended=True)
+    for bad in ("SHARD_END@", "SHARD_END@TRIM_HORIZON", f"SHARD_END@{BIG}", "SHARD_END@AT_TIMESTAMP:soon"):
+        with pytest.raises(CheckpointError, match="SHARD_END@LATEST"):
+            ShardPosition.parse(bad)
