@@ -21,7 +21,7 @@ from benchmarks.context import ZK_PREFIX, BenchContext, LoadedStream
 from benchmarks.loops import ReadResult, ShortRead, read_boto3_loop
 from benchmarks.spout_read import read_with_spout, spout_config
 from benchmarks.stats import ratio, summary
-from kinesis_spout.kinesis.aggregation import deaggregate
+from kinesis_spout.kinesis.aggregation import deaggregate, hash_key
 from kinesis_spout.kinesis.client import make_client
 from kinesis_spout.testing.kinesis import put_records, wait_for_stream
 
@@ -67,10 +67,14 @@ def load_aggregated(ctx: BenchContext, shards: int, records: int, record_bytes: 
     keys: list[str] = []
     for first in range(0, records, PER_AGGREGATE):
         aggregator = RecordAggregator()
+        # aws-kinesis-agg's own key is the first user record's: spread the aggregates instead, each user record
+        # routed (its explicit hash key) to its aggregate's shard, as a producer that aggregates by shard puts them
+        route = str(hash_key(f"agg-{first}", None))
         for i in range(first, min(first + PER_AGGREGATE, records)):
-            assert aggregator.add_user_record(f"pk-{i}", payload[i % 25:i % 25 + record_bytes]) is None
+            assert aggregator.add_user_record(f"pk-{i}", payload[i % 25:i % 25 + record_bytes],
+                                              explicit_hash_key=route) is None
         key, _, blob = aggregator.clear_and_get().get_contents()
-        keys.append(f"agg-{first}")  # aws-kinesis-agg's own key is the first user record's: spread them instead
+        keys.append(f"agg-{first}")
         blobs.append(bytes(blob))
     ctx.progress(f"loading {records:,} user records of {record_bytes} B as {len(blobs)} aggregates into {name}")
     t0 = time.perf_counter()

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from aws_kinesis_agg.aggregator import RecordAggregator
 
+from kinesis_spout.kinesis.aggregation import hash_key
 from kinesis_spout.records import parse_message_id
 from kinesis_spout.testing.process import wait_until
 
@@ -47,11 +48,14 @@ def test_sigkill_inside_aggregates_loses_nothing_and_replays_nothing_before_the_
     blobs, keys = [], []
     for a in range(AGGREGATES):
         aggregator = RecordAggregator()
+        # Spread the aggregates over both shards, each user record routed (its explicit hash key) to its
+        # aggregate's shard, as a producer that aggregates by shard (the KPL) puts them.
+        route = str(hash_key(f"aggregate-{a}", None))
         for u in range(PER_AGGREGATE):
-            aggregator.add_user_record(f"user-{u}", f"agg {a} user {u}".encode())
+            aggregator.add_user_record(f"user-{u}", f"agg {a} user {u}".encode(), explicit_hash_key=route)
         pk, _, blob = aggregator.clear_and_get().get_contents()
         blobs.append(bytes(blob))
-        keys.append(f"aggregate-{a}")  # spread the aggregates over both shards
+        keys.append(f"aggregate-{a}")
     placed = kinesalite.put(stream, blobs, partition_keys=keys)
     expected = {f"{shard}:{seq}" + (f":{sub}" if sub else "") for shard, seq in placed for sub in range(PER_AGGREGATE)}
     total = AGGREGATES * PER_AGGREGATE
