@@ -26,12 +26,16 @@ class CheckpointWriter:
     every advance, as fast as the store allows), so the newest value reaches the store within ``interval_s`` of its
     offer even when nothing else happens. ``flush`` writes everything pending now; ``flush_shard`` writes one
     shard's pending value now and waits for that shard alone (a hand-over: other shards keep their interval);
-    ``close`` flushes and joins (idempotent). Everything below is guarded by ``_cond``'s lock, except the counters
-    and ``written``, which only the writer's thread changes.
+    ``close`` flushes and joins (idempotent). Everything below (``_pending``, ``_failed``, ``_last_write``, the
+    flush and busy flags) is guarded by ``_cond``'s lock, except the counters and ``written``, which only the
+    writer's thread changes.
 
     Trouble: a conflict (someone stored a higher checkpoint) is counted, logged, passed to ``on_conflict`` and the
     value dropped. While the store says it is disconnected (ZooKeeper SUSPENDED or LOST) writes wait; other store
-    errors keep the value pending and are retried with backoff. Nothing pending is ever dropped for an outage: if
+    errors keep the value pending and are retried with backoff. A value whose write failed is remembered until a
+    write of its shard succeeds (or conflicts): a callable offered later (``offer_latest``) that has nothing new
+    cannot make the writer forget it, and a newer value supersedes it; until then the shard is not settled for
+    ``flush`` and ``flush_shard``. Nothing pending is ever dropped for an outage: if
     the store stays unusable for ``deadline_s``, or refuses a write with an error that is not retriable (an ACL
     that refuses this identity), ``unreachable`` holds a ``CheckpointError`` (the spout raises it) until a write
     succeeds again. After a lost session the writer re-reads the stored checkpoints and reports any
@@ -46,6 +50,7 @@ class CheckpointWriter:
         self.deadline_s = deadline_s
         self.on_conflict = on_conflict
         self._pending: dict[str, Checkpoint | LatestCheckpoint] = {}
+        self._failed: dict[str, Checkpoint] = {}  # per shard, the newest value whose write failed, until one lands
         self._last_write: dict[str, float] = {}
         self._cond = threading.Condition()
         self._stop = False
@@ -121,7 +126,9 @@ class CheckpointWriter:
                         self._writing = shard_id
                         break
                     self._cond.wait(wait)
-            checkpoint = offered if isinstance(offered, Checkpoint) else self._latest(shard_id, offered)
+            made = offered if isinstance(offered, Checkpoint) else self._latest(shard_id, offered)
+            with self._cond:
+                checkpoint = _newest(self._failed.get(shard_id), made)
             if checkpoint is None:  # nothing new since the last value: the shard was looked at, as good as written
                 with self._cond:
                     self._last_write[shard_id] = time.monotonic()
@@ -133,7 +140,10 @@ class CheckpointWriter:
             with self._cond:  # a failed value is pending again before anyone sees the shard not being written
                 self._busy = False
                 self._writing = None
-                if not ok:
+                if ok:  # stored, or someone stored a higher one (a conflict): nothing left to retry
+                    self._failed.pop(shard_id, None)
+                else:
+                    self._failed[shard_id] = checkpoint
                     self._pending.setdefault(shard_id, checkpoint)
                 self._cond.notify_all()
             if ok:
@@ -145,6 +155,7 @@ class CheckpointWriter:
             if self._stop:
                 with self._cond:  # closing and the store is failing: give up, the error is kept
                     self._pending.clear()
+                    self._failed.clear()
                 return
             time.sleep(retry_delay)
             retry_delay = min(retry_delay * 2, 5.0)
@@ -252,7 +263,7 @@ class CheckpointWriter:
             self._flushing += 1  # also a value offered while a write is under way is written at once
             self._cond.notify_all()
             try:
-                while self._pending or self._busy:
+                while self._pending or self._failed or self._busy:
                     left = deadline - time.monotonic()
                     if left <= 0 or self._thread is None:
                         return False
@@ -273,7 +284,7 @@ class CheckpointWriter:
             self._urgent[shard_id] = self._urgent.get(shard_id, 0) + 1
             self._cond.notify_all()
             try:
-                while shard_id in self._pending or self._writing == shard_id:
+                while shard_id in self._pending or shard_id in self._failed or self._writing == shard_id:
                     left = deadline - time.monotonic()
                     if left <= 0 or self._thread is None:
                         return False
@@ -294,3 +305,12 @@ class CheckpointWriter:
             self._cond.notify_all()
         thread, self._thread = self._thread, None
         thread.join(timeout_s)
+
+
+def _newest(failed: Checkpoint | None, made: Checkpoint | None) -> Checkpoint | None:
+    """What the writer's thread writes for a shard: the value just made (offered, or returned by a callable), or
+    the value whose write failed when nothing new was made or the new one would move it backwards (checkpoints
+    only move forward, so a newer value supersedes the failed one)."""
+    if failed is None or made is None:
+        return made if made is not None else failed
+    return failed if made.is_behind(failed) else made

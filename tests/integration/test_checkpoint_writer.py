@@ -353,3 +353,81 @@ def test_a_flush_of_one_shard_is_false_while_its_write_fails_and_true_once_it_is
         assert store.load(SHARD) is not None and store.load(SHARD).sequence_number == "7"  # type: ignore[union-attr]
     finally:
         writer.close(2.0)
+
+
+# -- a failed write under offer_latest ---------------------------------------------------------------------------
+
+
+class _Once:
+    """A shard's checkpoint as the spout gives it to ``offer_latest``: each call returns the changes since the
+    previous call, so the next value of ``values`` once, then None (nothing new) for ever."""
+
+    def __init__(self, *values: Checkpoint) -> None:
+        self.values = list(values)
+        self.calls = 0
+
+    def __call__(self) -> Checkpoint | None:
+        self.calls += 1
+        return self.values.pop(0) if self.values else None
+
+
+def _fail_while_offered_again(make_store: MakeStore, fail: int, first: Checkpoint, *later: Checkpoint,
+                              ) -> tuple[_Faults, Store, CheckpointWriter, _Once]:
+    """The writer makes ``first`` from an ``offer_latest`` callable and tries to save it; while the save is under
+    way the spout offers the shard again (an ack), then the save fails: the callable, asked again, has only
+    ``later`` (or nothing) to give."""
+    gate = threading.Event()
+    faults = _Faults(fail=fail, gate=gate)
+    store = make_store(faults)
+    writer = _writer(store)
+    latest = _Once(first, *later)
+    writer.offer_latest(SHARD, latest)
+    assert faults.entered.wait(TIMEOUT_S), "the writer never tried to save the first value"
+    writer.offer_latest(SHARD, latest)  # offered again while the save is under way
+    gate.set()  # now the save fails (retriably)
+    return faults, store, writer, latest
+
+
+def _stored(store: Store) -> Checkpoint | None:
+    return store.load(SHARD)
+
+
+def test_a_failed_write_is_retried_when_the_next_look_finds_nothing_new(make_store: MakeStore) -> None:
+    """The callable gave 10 once; its save failed; asked again it has nothing new: 10 is still written."""
+    faults, store, writer, latest = _fail_while_offered_again(make_store, 1, Checkpoint(SHARD, "10"))
+    try:
+        assert wait_until(lambda: (_stored(store) or Checkpoint(SHARD, None)).sequence_number == "10", TIMEOUT_S), \
+            f"the failed value was never retried: saves tried {faults.attempts}, stored {faults.stored}"
+        assert writer.flush(TIMEOUT_S)
+    finally:
+        writer.close()
+    assert faults.attempts == ["10", "10"] and faults.stored == ["10"]
+    assert latest.calls >= 2  # the writer did ask for something newer
+
+
+def test_a_failed_shard_end_is_not_settled_until_it_is_stored(make_store: MakeStore) -> None:
+    """The failed value is the shard's end and the checkpoint never moves again: the shard is not settled (a
+    hand-over's flush says so) while its saves fail, and its end is stored once the store takes writes again."""
+    end = Checkpoint(SHARD, "10", shard_end=True)
+    faults, store, writer, _ = _fail_while_offered_again(make_store, 1_000_000, end)
+    try:
+        assert not writer.flush_shard(SHARD, 0.5), "a shard whose end was never stored was reported settled"
+        assert _stored(store) is None
+        faults.fail = 0
+        assert writer.flush_shard(SHARD, TIMEOUT_S), "the shard end was never retried"
+        stored = _stored(store)
+        assert stored is not None and stored.shard_end and stored.sequence_number == "10"
+    finally:
+        writer.close(2.0)
+
+
+def test_a_newer_value_made_after_a_failed_write_supersedes_it(make_store: MakeStore) -> None:
+    """The save of 10 failed; asked again the callable gives 20: 20 is written, 10 never is."""
+    faults, store, writer, _ = _fail_while_offered_again(make_store, 1, Checkpoint(SHARD, "10"),
+                                                         Checkpoint(SHARD, "20"))
+    try:
+        assert writer.flush(TIMEOUT_S)
+        assert wait_until(lambda: (_stored(store) or Checkpoint(SHARD, None)).sequence_number == "20", TIMEOUT_S)
+    finally:
+        writer.close()
+    assert faults.attempts == ["10", "20"] and faults.stored == ["20"]
