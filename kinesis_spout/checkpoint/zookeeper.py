@@ -121,6 +121,7 @@ class ZooKeeperCheckpointStore:
         self._fences: dict[str, tuple[str, int | None]] = {}  # shard id -> (lease node, epoch: None = revoked)
         self._owned: dict[str, tuple[str, int]] = {}  # under _lost_lock: name -> (holder, session id of its node)
         self._suspended_since: float | None = None  # under _lost_lock: when the connection went down (monotonic)
+        self._session: int | None = None  # under _lost_lock: the session's id, kept while SUSPENDED, None once LOST
         self._listeners: list[Any] = []
         self.state = "CLOSED"
         self.session_losses = 0
@@ -151,7 +152,7 @@ class ZooKeeperCheckpointStore:
             command_retry=KazooRetry(max_tries=self.command_retries, delay=0.1, max_delay=2.0,
                                      ignore_expire=False),
             logger=_kazoo_log, **self.security.client_kwargs())
-        client.add_listener(self._on_state)
+        client.add_listener(lambda state: self._on_state(state, client))
         try:
             client.start(timeout=self.connect_timeout_s)
         except KazooTimeoutError as exc:
@@ -174,8 +175,10 @@ class ZooKeeperCheckpointStore:
         thread (it must not block). Used by the lease logic to pause a worker that may have lost its leases."""
         self._listeners.append(listener)
 
-    def _on_state(self, state: str) -> None:
-        """kazoo's connection listener (runs on kazoo's thread; must not block)."""
+    def _on_state(self, state: str, client: Any) -> None:
+        """kazoo's connection listener for ``client`` (runs on kazoo's thread; must not block). It also keeps the
+        session's id: read from ``client.client_id`` when CONNECTED, kept while SUSPENDED (a reconnect may resume
+        the session), forgotten when LOST."""
         if self.state == "CLOSED" and state != "CONNECTED":
             return  # our own close(), or a start that has not connected yet
         self.state = str(state)
@@ -185,8 +188,10 @@ class ZooKeeperCheckpointStore:
             except Exception:  # noqa: BLE001 - a listener's bug must not break the connection handling
                 log.exception("ZooKeeper state listener failed")
         if state == "CONNECTED":
+            client_id = client.client_id
             with self._lost_lock:
                 self._suspended_since = None
+                self._session = client_id[0] if client_id else None
             self._connected.set()
             return
         self._connected.clear()
@@ -195,6 +200,7 @@ class ZooKeeperCheckpointStore:
                 self._suspended_since = time.monotonic()
         if state == "LOST":
             with self._lost_lock:
+                self._session = None
                 self._session_lost = True
                 self.session_losses += 1
             log.warning("ZooKeeper session at %s was lost; reconnecting with a new session", self.hosts)
@@ -560,9 +566,8 @@ class ZooKeeperCheckpointStore:
 
     def _current_session(self) -> int | None:
         """The id of the client's session, also while the connection is SUSPENDED (a reconnect may resume it);
-        None after it was lost and before a new one is made. kazoo keeps it in ``_session_id``."""
-        session = getattr(self._client, "_session_id", None)
-        return session if isinstance(session, int) else None
+        None after it was lost and before a new one is made (kept by :meth:`_on_state`). Call under _lost_lock."""
+        return self._session
 
     # -- batch ends of executor reads (readMode=executors, see kinesis_spout.spark.batches) -------------------------
     def batches_node(self, query: str) -> str:
@@ -749,6 +754,7 @@ class ZooKeeperCheckpointStore:
         with self._lost_lock:
             self._owned.clear()  # ZooKeeper deletes the ownership nodes with the session
             self._suspended_since = None
+            self._session = None
         self._connected.clear()
         self.state = "CLOSED"
         if client is not None:
