@@ -78,6 +78,9 @@ class SpoutConfig(FlatView):
                  **flat: Unpack[FlatSettings]) -> None:
         """Build from groups and/or flat keywords; a group left out takes its defaults, a flat keyword overrides
         its group's field. ``ConfigError`` for a bad value, ``TypeError`` for an unknown keyword."""
+        object.__setattr__(self, "stream_name", stream_name)
+        object.__setattr__(self, "app_name", app_name)
+        self.__post_init__()
         given: dict[str, Any] = {"kinesis": kinesis, "reading": reading, "tracking": tracking, "zk": zk,
                                  "dead_letters": dead_letters, "metrics": metrics, "worker": worker}
         changes: dict[str, dict[str, Any]] = {}
@@ -96,11 +99,9 @@ class SpoutConfig(FlatView):
             elif value is None:
                 value = kind()
             object.__setattr__(self, group, value)
-        object.__setattr__(self, "stream_name", stream_name)
-        object.__setattr__(self, "app_name", app_name)
-        self.__post_init__()
 
     def __post_init__(self) -> None:
+        """Checks ``stream_name`` and ``app_name`` (each group checks itself). Called by ``__init__`` first."""
         for name in ("stream_name", "app_name"):
             require_text("", name, getattr(self, name))
             if "/" in getattr(self, name):
