@@ -298,3 +298,23 @@ def test_a_destination_whose_open_writer_returns_no_writer_is_refused_when_the_w
     config = SpoutConfig(stream_name="s", app_name="a", dead_letter=Broken())
     with pytest.raises(ConfigError, match="its open_writer returned 'not a writer', not a kinesis_spout.deadletters"):
         open_writer(config.dead_letter, config)
+
+
+def test_the_readme_example_of_the_nested_form_beside_the_flat_one() -> None:
+    from kinesis_spout.config import KinesisSettings, ReadingSettings, TrackingSettings, ZooKeeperSettings
+
+    flat = SpoutConfig(stream_name="orders", app_name="billing", region="eu-west-1",
+                       initial_position=InitialPosition.TRIM_HORIZON, retry_limit=5,
+                       zookeeper="zk1:2181,zk2:2181", zookeeper_session_timeout_s=20)
+    nested = SpoutConfig(stream_name="orders", app_name="billing",
+                         kinesis=KinesisSettings(region="eu-west-1"),
+                         reading=ReadingSettings(initial_position=InitialPosition.TRIM_HORIZON),
+                         tracking=TrackingSettings(retry_limit=5),
+                         zk=ZooKeeperSettings(hosts="zk1:2181,zk2:2181", session_timeout_s=20))
+    assert nested.zookeeper == flat.zk.hosts and nested.retry_limit == flat.tracking.retry_limit == 5
+    assert nested.replace(scheme=RAW) == flat.replace(scheme=RAW)  # a scheme has no equality of its own
+    assert nested.replace(retry_limit=0).tracking == TrackingSettings(retry_limit=0)
+    with pytest.raises(ConfigError) as info:
+        ZooKeeperSettings(session_timeout_s=0)
+    assert str(info.value) == ("zookeeper_session_timeout_s must be a number from 1 to 3600, got 0 "
+                               "(ZooKeeperSettings.session_timeout_s, option 'zookeeperSessionTimeoutS')")
