@@ -88,6 +88,10 @@ class SpoutConfig(FlatView):
             target = FLAT_FIELDS.get(name)
             if target is None:
                 raise TypeError(f"SpoutConfig() got an unexpected keyword argument {name!r}")
+            for group, kind in _GROUP_TYPES.items():
+                if isinstance(value, kind):
+                    raise ConfigError(f"{name} takes one setting; a {kind.__name__} goes in {group}=, "
+                                      f"e.g. SpoutConfig(..., {group}={kind.__name__}(...))")
             changes.setdefault(target[0], {})[target[1]] = value
         for group, kind in _GROUP_TYPES.items():
             value = given[group]

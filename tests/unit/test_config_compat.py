@@ -318,3 +318,19 @@ def test_the_readme_example_of_the_nested_form_beside_the_flat_one() -> None:
         ZooKeeperSettings(session_timeout_s=0)
     assert str(info.value) == ("zookeeper_session_timeout_s must be a number from 1 to 3600, got 0 "
                                "(ZooKeeperSettings.session_timeout_s, option 'zookeeperSessionTimeoutS')")
+
+
+def test_the_names_are_checked_before_the_groups_as_before() -> None:
+    with pytest.raises(ConfigError, match="^stream_name must be a non-empty string"):
+        SpoutConfig(stream_name="", app_name="a", zookeeper_prefix="relative", retry_limit=-1)
+
+
+@pytest.mark.parametrize("keyword, group, attribute", [
+    ("zookeeper", ZooKeeperSettings(), "zk"), ("dead_letter", DeadLetterSettings(), "dead_letters"),
+    ("coordination", WorkerSettings(), "worker"),
+])
+def test_a_group_given_to_the_flat_keyword_of_the_same_name_says_where_it_goes(keyword: str, group: Any,
+                                                                                attribute: str) -> None:
+    with pytest.raises(ConfigError, match=f"^{keyword} takes one setting; a {type(group).__name__} goes in "
+                                          f"{attribute}="):
+        SpoutConfig(stream_name="s", app_name="a", **{keyword: group})
