@@ -49,6 +49,7 @@ def parse_position(raw: str) -> InitialPosition:
 
 
 def default_worker_id() -> str:
+    """``host:pid`` of this process: the default ``worker_id``, unique per live worker."""
     return f"{socket.gethostname()}:{os.getpid()}"
 
 

@@ -107,20 +107,24 @@ def fail(group: str, field: str, problem: str) -> ConfigError:
 
 
 def require_text(group: str, field: str, value: Any) -> None:
+    """Refuse anything but a non-empty string. Called by the groups' ``__post_init__``."""
     if not isinstance(value, str) or not value.strip():
         raise fail(group, field, f"must be a non-empty string, got {value!r}")
 
 
 def require_bool(group: str, field: str, value: Any) -> None:
+    """Refuse anything but True or False (1 and 0 included). Called by the groups' ``__post_init__``."""
     if not isinstance(value, bool):
         raise fail(group, field, f"must be True or False, got {value!r}")
 
 
 def require_int(group: str, field: str, value: Any, low: int, high: int) -> None:
+    """Refuse anything but a whole number (not a bool) in ``[low, high]``. Called by the groups' ``__post_init__``."""
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise fail(group, field, f"must be a whole number from {low:,} to {high:,}, got {value!r}")
 
 
 def require_float(group: str, field: str, value: Any, low: float, high: float) -> None:
+    """Refuse anything but a number (not a bool) in ``[low, high]``. Called by the groups' ``__post_init__``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
         raise fail(group, field, f"must be a number from {low:g} to {high:g}, got {value!r}")
