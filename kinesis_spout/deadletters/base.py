@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, runtime_checkable
 
-from kinesis_spout.errors import SpoutError
+from kinesis_spout.config.deadletters import DeadLetterDestination
+from kinesis_spout.errors import ConfigError, SpoutError
 from kinesis_spout.records import Record, SequenceKey
 
 if TYPE_CHECKING:
@@ -71,15 +72,6 @@ class DeadLetterWriter(Protocol):
     def close(self) -> None: ...
 
 
-@runtime_checkable
-class DeadLetterDestination(Protocol):
-    """A dead-letter destination as configured (``SpoutConfig(dead_letter=...)``): immutable settings that make a
-    fresh :class:`DeadLetterWriter` for each spout. ``open_writer`` does no I/O (the writer connects or opens its
-    file on its first write)."""
-
-    def open_writer(self, config: SpoutConfig) -> DeadLetterWriter: ...
-
-
 class HandlerWriter:
     """A writer over a plain handler ``(record, reason) -> None`` (such as the default, which logs): the handler is
     called once per letter, in order; a handler that raises stops the call, and the letters before it count as
@@ -101,9 +93,17 @@ class HandlerWriter:
 
 
 def open_writer(dead_letter: Any, config: SpoutConfig) -> DeadLetterWriter:
-    """The writer for ``config.dead_letter``: a destination's own, or a :class:`HandlerWriter` for a callable."""
+    """The writer for ``config.dead_letter``: a destination's own, or a :class:`HandlerWriter` for a callable.
+
+    :class:`DeadLetterDestination` (the configuration's contract) promises a :class:`DeadLetterWriter`; one that
+    returns something else is a ``ConfigError`` here, before any record is read."""
     if isinstance(dead_letter, DeadLetterDestination):
-        return dead_letter.open_writer(config)
+        writer = dead_letter.open_writer(config)
+        if not isinstance(writer, DeadLetterWriter):
+            raise ConfigError(f"dead_letter {dead_letter!r}: its open_writer returned {writer!r}, not a "
+                              f"kinesis_spout.deadletters.DeadLetterWriter (an object with write(letters) and "
+                              f"close()); return one from open_writer")
+        return writer
     return HandlerWriter(dead_letter)
 
 

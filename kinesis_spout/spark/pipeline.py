@@ -405,7 +405,7 @@ class SpoutPipeline:
         from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
 
         assert self.exactly_once is not None
-        cfg = replace(self.config, message_timeout_s=None)  # a batch holds its records until its txid commits
+        cfg = self.config.replace(message_timeout_s=None)  # a batch holds its records until its txid commits
         store = self._store_given if self._store_given is not None else ZooKeeperCheckpointStore.from_config(cfg)
         assert isinstance(store, OwnershipStore)  # checked by the constructor; the ZooKeeper store is one
         holder = (f"pid {os.getpid()} on host {socket.gethostname()}, started "

@@ -1,0 +1,155 @@
+"""The one parser of string options (``spark.readStream.option(...)``, the command line): option names, and the
+conversion of their text to the values of ``SpoutConfig``'s flat keywords.
+
+PURE. Every setting with a string form has an option name, the camelCase of its flat keyword
+(``checkpoint_interval_s`` -> ``checkpointIntervalS``); snake_case is accepted too. ``retry_backoff`` and
+``credentials`` are built from several options (``retryBackoff*``, ``aws*``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Iterable, Mapping
+
+from kinesis_spout.config.credentials import AwsCredentials
+from kinesis_spout.config.groups import parse_position
+from kinesis_spout.config.names import FLAT_FIELDS, camel
+from kinesis_spout.errors import ConfigError
+from kinesis_spout.schemes import SCHEMES
+from kinesis_spout.tracker import RetryBackoff
+
+__all__ = ["OPTION_NAMES", "parse_options", "restate_error"]
+
+_PYTHON_ONLY = ("retry_backoff", "dead_letter", "credentials")
+#: String option name -> flat ``SpoutConfig`` keyword (``retry_backoff.*`` and ``credentials.*`` for the fields of
+#: the backoff and of the :class:`AwsCredentials`).
+OPTION_NAMES: dict[str, str] = {camel(n): n for n in ("stream_name", "app_name", *FLAT_FIELDS)
+                                if n not in _PYTHON_ONLY}
+OPTION_NAMES.update({"retryBackoffInitialS": "retry_backoff.initial_s",
+                     "retryBackoffMultiplier": "retry_backoff.multiplier",
+                     "retryBackoffMaxS": "retry_backoff.max_s"})
+#: the fields of :class:`AwsCredentials`, as ``aws*`` options (``awsProfile``, ``awsRoleArn``...)
+OPTION_NAMES.update({"awsProfile": "credentials.profile",
+                     "awsAccessKeyId": "credentials.access_key_id",
+                     "awsSecretAccessKey": "credentials.secret_access_key",
+                     "awsSessionToken": "credentials.session_token",
+                     "awsRoleArn": "credentials.role_arn",
+                     "awsRoleSessionName": "credentials.role_session_name",
+                     "awsExternalId": "credentials.external_id",
+                     "awsRoleDurationS": "credentials.role_duration_s",
+                     "awsStsEndpointUrl": "credentials.sts_endpoint_url"})
+
+_INT_FIELDS = {"credentials.role_duration_s", "max_records_per_call", "retry_limit", "max_inflight_records",
+               "max_inflight_bytes", "prefetch_records", "reader_threads", "prefetch_bytes", "task_index", "task_count"}
+_FLOAT_FIELDS = {"zookeeper_session_timeout_s", "zookeeper_deadline_s", "empty_record_backoff_s",
+                 "checkpoint_interval_s", "shard_sync_interval_s", "dead_letter_deadline_s"}
+_BOOL_FIELDS = {"reliable", "zookeeper_world_readable", "zookeeper_tls", "deaggregate",
+                "drop_foreign_user_records"}
+
+
+def _name(option: str) -> str | None:
+    return OPTION_NAMES.get(option) or OPTION_NAMES.get(camel(option))
+
+
+def parse_options(options: Mapping[str, str], *, also_known: Iterable[str] = ()) -> dict[str, Any]:
+    """The flat keywords of ``options``, converted. Called by ``SpoutConfig.from_options`` only.
+
+    Unknown option names are an error that lists the known ones (and ``also_known``); a bad value is an error that
+    names the option as it was given.
+    """
+    values: dict[str, Any] = {}
+    backoff: dict[str, float] = {}
+    aws: dict[str, Any] = {}
+    for option, raw in options.items():
+        name = _name(option)
+        if name is None:
+            known = sorted({*OPTION_NAMES, *also_known}, key=str.lower)
+            raise ConfigError(f"unknown option {option!r}; known options: {', '.join(known)}")
+        if name.startswith("retry_backoff."):
+            backoff[name.split(".", 1)[1]] = _to_float(option, raw)
+        elif name.startswith("credentials."):
+            aws[name.split(".", 1)[1]] = _convert(name, option, raw)
+        else:
+            values[name] = _convert(name, option, raw)
+    if backoff:
+        try:
+            values["retry_backoff"] = RetryBackoff(**backoff)
+        except ConfigError as exc:
+            names = ", ".join(repr(o) for o in options if (_name(o) or "").startswith("retry_backoff."))
+            raise ConfigError(f"option {names}: {exc}") from exc
+    if aws:
+        try:
+            values["credentials"] = AwsCredentials(**aws)
+        except ConfigError as exc:  # name the options as typed: AwsCredentials speaks of its fields
+            text = str(exc)
+            typed = {_name(o): o for o in options}
+            for option, target in OPTION_NAMES.items():
+                if target.startswith("credentials."):
+                    text = text.replace(target, f"option {typed.get(target, option)!r}")
+            raise ConfigError(text) from exc
+    return values
+
+
+def restate_error(exc: ConfigError, options: Mapping[str, str]) -> ConfigError | None:
+    """``exc`` (a check of ``SpoutConfig`` speaking of a flat keyword) restated to start with the option the user
+    typed, or None when it speaks of no option given."""
+    text = str(exc)
+    given: dict[str, str] = {}
+    for option in options:
+        given.setdefault((_name(option) or "").split(".", 1)[0], option)
+    for field_name, option in given.items():
+        spoken = "RetryBackoff" if field_name == "retry_backoff" else field_name
+        if field_name and (text.startswith(f"{spoken} ") or text.startswith(f"{spoken}.")):
+            return ConfigError(f"option {option!r}: {text}")
+    return None
+
+
+def _convert(name: str, option: str, raw: str) -> Any:
+    if not isinstance(raw, str):
+        return raw
+    if name in _INT_FIELDS:
+        try:
+            return int(raw.replace("_", ""))
+        except ValueError:
+            raise ConfigError(f"option {option!r} must be a whole number, got {raw!r}") from None
+    if name in _FLOAT_FIELDS:
+        return _to_float(option, raw)
+    if name in ("message_timeout_s", "max_empty_record_backoff_s"):
+        return None if raw.strip().lower() in ("", "none", "off") else _to_float(option, raw)
+    if name == "metrics_port":
+        if raw.strip().lower() in ("", "none", "off"):
+            return None
+        try:
+            return int(raw)
+        except ValueError:
+            raise ConfigError(f"option {option!r} must be a port number (0 for any free port) or 'none', "
+                              f"got {raw!r}") from None
+    if name in _BOOL_FIELDS:
+        lowered = raw.strip().lower()
+        if lowered not in ("true", "false", "1", "0", "yes", "no"):
+            raise ConfigError(f"option {option!r} must be true or false, got {raw!r}")
+        return lowered in ("true", "1", "yes")
+    if name == "initial_position":
+        try:
+            return parse_position(raw)
+        except ConfigError as exc:
+            raise ConfigError(f"option {option!r}: {exc}") from None
+    if name == "initial_timestamp":
+        try:
+            return datetime.fromisoformat(raw.replace("Z", "+00:00"))
+        except ValueError:
+            raise ConfigError(f"option {option!r} must be an ISO-8601 time such as 2026-01-31T12:00:00Z, "
+                              f"got {raw!r}") from None
+    if name == "scheme":
+        scheme = SCHEMES.get(raw.strip().lower())
+        if scheme is None:
+            raise ConfigError(f"option {option!r} must be one of {', '.join(SCHEMES)}, got {raw!r}")
+        return scheme()
+    return raw
+
+
+def _to_float(option: str, raw: str) -> float:
+    try:
+        return float(raw)
+    except ValueError:
+        raise ConfigError(f"option {option!r} must be a number, got {raw!r}") from None
