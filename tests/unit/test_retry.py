@@ -225,3 +225,14 @@ def test_backoff_is_exhausted_at_its_deadline_counted_from_the_first_failure_in_
 def test_backoff_jitter_comes_from_its_random() -> None:
     backoff = Backoff(RetryPolicy(initial_s=0.1, max_s=1.0, jitter=1.0), random=lambda: 0.5)
     assert [round(backoff.next_delay(), 9) for _ in range(3)] == [0.1, 0.15, 0.25]
+
+
+def test_the_tracker_s_retry_backoff_gives_the_delays_of_its_policy() -> None:
+    from kinesis_spout.tracker import RetryBackoff
+
+    backoff = RetryBackoff(initial_s=0.5, multiplier=3.0, max_s=20.0)
+    policy = backoff.policy()
+    assert (policy.initial_s, policy.multiplier, policy.max_s, policy.jitter) == (0.5, 3.0, 20.0, 0.0)
+    assert [backoff.delay(n) for n in range(1, 8)] == [policy.delay(n) for n in range(1, 8)] == \
+        [0.5, 1.5, 4.5, 13.5, 20.0, 20.0, 20.0]
+    assert backoff.delay(10**6) == 20.0
