@@ -167,12 +167,18 @@ def call(fn: Callable[[], T], policy: RetryPolicy, *, what: str,
                 limit = f"deadline_s={policy.deadline_s:g}"
             if limit:
                 tries = "1 try" if attempt == 1 else f"{attempt} tries"
-                raise RetryError(f"{what}: gave up after {tries} in {elapsed:.3g} s ({limit}); last error: "
+                raise RetryError(f"{what}: gave up after {tries} in {_seconds(elapsed)} s ({limit}); last error: "
                                  f"{type(exc).__name__}: {exc}", last=exc, attempts=attempt,
                                  elapsed_s=elapsed) from exc
             if on_retry is not None:
                 on_retry(exc, attempt, pause)
             sleep(pause)
+
+
+def _seconds(value: float) -> str:
+    """Seconds for a message: three significant digits below 10 s ("0.25", "9.3"), tenths above ("1234.5")."""
+    text = f"{value:.3g}" if value < 10 else f"{value:.1f}"
+    return text.rstrip("0").rstrip(".") if "." in text and "e" not in text else text
 
 
 class Backoff:

@@ -236,3 +236,15 @@ def test_the_tracker_s_retry_backoff_gives_the_delays_of_its_policy() -> None:
     assert [backoff.delay(n) for n in range(1, 8)] == [policy.delay(n) for n in range(1, 8)] == \
         [0.5, 1.5, 4.5, 13.5, 20.0, 20.0, 20.0]
     assert backoff.delay(10**6) == 20.0
+
+
+def test_the_error_gives_long_waits_in_plain_seconds() -> None:
+    t = FakeTime()
+
+    def hung() -> None:
+        t.now += 1234.5
+        raise TimeoutError("no answer")
+
+    with pytest.raises(RetryError, match=r"^x: gave up after 1 try in 1234.5 s \(max_attempts=1\); last error: "
+                                         r"TimeoutError: no answer$"):
+        call(hung, RetryPolicy(max_attempts=1), what="x", sleep=t.sleep, clock=t.clock)
