@@ -2,8 +2,8 @@
 
 Each owned shard has a :class:`BufferedShardReader` that calls GetRecords (at most 5 times a second, as Kinesis
 allows), backs off with jitter when throttled (:data:`~kinesis_spout.kinesis.getter.GET_RECORDS_RETRY`), and fills
-a bounded buffer (records and bytes). The readers of a
-spout share a :class:`~kinesis_spout.kinesis.pool.ReaderPool`: a few threads, whatever the number of shards.
+a bounded buffer (records and bytes). The readers of a spout share a
+:class:`~kinesis_spout.kinesis.pool.ReaderPool`: a few threads, whatever the number of shards.
 The :class:`RoundRobinReader` hands out buffered records shard by shard. Nobody sleeps on an idle shard: readers
 signal one shared condition when data arrives, and the consumer waits on it with a deadline.
 """
