@@ -52,6 +52,7 @@ from typing import Any, cast
 
 from kinesis_spout.errors import ConfigError
 from kinesis_spout.records import RANK_BASE, SequenceKey
+from kinesis_spout.retry import RetryPolicy, check_exponential, exponential_delay
 
 __all__ = ["FailOutcome", "InflightRecordTracker", "RetryBackoff", "TrackerStats"]
 
@@ -91,7 +92,8 @@ def _key(rank: int) -> SequenceKey:
 class RetryBackoff:
     """Exponential backoff between the failure of a record and its re-emission.
 
-    ``delay(1) == initial_s``, ``delay(n) == initial_s * multiplier ** (n - 1)``, never more than ``max_s``.
+    ``delay(1) == initial_s``, ``delay(n) == initial_s * multiplier ** (n - 1)``, never more than ``max_s``: the
+    delays of a :class:`~kinesis_spout.retry.RetryPolicy` without jitter or limits (:meth:`policy`).
     """
 
     initial_s: float = 0.1
@@ -99,22 +101,15 @@ class RetryBackoff:
     max_s: float = 10.0
 
     def __post_init__(self) -> None:
-        if not self.initial_s >= 0:
-            raise ConfigError(f"RetryBackoff.initial_s must be >= 0, got {self.initial_s!r}")
-        if not self.multiplier >= 1:
-            raise ConfigError(f"RetryBackoff.multiplier must be >= 1, got {self.multiplier!r}")
-        if not self.max_s >= self.initial_s:
-            raise ConfigError(f"RetryBackoff.max_s must be >= initial_s ({self.initial_s!r}), got {self.max_s!r}")
+        check_exponential("RetryBackoff", self.initial_s, self.multiplier, self.max_s)
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait before re-emitting a record whose attempt number ``attempt`` (1 = first) just failed."""
-        if attempt < 1:
-            raise ValueError(f"attempt must be >= 1, got {attempt!r}")
-        try:
-            d = self.initial_s * self.multiplier ** (attempt - 1)
-        except OverflowError:
-            return self.max_s
-        return d if d < self.max_s else self.max_s
+        return exponential_delay(self.initial_s, self.multiplier, self.max_s, attempt)
+
+    def policy(self) -> RetryPolicy:
+        """The same delays as a :class:`~kinesis_spout.retry.RetryPolicy` (no jitter, no limit of tries)."""
+        return RetryPolicy(initial_s=self.initial_s, multiplier=self.multiplier, max_s=self.max_s)
 
 
 class FailOutcome(enum.Enum):

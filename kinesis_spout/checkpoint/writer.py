@@ -9,8 +9,14 @@ from typing import Callable
 
 from kinesis_spout.checkpoint.base import Checkpoint, CheckpointStore
 from kinesis_spout.errors import CheckpointConflict, CheckpointError, SpoutError
+from kinesis_spout.retry import Backoff, RetryPolicy
 
 log = logging.getLogger("kinesis_spout.checkpoint")
+
+#: Pause after a failed write before the next one: 0.1 s, doubling, at most 5 s; no limit of tries (nothing pending
+#: is dropped for an outage: ``deadline_s`` only raises the alarm). No jitter: the workers whose writes failed in
+#: the same ZooKeeper outage retry on the same schedule when it ends.
+CHECKPOINT_WRITE_RETRY = RetryPolicy(initial_s=0.1, multiplier=2.0, max_s=5.0)
 
 #: Called (on the writer's thread) when a write lost to a higher stored checkpoint.
 ConflictHandler = Callable[[CheckpointConflict], None]
@@ -32,7 +38,8 @@ class CheckpointWriter:
 
     Trouble: a conflict (someone stored a higher checkpoint) is counted, logged, passed to ``on_conflict`` and the
     value dropped. While the store says it is disconnected (ZooKeeper SUSPENDED or LOST) writes wait; other store
-    errors keep the value pending and are retried with backoff. A value whose write failed is remembered until a
+    errors keep the value pending and are retried after ``retry``'s delays (:data:`CHECKPOINT_WRITE_RETRY`; the
+    writer's thread sleeps them with ``sleep``). A value whose write failed is remembered until a
     write of its shard succeeds (or conflicts): a callable offered later (``offer_latest``) that has nothing new
     cannot make the writer forget it, and a newer value supersedes it; until then the shard is not settled for
     ``flush`` and ``flush_shard``. Nothing pending is ever dropped for an outage: if
@@ -43,12 +50,15 @@ class CheckpointWriter:
     """
 
     def __init__(self, store: CheckpointStore, interval_s: float, owner: str, *, deadline_s: float = 60.0,
-                 on_conflict: ConflictHandler | None = None) -> None:
+                 on_conflict: ConflictHandler | None = None, retry: RetryPolicy = CHECKPOINT_WRITE_RETRY,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self.store = store
         self.interval_s = interval_s
         self.owner = owner
         self.deadline_s = deadline_s
         self.on_conflict = on_conflict
+        self._backoff = Backoff(retry)  # the writer's thread alone uses it
+        self._sleep = sleep
         self._pending: dict[str, Checkpoint | LatestCheckpoint] = {}
         self._failed: dict[str, Checkpoint] = {}  # per shard, the newest value whose write failed, until one lands
         self._last_write: dict[str, float] = {}
@@ -112,7 +122,6 @@ class CheckpointWriter:
         return None, wait
 
     def _run(self) -> None:
-        retry_delay = 0.1
         while True:
             with self._cond:
                 while True:
@@ -147,7 +156,7 @@ class CheckpointWriter:
                     self._pending.setdefault(shard_id, checkpoint)
                 self._cond.notify_all()
             if ok:
-                retry_delay = 0.1
+                self._backoff.reset()
                 continue
             self._check_deadline()
             if self._waited_for_connection:
@@ -157,8 +166,7 @@ class CheckpointWriter:
                     self._pending.clear()
                     self._failed.clear()
                 return
-            time.sleep(retry_delay)
-            retry_delay = min(retry_delay * 2, 5.0)
+            self._sleep(self._backoff.next_delay())
 
     def _latest(self, shard_id: str, latest: LatestCheckpoint) -> Checkpoint | None:
         try:

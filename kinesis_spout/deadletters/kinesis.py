@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from kinesis_spout.deadletters.base import (
     DeadLetter,
@@ -16,6 +16,7 @@ from kinesis_spout.deadletters.base import (
     stub_envelope_bytes,
 )
 from kinesis_spout.errors import ConfigError
+from kinesis_spout.retry import RetryError, RetryPolicy, call
 
 if TYPE_CHECKING:
     from kinesis_spout.config import SpoutConfig
@@ -29,6 +30,16 @@ log = logging.getLogger("kinesis_spout.deadletters")
 MAX_ENVELOPE_BYTES = 1 << 20
 _MAX_PER_CALL = 500  # PutRecords: at most 500 records
 _MAX_BYTES_PER_CALL = 5 << 20  # and 5 MiB per call
+
+
+#: Pause before refused entries are put again: 50 ms, doubling with each refusal in a row. No cap: with
+#: ``put_attempts`` up to 100 the pauses can grow without a useful bound (kept as it was; the largest ``max_s``
+#: below is the last pause 100 attempts can reach). No jitter: writers throttled together retry together.
+PUT_RETRY = RetryPolicy(initial_s=0.05, multiplier=2.0, max_s=0.05 * 2.0 ** 98)
+
+
+class _Refused(Exception):
+    """Some entries of a PutRecords call were refused: put again by :meth:`KinesisDeadLetterWriter._put`."""
 
 
 @dataclass(frozen=True)
@@ -99,13 +110,15 @@ class KinesisDeadLetterWriter:
 
     def __init__(self, stream_name: str, region: str | None, endpoint_url: str | None, put_attempts: int,
                  client: Any = None, credentials: AwsCredentials | None = None,
-                 oversized: tuple[DeadLetterWriter, str] | None = None) -> None:
+                 oversized: tuple[DeadLetterWriter, str] | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self.stream_name = stream_name
         self.credentials = credentials
         self.region = region
         self.endpoint_url = endpoint_url
         self.put_attempts = put_attempts
         self.oversized = oversized
+        self._sleep = sleep  # between puts of refused entries (PUT_RETRY's delays)
         self._client = client
         self._in_fallback: set[str] = set()
         self.puts = 0  # records accepted by Kinesis
@@ -185,10 +198,14 @@ class KinesisDeadLetterWriter:
         return written
 
     def _put(self, chunk: list[tuple[DeadLetter, dict[str, Any]]]) -> list[DeadLetter]:
-        """Put one PutRecords-sized chunk; refused entries are put again (alone) up to ``put_attempts`` times."""
+        """Put one PutRecords-sized chunk; refused entries are put again (alone) up to ``put_attempts`` times, after
+        :data:`PUT_RETRY`'s delays. A failed call is raised at once (the dead-letter thread retries the write)."""
         written: list[DeadLetter] = []
         todo = chunk
-        for attempt in range(1, self.put_attempts + 1):
+        codes: set[str] = set()
+
+        def put() -> None:
+            nonlocal todo, codes
             try:
                 reply = self._call([entry for _, entry in todo])
             except Exception as exc:
@@ -202,13 +219,17 @@ class KinesisDeadLetterWriter:
                 else:
                     written.append(letter)
             self.puts += len(todo) - len(refused)
-            if not refused:
-                return written
             todo = refused
-            if attempt < self.put_attempts:
-                time.sleep(0.05 * 2 ** (attempt - 1))
-        raise DeadLetterError(f"stream {self.stream_name!r} refused {len(todo)} dead letters "
-                              f"{self.put_attempts} times ({', '.join(sorted(codes))})", written=written)
+            if refused:
+                raise _Refused()
+
+        try:
+            call(put, replace(PUT_RETRY, max_attempts=self.put_attempts), retry_on=(_Refused,), sleep=self._sleep,
+                 what=f"PutRecords of dead letters into {self.stream_name!r}")
+        except RetryError:
+            raise DeadLetterError(f"stream {self.stream_name!r} refused {len(todo)} dead letters "
+                                  f"{self.put_attempts} times ({', '.join(sorted(codes))})", written=written) from None
+        return written
 
     def _call(self, records: list[dict[str, Any]]) -> dict[str, Any]:
         from kinesis_spout.kinesis.client import make_client, translate

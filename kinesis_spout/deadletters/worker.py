@@ -8,14 +8,16 @@ import time
 from typing import Callable, Sequence
 
 from kinesis_spout.deadletters.base import DeadLetter, DeadLetterError, DeadLetterWriter
+from kinesis_spout.retry import Backoff, RetryPolicy
 from kinesis_spout.tracker import RetryBackoff
 
 log = logging.getLogger("kinesis_spout.deadletters")
 
 __all__ = ["DEAD_LETTER_BACKOFF", "DeadLetterWorker"]
 
-#: Backoff between failed writes of the same dead letters: 0.1 s, doubling, at most 5 s.
-DEAD_LETTER_BACKOFF = RetryBackoff(initial_s=0.1, multiplier=2.0, max_s=5.0)
+#: Backoff between failed writes of the same dead letters: 0.1 s, doubling, at most 5 s; no limit of tries (letters
+#: are never dropped). No jitter: spouts whose writes failed in the same outage of the destination retry together.
+DEAD_LETTER_BACKOFF = RetryPolicy(initial_s=0.1, multiplier=2.0, max_s=5.0)
 #: Dead letters handed to one ``write`` call at most.
 MAX_LETTERS_PER_WRITE = 500
 
@@ -28,22 +30,24 @@ class DeadLetterWorker:
     held (the spout takes its lock there and marks the records done). The constructor does no I/O; ``start()``
     starts the thread; ``close()`` writes what it can within its time-out, closes the writer, and is idempotent.
 
-    Failed writes keep their letters queued, in order, and are retried after :data:`DEAD_LETTER_BACKOFF`; each
+    Failed writes keep their letters queued, in order, and are retried after ``backoff``'s delays (a
+    :class:`~kinesis_spout.retry.RetryPolicy` or a ``RetryBackoff``; :data:`DEAD_LETTER_BACKOFF` by default); each
     failure is logged and counted in ``failures``. Once writes have kept failing for ``deadline_s``,
     ``unreachable`` holds a :class:`DeadLetterError` (the spout raises it from ``next_batch``/``next_tuple``) until
     a write succeeds again. Nothing queued is ever dropped while the worker runs; what is still queued at close is
     not done, so its records are not checkpointed and are read again by the next run.
 
     State shared with other threads (``_queue``, ``_busy``, ``_stop``) is touched only under ``_cond``; the counters
-    and ``unreachable`` are written by the thread alone and read freely.
+    and ``unreachable`` are written by the thread alone and read freely; ``_backoff`` is the thread's alone.
     """
 
     def __init__(self, writer: DeadLetterWriter, on_written: Callable[[Sequence[DeadLetter]], None], *,
-                 deadline_s: float, backoff: RetryBackoff = DEAD_LETTER_BACKOFF) -> None:
+                 deadline_s: float, backoff: RetryPolicy | RetryBackoff = DEAD_LETTER_BACKOFF) -> None:
         self.writer = writer
         self.on_written = on_written
         self.deadline_s = deadline_s
         self.backoff = backoff
+        self._backoff = Backoff(backoff.policy() if isinstance(backoff, RetryBackoff) else backoff)
         self._cond = threading.Condition()
         self._queue: list[DeadLetter] = []
         self._busy = False
@@ -74,11 +78,6 @@ class DeadLetterWorker:
         """Letters queued or being written."""
         with self._cond:
             return len(self._queue)
-
-    def failing_for(self, now: float) -> float:
-        """Seconds writes have kept failing (0.0 while they succeed)."""
-        since = self._failing_since
-        return 0.0 if since is None else max(0.0, now - since)
 
     def flush(self, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` until every queued letter is written; True when none is left."""
@@ -115,7 +114,6 @@ class DeadLetterWorker:
 
     # -- the thread ---------------------------------------------------------------------------------------------
     def _run(self) -> None:
-        attempt = 0
         while True:
             with self._cond:
                 while not self._queue and not self._stop:
@@ -137,16 +135,15 @@ class DeadLetterWorker:
                 self._cond.notify_all()
             self.written += len(written)
             if error is None:
-                attempt = 0
+                self._backoff.reset()
                 if self._failing_since is not None:
                     log.info("dead letters are written again")
                 self._failing_since = None
                 self.unreachable = None
                 continue
-            attempt += 1
             self._failed(error, len(batch) - len(written))
+            delay = self._backoff.next_delay()
             with self._cond:
-                delay = self.backoff.delay(attempt)
                 if self._give_up_at is not None:
                     delay = min(delay, max(0.0, self._give_up_at - time.monotonic()))
                 if not self._stop or self._give_up_at is not None:

@@ -5,18 +5,20 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.errors import KinesisError
 from kinesis_spout.kinesis.aggregation import MAGIC, UserRecord, aggregate_problem, deaggregate, hash_key
 from kinesis_spout.kinesis.client import translate
 from kinesis_spout.kinesis.lean import get_records
 from kinesis_spout.kinesis.shards import HashKeyRange
 from kinesis_spout.records import Record, SequenceKey
+from kinesis_spout.retry import Backoff, RetryPolicy
 
 log = logging.getLogger("kinesis_spout.kinesis")
 
@@ -237,21 +239,25 @@ class ShardGetter:
                 "; later ones of this shard are logged at debug level" if first else "")
 
 
+#: Pause before GetRecords is tried again after a throttle or a retriable error: full jitter between the shortest
+#: poll interval and a ceiling that doubles with each failure in a row, up to 10 s. The readers and the paced
+#: getters set their own limit of tries.
+GET_RECORDS_RETRY = RetryPolicy(initial_s=MIN_POLL_INTERVAL_S, multiplier=2.0, max_s=10.0, jitter=1.0)
+
+
 class PacedGetter:
     """A :class:`ShardGetter` read at most every ``interval_s`` (Kinesis allows 5 GetRecords per second and shard),
-    with retriable errors tried again after a growing backoff, up to ``max_retries`` in a row.
+    with retriable errors tried again after :data:`GET_RECORDS_RETRY`'s delays, up to ``max_retries`` in a row.
 
     Who calls: the Spark tasks that read one shard in a loop (replays, executor reads, batch reads). Not
-    thread-safe: one task owns it.
+    thread-safe: one task owns it (and its backoff).
     """
 
     def __init__(self, getter: ShardGetter, interval_s: float, max_retries: int) -> None:
-        from kinesis_spout.kinesis.reader import Backoff
-
         self.getter = getter
         self.interval_s = interval_s
         self.max_retries = max_retries
-        self._backoff = Backoff()
+        self._backoff = Backoff(replace(GET_RECORDS_RETRY, max_attempts=max(max_retries, 0) + 1))
         self._next_call = 0.0
 
     def fetch(self) -> FetchResult:
@@ -262,9 +268,12 @@ class PacedGetter:
             try:
                 result = self.getter.fetch()
             except KinesisError as exc:
-                if not exc.retriable or self._backoff.failures >= self.max_retries:
+                if not exc.retriable:
                     raise
-                self._next_call = time.monotonic() + self._backoff.next_delay()
+                pause = self._backoff.next_delay()
+                if self._backoff.exhausted:
+                    raise
+                self._next_call = time.monotonic() + pause
                 continue
             self._backoff.reset()
             self._next_call = time.monotonic() + self.interval_s

@@ -1,8 +1,9 @@
 """Buffered prefetching shard readers, and the round-robin reader across them.
 
 Each owned shard has a :class:`BufferedShardReader` that calls GetRecords (at most 5 times a second, as Kinesis
-allows), backs off with jitter when throttled, and fills a bounded buffer (records and bytes). The readers of a
-spout share a :class:`~kinesis_spout.kinesis.pool.ReaderPool`: a few threads, whatever the number of shards.
+allows), backs off with jitter when throttled (:data:`~kinesis_spout.kinesis.getter.GET_RECORDS_RETRY`), and fills
+a bounded buffer (records and bytes). The readers of a spout share a
+:class:`~kinesis_spout.kinesis.pool.ReaderPool`: a few threads, whatever the number of shards.
 The :class:`RoundRobinReader` hands out buffered records shard by shard. Nobody sleeps on an idle shard: readers
 signal one shared condition when data arrives, and the consumer waits on it with a deadline.
 """
@@ -10,52 +11,42 @@ signal one shared condition when data arrives, and the consumer waits on it with
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from collections import deque
+from dataclasses import replace
 from typing import Callable, Iterable
 
+from kinesis_spout import retry
 from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.errors import KinesisError, SpoutError
-from kinesis_spout.kinesis.getter import ShardGetter
+from kinesis_spout.kinesis.getter import GET_RECORDS_RETRY, ShardGetter
 from kinesis_spout.kinesis.pool import PARK, ReaderPool
 from kinesis_spout.records import Record
 
 log = logging.getLogger("kinesis_spout.kinesis")
 
 
-class Backoff:
-    """Exponential backoff with full jitter for throttled or failing calls (pure; ``rng`` injectable)."""
+class Backoff(retry.Backoff):
+    """A :class:`~kinesis_spout.retry.Backoff` of :data:`~kinesis_spout.kinesis.getter.GET_RECORDS_RETRY` (no limit
+    of tries: its owner counts ``failures``), built without arguments: what the Spark source's shard cursors hold.
+    New code builds ``retry.Backoff(GET_RECORDS_RETRY)``. One thread owns it."""
 
-    def __init__(self, initial_s: float = MIN_POLL_INTERVAL_S, max_s: float = 10.0,
-                 rng: Callable[[], float] = random.random) -> None:
-        self.initial_s = initial_s
-        self.max_s = max_s
-        self.rng = rng
-        self.failures = 0
-
-    def next_delay(self) -> float:
-        """Delay before the next try after one more failure: uniform in [initial, min(max, initial * 2^n)]."""
-        ceiling = min(self.max_s, self.initial_s * (2.0 ** self.failures))
-        self.failures += 1
-        return self.initial_s + (ceiling - self.initial_s) * self.rng()
-
-    def reset(self) -> None:
-        self.failures = 0
+    def __init__(self) -> None:
+        super().__init__(GET_RECORDS_RETRY)
 
 
 class BufferedShardReader:
     """Prefetches one shard into a bounded buffer; a :class:`~kinesis_spout.kinesis.pool.ReaderPool` polls it.
 
-    Who calls: the round-robin reader (``take``), the spout (``start``/``close``), the pool (``poll``). Without a
-    ``pool`` the reader gets one of its own with a single thread (named ``kinesis-reader-<shard>``). ``take``
-    returns buffered records without blocking; an error met by ``poll`` is raised by ``take`` once the records
-    read before it are handed out. ``close()`` stops the polling (after the call in progress, which it waits for)
-    and is idempotent.
+    Who calls: the round-robin reader (``ready``, ``take_upto``), the spout (``start``/``stop``/``close``), the
+    pool (``poll``). Without a ``pool`` the reader gets one of its own with a single thread (named
+    ``kinesis-reader-<shard>``). ``take_upto`` returns buffered records without blocking; an error met by ``poll``
+    is raised by ``take_upto`` once the records read before it are handed out. ``stop()`` ends the polling without
+    waiting; ``close()`` stops it and waits for the call in progress; both are idempotent.
 
     Thread-safety: the buffer, its byte count and ``_error`` are guarded by ``_lock``; ``poll`` runs on one pool
-    thread at a time; the counters are written by that thread only.
+    thread at a time; the counters and both backoffs (GetRecords retries, idle pauses) are that thread's alone.
     """
 
     def __init__(self, getter: ShardGetter, *, max_records: int, max_bytes: int, empty_backoff_s: float,
@@ -68,7 +59,8 @@ class BufferedShardReader:
         self.empty_backoff_s = max(empty_backoff_s, MIN_POLL_INTERVAL_S)
         # an idle shard's pause doubles with each empty read up to this (no growth by default)
         self.max_empty_backoff_s = max(self.empty_backoff_s, max_empty_backoff_s or 0.0)
-        self.empty_reads = 0  # consecutive empty reads
+        self._idle = retry.Backoff(retry.RetryPolicy(initial_s=self.empty_backoff_s, multiplier=2.0,
+                                                     max_s=self.max_empty_backoff_s))
         self.max_retries = max_retries
         self._on_data = on_data
         self._buffer: deque[Record] = deque()
@@ -79,7 +71,7 @@ class BufferedShardReader:
         self._own_pool: ReaderPool | None = None
         self._started = False
         self._polling = threading.Lock()  # held during a poll: close() waits for the call in progress
-        self._backoff = Backoff()
+        self._backoff = retry.Backoff(replace(GET_RECORDS_RETRY, max_attempts=max(max_retries, 0) + 1))
         self._error: BaseException | None = None
         self.parked = False  # set by the pool (under its lock) while the buffer is full
         self.ended = False
@@ -102,22 +94,20 @@ class BufferedShardReader:
         return len(self._buffer)
 
     @property
+    def empty_reads(self) -> int:
+        """Consecutive empty reads (the idle pause doubles with each, up to ``max_empty_backoff_s``)."""
+        return self._idle.failures
+
+    @property
+    def ready(self) -> bool:
+        """True when ``take_upto`` would hand out records or raise the reader's error (any thread; no lock: a
+        snapshot)."""
+        return bool(self._buffer) or self._error is not None
+
+    @property
     def exhausted(self) -> bool:
         """True once the shard ended (or failed) and every buffered record was taken."""
         return (self.ended or self._error is not None) and not self._buffer
-
-    def take(self, n: int) -> list[Record]:
-        """Up to ``n`` buffered records, oldest first; never blocks on Kinesis."""
-        with self._lock:
-            if not self._buffer:
-                if self._error is not None:
-                    raise self._error
-                return []
-            out = [self._buffer.popleft() for _ in range(min(n, len(self._buffer)))]
-            self._bytes -= sum(r.size for r in out)
-        if self.parked:
-            self._wake()
-        return out
 
     def take_upto(self, n: int, max_bytes: int) -> list[Record]:
         """Up to ``n`` buffered records, oldest first, while their bytes stay under ``max_bytes`` (the first record
@@ -140,18 +130,6 @@ class BufferedShardReader:
             self._wake()
         return out
 
-    def take_one(self) -> Record | None:
-        with self._lock:
-            if not self._buffer:
-                if self._error is not None:
-                    raise self._error
-                return None
-            record = self._buffer.popleft()
-            self._bytes -= record.size
-        if self.parked and len(self._buffer) <= self.max_records // 2 and self.has_room():
-            self._wake()  # half empty: worth a call (an empty buffer always qualifies)
-        return record
-
     def _wake(self) -> None:
         pool = self._pool
         if pool is not None:
@@ -164,7 +142,7 @@ class BufferedShardReader:
         """One GetRecords call, its records into the buffer (called by the pool, one thread at a time).
 
         Returns when the next call may be made (monotonic time), ``PARK`` when the buffer is full, or None when
-        the reader is done: the shard ended, an error was kept for ``take``, or the reader was closed.
+        the reader is done: the shard ended, an error was kept for ``take_upto``, or the reader was closed.
         """
         with self._polling:
             if self._stop.is_set():
@@ -173,7 +151,7 @@ class BufferedShardReader:
                 return PARK
             try:
                 return self._fetch()
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller's next take()
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's next take_upto()
                 if not isinstance(exc, SpoutError):
                     exc = KinesisError(f"reader of {self.shard_id} failed: {exc!r}")
                 log.error("reader of %s stopped: %s", self.shard_id, exc)
@@ -188,22 +166,21 @@ class BufferedShardReader:
             self.calls += 1
             result = self.getter.fetch()
         except KinesisError as exc:
-            if not exc.retriable or backoff.failures >= self.max_retries:
-                if exc.retriable:
-                    exc = KinesisError(f"{exc} (gave up after {backoff.failures} retries)", code=exc.code)
-                raise exc
-            self.retried_errors += 1
+            if not exc.retriable:
+                raise
             pause = backoff.next_delay()
+            if backoff.exhausted:
+                raise KinesisError(f"{exc} (gave up after {backoff.failures - 1} retries)", code=exc.code) from exc
+            self.retried_errors += 1
             log.warning("%s; retrying %s in %.2f s", exc, self.shard_id, pause)
             return time.monotonic() + pause
         backoff.reset()
         self.millis_behind_latest = result.millis_behind_latest
         if result.records or result.fetched:  # a reply whose user records all belonged to other shards: not idle
-            self.empty_reads = 0
+            self._idle.reset()
             pause = MIN_POLL_INTERVAL_S
         else:
-            pause = min(self.max_empty_backoff_s, self.empty_backoff_s * 2.0 ** min(self.empty_reads, 30))
-            self.empty_reads += 1
+            pause = self._idle.next_delay()
         due = time.monotonic() + pause
         if result.records:
             size = sum(r.size for r in result.records)
@@ -218,6 +195,10 @@ class BufferedShardReader:
             self._on_data()
         return None if result.shard_end else due
 
+    def stop(self) -> None:
+        """Stop polling without waiting: a call in progress finishes, no other starts (any thread; idempotent)."""
+        self._stop.set()
+
     def close(self, timeout_s: float = 35.0) -> None:
         """Stop polling; wait (up to ``timeout_s``) for a call in progress to return. Idempotent."""
         self._stop.set()
@@ -231,9 +212,9 @@ class BufferedShardReader:
 class RoundRobinReader:
     """Hands out buffered records across shard readers, one shard after another.
 
-    Who calls: the spout. ``next_record`` asks each shard in turn (skipping those ``admit`` refuses, e.g. at their
-    in-flight limit) and returns the first record found, or None at once when none is buffered. ``wait`` blocks
-    until a reader signals new data or the timeout passes. ``pool`` is the readers' shared
+    Who calls: the spout. ``next_records`` asks each shard in turn (skipping those with no room, e.g. at their
+    in-flight limit) and returns a chunk of the first that has records, or nothing at once when none is buffered.
+    ``wait`` blocks until a reader signals new data or the timeout passes. ``pool`` is the readers' shared
     :class:`~kinesis_spout.kinesis.pool.ReaderPool` of ``threads`` threads, closed by ``close()``.
     """
 
@@ -259,20 +240,6 @@ class RoundRobinReader:
         self.readers.remove(reader)
         self._cursor = 0
 
-    def next_record(self, admit: Callable[[str], bool]) -> Record | None:
-        readers = self.readers
-        n = len(readers)
-        for i in range(n):
-            reader = readers[(self._cursor + i) % n]
-            if reader._buffer or reader._error is not None:
-                if not admit(reader.shard_id):
-                    continue
-                record = reader.take_one()
-                if record is not None:
-                    self._cursor = (self._cursor + i + 1) % n
-                    return record
-        return None
-
     def next_records(self, room: Callable[[str], tuple[int, int]], n: int) -> list[Record]:
         """Up to ``n`` records of one shard, the next in turn that has records and room: ``room(shard_id)`` says how
         many records and bytes it may take now (``(0, 0)``: none). Empty at once when none is buffered."""
@@ -280,7 +247,7 @@ class RoundRobinReader:
         count = len(readers)
         for i in range(count):
             reader = readers[(self._cursor + i) % count]
-            if reader._buffer or reader._error is not None:
+            if reader.ready:
                 records, nbytes = room(reader.shard_id)
                 if records <= 0 or nbytes <= 0:
                     continue
@@ -301,7 +268,7 @@ class RoundRobinReader:
 
     def close(self) -> None:
         for reader in self.readers:
-            reader._stop.set()
+            reader.stop()
         for reader in self.readers:
             reader.close()
         if self.pool is not None:

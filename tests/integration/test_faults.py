@@ -66,7 +66,7 @@ def _drain(reader: BufferedShardReader, signal: threading.Event, count: int,
         assert remaining > 0, f"took {len(out)} of {count} records in {timeout_s} s"
         signal.wait(min(remaining, 0.5))
         signal.clear()
-        out.extend(reader.take(10_000))
+        out.extend(reader.take_upto(10_000, 1 << 30))
     return out
 
 
@@ -294,7 +294,7 @@ def test_reader_rides_out_throttling(fault_proxy: Proxied, kinesis_backend: Kine
     assert [r.key.sequence for r in records] == _expected(placed, shard)
     assert reader.retried_errors == 3
     assert proxy.injected == {f"GetRecords:{PTEE}": 3}
-    assert reader.take(10) == []  # no error stored
+    assert reader.take_upto(10, 1 << 30) == []  # no error stored
 
 
 def test_reader_stops_promptly_on_access_denied(fault_proxy: Proxied, kinesis_backend: KinesisEndpoint) -> None:
@@ -309,7 +309,7 @@ def test_reader_stops_promptly_on_access_denied(fault_proxy: Proxied, kinesis_ba
 
     def failed() -> bool:
         try:
-            reader.take(10)
+            reader.take_upto(10, 1 << 30)
         except KinesisError as exc:
             errors.append(exc)
             return True
@@ -319,7 +319,7 @@ def test_reader_stops_promptly_on_access_denied(fault_proxy: Proxied, kinesis_ba
     reader.start()
     try:
         assert signal.wait(TIMEOUT_S), "the reader never signalled its error"
-        assert wait_until(failed, 5.0), "take() did not raise the reader's error"
+        assert wait_until(failed, 5.0), "take_upto() did not raise the reader's error"
         elapsed = time.monotonic() - started
         assert wait_until(lambda: not _reader_threads(shard), 5.0), "the reader thread is still running"
     finally:
@@ -333,7 +333,7 @@ def test_reader_stops_promptly_on_access_denied(fault_proxy: Proxied, kinesis_ba
     assert reader.retried_errors == 0
     assert reader.exhausted
     with pytest.raises(KinesisError, match="AccessDenied"):
-        reader.take_one()  # and it stays raised
+        reader.take_upto(1, 1 << 30)  # and it stays raised
 
 
 def test_reader_recovers_from_internal_failures(fault_proxy: Proxied, kinesis_backend: KinesisEndpoint) -> None:
@@ -357,7 +357,7 @@ def test_reader_recovers_from_a_dropped_connection(fault_proxy: Proxied, kinesis
     assert [r.key.sequence for r in records] == _expected(placed, shard)
     assert reader.retried_errors == 1
     assert proxy.injected == {f"GetRecords:{DROPPED}": 1}
-    assert reader.take(10) == []
+    assert reader.take_upto(10, 1 << 30) == []
 
 
 def test_closing_the_proxy_ends_its_connection_threads(moto_kinesis: KinesisEndpoint) -> None:

@@ -1,11 +1,12 @@
-"""The buffered shard reader's one-record path: records come out in order, and taking them frees the byte budget
-so prefetching goes on. Written against mutants of kinesis_spout/kinesis/reader.py the rest of the suite let
+"""The buffered shard reader: records come out in order, one at a time or in chunks, and taking them frees the byte
+budget so prefetching goes on. Written against mutants of kinesis_spout/kinesis/reader.py the rest of the suite let
 survive (see benchmarks/results/mutation.md). kinesalite through the fixture (real sequence numbers)."""
 
 from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -13,17 +14,18 @@ import pytest
 from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.errors import KinesisError
 from kinesis_spout.kinesis.client import make_client
-from kinesis_spout.kinesis.getter import ShardGetter, StartPosition
+from kinesis_spout.kinesis.getter import GET_RECORDS_RETRY, ShardGetter, StartPosition
 from kinesis_spout.kinesis.pool import PARK
 from kinesis_spout.kinesis.reader import Backoff, BufferedShardReader, RoundRobinReader
 from kinesis_spout.records import Record
+from kinesis_spout.retry import Backoff as RetryBackoffState
 from kinesis_spout.testing.faults import FaultProxy
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 
 TIMEOUT_S = 10.0
 
 
-def test_take_one_hands_out_every_record_in_order_under_a_byte_budget_of_three_records(
+def test_taking_one_record_at_a_time_hands_out_every_record_in_order_under_a_byte_budget_of_three_records(
         kinesalite: KinesisEndpoint) -> None:
     stream = kinesalite.create_stream()
     placed = kinesalite.put(stream, [f"record-{i:02d}".encode() for i in range(12)], ["pk"] * 12)
@@ -33,25 +35,25 @@ def test_take_one_hands_out_every_record_in_order_under_a_byte_budget_of_three_r
     signal = threading.Event()
     reader = BufferedShardReader(getter, max_records=100, max_bytes=3 * size, empty_backoff_s=0.2,
                                  on_data=signal.set)
-    assert reader.take_one() is None  # nothing read yet
+    assert reader.take_upto(1, 1 << 30) == []  # nothing read yet
     reader.start()
     taken: list[Record] = []
     deadline = time.monotonic() + TIMEOUT_S
     try:
         while len(taken) < 12:
             assert time.monotonic() < deadline, f"took {len(taken)} of 12 records in {TIMEOUT_S} s"
-            record = reader.take_one()
-            if record is None:
+            one = reader.take_upto(1, 1 << 30)
+            if not one:
                 signal.wait(0.2)
                 signal.clear()
                 continue
-            assert record.size == size
-            taken.append(record)
+            assert len(one) == 1 and one[0].size == size
+            taken += one
     finally:
         reader.close(5.0)
     assert [(r.shard_id, r.sequence_number) for r in taken] == placed
     assert [r.data for r in taken] == [f"record-{i:02d}".encode() for i in range(12)]
-    assert reader.buffered == 0 and reader.take_one() is None
+    assert reader.buffered == 0 and reader.take_upto(1, 1 << 30) == []
 
 
 def test_a_new_reader_has_not_ended_and_has_the_documented_defaults() -> None:
@@ -63,19 +65,25 @@ def test_a_new_reader_has_not_ended_and_has_the_documented_defaults() -> None:
     assert reader.empty_backoff_s == MIN_POLL_INTERVAL_S
     assert BufferedShardReader(getter, max_records=10, max_bytes=100, empty_backoff_s=2.5,
                                on_data=lambda: None).empty_backoff_s == 2.5
-    backoff = Backoff()
-    assert (backoff.initial_s, backoff.max_s, backoff.failures) == (MIN_POLL_INTERVAL_S, 10.0, 0)
+    policy = GET_RECORDS_RETRY
+    assert (policy.initial_s, policy.multiplier, policy.max_s, policy.jitter) == (MIN_POLL_INTERVAL_S, 2.0, 10.0, 1.0)
+    assert (policy.max_attempts, policy.deadline_s) == (None, None), "each reader sets its own limit"
+    backoff = Backoff()  # the Spark source's cursors build it without arguments
+    assert (backoff.policy, backoff.failures) == (GET_RECORDS_RETRY, 0)
 
 
-def test_backoff_doubles_its_ceiling_up_to_the_maximum_with_full_jitter() -> None:
-    top = Backoff(initial_s=0.1, max_s=1.0, rng=lambda: 1.0)
+def test_the_get_records_backoff_doubles_its_ceiling_up_to_the_maximum_with_full_jitter() -> None:
+    def backoff(rng: float) -> RetryBackoffState:
+        return RetryBackoffState(replace(GET_RECORDS_RETRY, initial_s=0.1, max_s=1.0), random=lambda: rng)
+
+    top = backoff(1.0)
     assert [round(top.next_delay(), 6) for _ in range(6)] == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
     assert top.failures == 6
     top.reset()
     assert top.failures == 0 and round(top.next_delay(), 6) == 0.1
-    half = Backoff(initial_s=0.1, max_s=1.0, rng=lambda: 0.5)
+    half = backoff(0.5)
     assert [round(half.next_delay(), 6) for _ in range(3)] == [0.1, 0.15, 0.25]
-    bottom = Backoff(initial_s=0.1, max_s=1.0, rng=lambda: 0.0)
+    bottom = backoff(0.0)
     assert [bottom.next_delay() for _ in range(3)] == [0.1, 0.1, 0.1]
 
 
@@ -94,7 +102,7 @@ def test_take_frees_the_byte_budget_so_prefetching_goes_on(kinesalite: KinesisEn
     try:
         while len(taken) < 12:
             assert time.monotonic() < deadline, f"took {len(taken)} of 12 records in {TIMEOUT_S} s"
-            batch = reader.take(2)
+            batch = reader.take_upto(2, 1 << 30)
             if not batch:
                 signal.wait(0.2)
                 signal.clear()
@@ -141,10 +149,10 @@ def test_poll_makes_one_call_buffers_and_counts_its_records_and_asks_for_the_nex
     poll_pause(reader)
     poll_pause(reader)
     assert (reader.calls, reader.buffered, reader.records_read, len(signals)) == (3, 5, 5, 3)
-    first = reader.take(1)
-    rest = reader.take(10)
+    first = reader.take_upto(1, 1 << 30)
+    rest = reader.take_upto(10, 1 << 30)
     assert [r.sequence_number for r in first + rest] == [seq for _, seq in placed]
-    assert reader.buffered == 0 and reader.take(10) == [] and not reader.exhausted
+    assert reader.buffered == 0 and reader.take_upto(10, 1 << 30) == [] and not reader.exhausted
     poll_pause(reader)  # nothing new: no signal
     assert (reader.calls, reader.records_read, len(signals)) == (4, 5, 3)
 
@@ -176,21 +184,22 @@ def test_a_full_buffer_parks_the_reader_without_a_call_until_records_are_taken(k
     poll_pause(by_count)
     assert not by_count.has_room()
     assert by_count.poll() == PARK and by_count.calls == 1
-    assert by_count.take_one() is not None and by_count.has_room()
+    assert len(by_count.take_upto(1, 1 << 30)) == 1 and by_count.has_room()
     poll_pause(by_count)
     assert by_count.buffered == 5 and by_count.calls == 2
     by_bytes = reader_of(kinesalite, stream, per_call=2, max_bytes=3 * size)
     poll_pause(by_bytes)  # 2 records: room for more
     poll_pause(by_bytes)  # 4 records: past the budget
     assert by_bytes.poll() == PARK and by_bytes.calls == 2
-    assert by_bytes.take_one() is not None
+    assert len(by_bytes.take_upto(1, 1 << 30)) == 1
     assert by_bytes.poll() == PARK, "3 records still fill the byte budget"
-    taken = [by_bytes.take_one() for _ in range(3)]
+    taken = [r for _ in range(3) for r in by_bytes.take_upto(1, 1 << 30)]
     assert by_bytes.buffered == 0 and by_bytes.has_room()
     poll_pause(by_bytes)
     poll_pause(by_bytes)
     assert by_bytes.buffered == 4 and by_bytes.poll() == PARK
-    assert len(by_bytes.take(10)) == 4 and by_bytes.has_room(), "taking every record frees the whole budget"
+    assert len(by_bytes.take_upto(10, 1 << 30)) == 4 and by_bytes.has_room(), \
+        "taking every record frees the whole budget"
     assert [r.sequence_number for r in taken if r is not None] == [seq for _, seq in placed[1:4]]
     edge = reader_of(kinesalite, stream, per_call=1, max_bytes=2 * size + 1)  # room while below the budget
     for _ in range(3):
@@ -208,7 +217,7 @@ def test_a_throttle_is_retried_after_a_backoff_and_the_reader_gives_up_after_max
                        on_data=lambda: signals.append(1))
     poll_pause(reader)
     proxy.inject("GetRecords", "ProvisionedThroughputExceededException", times=3)
-    initial = Backoff().initial_s
+    initial = GET_RECORDS_RETRY.initial_s
     for retried in (1, 2):
         low, high = poll_pause(reader)
         assert high >= initial and low <= initial * 2 ** retried, f"paused {low:.3f}..{high:.3f} s"
@@ -216,13 +225,13 @@ def test_a_throttle_is_retried_after_a_backoff_and_the_reader_gives_up_after_max
     assert reader.poll() is None, "a third throttle in a row with max_retries=2 stops the reader"
     assert (reader.calls, reader.retried_errors, len(signals)) == (4, 2, 2)
     assert not reader.exhausted
-    assert [r.sequence_number for r in reader.take(10)] == [seq for _, seq in placed[:2]]
+    assert [r.sequence_number for r in reader.take_upto(10, 1 << 30)] == [seq for _, seq in placed[:2]]
     assert reader.exhausted
     with pytest.raises(KinesisError, match=r"\(gave up after 2 retries\)") as raised:
-        reader.take(10)
+        reader.take_upto(10, 1 << 30)
     assert raised.value.code == "ProvisionedThroughputExceededException"
     with pytest.raises(KinesisError):
-        reader.take_one()
+        reader.take_upto(1, 1 << 30)
 
 
 def test_a_reader_on_a_pool_of_its_own_runs_one_named_thread_that_close_ends_and_then_makes_no_call(
@@ -240,7 +249,7 @@ def test_a_reader_on_a_pool_of_its_own_runs_one_named_thread_that_close_ends_and
     while reader.buffered < 1:
         assert time.monotonic() < deadline, "the record never arrived"
         time.sleep(0.02)
-    assert reader.take_one() is not None  # taking from a reader that was never parked wakes nothing
+    assert len(reader.take_upto(1, 1 << 30)) == 1  # taking from a reader that was never parked wakes nothing
     calls = reader.calls
     time.sleep(0.7)  # idle: a call about every 0.5 s (twice that if the reader were scheduled twice)
     assert reader.calls - calls <= 2, f"{reader.calls - calls} calls in 0.7 s"
@@ -271,7 +280,7 @@ def shard_readers(endpoint: KinesisEndpoint, counts: list[int]) -> list[Buffered
     return readers
 
 
-def test_round_robin_takes_one_record_per_shard_in_turn_skipping_empty_and_refused_shards(
+def test_round_robin_takes_one_record_per_shard_in_turn_skipping_empty_and_full_shards(
         kinesalite: KinesisEndpoint) -> None:
     readers = shard_readers(kinesalite, [3, 0, 3])
     a = readers[0]
@@ -279,9 +288,11 @@ def test_round_robin_takes_one_record_per_shard_in_turn_skipping_empty_and_refus
     assert rr.pool is None
     rr.add(readers)
 
-    def take(refused: BufferedShardReader | None = None) -> str | None:
-        record = rr.next_record(lambda shard_id: refused is None or shard_id != refused.shard_id)
-        return None if record is None else record.data.decode()
+    def take(full: BufferedShardReader | None = None) -> str | None:
+        """One record of the next shard in turn; ``full`` has no room for one (as at its in-flight limit)."""
+        records = rr.next_records(lambda shard_id: (0, 0) if full and shard_id == full.shard_id else (1, 1 << 20), 1)
+        assert len(records) <= 1
+        return records[0].data.decode() if records else None
 
     assert [take(), take(a), take(a), take(), take(), take(), take()] == \
         ["0-0", "2-0", "2-1", "0-1", "2-2", "0-2", None]
@@ -293,15 +304,18 @@ def test_removing_a_shard_starts_the_turn_over_and_a_failed_shard_s_error_is_rai
     readers = shard_readers(kinesalite, [2, 2, 2])
     rr = RoundRobinReader(threads=0)
     rr.add(readers)
-    assert rr.next_record(lambda _: True).data == b"0-0"  # type: ignore[union-attr]
+    def room(_: str) -> tuple[int, int]:
+        return 1, 1 << 20
+
+    assert [r.data for r in rr.next_records(room, 1)] == [b"0-0"]
     rr.remove(readers[1])
-    assert rr.next_record(lambda _: True).data == b"0-1"  # type: ignore[union-attr]
+    assert [r.data for r in rr.next_records(room, 1)] == [b"0-1"]
     missing = reader_of(kinesalite, "no-such-stream", shard="shardId-000000000000")
     assert missing.poll() is None  # the error is kept for the consumer
     failed = RoundRobinReader(threads=0)
     failed.add([missing])
     with pytest.raises(KinesisError, match="no-such-stream"):
-        failed.next_record(lambda _: True)
+        failed.next_records(room, 1)
     assert missing.exhausted
 
 
@@ -358,8 +372,8 @@ def test_a_closed_shard_s_reader_ends_after_its_last_record_and_says_so(kinesali
         assert due != PARK and reader.calls < 10, f"no end after {reader.calls} calls"
         due = reader.poll()
     assert reader.ended and not reader.exhausted and signals, "the end was not signalled"
-    assert [r.sequence_number for r in reader.take(10)] == [seq for _, seq in placed]
-    assert reader.exhausted and reader.take(10) == []
+    assert [r.sequence_number for r in reader.take_upto(10, 1 << 30)] == [seq for _, seq in placed]
+    assert reader.exhausted and reader.take_upto(10, 1 << 30) == []
 
 
 def test_a_one_record_buffer_is_parked_when_full_and_woken_by_each_take(kinesalite: KinesisEndpoint) -> None:
@@ -374,14 +388,9 @@ def test_a_one_record_buffer_is_parked_when_full_and_woken_by_each_take(kinesali
             while not reader.parked:  # read one record, then found no room: parked, no thread spent on it
                 assert time.monotonic() < deadline, f"not parked with {reader.buffered} buffered"
                 time.sleep(0.02)
-            if len(taken) % 2:
-                chunk = reader.take_upto(10, 1 << 20)
-                assert len(chunk) == 1
-                taken += chunk
-            else:
-                record = reader.take_one()
-                assert record is not None
-                taken.append(record)
+            chunk = reader.take_upto(10, 1 << 20) if len(taken) % 2 else reader.take_upto(1, 1)
+            assert len(chunk) == 1
+            taken += chunk
     finally:
         reader.close(5.0)
     assert [r.sequence_number for r in taken] == [seq for _, seq in placed]
@@ -453,7 +462,8 @@ def test_an_unexpected_exception_of_a_poll_is_kept_and_raised_by_take_as_an_erro
     assert reader.poll() is None, "a failed reader is done"
     assert signalled.is_set(), "the consumer must hear of the error"
     assert reader.exhausted
-    for take in (lambda: reader.take(5), lambda: reader.take_upto(5, 1000), reader.take_one):
+    for take in (lambda: reader.take_upto(5, 1 << 30), lambda: reader.take_upto(5, 1000),
+                 lambda: reader.take_upto(1, 1)):
         with pytest.raises(KinesisError) as exc:
             take()
         assert str(exc.value).startswith("reader of shardId-000000000003 failed: AttributeError("), str(exc.value)

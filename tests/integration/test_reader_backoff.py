@@ -9,8 +9,8 @@ import time
 import pytest
 
 from kinesis_spout.kinesis.client import make_client
-from kinesis_spout.kinesis.getter import ShardGetter, StartPosition
-from kinesis_spout.kinesis.reader import Backoff, BufferedShardReader
+from kinesis_spout.kinesis.getter import GET_RECORDS_RETRY, ShardGetter, StartPosition
+from kinesis_spout.kinesis.reader import BufferedShardReader
 from kinesis_spout.records import Record
 from kinesis_spout.testing.faults import FaultProxy
 from kinesis_spout.testing.kinesis import KinesisEndpoint
@@ -30,14 +30,14 @@ def _getter(through: KinesisEndpoint, stream: str, shard: str, max_records: int 
 
 def _take(reader: BufferedShardReader, signal: threading.Event, count: int, out: list[Record]) -> None:
     """Take records from a started reader into ``out`` until it holds ``count`` (fails the test at the deadline);
-    an error of the reader is raised by ``take``."""
+    an error of the reader is raised by ``take_upto``."""
     deadline = time.monotonic() + TIMEOUT_S
     while len(out) < count:
         remaining = deadline - time.monotonic()
         assert remaining > 0, f"took {len(out)} of {count} records in {TIMEOUT_S} s"
         signal.wait(min(remaining, 0.5))
         signal.clear()
-        out.extend(reader.take(10_000))
+        out.extend(reader.take_upto(10_000, 1 << 30))
 
 
 @pytest.mark.parametrize("code, status", [(PTEE, 400), ("InternalFailure", 500)])
@@ -64,7 +64,7 @@ def test_retried_errors_wait_the_backoff_before_the_next_call(fault_proxy: Proxi
     assert [r.key.sequence for r in out] == [int(seq) for _, seq in placed]
     assert proxy.injected == {f"GetRecords:{code}": 3}
     assert reader.retried_errors == 3
-    minimum = 3 * Backoff().initial_s  # each delay of the backoff is at least initial_s
+    minimum = 3 * GET_RECORDS_RETRY.initial_s  # each delay of the backoff is at least initial_s
     assert elapsed >= minimum, f"3 retried {code} took {elapsed:.3f} s: retried without waiting {minimum:g} s"
 
 
@@ -95,7 +95,7 @@ def test_a_successful_read_resets_the_backoff(fault_proxy: Proxied, kinesis_back
     assert [r.key.sequence for r in out] == [int(seq) for _, seq in placed]
     assert proxy.injected == {f"GetRecords:{PTEE}": 4}
     assert reader.retried_errors == 4
-    assert reader.take(10) == []  # no error stored
+    assert reader.take_upto(10, 1 << 30) == []  # no error stored
 
 
 def test_a_paced_getter_retries_throttles_after_its_backoff_and_gives_up_after_its_limit(
@@ -113,7 +113,7 @@ def test_a_paced_getter_retries_throttles_after_its_backoff_and_gives_up_after_i
     paced = PacedGetter(_getter(through, stream, shard), interval_s=0.2, max_retries=2)
     started = time.monotonic()
     result = paced.fetch()
-    assert time.monotonic() - started >= 2 * Backoff().initial_s
+    assert time.monotonic() - started >= 2 * GET_RECORDS_RETRY.initial_s
     assert [r.key.sequence for r in result.records] == [int(seq) for _, seq in placed]
     proxy.inject("GetRecords", PTEE, status=400, times=3)
     paced = PacedGetter(_getter(through, stream, shard), interval_s=0.2, max_retries=2)

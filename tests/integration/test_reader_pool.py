@@ -85,9 +85,9 @@ def test_without_a_maximum_an_idle_shard_keeps_its_pause() -> None:
 
 
 def test_records_taken_right_after_a_parking_readers_room_check_wake_it(kinesalite: KinesisEndpoint) -> None:
-    """A real reader on kinesalite parks with a full buffer; its consumer's take() runs on another thread right after
-    the pool's room check (a hook in has_room waits until the take read the park flag: it called the pool's wake(),
-    or returned without). The reader must be polled again: a lost wake-up would stall the shard for good."""
+    """A real reader on kinesalite parks with a full buffer; its consumer's take_upto() runs on another thread right
+    after the pool's room check (a hook in has_room waits until the take read the park flag: it called the pool's
+    wake(), or returned without). The reader must be polled again: a lost wake-up would stall the shard for good."""
     from kinesis_spout.kinesis.client import make_client
     from kinesis_spout.kinesis.getter import ShardGetter, StartPosition
     from kinesis_spout.kinesis.pool import PARK, ReaderPool
@@ -118,7 +118,8 @@ def test_records_taken_right_after_a_parking_readers_room_check_wake_it(kinesali
             if self.parking:  # the pool's check after the PARK: the consumer takes every record right now
                 self.parking = False
                 self.taken = []
-                self.consumer = threading.Thread(target=lambda: self.taken.extend(self.take(1000)), daemon=True)
+                self.consumer = threading.Thread(target=lambda: self.taken.extend(self.take_upto(1000, 1 << 30)),
+                                                 daemon=True)
                 self.consumer.start()
                 consumer = self.consumer
                 assert wait_until(lambda: pool.wake_called.is_set() or not consumer.is_alive(), 5.0)
@@ -138,7 +139,7 @@ def test_records_taken_right_after_a_parking_readers_room_check_wake_it(kinesali
             "the parked reader was never polled again after its records were taken: a stall"
         assert pool.wake_called.is_set()
         got = list(reader.taken)
-        assert wait_until(lambda: got.extend(reader.take(1000)) or len(got) >= 30, 10.0)
+        assert wait_until(lambda: got.extend(reader.take_upto(1000, 1 << 30)) or len(got) >= 30, 10.0)
     finally:
         reader.close()
         pool.close()
