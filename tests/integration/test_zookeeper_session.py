@@ -191,3 +191,30 @@ def test_close_twice_is_fine_ends_kazoos_threads_and_a_new_start_makes_a_new_ses
     finally:
         session.close()
     assert wait_until(lambda: not new_threads(before), TIMEOUT_S), f"left running: {new_threads(before)}"
+
+
+def test_a_store_closes_the_session_it_made_and_leaves_a_given_one_open(zookeeper: Any) -> None:
+    from kinesis_spout import Checkpoint, ZooKeeperCheckpointStore
+    from kinesis_spout.spark.batch_store import ZooKeeperBatchStore
+
+    path = f"{zookeeper.prefix}/app/stream/checkpoints"
+    session = ZooKeeperSession(zookeeper.hosts)
+    shared = ZooKeeperCheckpointStore.on_session(session, path)
+    try:
+        shared.open()  # starts the given session
+        assert session.connected
+        batches = ZooKeeperBatchStore.on_store(shared)
+        assert batches.session is session
+        saved = Checkpoint("a", "7").stamped("w")
+        shared.save(saved)
+        batches.save_batch_id(3)
+        shared.close()
+        assert session.connected, "a store closed a session it was given"
+        assert shared.load("a") == saved and batches.load_batch_id() == 3
+    finally:
+        session.close()
+    own = ZooKeeperCheckpointStore(zookeeper.hosts, path)
+    own.open()
+    assert own.load("a") == saved
+    own.close()
+    assert not own.session.started and own.state == "CLOSED", "a store left the session it made open"
