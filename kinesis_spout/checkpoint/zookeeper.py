@@ -6,6 +6,7 @@ JSON (see :meth:`Checkpoint.to_json`).
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable
 
 from kinesis_spout.checkpoint.base import Checkpoint
@@ -53,7 +54,8 @@ class ZooKeeperCheckpointStore:
 
     The store works on a :class:`ZooKeeperSession`: one it makes from ``hosts`` and the settings (then ``open()``
     starts it and ``close()`` ends it), or one given as ``session`` (shared with other stores: ``open()`` starts it
-    if needed, ``close()`` leaves it to its owner). The connection's view (``connected``, ``wait_connected``,
+    if needed, ``close()`` leaves it to its owner; ``hosts`` and the settings are then the session's, those given
+    here are not used). The connection's view (``connected``, ``wait_connected``,
     ``take_session_lost``, ``session_losses``, ``add_listener``, ``state``) is the session's: the checkpoint
     writer waits on it instead of failing writes, and re-reads the checkpoints after a lost session.
 
@@ -65,8 +67,6 @@ class ZooKeeperCheckpointStore:
                  connect_timeout_s: float = 15.0, command_retries: int = 5,
                  security: ZooKeeperSecurity | None = None, operation_timeout_s: float | None = None,
                  session: ZooKeeperSession | None = None) -> None:
-        import threading
-
         self.path = path.rstrip("/")
         self.owns_session = session is None
         self.session = session if session is not None else ZooKeeperSession(
