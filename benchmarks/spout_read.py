@@ -43,12 +43,6 @@ class CountingStore:
     def delete(self, shard_id: str) -> None:
         self.inner.delete(shard_id)
 
-    def load_batch_id(self) -> int:
-        return self.inner.load_batch_id()
-
-    def save_batch_id(self, batch_id: int) -> None:
-        self.inner.save_batch_id(batch_id)
-
     def close(self) -> None:
         self.inner.close()
 

@@ -76,11 +76,13 @@ def _describe(cp: Any) -> str:
 
 
 def _list(args: argparse.Namespace) -> int:
+    from kinesis_spout.spark.batch_store import ZooKeeperBatchStore
+
     config = _config(args)
     store = _open_store(args, config)
     try:
         checkpoints = store.list()
-        batch_id = store.load_batch_id()
+        batch_id = ZooKeeperBatchStore.on_store(store).load_batch_id()
     finally:
         store.close()
     print(f"checkpoints of app {args.app!r} on stream {args.stream!r} at {config.checkpoint_path}")

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Protocol, runtime_checkable
 
-from kinesis_spout.errors import CheckpointConflict, CheckpointError
+from kinesis_spout.errors import CheckpointError
 from kinesis_spout.records import WHOLE, SequenceKey
 
 FORMAT_VERSION = 1
@@ -129,51 +129,18 @@ class Checkpoint:
         return cls(shard_id, seq, sub, shard_end, str(doc.get("owner", "")), updated_at, reset_to, timestamp)
 
 
-class OwnershipTaken(CheckpointConflict):
-    """Another holder owns the name asked for (e.g. another exactly-once pipeline of the same app and stream).
-
-    ``holder`` is how that holder described itself; ``where`` is where the ownership is kept (a ZooKeeper node);
-    ``vanishes_within_s`` is how long a holder that died keeps it (its ZooKeeper session timeout), None when it
-    is kept until released."""
-
-    def __init__(self, message: str, *, holder: str, where: str, vanishes_within_s: float | None) -> None:
-        super().__init__(message)
-        self.holder = holder
-        self.where = where
-        self.vanishes_within_s = vanishes_within_s
-
-
-@runtime_checkable
-class OwnershipStore(Protocol):
-    """A checkpoint store that can make one holder at a time the owner of a name (next to its checkpoints), until
-    the holder releases it or its process dies.
-
-    Who calls: ``SpoutPipeline`` in exactly-once mode, on its run thread, with the store open. ``holder`` is a
-    description unique to the caller's run (it names the process). ``take_ownership`` raises ``OwnershipTaken``
-    while another holder owns the name; ``holds_ownership`` says, without I/O, whether the caller still owns it
-    (False once the store saw its session end, or once it has been cut off from its server for longer than the
-    session timeout, by its own clock); ``release_ownership`` gives it up (idempotent).
-
-    What ``close()`` does to an ownership differs: the ZooKeeper store's ownership is an ephemeral node of its
-    session, so closing the store (or the process's death, after the session timeout) releases it; the memory
-    store has no session, so its ownership outlives ``close()`` and lasts until ``release_ownership`` (or, in
-    tests, ``revoke_ownership``).
-    """
-
-    def take_ownership(self, name: str, holder: str) -> None: ...
-
-    def holds_ownership(self, name: str, holder: str) -> bool: ...
-
-    def release_ownership(self, name: str, holder: str) -> None: ...
-
-
 @runtime_checkable
 class CheckpointStore(Protocol):
     """Where one app's checkpoints of one stream live.
 
-    Who calls: the spout (``open``, ``load``), its checkpoint writer thread (``save``), the CLI (``list``,
-    ``delete``). ``save`` never moves a stored checkpoint backwards: a lower value raises ``CheckpointConflict``
-    and is not written.
+    Who calls: the spout (``open``, ``load``, ``close``), its checkpoint writer thread (``save``), the shard sync
+    and the CLI (``list``, ``delete``). ``save`` never moves a stored checkpoint backwards: a lower value raises
+    ``CheckpointConflict`` and is not written.
+
+    Fencing is not part of it: only the ZooKeeper store is fenced, by the lease manager, which works on that store
+    itself (``fence``/``unfence``); the spout only sees a fenced write's refusal (``LeaseLost``, raised by
+    ``save``). A pipeline's batch ids and ownership are Spark's (:mod:`kinesis_spout.spark.batch_store`,
+    :mod:`kinesis_spout.spark.ownership`).
     """
 
     def open(self) -> None: ...
@@ -187,14 +154,5 @@ class CheckpointStore(Protocol):
     def list(self) -> dict[str, Checkpoint]: ...
 
     def delete(self, shard_id: str) -> None: ...
-
-    def load_batch_id(self) -> int:
-        """The last batch id (txid) a pipeline stored with these checkpoints; 0 when none was stored."""
-        ...
-
-    def save_batch_id(self, batch_id: int) -> None:
-        """Take a pipeline's next batch id: an id at or below the stored one is taken already
-        (``CheckpointConflict``), so ids only increase and two pipelines never share one."""
-        ...
 
     def close(self) -> None: ...

@@ -45,12 +45,17 @@ class ZooKeeperLeases:
     Who calls: the spout's shard sync thread (``join``, ``workers``, ``read``, ``acquire``, ``release``) and the
     spout (``still_held`` and ``forget`` after a ``LeaseLost``, ``held``). ``held`` maps each shard this worker
     holds to its epoch; it is guarded by one lock. The constructor does no I/O; the store must be open.
+
+    It works on the checkpoint store's session (``store.session``, through its public operations only) and fences
+    that store's writes (``store.fence``/``store.unfence``): a lease and the checkpoint writes it guards meet in one
+    ZooKeeper transaction, so both must be on one session.
     """
 
     def __init__(self, store: ZooKeeperCheckpointStore, worker_id: str) -> None:
         self.store = store
+        self.session = store.session
         self.worker_id = worker_id
-        base = store.path.rsplit("/", 1)[0]
+        base = store.base_path
         self.workers_path = f"{base}/workers"
         self.leases_path = f"{base}/leases"
         self._lock = threading.Lock()
@@ -65,24 +70,21 @@ class ZooKeeperLeases:
         """
         from kazoo.exceptions import NodeExistsError
 
-        client = self.store._client
         node = f"{self.workers_path}/{self.worker_id}"
         doc = json.dumps({"joined_at": datetime.now(timezone.utc).isoformat()}).encode()
-        self.store._call(f"creating {self.workers_path}", client.ensure_path, self.workers_path)
-        self.store._call(f"creating {self.leases_path}", client.ensure_path, self.leases_path)
+        self.session.ensure_path(self.workers_path)
+        self.session.ensure_path(self.leases_path)
         try:
-            self.store._call(f"registering {node}", client.create, node, doc, ephemeral=True)
+            self.session.create(node, doc, ephemeral=True, what=f"registering {node}")
         except NodeExistsError:
-            _, stat = self.store._call(f"reading {node}", client.get, node)
-            if stat.ephemeralOwner != client.client_id[0]:
+            _, stat = self.session.get(node)
+            if stat.ephemeralOwner != self.session.session_id:
                 raise LeaseError(f"another live worker is registered as {self.worker_id!r} at {node}; give each "
                                  f"worker its own worker_id (the default host:pid is unique per process)") from None
 
     def registered(self) -> bool:
         """Whether this worker's node exists (it does not after a lost session until ``join`` again)."""
-        client = self.store._client
-        return self.store._call("reading the workers", client.exists, f"{self.workers_path}/{self.worker_id}") \
-            is not None
+        return self.session.exists(f"{self.workers_path}/{self.worker_id}", what="reading the workers") is not None
 
     def workers(self) -> list[str]:
         """The live workers' ids, sorted (none when no worker ever joined)."""
@@ -96,7 +98,7 @@ class ZooKeeperLeases:
         from kazoo.exceptions import NoNodeError
 
         try:
-            return sorted(self.store._call(f"listing {path}", self.store._client.get_children, path))
+            return sorted(self.session.get_children(path))
         except NoNodeError:
             return []
 
@@ -104,24 +106,21 @@ class ZooKeeperLeases:
         """Call ``changed()`` (on kazoo's thread: it must not block) whenever a worker joins or leaves."""
         if self._watching:
             return
-        from kazoo.recipe.watchers import ChildrenWatch
-
         self._watching = True
 
         def on_children(_children: list[str]) -> None:
             changed()
 
-        ChildrenWatch(self.store._client, self.workers_path, on_children)
+        self.session.watch_children(self.workers_path, on_children)
 
     def leave(self) -> None:
         """Unregister this worker (best effort; the node goes with the session anyway)."""
         from kazoo.exceptions import NoNodeError
 
-        client = self.store._client
-        if client is None:
+        if not self.session.started:
             return
         try:
-            self.store._call("unregistering", client.delete, f"{self.workers_path}/{self.worker_id}")
+            self.session.delete(f"{self.workers_path}/{self.worker_id}", what="unregistering")
         except (NoNodeError, CheckpointError):
             pass
 
@@ -134,12 +133,11 @@ class ZooKeeperLeases:
         not a lease is a ``LeaseError`` naming it."""
         from kazoo.exceptions import NoNodeError
 
-        client = self.store._client
         out: dict[str, LeaseState] = {}
         for shard_id in shard_ids:
             node = self._node(shard_id)
             try:
-                data, stat = self.store._call(f"reading {node}", client.get, node)
+                data, stat = self.session.get(node)
             except NoNodeError:
                 out[shard_id] = (None, -1)
                 continue
@@ -151,15 +149,14 @@ class ZooKeeperLeases:
         None when someone else changed it first. Fences the shard's checkpoint writes with the new epoch."""
         from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-        client = self.store._client
         node = self._node(shard_id)
         doc = _lease_doc(self.worker_id)
         try:
             if seen[1] < 0:
-                self.store._call(f"creating {node}", client.create, node, doc)
+                self.session.create(node, doc)
                 epoch = 0
             else:
-                stat = self.store._call(f"taking {node}", client.set, node, doc, version=seen[1])
+                stat = self.session.set(node, doc, version=seen[1], what=f"taking {node}")
                 epoch = stat.version
         except (BadVersionError, NodeExistsError, NoNodeError):
             return None
@@ -190,10 +187,9 @@ class ZooKeeperLeases:
                 epoch = self._held.get(shard_id)
             if epoch is None:
                 return False
-        client = self.store._client
         node = self._node(shard_id)
         try:
-            self.store._call(f"releasing {node}", client.set, node, _lease_doc(None), version=epoch)
+            self.session.set(node, _lease_doc(None), version=epoch, what=f"releasing {node}")
         except (BadVersionError, NoNodeError):
             log.warning("lease of %s was past epoch %d when worker %s gave it back (given back by a write whose "
                         "reply was lost, or taken by another worker)", shard_id, epoch, self.worker_id)
@@ -209,9 +205,8 @@ class ZooKeeperLeases:
         """Delete the lease node of a shard that is gone for good (finished and past the stream's retention)."""
         from kazoo.exceptions import BadVersionError, NoNodeError
 
-        client = self.store._client
         try:
-            self.store._call(f"deleting {self._node(shard_id)}", client.delete, self._node(shard_id))
+            self.session.delete(self._node(shard_id))
         except (NoNodeError, BadVersionError):
             pass
 

@@ -35,6 +35,7 @@ from kinesis_spout.errors import CheckpointError, KinesisError, StreamNotFoundEr
 from kinesis_spout.kinesis.getter import LATEST_MARGIN, PacedGetter, ShardGetter
 from kinesis_spout.kinesis.shards import HashKeyRange
 from kinesis_spout.records import Record
+from kinesis_spout.spark.batch_store import ZooKeeperBatchStore
 from kinesis_spout.spark.batches import PlannedBatch, ShardEnd, abandoned, cut, split_limit, within
 from kinesis_spout.spark.offsets import (
     ShardPosition,
@@ -184,7 +185,7 @@ class ExecutorStreamReader(KinesisSpoutStreamReader):
         if self._beat_at is not None and time.monotonic() - self._beat_at < self.heartbeat_s:
             return
         try:
-            store = self._checkpoints()
+            store = ZooKeeperBatchStore.on_store(self._checkpoints())
             now = store.touch_query(query, json.dumps({"worker": self.config.worker_id}).encode())
             self._beat_at = time.monotonic()
             beats = store.query_heartbeats()
@@ -205,7 +206,7 @@ class ExecutorStreamReader(KinesisSpoutStreamReader):
         cached = self._ends.get(key)
         if cached is not None:
             return cached
-        store = self._checkpoints()
+        store = ZooKeeperBatchStore.on_store(self._checkpoints())
         raw = store.batch_ends(last.query, last.batch)
         ends = {s: ShardEnd.from_json(data, f"{store.batches_node(last.query)}/{last.batch}/{s}")
                 for s, data in raw.items()}
@@ -297,7 +298,8 @@ class ExecutorStreamReader(KinesisSpoutStreamReader):
         self._save(positions, force=False)
         if planned.batch >= KEEP_BATCHES:
             try:
-                self._checkpoints().delete_batches(planned.query, planned.batch - KEEP_BATCHES + 1)
+                batches = ZooKeeperBatchStore.on_store(self._checkpoints())
+                batches.delete_batches(planned.query, planned.batch - KEEP_BATCHES + 1)
             except CheckpointError as exc:
                 log.warning("could not delete old batch ends (tried again after the next batch): %s", exc)
 
@@ -308,7 +310,7 @@ class ExecutorStreamReader(KinesisSpoutStreamReader):
         cfg = self.config
         try:
             records = read_shard_batch(_executor_client(cfg.region, cfg.endpoint_url, cfg.credentials),
-                                       _executor_store(cfg), cfg, partition)
+                                       ZooKeeperBatchStore.on_store(_executor_store(cfg)), cfg, partition)
         except KinesisError as exc:
             raise _stream_gone(exc, cfg, f"batch {partition.batch} was planned on it") from exc
         yield from records_to_arrow(cfg.stream_name, records).to_batches()

@@ -94,12 +94,14 @@ from datetime import datetime, timedelta, timezone
 from types import FrameType
 from typing import Any, Callable
 
-from kinesis_spout.checkpoint.base import CheckpointStore, OwnershipStore, OwnershipTaken
+from kinesis_spout.checkpoint.base import CheckpointStore
 from kinesis_spout.config import SpoutConfig
 from kinesis_spout.errors import CheckpointConflict, CheckpointError, ConfigError, SpoutStateError
 from kinesis_spout.records import SpoutTuple
 from kinesis_spout.spark.batch import Batch, failed_message_ids
+from kinesis_spout.spark.batch_store import BatchIds, batch_store_for
 from kinesis_spout.spark.metrics import BatchMetrics, MetricsRecorder, PipelineMetrics
+from kinesis_spout.spark.ownership import OwnershipStore, OwnershipTaken, ownership_for
 from kinesis_spout.spark.schema import records_to_arrow
 from kinesis_spout.spout import KinesisSpout
 from kinesis_spout.state.base import BackingMapFactory, StateError
@@ -181,7 +183,7 @@ class SpoutPipeline:
             if not config.reliable:
                 raise ConfigError("exactly_once needs reliable=True: records must stay unacked until their txid "
                                   "committed, so that a crash can replay it")
-            if checkpoint_store is not None and not isinstance(checkpoint_store, OwnershipStore):
+            if checkpoint_store is not None and ownership_for(checkpoint_store) is None:
                 raise ConfigError(f"exactly_once needs a checkpoint store that can own the app and stream for one "
                                   f"pipeline (take_ownership, holds_ownership, release_ownership), so that two "
                                   f"pipelines never write one batch log; {type(checkpoint_store).__name__} has none. "
@@ -270,7 +272,8 @@ class SpoutPipeline:
 
         try:
             spout.open()
-            last_id = store.load_batch_id()
+            batch_ids = batch_store_for(store)
+            last_id = batch_ids.load_batch_id()
             self._recorder.reset(last_id, spout.metrics())
             log.info("pipeline %s on stream %r: %d shards, batches from id %d, trigger %.3g s, at most %d records "
                      "or %d bytes per batch", cfg.app_name, cfg.stream_name, len(spout.shard_ids), last_id + 1,
@@ -283,7 +286,7 @@ class SpoutPipeline:
                 if not tuples:
                     continue
                 next_start = started + self.trigger_interval_s
-                batch_id = self._store_batch_id(store, last_id, finished)
+                batch_id = self._store_batch_id(batch_ids, last_id, finished)
                 if batch_id is None:
                     break  # the run ends while the id cannot be stored: these records are read again next run
                 self._run_batch(spout, batch_id, tuples, started)
@@ -303,7 +306,7 @@ class SpoutPipeline:
                 return True
             self._stop.wait(min(left, _POLL_S))
 
-    def _store_batch_id(self, store: CheckpointStore, last_id: int, finished: Callable[[], bool]) -> int | None:
+    def _store_batch_id(self, store: BatchIds, last_id: int, finished: Callable[[], bool]) -> int | None:
         """Store the id of the batch about to be processed and return it; None if the run ends first.
 
         Called after the batch's records were taken and before ``process``. The id is one more than the last
@@ -407,7 +410,8 @@ class SpoutPipeline:
         assert self.exactly_once is not None
         cfg = self.config.replace(message_timeout_s=None)  # a batch holds its records until its txid commits
         store = self._store_given if self._store_given is not None else ZooKeeperCheckpointStore.from_config(cfg)
-        assert isinstance(store, OwnershipStore)  # checked by the constructor; the ZooKeeper store is one
+        owner = ownership_for(store)
+        assert owner is not None  # checked by the constructor; the ZooKeeper store has one
         holder = (f"pid {os.getpid()} on host {socket.gethostname()}, started "
                   f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M:%S} UTC (run {uuid.uuid4().hex[:12]})")
         spout = KinesisSpout(cfg, checkpoint_store=store)
@@ -425,9 +429,9 @@ class SpoutPipeline:
 
         store.open()
         try:
-            if not self._take_ownership(store, holder, finished):
+            if not self._take_ownership(owner, holder, finished):
                 return
-            self._holding = (store, holder)
+            self._holding = (owner, holder)
             try:
                 spout.open()
                 entry = txlog.take_over()
@@ -474,7 +478,7 @@ class SpoutPipeline:
             finally:
                 self._holding = None
                 try:
-                    self._close(spout, release=lambda: store.release_ownership(_OWNER_NAME, holder))
+                    self._close(spout, release=lambda: owner.release_ownership(_OWNER_NAME, holder))
                 finally:
                     txlog.close()
         finally:

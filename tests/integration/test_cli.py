@@ -10,6 +10,7 @@ import pytest
 
 from kinesis_spout import Checkpoint, InitialPosition, KinesisSpout, SpoutConfig, ZooKeeperCheckpointStore
 from kinesis_spout.cli import AUTH_ENV, main
+from kinesis_spout.spark.batch_store import batch_store_for
 
 
 def base_args(zookeeper: Any, stream: str = "clicks") -> list[str]:
@@ -32,7 +33,7 @@ def test_list_prints_a_row_per_shard(zookeeper, capsys) -> None:
         s.save(Checkpoint("shardId-000000000000", "49590338271490256608559692538361571095921575989136588898")
                .stamped("worker-1"))
         s.save(Checkpoint("shardId-000000000001", None, shard_end=True).stamped("worker-2"))
-        s.save_batch_id(12)
+        batch_store_for(s).save_batch_id(12)
     finally:
         s.close()
     assert main(base_args(zookeeper)) == 0

@@ -43,6 +43,7 @@ from pyspark.sql.streaming.datasource import ReadMaxRows
 from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
 from kinesis_spout.kinesis.client import make_client
 from kinesis_spout.records import parse_message_id
+from kinesis_spout.spark.batch_store import batch_store_for
 from kinesis_spout.spark.batches import PlannedBatch
 from kinesis_spout.spark.executor_source import ExecutorStreamReader, ShardTask, read_shard_batch
 from kinesis_spout.spark.offsets import TRIM_HORIZON, ShardPosition, in_range
@@ -503,7 +504,7 @@ def test_two_attempts_mid_read_at_once_yield_the_end_recorded_first(kinesalite: 
             client = make_client("us-east-1", proxy.endpoint_url)
 
             def attempt(name: str = name, client: Any = client, store: Any = store) -> None:
-                records = read_shard_batch(client, store, reader.config, task)
+                records = read_shard_batch(client, batch_store_for(store), reader.config, task)
                 results[name] = [r.message_id for r in records]
 
             threads[name] = threading.Thread(target=attempt, name=f"attempt-{name}")
@@ -512,7 +513,8 @@ def test_two_attempts_mid_read_at_once_yield_the_end_recorded_first(kinesalite: 
             if name == "S":
                 placed += kinesalite.put(stream, [f"late-{i}".encode() for i in range(10)])
         assert (holds["S"].records, holds["L"].records) == (20, 30)
-        assert reader._checkpoints().batch_end(PlannedBatch.parse(end).query, 0, shard) is None  # both mid-read
+        batches = batch_store_for(reader._checkpoints())
+        assert batches.batch_end(PlannedBatch.parse(end).query, 0, shard) is None  # both mid-read
         order = ["L", "S"] if first == "longer" else ["S", "L"]
         for name in order:
             holds[name].release()

@@ -136,7 +136,9 @@ def expire_session(hosts: str, store: ZooKeeperCheckpointStore) -> None:
     """Expire the store's session: open and close a second client with its session id and password."""
     from kazoo.client import KazooClient
 
-    session_id, password = store._client.client_id
+    client_id = store.session.client_id  # kazoo's (session id, password)
+    assert client_id is not None, "the store is not connected"
+    session_id, password = client_id
     twin = KazooClient(hosts=hosts, client_id=(session_id, password))
     twin.start(timeout=10)
     twin.stop()

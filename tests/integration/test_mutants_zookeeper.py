@@ -22,10 +22,17 @@ from kinesis_spout import (
     ZooKeeperCheckpointStore,
 )
 from kinesis_spout.checkpoint.zookeeper import ZooKeeperSecurity
+from kinesis_spout.spark.batch_store import ZooKeeperBatchStore
 from kinesis_spout.testing.process import wait_until
 
 SEQ = "49590338271490256608559692538361571095921575989136588898"
 TIMEOUT_S = 20.0
+
+
+def batch_store(store: ZooKeeperCheckpointStore) -> ZooKeeperBatchStore:
+    """Spark's batch ids, batch ends and heartbeats, next to ``store``'s checkpoints on its session."""
+    return ZooKeeperBatchStore.on_store(store)
+
 
 
 def config_for(zookeeper: Any, **overrides: Any) -> SpoutConfig:
@@ -71,7 +78,7 @@ def test_errors_while_zookeeper_is_down_say_what_was_waited_for(zookeeper: Any,
     expected = {
         store.list: f"listing {store.path}",
         lambda: store.delete("shard-7"): f"deleting {store.path}/shard-7",
-        store.load_batch_id: f"reading {store.batch_id_node}",
+        batch_store(store).load_batch_id: f"reading {batch_store(store).batch_id_node}",
     }
     for call, what in expected.items():
         started = time.monotonic()
@@ -89,15 +96,16 @@ def test_a_bad_batch_id_is_an_error_naming_the_node_and_quoting_at_most_40_chara
         zookeeper: Any, open_store: Callable[..., ZooKeeperCheckpointStore]) -> None:
     store = open_store()
     client = zookeeper.client()
-    client.create(store.batch_id_node, b"x" * 60, makepath=True)
+    client.create(batch_store(store).batch_id_node, b"x" * 60, makepath=True)
     with pytest.raises(CheckpointError) as exc:
-        store.load_batch_id()
-    assert f"unreadable batch id at ZooKeeper node {store.batch_id_node}: {'x' * 40!r} is not" in str(exc.value)
-    client.set(store.batch_id_node, b"\xff\xfe12")
+        batch_store(store).load_batch_id()
+    node = batch_store(store).batch_id_node
+    assert f"unreadable batch id at ZooKeeper node {node}: {'x' * 40!r} is not" in str(exc.value)
+    client.set(batch_store(store).batch_id_node, b"\xff\xfe12")
     with pytest.raises(CheckpointError, match="is not a whole number"):
-        store.load_batch_id()
-    client.set(store.batch_id_node, b" 12\n")
-    assert store.load_batch_id() == 12
+        batch_store(store).load_batch_id()
+    client.set(batch_store(store).batch_id_node, b" 12\n")
+    assert batch_store(store).load_batch_id() == 12
 
 
 def test_a_lost_session_is_reported_once(zookeeper: Any, open_store: Callable[..., ZooKeeperCheckpointStore]) -> None:
@@ -106,7 +114,9 @@ def test_a_lost_session_is_reported_once(zookeeper: Any, open_store: Callable[..
     store = open_store(session_timeout_s=4.0)
     assert store.take_session_lost() is False
     for losses in (1, 2):  # each loss is counted, and reported once
-        session_id, password = store._client.client_id
+        client_id = store.session.client_id  # kazoo's (session id, password)
+        assert client_id is not None, "the store is not connected"
+        session_id, password = client_id
         twin = KazooClient(hosts=zookeeper.hosts, client_id=(session_id, password))
         twin.start(timeout=10)
         twin.stop()  # closes the session the store had
@@ -162,17 +172,6 @@ def test_a_new_store_has_the_documented_defaults_and_no_lost_session() -> None:
     assert ZooKeeperCheckpointStore("h", "/p", connect_timeout_s=3.0).operation_timeout_s == 3.0
     assert ZooKeeperCheckpointStore("h", "/p", connect_timeout_s=3.0, operation_timeout_s=0.5
                                     ).operation_timeout_s == 0.5
-
-
-def test_the_client_retries_connecting_forever_and_commands_a_bounded_number_of_times(
-        open_store: Callable[..., ZooKeeperCheckpointStore]) -> None:
-    from kazoo.exceptions import SessionExpiredError
-
-    store = open_store(command_retries=3)
-    connecting, commands = store._client._conn_retry, store._client._retry
-    assert (connecting.max_tries, connecting.delay, connecting.max_delay) == (-1, 0.2, 2.0)
-    assert (commands.max_tries, commands.delay, commands.max_delay) == (3, 0.1, 2.0)
-    assert SessionExpiredError not in commands.retry_exceptions  # a new session is not the old one
 
 
 def test_a_server_that_is_not_there_is_a_clear_retriable_error() -> None:
@@ -259,45 +258,46 @@ def test_batch_ends_are_recorded_once_listed_per_batch_and_deleted_below_a_batch
         zookeeper: Any, open_store: Callable[..., ZooKeeperCheckpointStore]) -> None:
     store = open_store()
     client = zookeeper.client()
-    node = store.batches_node("q")
+    node = batch_store(store).batches_node("q")
     assert node == f"{zookeeper.prefix}/app/stream/batches/q"
-    assert store.batch_end("q", 0, "a") is None and store.batch_ends("q", 0) == {}
-    assert store.delete_batches("q", 5) == 0  # no batches node yet
-    assert store.record_batch_end("q", 0, "a", b"first") == b"first"
-    assert store.record_batch_end("q", 0, "a", b"second") == b"first", "a second end must not replace the first"
-    assert store.record_batch_end("q", 0, "b", b"b0") == b"b0"
+    assert batch_store(store).batch_end("q", 0, "a") is None and batch_store(store).batch_ends("q", 0) == {}
+    assert batch_store(store).delete_batches("q", 5) == 0  # no batches node yet
+    assert batch_store(store).record_batch_end("q", 0, "a", b"first") == b"first"
+    assert batch_store(store).record_batch_end("q", 0, "a", b"second") == b"first", \
+        "a second end must not replace the first"
+    assert batch_store(store).record_batch_end("q", 0, "b", b"b0") == b"b0"
     for batch in (1, 2, 10):
-        store.record_batch_end("q", batch, "a", f"a{batch}".encode())
-    store.record_batch_end("other", 0, "a", b"other query")
+        batch_store(store).record_batch_end("q", batch, "a", f"a{batch}".encode())
+    batch_store(store).record_batch_end("other", 0, "a", b"other query")
     client.create(f"{node}/notes", b"")  # not a batch: never deleted
-    assert store.batch_end("q", 0, "a") == b"first" and store.batch_end("q", 0, "c") is None
-    ends = store.batch_ends("q", 0)
+    assert batch_store(store).batch_end("q", 0, "a") == b"first" and batch_store(store).batch_end("q", 0, "c") is None
+    ends = batch_store(store).batch_ends("q", 0)
     assert ends == {"a": b"first", "b": b"b0"} and all(type(v) is bytes for v in ends.values())
-    assert store.batch_ends("q", 3) == {}
-    assert store.delete_batches("q", 2) == 2, "batches 0 and 1, not 2"
+    assert batch_store(store).batch_ends("q", 3) == {}
+    assert batch_store(store).delete_batches("q", 2) == 2, "batches 0 and 1, not 2"
     assert sorted(client.get_children(node)) == ["10", "2", "notes"]
-    assert store.batch_ends("q", 0) == {} and store.batch_ends("q", 2) == {"a": b"a2"}
-    assert store.delete_batches("q", 2) == 0
-    assert store.batch_ends("other", 0) == {"a": b"other query"}
+    assert batch_store(store).batch_ends("q", 0) == {} and batch_store(store).batch_ends("q", 2) == {"a": b"a2"}
+    assert batch_store(store).delete_batches("q", 2) == 0
+    assert batch_store(store).batch_ends("other", 0) == {"a": b"other query"}
 
 
 def test_a_query_heartbeat_is_zookeeper_s_modification_time_in_seconds_and_the_node_version(
         zookeeper: Any, open_store: Callable[..., ZooKeeperCheckpointStore]) -> None:
     store = open_store()
     client = zookeeper.client()
-    assert store.query_heartbeats() == {}  # no batches node at all
+    assert batch_store(store).query_heartbeats() == {}  # no batches node at all
     before = time.time()
-    first = store.touch_query("q", b"one")  # creates the node
+    first = batch_store(store).touch_query("q", b"one")  # creates the node
     assert before - 5.0 <= first <= time.time() + 5.0, (before, first)  # seconds, not milliseconds
-    data, stat = client.get(store.batches_node("q"))
+    data, stat = client.get(batch_store(store).batches_node("q"))
     assert data == b"one" and first == stat.mtime / 1000.0
-    assert store.query_heartbeats() == {"q": (first, 0)}
+    assert batch_store(store).query_heartbeats() == {"q": (first, 0)}
     time.sleep(0.01)
-    second = store.touch_query("q", b"two")  # sets it
-    data, stat = client.get(store.batches_node("q"))
+    second = batch_store(store).touch_query("q", b"two")  # sets it
+    data, stat = client.get(batch_store(store).batches_node("q"))
     assert data == b"two" and second == stat.mtime / 1000.0 and second >= first
-    store.touch_query("r", b"")
-    beats = store.query_heartbeats()
+    batch_store(store).touch_query("r", b"")
+    beats = batch_store(store).query_heartbeats()
     assert sorted(beats) == ["q", "r"] and beats["q"] == (second, 1)
 
 
@@ -305,23 +305,25 @@ def test_a_query_s_batch_ends_are_deleted_only_at_the_version_they_were_judged_a
         zookeeper: Any, open_store: Callable[..., ZooKeeperCheckpointStore]) -> None:
     store = open_store()
     client = zookeeper.client()
-    store.touch_query("q", b"beat")
+    batch_store(store).touch_query("q", b"beat")
     for batch in range(3):
         for shard in ("a", "b"):
-            store.record_batch_end("q", batch, shard, b"end")
-    judged = store.query_heartbeats()["q"][1]
-    store.touch_query("q", b"beat again")  # the query is alive after all
-    assert store.delete_query("q", judged, per_transaction=2) is False
-    assert store.batch_ends("q", 2) == {"a": b"end", "b": b"end"}, "a live query lost its batch ends"
-    current = store.query_heartbeats()["q"][1]
-    assert store.delete_query("q", current, per_transaction=2) is True
-    assert client.exists(store.batches_node("q")) is None and store.query_heartbeats() == {}
-    assert store.delete_query("q", current) is True  # gone already
-    store.touch_query("idle", b"beat")  # no batch ends: the deletion is one transaction on the query's node
-    store.touch_query("idle", b"beat again")
-    assert store.delete_query("idle", 0) is False, "a query that beat since it was judged was deleted"
-    assert client.exists(store.batches_node("idle")) is not None
-    assert store.delete_query("idle", 1) is True and client.exists(store.batches_node("idle")) is None
+            batch_store(store).record_batch_end("q", batch, shard, b"end")
+    judged = batch_store(store).query_heartbeats()["q"][1]
+    batch_store(store).touch_query("q", b"beat again")  # the query is alive after all
+    assert batch_store(store).delete_query("q", judged, per_transaction=2) is False
+    assert batch_store(store).batch_ends("q", 2) == {"a": b"end", "b": b"end"}, "a live query lost its batch ends"
+    current = batch_store(store).query_heartbeats()["q"][1]
+    assert batch_store(store).delete_query("q", current, per_transaction=2) is True
+    assert client.exists(batch_store(store).batches_node("q")) is None and batch_store(store).query_heartbeats() == {}
+    assert batch_store(store).delete_query("q", current) is True  # gone already
+    # no batch ends: the deletion is one transaction on the query's node
+    batch_store(store).touch_query("idle", b"beat")
+    batch_store(store).touch_query("idle", b"beat again")
+    assert batch_store(store).delete_query("idle", 0) is False, "a query that beat since it was judged was deleted"
+    assert client.exists(batch_store(store).batches_node("idle")) is not None
+    assert batch_store(store).delete_query("idle", 1) is True
+    assert client.exists(batch_store(store).batches_node("idle")) is None
 
 
 def test_a_suspended_connection_is_no_lost_session_listeners_hear_each_state_and_close_is_silent(
@@ -384,16 +386,16 @@ def test_the_errors_of_executor_read_bookkeeping_say_what_was_attempted(
         zookeeper: Any, open_store: Callable[..., ZooKeeperCheckpointStore]) -> None:
     assert ZooKeeperCheckpointStore(zookeeper.hosts, "/apps/X/").path == "/apps/X"  # only trailing slashes go
     store = open_store(operation_timeout_s=0.2, command_retries=1)
-    batches = store.batches_node("q")
+    batches = batch_store(store).batches_node("q")
     zookeeper.server.stop()
     assert wait_until(lambda: not store.connected, TIMEOUT_S), "the store to see the server go"
     expected = {
-        lambda: store.batch_end("q", 3, "a"): f"reading {batches}/3/a",
-        lambda: store.record_batch_end("q", 3, "a", b"end"): f"creating {batches}/3/a",
-        lambda: store.delete_batches("q", 5): f"listing {batches}",
-        lambda: store.delete_query("q", 0): f"listing {batches}",
-        lambda: store.touch_query("q", b"beat"): f"writing {batches}",
-        store.query_heartbeats: f"listing {store.path.rsplit('/', 1)[0]}/batches",
+        lambda: batch_store(store).batch_end("q", 3, "a"): f"reading {batches}/3/a",
+        lambda: batch_store(store).record_batch_end("q", 3, "a", b"end"): f"creating {batches}/3/a",
+        lambda: batch_store(store).delete_batches("q", 5): f"listing {batches}",
+        lambda: batch_store(store).delete_query("q", 0): f"listing {batches}",
+        lambda: batch_store(store).touch_query("q", b"beat"): f"writing {batches}",
+        batch_store(store).query_heartbeats: f"listing {store.path.rsplit('/', 1)[0]}/batches",
     }
     for call, what in expected.items():
         with pytest.raises(CheckpointError) as exc:

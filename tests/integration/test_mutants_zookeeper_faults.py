@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from kinesis_spout import Checkpoint, CheckpointConflict, CheckpointError, ZooKeeperCheckpointStore
+from kinesis_spout.spark.batch_store import ZooKeeperBatchStore
 from kinesis_spout.testing.zkproxy import (
     ZK_NO_NODE,
     ZK_NODE_EXISTS,
@@ -22,6 +23,12 @@ from kinesis_spout.testing.zkproxy import (
 )
 
 SHARDS = ["shard-a", "shard-b", "shard-c", "shard-d"]
+
+
+def batch_store(store: ZooKeeperCheckpointStore) -> ZooKeeperBatchStore:
+    """Spark's batch ids, batch ends and heartbeats, next to ``store``'s checkpoints on its session."""
+    return ZooKeeperBatchStore.on_store(store)
+
 
 
 @pytest.fixture
@@ -66,29 +73,29 @@ def in_background(call: Callable[[], Any]) -> Callable[[], Any]:
 def record_ends(store: ZooKeeperCheckpointStore, batch: int = 0) -> dict[str, bytes]:
     ends = {shard: f"end of {shard}".encode() for shard in SHARDS}
     for shard, payload in ends.items():
-        store.record_batch_end("q", batch, shard, payload)
+        batch_store(store).record_batch_end("q", batch, shard, payload)
     return ends
 
 
 def live_query(zookeeper: Any, store: ZooKeeperCheckpointStore) -> tuple[int, str, Any, list[str]]:
     """Query "q" with a heartbeat and four batches of ends: its node's version, its root, a client of the test's
     own, and the batches in the order the store's listing gives them (so the order of its batch listings)."""
-    store.touch_query("q", b"beat")
+    batch_store(store).touch_query("q", b"beat")
     for batch in range(4):
         record_ends(store, batch)
-    root = store.batches_node("q")
+    root = batch_store(store).batches_node("q")
     client = zookeeper.client()
-    return store.query_heartbeats()["q"][1], root, client, client.get_children(root)
+    return batch_store(store).query_heartbeats()["q"][1], root, client, client.get_children(root)
 
 
 def test_batch_ends_cut_mid_pipeline_reads_the_lost_ones_again_and_skips_one_deleted_while_away(
         zookeeper: Any, proxy: ZooKeeperFaultProxy, store: ZooKeeperCheckpointStore) -> None:
     ends = record_ends(store)
-    node = f"{store.batches_node('q')}/0"
+    node = f"{batch_store(store).batches_node('q')}/0"
     client = zookeeper.client()
     order = client.get_children(node)  # the order of the store's listing, so of its reads
     proxy.cut(Op.GET_DATA, nth=2, hold=True)  # the first read answered, the others lost with the connection
-    result = in_background(lambda: store.batch_ends("q", 0))
+    result = in_background(lambda: batch_store(store).batch_ends("q", 0))
     proxy.wait_acted()
     gone = order[1]  # its read lost in the pipeline, then deleted before the store is back
     client.delete(f"{node}/{gone}")
@@ -99,11 +106,11 @@ def test_batch_ends_cut_mid_pipeline_reads_the_lost_ones_again_and_skips_one_del
 def test_batch_ends_skip_a_shard_deleted_between_the_listing_and_the_reads(
         zookeeper: Any, proxy: ZooKeeperFaultProxy, store: ZooKeeperCheckpointStore) -> None:
     ends = record_ends(store)
-    node = f"{store.batches_node('q')}/0"
+    node = f"{batch_store(store).batches_node('q')}/0"
     client = zookeeper.client()
     order = client.get_children(node)  # the order the store's listing gives too
     proxy.hold(Op.GET_CHILDREN)
-    result = in_background(lambda: store.batch_ends("q", 0))
+    result = in_background(lambda: batch_store(store).batch_ends("q", 0))
     proxy.wait_acted()
     client.delete(f"{node}/{order[0]}")  # the first the store will read
     proxy.release()
@@ -113,12 +120,12 @@ def test_batch_ends_skip_a_shard_deleted_between_the_listing_and_the_reads(
 def test_query_heartbeats_cut_mid_pipeline_are_read_again(
         zookeeper: Any, proxy: ZooKeeperFaultProxy, store: ZooKeeperCheckpointStore) -> None:
     for query in ("q1", "q2", "q3"):
-        store.touch_query(query, b"beat")
-    store.touch_query("q2", b"beat again")
-    before = store.query_heartbeats()
+        batch_store(store).touch_query(query, b"beat")
+    batch_store(store).touch_query("q2", b"beat again")
+    before = batch_store(store).query_heartbeats()
     assert sorted(before) == ["q1", "q2", "q3"] and before["q2"][1] == 1
     proxy.cut(Op.EXISTS, hold=True)  # every read of the pipeline lost
-    result = in_background(store.query_heartbeats)
+    result = in_background(batch_store(store).query_heartbeats)
     proxy.wait_acted()
     proxy.release()
     assert result() == before
@@ -128,7 +135,7 @@ def test_delete_query_lists_again_what_a_cut_lost_and_skips_a_batch_deleted_whil
         zookeeper: Any, proxy: ZooKeeperFaultProxy, store: ZooKeeperCheckpointStore) -> None:
     version, root, client, order = live_query(zookeeper, store)
     proxy.cut(Op.GET_CHILDREN, nth=2, hold=True)  # the root's listing answered, the batches' listings lost
-    result = in_background(lambda: store.delete_query("q", version, per_transaction=3))
+    result = in_background(lambda: batch_store(store).delete_query("q", version, per_transaction=3))
     proxy.wait_acted()
     client.delete(f"{root}/{order[0]}", recursive=True)  # its listing was lost; gone before the store is back
     proxy.release()
@@ -140,7 +147,7 @@ def test_delete_query_skips_a_batch_deleted_between_the_listings(
         zookeeper: Any, proxy: ZooKeeperFaultProxy, store: ZooKeeperCheckpointStore) -> None:
     version, root, client, order = live_query(zookeeper, store)
     proxy.hold(Op.GET_CHILDREN)  # the root's listing
-    result = in_background(lambda: store.delete_query("q", version))
+    result = in_background(lambda: batch_store(store).delete_query("q", version))
     proxy.wait_acted()
     client.delete(f"{root}/{order[0]}", recursive=True)  # the first batch the store will list
     proxy.release()
@@ -150,12 +157,12 @@ def test_delete_query_skips_a_batch_deleted_between_the_listings(
 
 def test_delete_query_counts_its_root_deleted_meanwhile_as_done(
         zookeeper: Any, proxy: ZooKeeperFaultProxy, store: ZooKeeperCheckpointStore) -> None:
-    store.touch_query("q", b"beat")
+    batch_store(store).touch_query("q", b"beat")
     record_ends(store, 0)
-    version = store.query_heartbeats()["q"][1]
-    root = store.batches_node("q")
+    version = batch_store(store).query_heartbeats()["q"][1]
+    root = batch_store(store).batches_node("q")
     proxy.hold(Op.MULTI)  # the transaction that deletes the batch ends, before the one that deletes the root
-    result = in_background(lambda: store.delete_query("q", version))
+    result = in_background(lambda: batch_store(store).delete_query("q", version))
     proxy.wait_acted()
     client = zookeeper.client()
     client.delete(root)  # another clean-up got there first
@@ -168,9 +175,9 @@ def test_delete_batches_goes_on_past_a_batch_deleted_meanwhile(
         zookeeper: Any, proxy: ZooKeeperFaultProxy, store: ZooKeeperCheckpointStore) -> None:
     for batch in (1, 2):
         record_ends(store, batch)
-    base = store.batches_node("q")
+    base = batch_store(store).batches_node("q")
     proxy.hold(Op.GET_CHILDREN, nth=2)  # the listing of batch 1 (the first, in number order)
-    result = in_background(lambda: store.delete_batches("q", 3))
+    result = in_background(lambda: batch_store(store).delete_batches("q", 3))
     proxy.wait_acted()
     client = zookeeper.client()
     client.delete(f"{base}/1", recursive=True)
@@ -181,11 +188,11 @@ def test_delete_batches_goes_on_past_a_batch_deleted_meanwhile(
 
 def test_a_batch_end_deleted_between_its_create_and_its_read_is_a_clear_error(
         zookeeper: Any, proxy: ZooKeeperFaultProxy, store: ZooKeeperCheckpointStore) -> None:
-    store.record_batch_end("q", 7, "shard-a", b"first")  # another task's end: the store's create finds it
+    batch_store(store).record_batch_end("q", 7, "shard-a", b"first")  # another task's end: the store's create finds it
     proxy.hold(Op.CREATE)
-    result = in_background(lambda: store.record_batch_end("q", 7, "shard-a", b"second"))
+    result = in_background(lambda: batch_store(store).record_batch_end("q", 7, "shard-a", b"second"))
     proxy.wait_acted()
-    node = f"{store.batches_node('q')}/7/shard-a"
+    node = f"{batch_store(store).batches_node('q')}/7/shard-a"
     zookeeper.client().delete(node)  # a clean-up far ahead, before the store reads the end that stands
     proxy.release()
     with pytest.raises(CheckpointError) as caught:
@@ -197,9 +204,9 @@ def test_a_batch_end_deleted_between_its_create_and_its_read_is_a_clear_error(
 
 def test_a_heartbeat_whose_node_another_query_created_meanwhile_is_written_over_it(
         zookeeper: Any, proxy: ZooKeeperFaultProxy, store: ZooKeeperCheckpointStore) -> None:
-    node = store.batches_node("q")
+    node = batch_store(store).batches_node("q")
     proxy.hold(Op.SET_DATA)  # its answer: no such node
-    result = in_background(lambda: store.touch_query("q", b"mine"))
+    result = in_background(lambda: batch_store(store).touch_query("q", b"mine"))
     proxy.wait_acted()
     client = zookeeper.client()
     client.create(node, b"theirs", makepath=True)  # so the store's create finds it there
@@ -211,11 +218,11 @@ def test_a_heartbeat_whose_node_another_query_created_meanwhile_is_written_over_
 
 def test_a_heartbeat_that_keeps_racing_gives_up_with_a_retriable_error_naming_the_node(
         proxy: ZooKeeperFaultProxy, store: ZooKeeperCheckpointStore) -> None:
-    node = store.batches_node("q")
+    node = batch_store(store).batches_node("q")
     proxy.answer_error(Op.SET_DATA, ZK_NO_NODE, times=20)
     proxy.answer_error(Op.CREATE, ZK_NODE_EXISTS, times=20)
     with pytest.raises(CheckpointError) as caught:
-        store.touch_query("q", b"beat")
+        batch_store(store).touch_query("q", b"beat")
     assert caught.value.retriable
     assert str(caught.value) == f"heartbeat of {node}: gave up after 20 attempts"
 
@@ -253,20 +260,21 @@ def test_a_time_out_the_server_answers_with_is_tried_again_as_many_times_as_conf
 
 def test_an_error_at_each_later_step_of_a_call_says_which_step_failed(
         zookeeper: Any, proxy: ZooKeeperFaultProxy, store: ZooKeeperCheckpointStore) -> None:
-    batches = store.batches_node("q")
+    batches = batch_store(store).batches_node("q")
     client = zookeeper.client()
-    store.record_batch_end("q", 0, "shard-a", b"end")
+    batch_store(store).record_batch_end("q", 0, "shard-a", b"end")
     lease = f"{zookeeper.prefix}/leases/a"
     client.create(lease, b"worker", makepath=True)  # at version 0
     store.fence("a", lease, 0)
     steps: list[tuple[Op, int, Callable[[], Any], str]] = [
-        (Op.GET_CHILDREN, 1, lambda: store.batch_ends("q", 0), f"listing {batches}/0"),
-        (Op.GET_DATA, 1, lambda: store.record_batch_end("q", 0, "shard-a", b"again"),  # after the create
+        (Op.GET_CHILDREN, 1, lambda: batch_store(store).batch_ends("q", 0), f"listing {batches}/0"),
+        (Op.GET_DATA, 1, lambda: batch_store(store).record_batch_end("q", 0, "shard-a", b"again"),  # after the create
          f"reading {batches}/0/shard-a"),
-        (Op.CREATE, 1, lambda: store.touch_query("s", b"beat"),  # after the set found no node
-         f"creating {store.batches_node('s')}"),
-        (Op.EXISTS, 1, lambda: store.touch_query("r", b"beat"), f"reading {store.batches_node('r')}"),
-        (Op.MULTI, 2, lambda: store.delete_query("q", 0), f"deleting 1 nodes of {batches}"),  # the root's
+        (Op.CREATE, 1, lambda: batch_store(store).touch_query("s", b"beat"),  # after the set found no node
+         f"creating {batch_store(store).batches_node('s')}"),
+        (Op.EXISTS, 1, lambda: batch_store(store).touch_query("r", b"beat"),
+         f"reading {batch_store(store).batches_node('r')}"),
+        (Op.MULTI, 2, lambda: batch_store(store).delete_query("q", 0), f"deleting 1 nodes of {batches}"),  # the root's
         (Op.MULTI, 1, lambda: store.save(Checkpoint("a", "5")),
          f"writing {store.path}/a fenced by {lease} at epoch 0"),
     ]
@@ -286,11 +294,11 @@ def test_an_error_at_each_later_step_of_a_call_says_which_step_failed(
 
 def test_the_batch_id_s_and_a_conflict_s_errors_name_what_they_are_about(
         zookeeper: Any, proxy: ZooKeeperFaultProxy, store: ZooKeeperCheckpointStore) -> None:
-    node = store.batch_id_node
-    store.save_batch_id(3)
+    node = batch_store(store).batch_id_node
+    batch_store(store).save_batch_id(3)
     client = zookeeper.client()
     proxy.hold(Op.GET_DATA)
-    result = in_background(lambda: store.save_batch_id(4))
+    result = in_background(lambda: batch_store(store).save_batch_id(4))
     for attempt in range(1, 21):  # another pipeline writes between each of our reads and our write
         proxy.wait_acted(attempt)
         client.set(node, b"3")  # a lower id: ours is not refused, only its write loses the race
@@ -302,7 +310,7 @@ def test_the_batch_id_s_and_a_conflict_s_errors_name_what_they_are_about(
     assert caught.value.retriable and str(caught.value) == f"batch id at {node}: gave up after 20 concurrent updates"
     client.set(node, b"three")
     with pytest.raises(CheckpointError, match=f"^unreadable batch id at ZooKeeper node {node}: 'three'"):
-        store.save_batch_id(5)
+        batch_store(store).save_batch_id(5)
     client.create(f"{store.path}/a", Checkpoint("a", "50").to_json(), makepath=True)  # written by no one we know
     with pytest.raises(CheckpointConflict) as conflict:
         store.save(Checkpoint("a", "40"))

@@ -30,6 +30,7 @@ from kinesis_spout import (
 )
 from kinesis_spout.spark import Batch, SpoutPipeline
 from kinesis_spout.spark.batch import failed_message_ids
+from kinesis_spout.spark.batch_store import batch_store_for
 from kinesis_spout.testing.kinesis import KinesisEndpoint, put_records
 from kinesis_spout.testing.process import wait_until
 
@@ -58,7 +59,7 @@ def stored(config: SpoutConfig) -> tuple[dict[str, str | None], int]:
     store = ZooKeeperCheckpointStore.from_config(config)
     store.open()
     try:
-        return {s: cp.sequence_number for s, cp in store.list().items()}, store.load_batch_id()
+        return {s: cp.sequence_number for s, cp in store.list().items()}, batch_store_for(store).load_batch_id()
     finally:
         store.close()
 

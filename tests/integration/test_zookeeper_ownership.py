@@ -1,4 +1,4 @@
-"""The ownership node of a checkpoint store (what an exactly-once SpoutPipeline takes at run()), on the real
+"""The ownership next to a checkpoint store (what an exactly-once SpoutPipeline takes at run()), on the real
 ZooKeeper: one holder at a time, named to the next; released on close, and gone with its session (a holder that
 expires, or dies, lets go by itself)."""
 
@@ -6,16 +6,24 @@ from __future__ import annotations
 
 import json
 import threading
+from typing import Any
 
 import pytest
 
 from kinesis_spout import SpoutConfig, ZooKeeperCheckpointStore
-from kinesis_spout.checkpoint.base import OwnershipStore, OwnershipTaken
 from kinesis_spout.checkpoint.memory import MemoryCheckpointStore
+from kinesis_spout.spark.ownership import MemoryOwnership, OwnershipStore, OwnershipTaken, ownership_for
 from kinesis_spout.testing.process import wait_until
 from kinesis_spout.testing.zkproxy import Op, ZooKeeperFaultProxy
 
 NAME = "exactly_once_owner"
+
+
+def owner(store: object) -> Any:
+    """The ownership that goes with ``store`` (one per store: on a ZooKeeper store's session, or in memory)."""
+    owned = ownership_for(store)
+    assert owned is not None
+    return owned
 
 
 def store_for(hosts: str, zookeeper, session_timeout_s: float = 2.0,
@@ -29,25 +37,25 @@ def test_one_holder_at_a_time_named_to_the_next_and_released_on_close(zookeeper)
     first, second = store_for(zookeeper.hosts, zookeeper), store_for(zookeeper.hosts, zookeeper)
     first.open(), second.open()
     try:
-        assert isinstance(first, OwnershipStore)
-        first.take_ownership(NAME, "pid 1 on host a")
-        first.take_ownership(NAME, "pid 1 on host a")  # taking it again in the same session is no conflict
-        assert first.holds_ownership(NAME, "pid 1 on host a") and not first.holds_ownership(NAME, "pid 2")
+        assert isinstance(owner(first), OwnershipStore)
+        owner(first).take_ownership(NAME, "pid 1 on host a")
+        owner(first).take_ownership(NAME, "pid 1 on host a")  # taking it again in the same session is no conflict
+        assert owner(first).holds_ownership(NAME, "pid 1 on host a") and not owner(first).holds_ownership(NAME, "pid 2")
         node = f"{zookeeper.prefix}/app/stream/{NAME}"
         with pytest.raises(OwnershipTaken, match=f"{node} is owned by pid 1 on host a") as taken:
-            second.take_ownership(NAME, "pid 2 on host b")
+            owner(second).take_ownership(NAME, "pid 2 on host b")
         assert taken.value.holder == "pid 1 on host a" and taken.value.where == node
         assert taken.value.vanishes_within_s is not None and 1.0 <= taken.value.vanishes_within_s <= 2.0
         raw, stat = zookeeper.client().get(node)
         assert json.loads(raw)["holder"] == "pid 1 on host a" and stat.ephemeralOwner != 0
-        second.release_ownership(NAME, "pid 2 on host b")  # not its own: nothing happens
+        owner(second).release_ownership(NAME, "pid 2 on host b")  # not its own: nothing happens
         assert zookeeper.client().exists(node) is not None
-        first.release_ownership(NAME, "pid 1 on host a")
-        first.release_ownership(NAME, "pid 1 on host a")  # idempotent
-        assert not first.holds_ownership(NAME, "pid 1 on host a")
-        second.take_ownership(NAME, "pid 2 on host b")
+        owner(first).release_ownership(NAME, "pid 1 on host a")
+        owner(first).release_ownership(NAME, "pid 1 on host a")  # idempotent
+        assert not owner(first).holds_ownership(NAME, "pid 1 on host a")
+        owner(second).take_ownership(NAME, "pid 2 on host b")
         second.close()  # its session ends: ZooKeeper deletes the node
-        first.take_ownership(NAME, "pid 1 on host a")
+        owner(first).take_ownership(NAME, "pid 1 on host a")
     finally:
         first.close(), second.close()
 
@@ -57,18 +65,18 @@ def test_an_expired_session_loses_the_ownership_and_lets_another_take_it(zookeep
         holder, other = store_for(proxy.hosts, zookeeper), store_for(zookeeper.hosts, zookeeper)
         holder.open(), other.open()
         try:
-            holder.take_ownership(NAME, "pid 1")
+            owner(holder).take_ownership(NAME, "pid 1")
             proxy.cut(Op.PING, hold=True)  # kept away until ZooKeeper expires its session
             proxy.wait_acted()
             node = f"{zookeeper.prefix}/app/stream/{NAME}"
             watcher = zookeeper.client()
             assert wait_until(lambda: watcher.exists(node) is None, 20), "the session never expired"
-            other.take_ownership(NAME, "pid 2")
+            owner(other).take_ownership(NAME, "pid 2")
             proxy.release()
             assert wait_until(lambda: holder.session_losses >= 1, 20)
-            assert not holder.holds_ownership(NAME, "pid 1"), "an ownership does not outlive its session"
-            holder.release_ownership(NAME, "pid 1")  # gone with the session: the new owner keeps it
-            assert other.holds_ownership(NAME, "pid 2") and watcher.exists(node) is not None
+            assert not owner(holder).holds_ownership(NAME, "pid 1"), "an ownership does not outlive its session"
+            owner(holder).release_ownership(NAME, "pid 1")  # gone with the session: the new owner keeps it
+            assert owner(other).holds_ownership(NAME, "pid 2") and watcher.exists(node) is not None
         finally:
             holder.close(), other.close()
 
@@ -83,12 +91,12 @@ def test_an_owner_that_lets_go_between_the_create_and_the_read_is_no_conflict(zo
 
         def take() -> None:
             try:
-                taker.take_ownership(NAME, "pid 2")
+                owner(taker).take_ownership(NAME, "pid 2")
             except BaseException as exc:  # noqa: BLE001 - handed to the test
                 errors.append(exc)
 
         try:
-            holder.take_ownership(NAME, "pid 1")
+            owner(holder).take_ownership(NAME, "pid 1")
             proxy.hold(Op.CREATE2)  # the answer "node exists" waits (a create that answers with the node's stat)
             thread = threading.Thread(target=take, daemon=True)
             thread.start()
@@ -97,28 +105,28 @@ def test_an_owner_that_lets_go_between_the_create_and_the_read_is_no_conflict(zo
             proxy.release()
             thread.join(20)
             assert not thread.is_alive() and errors == []
-            assert taker.holds_ownership(NAME, "pid 2")
+            assert owner(taker).holds_ownership(NAME, "pid 2")
         finally:
             holder.close(), taker.close()
 
 
 def test_the_memory_store_owns_like_zookeeper_until_released_or_revoked() -> None:
     store = MemoryCheckpointStore()
-    assert isinstance(store, OwnershipStore)
-    store.take_ownership(NAME, "run 1")
+    assert isinstance(owner(store), MemoryOwnership) and isinstance(owner(store), OwnershipStore)
+    owner(store).take_ownership(NAME, "run 1")
     with pytest.raises(OwnershipTaken, match="owned by run 1") as taken:
-        store.take_ownership(NAME, "run 2")
+        owner(store).take_ownership(NAME, "run 2")
     assert taken.value.vanishes_within_s is None  # no session: kept until released
     store.close()
-    assert store.holds_ownership(NAME, "run 1"), "closing the store does not end an ownership"
-    store.revoke_ownership(NAME)
-    assert not store.holds_ownership(NAME, "run 1")
-    store.take_ownership(NAME, "run 2")
-    store.release_ownership(NAME, "run 1")  # not its own
-    assert store.holds_ownership(NAME, "run 2")
-    store.release_ownership(NAME, "run 2")
-    store.release_ownership(NAME, "run 2")
-    store.take_ownership(NAME, "run 3")
+    assert owner(store).holds_ownership(NAME, "run 1"), "closing the store does not end an ownership"
+    owner(store).revoke_ownership(NAME)
+    assert not owner(store).holds_ownership(NAME, "run 1")
+    owner(store).take_ownership(NAME, "run 2")
+    owner(store).release_ownership(NAME, "run 1")  # not its own
+    assert owner(store).holds_ownership(NAME, "run 2")
+    owner(store).release_ownership(NAME, "run 2")
+    owner(store).release_ownership(NAME, "run 2")
+    owner(store).take_ownership(NAME, "run 3")
 
 
 def test_a_release_cut_off_past_its_session_never_deletes_the_next_owners_node(zookeeper) -> None:
@@ -136,27 +144,27 @@ def test_a_release_cut_off_past_its_session_never_deletes_the_next_owners_node(z
 
         def release() -> None:
             try:
-                old.release_ownership(NAME, "old")
+                owner(old).release_ownership(NAME, "old")
             except BaseException as exc:  # noqa: BLE001 - handed to the test
                 errors.append(exc)
 
         try:
-            old.take_ownership(NAME, "old")
+            owner(old).take_ownership(NAME, "old")
             proxy.cut_request(Op.DELETE, hold=True)  # the old holder is cut off in place of its delete
             thread = threading.Thread(target=release, daemon=True)
             thread.start()
             proxy.wait_acted()
             assert wait_until(lambda: watcher.exists(node) is None, 20), "the old session never expired"
-            new.take_ownership(NAME, "new")
+            owner(new).take_ownership(NAME, "new")
             assert watcher.exists(node).version == 0
             proxy.release()  # the old holder reconnects: its session is gone, kazoo opens a new one
             thread.join(30)
             assert not thread.is_alive() and errors == []
             assert wait_until(lambda: old.session_losses >= 1 and old.connected, 20)
             assert watcher.exists(node) is not None, "the release deleted the new owner's node"
-            assert new.holds_ownership(NAME, "new")
+            assert owner(new).holds_ownership(NAME, "new")
             with pytest.raises(OwnershipTaken, match="owned by new"):
-                third.take_ownership(NAME, "third")
+                owner(third).take_ownership(NAME, "third")
         finally:
             old.close(), new.close(), third.close()
 
@@ -175,7 +183,7 @@ def test_an_ownership_whose_create_was_retried_on_a_new_session_is_held(zookeepe
 
         def take() -> None:
             try:
-                taker.take_ownership(NAME, "pid 1")
+                owner(taker).take_ownership(NAME, "pid 1")
             except BaseException as exc:  # noqa: BLE001 - handed to the test
                 errors.append(exc)
 
@@ -191,10 +199,10 @@ def test_an_ownership_whose_create_was_retried_on_a_new_session_is_held(zookeepe
             assert not thread.is_alive() and errors == []
             assert taker.session_losses >= 1
             assert watcher.exists(node) is not None
-            assert taker.holds_ownership(NAME, "pid 1"), "the node made on the new session is this store's"
+            assert owner(taker).holds_ownership(NAME, "pid 1"), "the node made on the new session is this store's"
             with pytest.raises(OwnershipTaken, match="owned by pid 1"):
-                other.take_ownership(NAME, "pid 2")
-            taker.release_ownership(NAME, "pid 1")
+                owner(other).take_ownership(NAME, "pid 2")
+            owner(taker).release_ownership(NAME, "pid 1")
             assert watcher.exists(node) is None
         finally:
             taker.close(), other.close()
@@ -209,15 +217,15 @@ def test_an_ownership_cut_off_longer_than_its_session_timeout_is_not_held_by_the
         holder.open()
         watcher = zookeeper.client()
         try:
-            holder.take_ownership(NAME, "pid 1")
+            owner(holder).take_ownership(NAME, "pid 1")
             proxy.cut(Op.PING)  # a blip: kazoo reconnects at once and resumes its session
             proxy.wait_acted()
             assert wait_until(lambda: holder.connected, 20)
-            assert holder.holds_ownership(NAME, "pid 1") and holder.session_losses == 0
+            assert owner(holder).holds_ownership(NAME, "pid 1") and holder.session_losses == 0
             proxy.cut(Op.PING, hold=True)
             proxy.wait_acted(2)
             assert wait_until(lambda: watcher.exists(node) is None, 20), "the session never expired"
-            assert wait_until(lambda: not holder.holds_ownership(NAME, "pid 1"), 10), \
+            assert wait_until(lambda: not owner(holder).holds_ownership(NAME, "pid 1"), 10), \
                 "an ownership cut off past its session timeout is still held"
             assert holder.session_losses == 0 and not holder.connected
         finally:

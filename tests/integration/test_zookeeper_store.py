@@ -17,8 +17,10 @@ from kinesis_spout import (
     SpoutConfig,
     ZooKeeperCheckpointStore,
 )
+from kinesis_spout.spark.batch_store import ZooKeeperBatchStore
 from kinesis_spout.testing.plugin import ZooKeeperHandle
 from kinesis_spout.testing.process import free_port
+from kinesis_spout.zookeeper.session import ZooKeeperSession
 
 BIG = 49590338271490256608559692538361571095921575989136588898
 
@@ -110,37 +112,57 @@ def test_unreachable_zookeeper_is_a_clear_error() -> None:
 
 def test_batch_id_lives_next_to_the_checkpoints_and_never_moves_back(zookeeper) -> None:
     store = store_for(zookeeper)
+    batches = ZooKeeperBatchStore.on_store(store)
     store.open()
     try:
-        assert store.load_batch_id() == 0
-        store.save_batch_id(7)
-        store.save_batch_id(8)
+        assert batches.load_batch_id() == 0
+        batches.save_batch_id(7)
+        batches.save_batch_id(8)
         for taken in (8, 3):  # an id is taken once: two pipelines on one app and stream never share it
             with pytest.raises(CheckpointConflict, match=f"is 8; {taken} is taken"):
-                store.save_batch_id(taken)
-        assert store.load_batch_id() == 8
+                batches.save_batch_id(taken)
+        assert batches.load_batch_id() == 8
         assert zookeeper.client().get(f"{zookeeper.prefix}/app/stream/batch_id")[0] == b"8"
         assert store.list() == {}  # not mistaken for a shard's checkpoint
         zookeeper.client().set(f"{zookeeper.prefix}/app/stream/batch_id", b"eight")
         with pytest.raises(CheckpointError, match="unreadable batch id at ZooKeeper node"):
-            store.load_batch_id()
+            batches.load_batch_id()
     finally:
         store.close()
 
 
-class InterleavedStore(ZooKeeperCheckpointStore):
-    """A ZooKeeper store that lets another writer in at the worst moment, once: ``competing`` runs right after
-    the next read of a compare-and-set returns (or finds no node), before this store writes."""
+class InterleavedSession(ZooKeeperSession):
+    """A session that lets another writer in at the worst moment, once: ``competing`` runs right after the next
+    ``get`` (the read of a compare-and-set) returns or finds no node, before the caller writes."""
 
     competing: Callable[[], None] | None = None
 
-    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def get(self, path: str, *, what: str | None = None) -> Any:
         try:
-            return super()._call(what, fn, *args, **kwargs)
+            return super().get(path, what=what)
         finally:
-            if what.startswith("reading ") and self.competing is not None:
+            if self.competing is not None:
                 competing, self.competing = self.competing, None
                 competing()
+
+
+class InterleavedStore(ZooKeeperCheckpointStore):
+    """A ZooKeeper store on an :class:`InterleavedSession` of its own (it starts and closes it, as a store that
+    makes its session does); ``competing`` is its session's."""
+
+    def __init__(self, hosts: str, path: str, **settings: Any) -> None:
+        session = InterleavedSession(hosts, name=f"checkpoint store for {path.rstrip('/')}", **settings)
+        super().__init__(hosts, path, session=session)
+        self.owns_session = True
+        self.interleaved = session
+
+    @property
+    def competing(self) -> Callable[[], None] | None:
+        return self.interleaved.competing
+
+    @competing.setter
+    def competing(self, competing: Callable[[], None] | None) -> None:
+        self.interleaved.competing = competing
 
 
 Interleaved = tuple[InterleavedStore, ZooKeeperCheckpointStore]
@@ -189,12 +211,13 @@ def test_a_lower_checkpoint_written_between_our_read_and_write_is_overtaken(inte
 def test_a_higher_batch_id_written_between_our_read_and_write_wins(interleaved: Interleaved) -> None:
     """Batch ids use the same compare-and-set: a higher id stored right after our read is never overwritten."""
     ours, theirs = interleaved
-    theirs.save_batch_id(1)
-    ours.competing = lambda: theirs.save_batch_id(9)
+    their_batches = ZooKeeperBatchStore.on_store(theirs)
+    their_batches.save_batch_id(1)
+    ours.competing = lambda: their_batches.save_batch_id(9)
     with pytest.raises(CheckpointConflict, match="is 9; 5 is taken"):
-        ours.save_batch_id(5)
+        ZooKeeperBatchStore.on_store(ours).save_batch_id(5)
     assert ours.competing is None
-    assert theirs.load_batch_id() == 9
+    assert their_batches.load_batch_id() == 9
 
 
 # Kinesis sequence numbers have up to 56 digits: as strings the 55-digit LOW sorts after the 56-digit HIGH
@@ -238,7 +261,8 @@ def test_a_store_not_open_or_closed_says_so_and_how_to_mend_it(zookeeper) -> Non
     node_path = f"{zookeeper.prefix}/app/stream/checkpoints"
     calls: dict[str, Callable[[], object]] = {
         "load": lambda: store.load("s"), "save": lambda: store.save(Checkpoint("s", "10")),
-        "list": store.list, "delete": lambda: store.delete("s"), "batch id": store.load_batch_id}
+        "list": store.list, "delete": lambda: store.delete("s"),
+        "batch id": ZooKeeperBatchStore.on_store(store).load_batch_id}
     for when in ("before open()", "after close()"):
         for name, call in calls.items():
             with pytest.raises(CheckpointError) as caught:

@@ -18,6 +18,7 @@ from kinesis_spout import (
     SpoutConfig,
     ZooKeeperCheckpointStore,
 )
+from kinesis_spout.spark.batch_store import ZooKeeperBatchStore
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until
 from kinesis_spout.testing.spout import drain
@@ -76,7 +77,9 @@ def expire_session(hosts: str, store: ZooKeeperCheckpointStore) -> None:
     same session id and password."""
     from kazoo.client import KazooClient
 
-    session_id, password = store._client.client_id
+    client_id = store.session.client_id  # kazoo's (session id, password)
+    assert client_id is not None, "the store is not connected"
+    session_id, password = client_id
     twin = KazooClient(hosts=hosts, client_id=(session_id, password))
     twin.start(timeout=10)
     twin.stop()
@@ -166,7 +169,7 @@ def test_digest_auth_lets_only_the_owner_change_checkpoints(zookeeper, caplog) -
         store.open()
     try:
         owner.save(Checkpoint("shard-a", "100").stamped("spout"))
-        owner.save_batch_id(3)
+        ZooKeeperBatchStore.on_store(owner).save_batch_id(3)
         assert anonymous.load("shard-a").sequence_number == "100"  # world-readable: tools can list
         for store in (intruder, anonymous):
             with pytest.raises(CheckpointError, match="not allowed by the node's ACL") as caught:

@@ -8,6 +8,7 @@ import pytest
 from kinesis_spout.checkpoint.base import Checkpoint
 from kinesis_spout.checkpoint.memory import MemoryCheckpointStore
 from kinesis_spout.errors import CheckpointError
+from kinesis_spout.spark.batch_store import batch_store_for
 
 SEQ = "49590338271490256608559692538361571095921575989136588898"
 
@@ -42,4 +43,4 @@ def test_writes_after_close_name_what_was_refused() -> None:
         store.save(Checkpoint("a", SEQ))
     assert exc.value.retriable is False
     with pytest.raises(CheckpointError, match="cannot write batch id 5"):
-        store.save_batch_id(5)
+        batch_store_for(store).save_batch_id(5)

@@ -7,6 +7,7 @@ import pytest
 from kinesis_spout import Checkpoint, CheckpointError, MemoryCheckpointStore, SequenceKey
 from kinesis_spout.errors import CheckpointConflict
 from kinesis_spout.records import Record, message_id, parse_message_id, parse_message_id_rank
+from kinesis_spout.spark.batch_store import batch_store_for
 
 BIG = "49590338271490256608559692538361571095921575989136588898"
 
@@ -92,12 +93,12 @@ def test_memory_store_reset_overrides_and_a_batch_id_is_taken_once() -> None:
     store.save(Checkpoint("s", "100"))
     store.save(Checkpoint("s", "7"), force=True)
     assert store.load("s").sequence_number == "7"
-    assert store.load_batch_id() == 0
-    store.save_batch_id(5)
+    assert batch_store_for(store).load_batch_id() == 0
+    batch_store_for(store).save_batch_id(5)
     for taken in (5, 4):  # two pipelines on one app and stream never share an id
         with pytest.raises(CheckpointConflict, match=f"batch id is 5; {taken} is taken"):
-            store.save_batch_id(taken)
-    assert store.load_batch_id() == 5
+            batch_store_for(store).save_batch_id(taken)
+    assert batch_store_for(store).load_batch_id() == 5
 
 
 def test_memory_store_never_moves_backwards() -> None:
@@ -136,7 +137,7 @@ def test_memory_store_refuses_writes_after_close_until_reopened() -> None:
     store = MemoryCheckpointStore()
     store.open()
     store.save(Checkpoint("s", "10"))
-    store.save_batch_id(3)
+    batch_store_for(store).save_batch_id(3)
     store.close()
     store.close()  # idempotent
     assert store.closed
@@ -144,12 +145,12 @@ def test_memory_store_refuses_writes_after_close_until_reopened() -> None:
         store.save(Checkpoint("s", "20"))
     assert not caught.value.retriable
     with pytest.raises(CheckpointError, match="closed"):
-        store.save_batch_id(4)
-    assert store.load("s").sequence_number == "10" and store.load_batch_id() == 3  # reads still work
+        batch_store_for(store).save_batch_id(4)
+    assert store.load("s").sequence_number == "10" and batch_store_for(store).load_batch_id() == 3  # reads still work
     store.open()
     store.save(Checkpoint("s", "20"))
-    store.save_batch_id(4)
-    assert store.load("s").sequence_number == "20" and store.load_batch_id() == 4 and store.writes == 2
+    batch_store_for(store).save_batch_id(4)
+    assert store.load("s").sequence_number == "20" and batch_store_for(store).load_batch_id() == 4 and store.writes == 2
 
 
 def test_a_checkpoint_of_a_whole_kinesis_record_is_ahead_of_one_inside_it() -> None:

@@ -1,0 +1,385 @@
+"""Where Spark's side keeps its batch bookkeeping, next to the app's checkpoints of the stream.
+
+- **Batch ids** (``SpoutPipeline``): ``{prefix}/{app}/{stream}/batch_id`` holds the last batch id taken, as
+  decimal text. Ids only increase (compare-and-set), so two pipelines never share one.
+- **Batch ends** (``readMode=executors``, see :mod:`kinesis_spout.spark.batches`):
+  ``{prefix}/{app}/{stream}/batches/{query}/{batch}/{shard_id}`` holds the end an executor task recorded (first
+  writer wins); the ``batches/{query}`` node's modification time is the query's heartbeat.
+
+:class:`ZooKeeperBatchStore` works on a :class:`~kinesis_spout.zookeeper.session.ZooKeeperSession` it does not own
+(the checkpoint store's, or one per executor process); :class:`MemoryBatchStore` keeps the same in memory, for
+tests and for pipelines on a memory checkpoint store. :func:`batch_store_for` picks the one that goes with a
+checkpoint store.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import weakref
+from typing import Any, Protocol, runtime_checkable
+
+from kinesis_spout.checkpoint.memory import MemoryCheckpointStore
+from kinesis_spout.checkpoint.zookeeper import CAS_ATTEMPTS, ZooKeeperCheckpointStore, compare_and_set
+from kinesis_spout.errors import CheckpointConflict, CheckpointError
+from kinesis_spout.zookeeper.session import ZooKeeperSession
+
+log = logging.getLogger("kinesis_spout.checkpoint")
+
+__all__ = ["BatchIds", "BatchStore", "MemoryBatchStore", "ZooKeeperBatchStore", "batch_store_for"]
+
+
+@runtime_checkable
+class BatchIds(Protocol):
+    """A pipeline's batch ids. Who calls: ``SpoutPipeline``'s run thread, its checkpoint store open."""
+
+    def load_batch_id(self) -> int:
+        """The last batch id (txid) a pipeline stored; 0 when none was stored."""
+        ...
+
+    def save_batch_id(self, batch_id: int) -> None:
+        """Take a pipeline's next batch id: an id at or below the stored one is taken already
+        (``CheckpointConflict``), so ids only increase and two pipelines never share one."""
+        ...
+
+
+class BatchStore(BatchIds, Protocol):
+    """Batch ids plus the batch ends and heartbeats of executor reads. Who calls: the driver's planner (ends,
+    heartbeats, clean-ups) and executor tasks (``batch_end``, ``record_batch_end``)."""
+
+    def batches_node(self, query: str) -> str: ...
+
+    def batch_end(self, query: str, batch: int, shard_id: str) -> bytes | None: ...
+
+    def record_batch_end(self, query: str, batch: int, shard_id: str, payload: bytes) -> bytes: ...
+
+    def batch_ends(self, query: str, batch: int) -> dict[str, bytes]: ...
+
+    def delete_batches(self, query: str, below: int) -> int: ...
+
+    def touch_query(self, query: str, payload: bytes) -> float: ...
+
+    def query_heartbeats(self) -> dict[str, tuple[float, int]]: ...
+
+    def delete_query(self, query: str, version: int, per_transaction: int = 500) -> bool: ...
+
+
+_memory_stores: "weakref.WeakKeyDictionary[MemoryCheckpointStore, MemoryBatchStore]" = weakref.WeakKeyDictionary()
+_memory_lock = threading.Lock()
+
+
+def batch_store_for(checkpoints: Any) -> BatchIds:
+    """The batch store that goes with a checkpoint store: on the ZooKeeper store's session (no I/O here); the
+    store itself when it keeps batch ids of its own (a user's store); else one memory batch store per checkpoint
+    store, which lasts as long as it does (pipelines sharing a memory store see one batch id sequence)."""
+    if isinstance(checkpoints, ZooKeeperCheckpointStore):
+        return ZooKeeperBatchStore(checkpoints.session, checkpoints.base_path)
+    if isinstance(checkpoints, BatchIds):
+        return checkpoints
+    with _memory_lock:
+        store = _memory_stores.get(checkpoints)
+        if store is None:
+            store = MemoryBatchStore(checkpoints if isinstance(checkpoints, MemoryCheckpointStore) else None)
+            _memory_stores[checkpoints] = store
+        return store
+
+
+def _parse_batch_id(data: bytes, node: str) -> int:
+    text = data.decode("utf-8", "replace").strip()
+    if not text.isdigit():
+        raise CheckpointError(f"unreadable batch id at ZooKeeper node {node}: {text[:40]!r} is not a whole number; "
+                              f"fix or delete the node")
+    return int(text)
+
+
+class ZooKeeperBatchStore:
+    """Batch ids, batch ends and query heartbeats under ``base`` (``{prefix}/{app}/{stream}``), on ``session``
+    (started by its owner; this store never starts or closes it). No state of its own: thread-safe as the
+    session is."""
+
+    def __init__(self, session: ZooKeeperSession, base: str) -> None:
+        self.session = session
+        self.base = base.rstrip("/")
+
+    @classmethod
+    def on_store(cls, checkpoints: ZooKeeperCheckpointStore) -> "ZooKeeperBatchStore":
+        """The batch store next to ``checkpoints``, on its session."""
+        return cls(checkpoints.session, checkpoints.base_path)
+
+    # -- batch ids (SpoutPipeline) --------------------------------------------------------------------------------
+    @property
+    def batch_id_node(self) -> str:
+        """``{prefix}/{app}/{stream}/batch_id``: a pipeline's last batch id, next to its checkpoints."""
+        return f"{self.base}/batch_id"
+
+    def load_batch_id(self) -> int:
+        from kazoo.exceptions import NoNodeError
+
+        node = self.batch_id_node
+        try:
+            data, _ = self.session.get(node)
+        except NoNodeError:
+            return 0
+        return _parse_batch_id(data, node)
+
+    def save_batch_id(self, batch_id: int) -> None:
+        """Take ``batch_id`` for one batch: compare-and-set like a checkpoint's save, and an id at or below the
+        stored one raises ``CheckpointConflict`` (it was taken: by another pipeline on the same app and stream, or
+        by this one already), so two pipelines never use one id."""
+        node = self.batch_id_node
+
+        def refuse(data: bytes) -> str | None:
+            stored = _parse_batch_id(data, node)
+            return f"batch id at {node} is {stored}; {batch_id} is taken" if batch_id <= stored else None
+
+        compare_and_set(self.session, node, str(batch_id).encode(), refuse, "batch id")
+
+    # -- batch ends of executor reads -----------------------------------------------------------------------------
+    def batches_node(self, query: str) -> str:
+        """``{prefix}/{app}/{stream}/batches/{query}``: the ends executor tasks recorded for one query's batches."""
+        return f"{self.base}/batches/{query}"
+
+    def batch_end(self, query: str, batch: int, shard_id: str) -> bytes | None:
+        """The end recorded for ``(batch, shard)``, or None when no task recorded one yet."""
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            data, _ = self.session.get(f"{self.batches_node(query)}/{batch}/{shard_id}")
+        except NoNodeError:
+            return None
+        return bytes(data)
+
+    def record_batch_end(self, query: str, batch: int, shard_id: str, payload: bytes) -> bytes:
+        """Record ``payload`` as the end of ``(batch, shard)`` unless a task recorded one first (create, never
+        overwrite); returns the end that stands: ``payload`` or the first writer's."""
+        from kazoo.exceptions import NodeExistsError, NoNodeError
+
+        node = f"{self.batches_node(query)}/{batch}/{shard_id}"
+        try:
+            self.session.create(node, payload, makepath=True)
+            return payload
+        except NodeExistsError:
+            pass
+        try:
+            data, _ = self.session.get(node)
+        except NoNodeError as exc:  # created and deleted at once: only a cleanup far ahead of this batch does that
+            raise CheckpointError(f"batch end {node} vanished right after it was written; was the batch cleaned "
+                                  f"up by a query that is further on?", retriable=False) from exc
+        return bytes(data)
+
+    def batch_ends(self, query: str, batch: int) -> dict[str, bytes]:
+        """Every end recorded for ``batch`` (shard id -> payload): one listing and pipelined reads."""
+        from kazoo.exceptions import NoNodeError
+
+        node = f"{self.batches_node(query)}/{batch}"
+        try:
+            shards = self.session.get_children(node)
+        except NoNodeError:
+            return {}
+        answers = self.session.pipelined("get", [f"{node}/{s}" for s in shards])
+        out: dict[str, bytes] = {}
+        for shard_id in shards:
+            answer = answers[f"{node}/{shard_id}"]
+            if isinstance(answer, NoNodeError):
+                continue
+            if isinstance(answer, BaseException):  # a read that failed in the pipeline is made again, bounded
+                data = self.batch_end(query, batch, shard_id)
+                if data is None:
+                    continue
+            else:
+                data = answer[0]
+            out[shard_id] = bytes(data)
+        return out
+
+    def delete_batches(self, query: str, below: int) -> int:
+        """Delete the recorded ends of ``query``'s batches numbered below ``below``; returns how many batches."""
+        from kazoo.exceptions import NoNodeError
+
+        base = self.batches_node(query)
+        try:
+            batches = self.session.get_children(base)
+        except NoNodeError:
+            return 0
+        deleted = 0
+        for name in sorted((b for b in batches if b.isdigit() and int(b) < below), key=int):
+            node = f"{base}/{name}"
+            try:
+                for shard_id in self.session.get_children(node):
+                    try:
+                        self.session.delete(f"{node}/{shard_id}")
+                    except NoNodeError:
+                        pass
+                self.session.delete(node)
+                deleted += 1
+            except (NoNodeError, CheckpointError):
+                continue  # deleted meanwhile, a straggling task recorded an end since, or ZooKeeper is slow: the
+                # next cleanup tries again
+        return deleted
+
+    def touch_query(self, query: str, payload: bytes) -> float:
+        """Write ``payload`` to ``query``'s batches node (creating it): its modification time is the query's
+        heartbeat. Returns that time by ZooKeeper's clock (seconds since the epoch), so callers compare heartbeats
+        without trusting their own clock. (A loop of ``CAS_ATTEMPTS``: the place to adopt kinesis_spout.retry.)"""
+        from kazoo.exceptions import NodeExistsError, NoNodeError
+
+        node = self.batches_node(query)
+        for _ in range(CAS_ATTEMPTS):
+            try:
+                stat = self.session.set(node, payload)
+                return float(stat.mtime) / 1000.0
+            except NoNodeError:
+                pass
+            try:
+                self.session.create(node, payload, makepath=True)
+            except NodeExistsError:
+                continue
+            stat = self.session.exists(node)
+            if stat is not None:
+                return float(stat.mtime) / 1000.0
+        raise CheckpointError(f"heartbeat of {node}: gave up after {CAS_ATTEMPTS} attempts", retriable=True)
+
+    def query_heartbeats(self) -> dict[str, tuple[float, int]]:
+        """Every query with a batches node: query id -> (its last heartbeat by ZooKeeper's clock in seconds, the
+        node's version), from one listing and pipelined reads of the nodes' stats."""
+        from kazoo.exceptions import NoNodeError
+
+        base = f"{self.base}/batches"
+        try:
+            queries = self.session.get_children(base)
+        except NoNodeError:
+            return {}
+        answers = self.session.pipelined("exists", [f"{base}/{q}" for q in queries])
+        out: dict[str, tuple[float, int]] = {}
+        for query in queries:
+            stat = answers[f"{base}/{query}"]
+            if isinstance(stat, BaseException):  # a read that failed in the pipeline is made again, bounded
+                stat = self.session.exists(f"{base}/{query}")
+            if stat is not None:
+                out[query] = (float(stat.mtime) / 1000.0, int(stat.version))
+        return out
+
+    def delete_query(self, query: str, version: int, per_transaction: int = 500) -> bool:
+        """Delete ``query``'s whole batches tree, but only while its node is still at ``version`` (no heartbeat
+        since the caller judged it): every ZooKeeper transaction of the deletion (``per_transaction`` deletes at
+        most: one request, within the server's 1 MiB limit) checks that version, so a query that beats meanwhile
+        loses nothing. Returns True when the tree is gone, False when it was left (it beat, or a task recorded an
+        end meanwhile: the next clean-up judges it again)."""
+        from kazoo.exceptions import NoNodeError
+
+        root = self.batches_node(query)
+        try:
+            batches = self.session.get_children(root)
+        except NoNodeError:
+            return True
+        listings = self.session.pipelined("get_children", [f"{root}/{b}" for b in batches])
+        doomed: list[str] = []
+        for batch in batches:
+            shards = listings[f"{root}/{batch}"]
+            if isinstance(shards, NoNodeError):
+                continue
+            if isinstance(shards, BaseException):  # a listing that failed in the pipeline is made again, bounded
+                try:
+                    shards = self.session.get_children(f"{root}/{batch}")
+                except NoNodeError:
+                    continue
+            doomed += [f"{root}/{batch}/{s}" for s in shards] + [f"{root}/{batch}"]
+        for start in range(0, len(doomed), per_transaction):
+            if not self._delete_checked(root, version, tuple(doomed[start:start + per_transaction])):
+                return False
+        return self._delete_checked(root, version, (), delete_root=True)
+
+    def _delete_checked(self, root: str, version: int, nodes: tuple[str, ...], delete_root: bool = False) -> bool:
+        """One transaction: ``root`` is at ``version``, and ``nodes`` (children before parents), then ``root``
+        when ``delete_root``, are deleted. True when it was applied (or the root is gone already)."""
+        from kazoo.exceptions import NoNodeError, RolledBackError
+
+        def build(txn: Any) -> None:
+            if delete_root:
+                txn.delete(root, version)
+            else:
+                txn.check(root, version)
+            for node in nodes:
+                txn.delete(node)
+
+        results = self.session.commit(f"deleting {len(nodes) + delete_root} nodes of {root}", build)
+        failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+        if not failures:
+            return True
+        if delete_root and len(failures) == 1 and isinstance(failures[0], NoNodeError):
+            return True  # deleted meanwhile (by another query's clean-up)
+        log.info("batch ends of query at %s were left: %s", root, ", ".join(type(f).__name__ for f in failures))
+        return False
+
+
+class MemoryBatchStore:
+    """The same in memory. Thread-safe (one lock). Heartbeats use this process's wall clock. With ``checkpoints``
+    (the memory checkpoint store it goes with), writes are refused while that store is closed, as a real store's
+    are (a non-retriable ``CheckpointError``)."""
+
+    def __init__(self, checkpoints: MemoryCheckpointStore | None = None, base: str = "memory") -> None:
+        self.checkpoints = checkpoints
+        self.base = base
+        self._lock = threading.Lock()
+        self._batch_id = 0
+        self._ends: dict[str, dict[int, dict[str, bytes]]] = {}  # query -> batch -> shard -> end
+        self._beats: dict[str, tuple[float, int]] = {}  # query -> (heartbeat, version)
+
+    def _check_writable(self, what: str) -> None:
+        if self.checkpoints is not None and self.checkpoints.closed:
+            raise CheckpointError(f"memory checkpoint store is closed: cannot write {what}; call open() first "
+                                  f"(was it written after the store was closed?)", retriable=False)
+
+    def load_batch_id(self) -> int:
+        with self._lock:
+            return self._batch_id
+
+    def save_batch_id(self, batch_id: int) -> None:
+        with self._lock:
+            self._check_writable(f"batch id {batch_id}")
+            if batch_id <= self._batch_id:
+                raise CheckpointConflict(f"batch id is {self._batch_id}; {batch_id} is taken")
+            self._batch_id = batch_id
+
+    def batches_node(self, query: str) -> str:
+        return f"{self.base}/batches/{query}"
+
+    def batch_end(self, query: str, batch: int, shard_id: str) -> bytes | None:
+        with self._lock:
+            return self._ends.get(query, {}).get(batch, {}).get(shard_id)
+
+    def record_batch_end(self, query: str, batch: int, shard_id: str, payload: bytes) -> bytes:
+        with self._lock:
+            return self._ends.setdefault(query, {}).setdefault(batch, {}).setdefault(shard_id, payload)
+
+    def batch_ends(self, query: str, batch: int) -> dict[str, bytes]:
+        with self._lock:
+            return dict(self._ends.get(query, {}).get(batch, {}))
+
+    def delete_batches(self, query: str, below: int) -> int:
+        with self._lock:
+            batches = self._ends.get(query, {})
+            doomed = [b for b in batches if b < below]
+            for batch in doomed:
+                del batches[batch]
+            return len(doomed)
+
+    def touch_query(self, query: str, payload: bytes) -> float:
+        with self._lock:
+            now = time.time()
+            version = self._beats[query][1] + 1 if query in self._beats else 0
+            self._beats[query] = (now, version)
+            return now
+
+    def query_heartbeats(self) -> dict[str, tuple[float, int]]:
+        with self._lock:
+            return dict(self._beats)
+
+    def delete_query(self, query: str, version: int, per_transaction: int = 500) -> bool:
+        with self._lock:
+            beat = self._beats.get(query)
+            if beat is not None and beat[1] != version:
+                return False
+            self._beats.pop(query, None)
+            self._ends.pop(query, None)
+            return True
