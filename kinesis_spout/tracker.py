@@ -260,8 +260,13 @@ class InflightRecordTracker(InflightRecords):
         timeout = self.message_timeout_s
         if timeout is None:
             return []
-        out = [(rank, self._fail(rank, now)) for rank in self._overdue_first_emissions(now, timeout)]
-        out.extend((rank, self._fail(rank, now)) for rank in self._retries.pop_timed_out(now, timeout))
+        tpos = self._tpos  # the loop calls this often: look at the cursor before calling out for the first emissions
+        if tpos < len(self._order) and self._times[tpos] + timeout <= now:
+            out = [(rank, self._fail(rank, now)) for rank in self._overdue_first_emissions(now, timeout)]
+        else:
+            out = []
+        if self._attempts:  # re-emitted records are among the records that failed before
+            out.extend((rank, self._fail(rank, now)) for rank in self._retries.pop_timed_out(now, timeout))
         if not out:
             return []
         self._stats.timed_out += len(out)
@@ -291,7 +296,7 @@ class InflightRecordTracker(InflightRecords):
     @property
     def retry_queue_len(self) -> int:
         """Records failed and waiting for their re-emission."""
-        return len(self._retries)
+        return len(self._retries) if self._attempts else 0  # the records waiting are among those that failed
 
     def __repr__(self) -> str:
         return (f"InflightRecordTracker({self.shard_id!r}, inflight={self.inflight_count}, "
