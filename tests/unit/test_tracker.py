@@ -617,14 +617,18 @@ def test_ack_many_is_ack_for_each_key() -> None:
 
 
 def held_bytes(run: Callable[[], T]) -> tuple[T, int]:
-    """Run ``run`` under tracemalloc: what it returns, and the bytes it allocated that are still held after it."""
-    tracemalloc.start()
+    """Run ``run`` under tracemalloc: what it returns, and the bytes it allocated that are still held after it.
+    Leaves tracemalloc as it found it (tracing or not)."""
+    started = not tracemalloc.is_tracing()
+    if started:
+        tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
         result = run()
         return result, tracemalloc.get_traced_memory()[0] - before
     finally:
-        tracemalloc.stop()
+        if started:
+            tracemalloc.stop()
 
 
 def test_memory_follows_pending_after_random_acks() -> None:
