@@ -43,6 +43,9 @@ INTEGRATION = "tests/integration/"
 #: tests. I/O modules: the integration tests written for them, and their ``test_mutants_<module>.py``.
 TESTS_BY_MODULE: dict[str, list[str]] = {
     "kinesis_spout.tracker": UNIT,
+    "kinesis_spout.tracking.inflight": UNIT,
+    "kinesis_spout.tracking.retries": UNIT,
+    "kinesis_spout.tracking.keys": UNIT,
     "kinesis_spout.checkpoint.base": UNIT,
     "kinesis_spout.checkpoint.memory": UNIT,
     "kinesis_spout.coordination.lineage": UNIT,

@@ -224,7 +224,7 @@ def _write_partitions(rdd: Any, state: StateFactory, tx: TxBatch, num: int, appl
     (the map state's write); (partitions, keys, trips). The map states of this package are told the run and the
     write (a new id for this call, and the partition number); other states get ``begin_commit(txid)``. A second
     call of the batch ``attempt`` on one namespace is refused first (StateSecondWriteError)."""
-    from kinesis_spout.state.maps import MapFactory, SnapshottableMap, _TxMap, new_call_id
+    from kinesis_spout.state.maps import BatchedMap, MapFactory, SnapshottableMap, new_call_id
 
     _check_second_write(state, tx, attempt)
     txid, run_id, call = tx.txid, tx.run, new_call_id()
@@ -237,7 +237,7 @@ def _write_partitions(rdd: Any, state: StateFactory, tx: TxBatch, num: int, appl
             return
         st = state.make_state(index, num)
         try:
-            if isinstance(st, (_TxMap, SnapshottableMap)):
+            if isinstance(st, (BatchedMap, SnapshottableMap)):
                 st.begin_commit(txid, run=run_id, writer=(call, index))
             else:
                 st.begin_commit(txid)

@@ -25,70 +25,36 @@ proxy.
 
 Only the standard library is used: a :class:`http.server.ThreadingHTTPServer` speaking HTTP/1.1 with keep-alive
 (boto3 reuses connections) and one short-lived :mod:`http.client` connection upstream per request.
+
+The modules: :mod:`~kinesis_spout.testing.fault_plans` (the fault kinds and the plan that hands them out),
+:mod:`~kinesis_spout.testing.kinesis_wire` (what the proxy knows of the Kinesis API: shards of iterators, listings,
+refused entries), :mod:`~kinesis_spout.testing.http_proxy` (the HTTP server and the upstream connection); this
+module puts them together.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import collections
 import http.client
 import json
 import logging
-import re
-import socket
 import threading
 import time
 import urllib.parse
 import uuid
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Iterator, Mapping
 
 import pytest
 
 from kinesis_spout.errors import SpoutStateError
+from kinesis_spout.testing.fault_plans import DELAYED, DROPPED, TARGET_PREFIX, Fault, FaultPlan
+from kinesis_spout.testing.http_proxy import HOP_BY_HOP, ProxyHandler, ProxyServer, UpstreamRequest, forward
 from kinesis_spout.testing.kinesis import KinesisEndpoint
+from kinesis_spout.testing.kinesis_wire import IteratorShards, ShardListing, json_object, merge_refused, split_refused
 
 __all__ = ["DELAYED", "DROPPED", "FaultProxy", "fault_proxy"]
 
 log = logging.getLogger("kinesis_spout.testing.faults")
-
-TARGET_PREFIX = "Kinesis_20131202."
-#: The code under which dropped connections are counted in :attr:`FaultProxy.injected`.
-DROPPED = "ConnectionDropped"
-#: The code under which calls held back before being forwarded are counted in :attr:`FaultProxy.injected`.
-DELAYED = "Delayed"
-SHARD_FILTERED_OPERATIONS = frozenset({"GetRecords", "GetShardIterator"})
-# Headers that describe one hop of a connection, never forwarded (RFC 9110 section 7.6.1), plus the framing
-# headers the proxy recomputes itself.
-_HOP_BY_HOP = frozenset({
-    "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te",
-    "trailer", "transfer-encoding", "upgrade", "content-length", "expect",
-})
-_NEXT_ITERATOR = re.compile(rb'"NextShardIterator"\s*:\s*"([^"]+)"')
-_SHARD_ID = re.compile(r"shardId-[0-9]+")
-_MAX_REMEMBERED_ITERATORS = 100_000
-
-
-@dataclass
-class _Fault:
-    """One scripted fault: answer the next ``remaining`` matching calls with an error, drop them, or forward them
-    after ``delay_s``."""
-
-    operation: str
-    error_code: str | None  # None: drop the connection (or, with delay_s, forward late)
-    remaining: int
-    status: int
-    message: str
-    shard_id: str | None
-    delay_s: float = 0.0
-    entry_codes: dict[int, str] | None = None  # PutRecords: refuse these entries (by index) with these codes
-
-    @property
-    def label(self) -> str:
-        return f"{self.operation}:{self.error_code or (DELAYED if self.delay_s else DROPPED)}"
 
 
 class FaultProxy:
@@ -100,7 +66,7 @@ class FaultProxy:
 
     ``calls`` counts every Kinesis operation seen (forwarded or not); ``injected`` counts the faults delivered, by
     ``"Operation:ErrorCode"`` (``"Operation:ConnectionDropped"`` for dropped connections). Both are
-    :class:`collections.Counter` objects updated under a lock; read them freely.
+    :class:`collections.Counter` objects updated under a lock (the fault plan's); read them freely.
     """
 
     def __init__(self, upstream_url: str) -> None:
@@ -109,17 +75,15 @@ class FaultProxy:
             raise ValueError(f"upstream_url must be an http(s) URL, got {upstream_url!r}")
         self.upstream_url = upstream_url
         self._upstream = parsed
-        self.calls: collections.Counter[str] = collections.Counter()
-        self.injected: collections.Counter[str] = collections.Counter()
-        self._lock = threading.Lock()
-        self._faults: list[_Fault] = []
-        self._iterator_shards: collections.OrderedDict[str, str] = collections.OrderedDict()
-        self._server: ThreadingHTTPServer | None = None
+        self._plan = FaultPlan()  # shared with the handler threads, under its own lock
+        self.calls = self._plan.calls
+        self.injected = self._plan.injected
+        self._iterators = IteratorShards()  # shared with the handler threads, under its own lock
+        self._listing = ShardListing()  # shared with the handler threads, under its own lock
+        # the life cycle: the test's thread only
+        self._server: ProxyServer | None = None
         self._serve_thread: threading.Thread | None = None
-        self._connections: dict[threading.Thread, socket.socket] = {}
         self._closed = False
-        self._expired: set[str] = set()
-        self._hide_hash_ranges = False  # ListShards/DescribeStream replies without HashKeyRange; under _lock
 
     # -- life cycle ---------------------------------------------------------------------------------------------
 
@@ -136,8 +100,7 @@ class FaultProxy:
             raise SpoutStateError("FaultProxy.start: the proxy was closed; create a new one")
         if self._server is not None:
             return self
-        server = _ProxyServer(("127.0.0.1", 0), _ProxyHandler)
-        server.proxy = self
+        server = ProxyServer(("127.0.0.1", 0), self._on_request)
         self._server = server
         self._serve_thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1},
                                               name=f"fault-proxy-{server.server_address[1]}", daemon=True)
@@ -155,15 +118,7 @@ class FaultProxy:
         if self._serve_thread is not None:
             self._serve_thread.join(10.0)
             self._serve_thread = None
-        with self._lock:
-            connections = list(self._connections.items())
-        for _thread, sock in connections:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        for thread, _sock in connections:
-            thread.join(10.0)
+        server.close_connections(10.0)
 
     def __enter__(self) -> "FaultProxy":
         return self.start()
@@ -182,7 +137,7 @@ class FaultProxy:
         ``{"__type": error_code, "message": message}``, which botocore raises as a ``ClientError`` with that code.
         For ``GetRecords`` and ``GetShardIterator``, ``shard_id`` limits the fault to calls for that shard.
         """
-        self._add(_Fault(operation, error_code, times, status, message, shard_id))
+        self._plan.add(Fault(operation, error_code, times, status, message, shard_id))
 
     def refuse_records(self, *calls: Mapping[int, str]) -> None:
         """Answer the next ``len(calls)`` ``PutRecords`` calls, one mapping each in turn, with the entries at the
@@ -202,7 +157,7 @@ class FaultProxy:
                 raise ValueError(f"refuse_records takes mappings of entry index (0 or more) to an error code, "
                                  f"got {dict(codes)!r}")
         for codes in calls:
-            self._add(_Fault("PutRecords", None, 1, 0, "", None, entry_codes=dict(codes)))
+            self._plan.add(Fault("PutRecords", None, 1, 0, "", None, entry_codes=dict(codes)))
 
     def drop_connections(self, operation: str, times: int = 1, *, shard_id: str | None = None) -> None:
         """Close the client's connection without answering the next ``times`` calls of ``operation``.
@@ -210,226 +165,57 @@ class FaultProxy:
         The request is read but neither forwarded nor answered: the client sees the connection lost mid-call
         (botocore raises ``ConnectionClosedError``).
         """
-        self._add(_Fault(operation, None, times, 0, "", shard_id))
+        self._plan.add(Fault(operation, None, times, 0, "", shard_id))
 
     def delay(self, operation: str, seconds: float, times: int = 1, *, shard_id: str | None = None) -> None:
         """Hold the next ``times`` calls of ``operation`` for ``seconds`` before forwarding them (a slow answer:
         the call is carried out when it is forwarded, and answered as usual)."""
         if seconds <= 0:
             raise ValueError(f"seconds must be positive, got {seconds}")
-        self._add(_Fault(operation, None, times, 0, "", shard_id, delay_s=seconds))
+        self._plan.add(Fault(operation, None, times, 0, "", shard_id, delay_s=seconds))
 
     def expire_shards(self, shard_ids: set[str] | list[str]) -> None:
         """Leave these shards out of ``ListShards`` and ``DescribeStream`` replies from now on, as Kinesis does once
         a closed shard is older than the stream's retention (the emulators never expire shards)."""
-        with self._lock:
-            self._expired.update(shard_ids)
+        self._listing.expire(shard_ids)
 
     def hide_hash_key_ranges(self) -> None:
         """Leave ``HashKeyRange`` out of every shard of ``ListShards`` and ``DescribeStream`` replies from now on
         (a listing that does not say which hash keys a shard serves)."""
-        with self._lock:
-            self._hide_hash_ranges = True
-
-    def _without_expired(self, operation: str, reply: bytes) -> bytes:
-        """A listing reply with the expired shards taken out, and the hash key ranges if hidden (other replies
-        unchanged)."""
-        with self._lock:
-            expired, hide = set(self._expired), self._hide_hash_ranges
-        if not expired and not hide or operation not in ("ListShards", "DescribeStream"):
-            return reply
-        doc = _json_object(reply)
-        holder = doc.get("StreamDescription") if operation == "DescribeStream" else doc
-        if not isinstance(holder, dict) or not isinstance(holder.get("Shards"), list):
-            return reply
-        holder["Shards"] = [s for s in holder["Shards"] if not (isinstance(s, dict) and s.get("ShardId") in expired)]
-        if hide:
-            for shard in holder["Shards"]:
-                if isinstance(shard, dict):
-                    shard.pop("HashKeyRange", None)
-        return json.dumps(doc).encode()
+        self._listing.hide_hash_key_ranges()
 
     def clear(self) -> None:
         """Forget every fault not yet delivered."""
-        with self._lock:
-            self._faults.clear()
+        self._plan.clear()
 
     def pending(self) -> int:
         """How many scripted faults are still to be delivered (summed over their ``times``)."""
-        with self._lock:
-            return sum(f.remaining for f in self._faults)
+        return self._plan.pending()
 
-    def _add(self, fault: _Fault) -> None:
-        if not fault.operation or fault.operation.startswith(TARGET_PREFIX):
-            raise ValueError(f"operation must be a bare Kinesis operation name like 'GetRecords', "
-                             f"got {fault.operation!r}")
-        if fault.remaining < 1:
-            raise ValueError(f"times must be at least 1, got {fault.remaining}")
-        if fault.error_code is not None and not 400 <= fault.status <= 599:
-            raise ValueError(f"status must be an HTTP error status (400-599), got {fault.status}")
-        if fault.shard_id is not None and fault.operation not in SHARD_FILTERED_OPERATIONS:
-            raise ValueError(f"shard_id can only limit faults of {sorted(SHARD_FILTERED_OPERATIONS)}, "
-                             f"not {fault.operation!r}")
-        with self._lock:
-            self._faults.append(fault)
+    # -- answering calls (the handler threads) ------------------------------------------------------------------
 
-    # -- used by the handler threads ----------------------------------------------------------------------------
+    def forward(self, request: UpstreamRequest) -> tuple[int, str, list[tuple[str, str]], bytes]:
+        """Send a call no fault answered to the emulator; returns its status, reason, headers and body. Called on
+        the client connection's thread, for each call forwarded (a ``PutRecords`` call with refused entries with the
+        other entries only). A subclass may override it to watch or hold calls, calling ``super().forward``."""
+        return forward(self._upstream, request)
 
-    def _take_fault(self, operation: str, body: bytes) -> _Fault | None:
-        """Count the call and consume the first scripted fault that matches it, if any."""
-        with self._lock:
-            self.calls[operation] += 1
-            candidates = [f for f in self._faults if f.operation == operation]
-        if not candidates:
-            return None
-        shard = self._shard_of(operation, body) if any(f.shard_id for f in candidates) else None
-        with self._lock:
-            for fault in self._faults:
-                if fault.operation != operation or fault.remaining < 1:
-                    continue
-                if fault.shard_id is not None and fault.shard_id != shard:
-                    continue
-                fault.remaining -= 1
-                if fault.remaining == 0:
-                    self._faults.remove(fault)
-                if fault.entry_codes is None:  # refused entries are counted one by one when answered
-                    self.injected[fault.label] += 1
-                return fault
-        return None
+    def shard_of(self, operation: str, body: bytes) -> str | None:
+        """The shard a ``GetShardIterator`` or ``GetRecords`` request (its body) is for, as far as the proxy can
+        tell (see the module docstring); None otherwise. Any thread."""
+        return self._iterators.shard_of_request(operation, body)
 
-    def _shard_of(self, operation: str, body: bytes) -> str | None:
-        request = _json_object(body)
-        if operation == "GetShardIterator":
-            shard = request.get("ShardId")
-            return shard if isinstance(shard, str) else None
-        iterator = request.get("ShardIterator")
-        return self._iterator_shard(iterator) if isinstance(iterator, str) else None
-
-    def _iterator_shard(self, iterator: str) -> str | None:
-        with self._lock:
-            shard = self._iterator_shards.get(iterator)
-        return shard if shard is not None else _decode_moto_iterator(iterator)
-
-    def _remember(self, iterator: str, shard: str | None) -> None:
-        if not shard:
-            return
-        with self._lock:
-            self._iterator_shards[iterator] = shard
-            while len(self._iterator_shards) > _MAX_REMEMBERED_ITERATORS:
-                self._iterator_shards.popitem(last=False)
-
-    def _observe_reply(self, operation: str, request_body: bytes, status: int, reply_body: bytes) -> None:
-        """Remember the shard of each iterator handed to the client, for shard-limited GetRecords faults."""
-        if status != 200 or operation not in SHARD_FILTERED_OPERATIONS:
-            return
-        if operation == "GetShardIterator":
-            shard = _json_object(request_body).get("ShardId")
-            iterator = _json_object(reply_body).get("ShardIterator")
-            if isinstance(shard, str) and isinstance(iterator, str):
-                self._remember(iterator, shard)
-            return
-        match = _NEXT_ITERATOR.search(reply_body)
-        if match is None:
-            return
-        current = _json_object(request_body).get("ShardIterator")
-        if isinstance(current, str):
-            try:
-                next_iterator = json.loads(b'"' + match.group(1) + b'"')  # undo JSON escapes such as \\n
-            except ValueError:
-                return
-            self._remember(next_iterator, self._iterator_shard(current))
-
-    def _forward(self, method: str, path: str, headers: list[tuple[str, str]], body: bytes
-                 ) -> tuple[int, str, list[tuple[str, str]], bytes]:
-        """Send the request upstream on a fresh connection; returns status, reason, headers and body."""
-        up = self._upstream
-        conn_class = http.client.HTTPSConnection if up.scheme == "https" else http.client.HTTPConnection
-        conn = conn_class(up.hostname or "127.0.0.1", up.port, timeout=60.0)
-        try:
-            conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
-            for name, value in headers:
-                conn.putheader(name, value)
-            conn.putheader("Content-Length", str(len(body)))
-            conn.putheader("Connection", "close")
-            conn.endheaders(body)
-            response = conn.getresponse()
-            data = response.read()
-            return response.status, response.reason, response.getheaders(), data
-        finally:
-            conn.close()
-
-
-
-class _ProxyServer(ThreadingHTTPServer):
-    """Serves each client connection on its own daemon thread, remembered so that close() can end and join it."""
-
-    daemon_threads = True
-    allow_reuse_address = True
-    proxy: FaultProxy
-
-    def process_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
-        thread = threading.Thread(target=self.process_request_thread, args=(request, client_address),
-                                  name=f"fault-proxy-conn-{client_address}", daemon=True)
-        with self.proxy._lock:
-            self.proxy._connections[thread] = request
-        thread.start()
-
-    def process_request_thread(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            with self.proxy._lock:
-                self.proxy._connections.pop(threading.current_thread(), None)
-
-
-class _ProxyHandler(BaseHTTPRequestHandler):
-    """One client connection: reads requests (keep-alive), injects or forwards, answers with Content-Length."""
-
-    protocol_version = "HTTP/1.1"
-    server: _ProxyServer
-    timeout = 120.0  # an idle keep-alive connection is closed after this
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's signature
-        log.debug("%s " + format, self.address_string(), *args)
-
-    def do_POST(self) -> None:
-        self._handle()
-
-    def do_GET(self) -> None:
-        self._handle()
-
-    def do_PUT(self) -> None:
-        self._handle()
-
-    def do_DELETE(self) -> None:
-        self._handle()
-
-    def do_HEAD(self) -> None:
-        self._handle()
-
-    def _read_body(self) -> bytes:
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            chunks: list[bytes] = []
-            while True:
-                size = int(self.rfile.readline().split(b";", 1)[0].strip() or b"0", 16)
-                if size == 0:
-                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                        pass  # trailers
-                    return b"".join(chunks)
-                chunks.append(self.rfile.read(size))
-                self.rfile.readline()
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length > 0 else b""
-
-    def _handle(self) -> None:
-        proxy = self.server.proxy
-        body = self._read_body()
-        target = self.headers.get("X-Amz-Target", "")
+    def _on_request(self, handler: ProxyHandler) -> None:
+        """Answer one request of a client: with a scripted fault if one matches it, else forwarded upstream (with
+        the listing rewritten). Called by the HTTP server on the client connection's thread."""
+        body = handler.read_body()
+        target = handler.headers.get("X-Amz-Target", "")
         operation = target[len(TARGET_PREFIX):] if target.startswith(TARGET_PREFIX) else ""
-        fault = proxy._take_fault(operation, body) if operation else None
+        fault = self._plan.take(operation, lambda: self._iterators.shard_of_request(operation, body)) \
+            if operation else None
         if fault is not None and fault.entry_codes is not None:
             if fault.entry_codes:
-                self._refuse_entries(fault.entry_codes, body)
+                self._refuse_entries(handler, fault.entry_codes, body)
                 return
             fault = None  # an empty mapping: this call goes through unchanged
         if fault is not None and fault.delay_s:
@@ -438,111 +224,59 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             fault = None
         if fault is not None and fault.error_code is None:
             log.info("fault proxy: dropping the connection of a %s call", operation)
-            self.close_connection = True
-            try:
-                self.connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+            handler.drop()
             return
         if fault is not None:
             log.info("fault proxy: answering a %s call with %s (%d)", operation, fault.error_code, fault.status)
             payload = json.dumps({"__type": fault.error_code, "message": fault.message}).encode()
-            self._reply(fault.status, None, [("Content-Type", "application/x-amz-json-1.1"),
-                                             ("x-amzn-RequestId", str(uuid.uuid4())),
-                                             ("x-amzn-ErrorType", str(fault.error_code))], payload)
+            handler.reply(fault.status, None, [("Content-Type", "application/x-amz-json-1.1"),
+                                               ("x-amzn-RequestId", str(uuid.uuid4())),
+                                               ("x-amzn-ErrorType", str(fault.error_code))], payload)
             return
-        headers = [(k, v) for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP]
         try:
-            status, reason, reply_headers, reply = proxy._forward(self.command, self.path, headers, body)
+            status, reason, reply_headers, reply = self.forward(handler.upstream_request(body))
         except (OSError, http.client.HTTPException) as exc:
-            log.warning("fault proxy: upstream %s failed: %r", proxy.upstream_url, exc)
+            log.warning("fault proxy: upstream %s failed: %r", self.upstream_url, exc)
             payload = json.dumps({"__type": "ServiceUnavailable",
-                                  "message": f"fault proxy: upstream {proxy.upstream_url} failed: {exc!r}"}).encode()
-            self._reply(502, None, [("Content-Type", "application/x-amz-json-1.1"),
-                                    ("x-amzn-ErrorType", "ServiceUnavailable")], payload)
+                                  "message": f"fault proxy: upstream {self.upstream_url} failed: {exc!r}"}).encode()
+            handler.reply(502, None, [("Content-Type", "application/x-amz-json-1.1"),
+                                      ("x-amzn-ErrorType", "ServiceUnavailable")], payload)
             return
         if operation:
-            proxy._observe_reply(operation, body, status, reply)
+            self._iterators.observe_reply(operation, body, status, reply)
             if status == 200:
-                reply = proxy._without_expired(operation, reply)
-        self._reply(status, reason, [(k, v) for k, v in reply_headers if k.lower() not in _HOP_BY_HOP], reply)
+                reply = self._listing.rewrite(operation, reply)
+        handler.reply(status, reason, [(k, v) for k, v in reply_headers if k.lower() not in HOP_BY_HOP], reply)
 
-    def _refuse_entries(self, codes: dict[int, str], body: bytes) -> None:
+    def _refuse_entries(self, handler: ProxyHandler, codes: dict[int, str], body: bytes) -> None:
         """Answer a PutRecords call with the entries of ``codes`` refused and the others forwarded (see
-        :meth:`FaultProxy.refuse_records`)."""
-        proxy = self.server.proxy
-        request = _json_object(body)
-        records = request.get("Records")
-        records = records if isinstance(records, list) else []
-        refused = {i: code for i, code in codes.items() if i < len(records)}
-        kept = [record for i, record in enumerate(records) if i not in refused]
+        :meth:`refuse_records`)."""
+        request, records, refused, kept = split_refused(body, codes)
         results: list[object] = []
         encryption = "NONE"
         if kept:
-            headers = [(k, v) for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP]
             try:
-                status, reason, reply_headers, reply = proxy._forward(
-                    self.command, self.path, headers, json.dumps({**request, "Records": kept}).encode())
+                status, reason, reply_headers, reply = self.forward(
+                    handler.upstream_request(json.dumps({**request, "Records": kept}).encode()))
             except (OSError, http.client.HTTPException) as exc:
                 payload = json.dumps({"__type": "ServiceUnavailable",
                                       "message": f"fault proxy: upstream failed: {exc!r}"}).encode()
-                self._reply(502, None, [("Content-Type", "application/x-amz-json-1.1"),
-                                        ("x-amzn-ErrorType", "ServiceUnavailable")], payload)
+                handler.reply(502, None, [("Content-Type", "application/x-amz-json-1.1"),
+                                          ("x-amzn-ErrorType", "ServiceUnavailable")], payload)
                 return
-            answer = _json_object(reply)
+            answer = json_object(reply)
             entries = answer.get("Records")
             if status != 200 or not isinstance(entries, list):  # the call failed as a whole
-                self._reply(status, reason, [(k, v) for k, v in reply_headers if k.lower() not in _HOP_BY_HOP], reply)
+                handler.reply(status, reason, [(k, v) for k, v in reply_headers if k.lower() not in HOP_BY_HOP],
+                              reply)
                 return
             results = list(entries)
             encryption = str(answer.get("EncryptionType") or "NONE")
-        merged: list[object] = []
-        for i in range(len(records)):
-            if i in refused:
-                merged.append({"ErrorCode": refused[i], "ErrorMessage": "injected fault: entry refused"})
-            else:
-                merged.append(results.pop(0))
-        failed = sum(1 for r in merged if isinstance(r, dict) and r.get("ErrorCode"))
-        with proxy._lock:
-            for code in refused.values():
-                proxy.injected[f"PutRecords:{code}"] += 1
+        payload = merge_refused(len(records), refused, results, encryption)
+        self._plan.count_refused(refused.values())
         log.info("fault proxy: refusing %d of %d PutRecords entries", len(refused), len(records))
-        payload = json.dumps({"FailedRecordCount": failed, "Records": merged, "EncryptionType": encryption}).encode()
-        self._reply(200, None, [("Content-Type", "application/x-amz-json-1.1"),
-                                ("x-amzn-RequestId", str(uuid.uuid4()))], payload)
-
-    def _reply(self, status: int, reason: str | None, headers: list[tuple[str, str]], body: bytes) -> None:
-        self.send_response(status, reason)
-        for name, value in headers:
-            if name.lower() not in ("server", "date"):  # send_response wrote ours
-                self.send_header(name, value)
-        self.send_header("Content-Length", str(len(body)))
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-        self.wfile.flush()
-
-
-def _json_object(body: bytes) -> dict[str, object]:
-    try:
-        value = json.loads(body or b"{}")
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _decode_moto_iterator(iterator: str) -> str | None:
-    """The shard of a moto iterator (base64 of ``stream:shard:sequence``); None for others (kinesalite's)."""
-    try:
-        text = base64.b64decode(iterator.encode("ascii"), validate=False).decode("utf-8")
-    except (binascii.Error, UnicodeError, ValueError):
-        return None
-    parts = text.split(":")
-    if len(parts) == 3 and _SHARD_ID.fullmatch(parts[1]):
-        return parts[1]
-    return None
+        handler.reply(200, None, [("Content-Type", "application/x-amz-json-1.1"),
+                                  ("x-amzn-RequestId", str(uuid.uuid4()))], payload)
 
 
 @pytest.fixture

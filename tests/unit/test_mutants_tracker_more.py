@@ -1,6 +1,6 @@
 """More of the tracker's edges, exactly: keys given as plain pairs or with parts that are not ints, the wording of
-the emit_many error, and the bound on ``_order`` that compaction keeps after every record done (not only at the end
-of a run). Written against mutants the other tracker tests let survive (see benchmarks/results/mutation.md)."""
+the emit_many error, and the bound on the keys retained that compaction keeps after every record done (not only at
+the end of a run). Written against mutants the other tracker tests let survive (see benchmarks/results/mutation.md)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from collections.abc import Callable
 import pytest
 
 from kinesis_spout.records import SequenceKey
-from kinesis_spout.tracker import _COMPACT_FACTOR, _COMPACT_SLACK, FailOutcome, InflightRecordTracker, RetryBackoff
+from kinesis_spout.tracker import FailOutcome, InflightRecordTracker, RetryBackoff
+from kinesis_spout.tracking.inflight import COMPACT_FACTOR, COMPACT_SLACK
 
 BASE = 49590338271490256608559692538361571095921575989136588898
 
@@ -67,14 +68,15 @@ def test_emit_many_error_names_the_problem_and_the_fix_exactly() -> None:
 
 
 def _within_bound(tr: InflightRecordTracker) -> bool:
-    """The bound compaction keeps: ``_order`` at most 2.5 times what is pending, plus the slack."""
-    return 2 * len(tr._order) <= _COMPACT_FACTOR * tr.inflight_count + 2 * _COMPACT_SLACK
+    """The bound compaction keeps: the keys retained in emission order at most 2.5 times what is pending, plus the
+    slack."""
+    return 2 * tr.retained_count <= COMPACT_FACTOR * tr.inflight_count + 2 * COMPACT_SLACK
 
 
 @pytest.mark.parametrize("finish", ["ack", "ack_many", "dead_letter"])
 def test_order_stays_within_its_bound_after_every_record_done(finish: str) -> None:
     """Every fourth record stays pending, the first one too (so cutting the done prefix frees nothing and only the
-    pass over the pending ranks can): after each record done, ``_order`` is back within its bound, and the
+    pass over the pending ranks can): after each record done, the keys retained are back within its bound, and the
     checkpoint (read now and then) is the key before the first pending one."""
     n = 6_000
     ranks = [BASE + 3 * i for i in range(1, n + 1)]
@@ -86,15 +88,15 @@ def test_order_stays_within_its_bound_after_every_record_done(finish: str) -> No
         assert len(tr.take_dead_letters()) == len(done)
     compacted = 0
     for j, r in enumerate(done):
-        before = len(tr._order)
+        before = tr.retained_count
         if finish == "ack":
             assert tr.ack(r)
         elif finish == "ack_many":
             assert tr.ack_many([r]) == 1
         else:
             assert tr.dead_letter_written(r)
-        compacted += len(tr._order) < before
-        assert _within_bound(tr), (j, len(tr._order), tr.inflight_count)
+        compacted += tr.retained_count < before
+        assert _within_bound(tr), (j, tr.retained_count, tr.inflight_count)
         if j % 500 == 0:
             assert tr.checkpoint is None  # ranks[0] still pends
     assert compacted > 0 and tr.inflight_count == n // 4

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import random
-import sys
+import tracemalloc
+from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
 
 from kinesis_spout.errors import ConfigError
 from kinesis_spout.records import WHOLE, SequenceKey
-from kinesis_spout.tracker import _COMPACT_FACTOR, _COMPACT_SLACK, FailOutcome, InflightRecordTracker, RetryBackoff
+from kinesis_spout.tracker import FailOutcome, InflightRecordTracker, RetryBackoff
+from kinesis_spout.tracking.inflight import COMPACT_FACTOR, COMPACT_SLACK
 
 # A real Kinesis sequence number (56 digits); the keys below are sparse, with large gaps.
 BASE = 49590338271490256608559692538361571095921575989136588898
@@ -18,6 +21,7 @@ A = SequenceKey(BASE + 10**20 + 17)
 B = SequenceKey(BASE + 3 * 10**21 + 5)
 C = SequenceKey(BASE + 7 * 10**24 + 1)
 D = SequenceKey(BASE + 9 * 10**25 + 3)
+T = TypeVar("T")
 
 
 def sparse_keys(n: int, seed: int = 0, start: int = BASE) -> list[SequenceKey]:
@@ -124,7 +128,6 @@ def test_fail_then_ack_before_retry_leaves_no_stale_queue_entry() -> None:
     assert not tr.has_due_retry(1000.0)
     assert tr.next_retry(1000.0) is None
     assert tr.next_due(1000.0) is None
-    assert tr._retry_heap == []
     # The shard is not stalled: later records still move the checkpoint.
     tr.ack(B)
     tr.emit(C, 1.0)
@@ -133,6 +136,11 @@ def test_fail_then_ack_before_retry_leaves_no_stale_queue_entry() -> None:
     # A late fail of the acked record changes nothing.
     assert tr.fail(A, 2.0) is FailOutcome.UNKNOWN
     assert tr.retry_queue_len == 0
+    # The queue left no trace of A: a later failure is the only retry there is, and nothing is due after it.
+    tr.emit(D, 3.0)
+    assert tr.fail(D, 3.0) is FailOutcome.RETRY
+    assert tr.next_retry(1000.0) == (D, None, 2)
+    assert tr.next_retry(1000.0) is None and tr.retry_queue_len == 0 and tr.checkpoint == C
 
 
 def test_removing_the_tail_keeps_the_structure_intact() -> None:
@@ -215,7 +223,9 @@ def test_next_retry_keeps_key_and_item_and_increments_attempt() -> None:
         assert tr.retry_queue_len == 0
     assert tr.stats.retried == 3
     assert tr.ack(A)
-    assert (tr._pending, tr._attempts, tr.inflight_bytes) == ({}, {}, 0)  # nothing left behind
+    # Nothing left behind: no record, no retry, no timeout, and a late fail is of an unknown record.
+    assert (tr.inflight_count, tr.inflight_bytes, tr.retry_queue_len, tr.checkpoint) == (0, 0, 0, A)
+    assert tr.next_due(1.0) is None and tr.expire(10**9) == [] and tr.fail(A, 2.0) is FailOutcome.UNKNOWN
 
 
 def test_dead_letter_after_retry_limit_moves_checkpoint() -> None:
@@ -425,13 +435,12 @@ def test_acked_runs_do_not_accumulate() -> None:
         if k is not keys[0]:
             tr.ack(k)
     assert tr.inflight_count == 1
-    assert len(tr._pending) == 1
-    assert len(tr._order) < 2_000
+    assert tr.retained_count < 2_000
     assert tr.checkpoint is None
     assert (tr.stats.emitted, tr.stats.acked) == (100_000, 99_999)
     tr.ack(keys[0])
     assert tr.checkpoint == keys[-1]
-    assert len(tr._order) < 2_000
+    assert tr.retained_count < 2_000
     assert (tr.stats.emitted, tr.stats.acked) == (100_000, 100_000)
 
 
@@ -441,7 +450,7 @@ def test_in_order_acks_without_reading_the_checkpoint() -> None:
     for k in keys:
         tr.emit(k, 0.0)
         tr.ack(k)
-    assert len(tr._order) < 2_000
+    assert tr.retained_count < 2_000
     assert tr.checkpoint == keys[-1]
 
 
@@ -458,7 +467,7 @@ def test_compaction_keeps_checkpoints_and_timeouts_right() -> None:
         if i % 30:
             tr.ack(k)
     assert tr.inflight_count == 299
-    assert 2 * len(tr._order) <= _COMPACT_FACTOR * 299 + 2 * _COMPACT_SLACK  # compacted (9,001 otherwise)
+    assert 2 * tr.retained_count <= COMPACT_FACTOR * 299 + 2 * COMPACT_SLACK  # compacted (9,001 otherwise)
     assert tr.checkpoint == keys[29]
     expired = tr.expire(101.0)  # those emitted at 0 and 1
     assert [k for k, _ in expired] == [k for i, k in enumerate(keys) if i % 30 == 0 and 0 < i < 2000]
@@ -479,7 +488,7 @@ def test_compaction_keeps_the_acked_tail(finish: str) -> None:
     tr.ack(keys[-1])
     for k in keys[1:-1]:
         tr.ack(k)
-    assert len(tr._order) < 1_000  # a compaction ran after the tail was acked
+    assert tr.retained_count < 1_000  # a compaction ran after the tail was acked
     assert tr.checkpoint is None
     if finish == "ack":
         tr.ack(keys[0])
@@ -491,7 +500,7 @@ def test_compaction_keeps_the_acked_tail(finish: str) -> None:
 
 
 def test_compaction_with_nothing_pending_keeps_the_last_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("kinesis_spout.tracker._COMPACT_SLACK", 0)
+    monkeypatch.setattr("kinesis_spout.tracking.inflight.COMPACT_SLACK", 0)
     tr = InflightRecordTracker("s", retry_limit=0, message_timeout_s=None)
     for k in (A, B, C):
         tr.emit(k, 0.0)
@@ -601,27 +610,55 @@ def test_ack_many_is_ack_for_each_key() -> None:
     unknown = SequenceKey(keys[0].sequence, 5).rank
     assert tr.ack_many([ranks[1], ranks[1], unknown, keys[2], ranks[3]]) == 3  # a repeat, an unknown key
     assert tr.stats.unknown_acks == 2 and tr.retry_queue_len == 0 and tr.next_retry(99.0) is None
-    assert (tr._attempts, tr._due, tr._reemitted) == ({}, {}, {})
     assert tr.inflight_bytes == 6 and tr.checkpoint is None
+    # Nothing of the failures is left: neither a retry nor a re-emission timeout of the acked records.
+    assert tr.next_due(99.0) is None and tr.expire(10**9) == [] and tr.stats.timed_out == 0
     assert tr.ack_many(iter([ranks[0], ranks[4]])) == 2 and tr.checkpoint == keys[4] and tr.ack_many([]) == 0
 
 
+def held_bytes(run: Callable[[], T]) -> tuple[T, int]:
+    """Run ``run`` under tracemalloc: what it returns, and the bytes it allocated that are still held after it.
+    Leaves tracemalloc as it found it (tracing or not)."""
+    started = not tracemalloc.is_tracing()
+    if started:
+        tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        result = run()
+        return result, tracemalloc.get_traced_memory()[0] - before
+    finally:
+        if started:
+            tracemalloc.stop()
+
+
 def test_memory_follows_pending_after_random_acks() -> None:
-    """After many random acks without new records, _order and the dict of pending records are cut down to what is
-    pending (a dict keeps the room of everything it held until it grows again)."""
+    """After many random acks without new records, the memory the tracker holds is cut down to what is pending
+    (its emission order compacted, its dict of pending records rebuilt: a dict keeps the room of everything it held
+    until it grows again), and its emission order keeps within its bound."""
     keys = [k.rank for k in sparse_keys(40_000, seed=24)]
-    tr = InflightRecordTracker("s")
-    tr.emit_many(keys, 0.0, sizes=[1] * len(keys))
-    full = sys.getsizeof(tr._pending)
     left = sorted(random.Random(25).sample(range(len(keys)), 10_000))
     gone = sorted(set(range(len(keys))) - set(left))
     random.Random(26).shuffle(gone)
-    for i in gone:
-        assert tr.ack(keys[i])
+
+    def full() -> InflightRecordTracker:
+        tr = InflightRecordTracker("s")
+        tr.emit_many(keys, 0.0, sizes=[1] * len(keys))
+        return tr
+
+    def after_acks() -> InflightRecordTracker:
+        tr = full()
+        for i in gone:
+            assert tr.ack(keys[i])
+        return tr
+
+    _, full_bytes = held_bytes(full)
+    tr, left_bytes = held_bytes(after_acks)
     assert tr.inflight_count == 10_000 and tr.inflight_bytes == 10_000
-    assert sys.getsizeof(tr._pending) < full / 2
-    assert 2 * len(tr._order) <= _COMPACT_FACTOR * 10_000 + 2 * _COMPACT_SLACK
+    # All in flight: about 105 B a record. The quarter left: about 170 B each (240 B with the dict of pending
+    # records kept at its full size, 190 B with the emission order not compacted).
+    assert left_bytes < 200 * 10_000 and left_bytes < full_bytes / 2, (left_bytes, full_bytes)
+    assert 2 * tr.retained_count <= COMPACT_FACTOR * 10_000 + 2 * COMPACT_SLACK
     assert tr.checkpoint == SequenceKey.from_rank(keys[left[0] - 1]) if left[0] else tr.checkpoint is None
     for i in left:
         tr.ack(keys[i])
-    assert tr.checkpoint == SequenceKey.from_rank(keys[-1]) and len(tr._order) <= _COMPACT_SLACK + 1
+    assert tr.checkpoint == SequenceKey.from_rank(keys[-1]) and tr.retained_count <= COMPACT_SLACK + 1
