@@ -183,12 +183,15 @@ class Position:
         return SHARD_END
 
     def describe(self) -> str:
-        """The position in words, for logs."""
+        """The position in words, for logs: ``after SEQ``, ``at SEQ, after its user record SUB``,
+        ``AT_TIMESTAMP <ISO-8601>``, or the sentinel's name."""
         if self.kind is Kind.AFTER and self.key is not None:
             if self.key.sub_sequence == WHOLE:
                 return f"after {self.key.sequence}"
             return f"at {self.key.sequence}, after its user record {self.key.sub_sequence}"
-        return self.encode()
+        if self.timestamp is not None:
+            return f"{self.kind.name} {self.timestamp.isoformat()}"
+        return self.kind.name
 
     def __repr__(self) -> str:
         return f"Position({self.encode()})"

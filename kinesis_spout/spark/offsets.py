@@ -253,25 +253,8 @@ class ShardPosition:
 
 def start_position_of(start: ShardStart, checkpoint: Checkpoint | None = None) -> ShardPosition:
     """The query position of a shard start decided by :mod:`kinesis_spout.coordination.lineage` (``checkpoint``:
-    the stored one it came from, whose end may say what it hands down)."""
-    if start.finished:  # read to its end earlier, or closed before a LATEST start and never read
-        if start.reason == lineage.CLOSED_BEFORE_LATEST:
-            return ShardPosition(start=LATEST, ended=True)
-        if checkpoint is not None and checkpoint.sequence_number is None and checkpoint.reset_to is not None:
-            if checkpoint.reset_to == AT_TIMESTAMP and checkpoint.timestamp is not None:
-                return ShardPosition.ended_at(AT_TIMESTAMP, checkpoint.timestamp)
-            return ShardPosition.ended_at(checkpoint.reset_to)
-        return ShardPosition(sequence_number=start.sequence_number, start=TRIM_HORIZON, ended=True)
-    if start.position == lineage.AFTER_SEQUENCE_NUMBER:
-        assert start.sequence_number is not None
-        return ShardPosition.after(start.sequence_number)
-    if start.position == AT_TIMESTAMP:
-        assert start.timestamp is not None
-        return ShardPosition.at_timestamp(start.timestamp)
-    if start.position == lineage.AT_SEQUENCE_NUMBER:  # a checkpoint inside a KPL aggregate
-        assert start.sequence_number is not None
-        return ShardPosition.after(start.sequence_number, start.sub_sequence_number or 0)
-    return ShardPosition(start=start.position)
+    the stored one it came from; the start's position says what an end hands down)."""
+    return ShardPosition.parse(start.position.encode(), "shard start")
 
 
 def checkpoint_position(checkpoint: Checkpoint) -> ShardPosition:

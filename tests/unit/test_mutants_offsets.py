@@ -8,7 +8,6 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from kinesis_spout.checkpoint.base import Checkpoint
-from kinesis_spout.coordination.lineage import AT_SEQUENCE_NUMBER, ShardStart
 from kinesis_spout.errors import CheckpointError, ConfigError
 from kinesis_spout.records import WHOLE, SequenceKey
 from kinesis_spout.spark.offsets import (
@@ -16,12 +15,12 @@ from kinesis_spout.spark.offsets import (
     TRIM_HORIZON,
     ShardPosition,
     as_checkpoint,
+    checkpoint_position,
     consumed,
     end_after,
     in_range,
     parse_offset,
     parse_source_options,
-    start_position_of,
 )
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
@@ -64,12 +63,11 @@ def test_as_checkpoint_stores_what_the_position_needs_and_nothing_else() -> None
 
 
 def test_a_start_inside_an_aggregate_becomes_a_position_inside_it_and_back_to_the_same_checkpoint() -> None:
-    start = ShardStart(AT_SEQUENCE_NUMBER, "42", 3, reason="checkpoint inside an aggregate")
-    position = start_position_of(start)
+    position = checkpoint_position(Checkpoint("s", "42", 3))
     assert position == ShardPosition.after("42", 3) and position.inside_aggregate
     assert position.encode() == "42:3" and ShardPosition.parse("42:3") == position
     assert as_checkpoint("s", position) == Checkpoint("s", "42", 3)
-    assert start_position_of(ShardStart(AT_SEQUENCE_NUMBER, "42", 0)).encode() == "42:0"
+    assert checkpoint_position(Checkpoint("s", "42", 0)).encode() == "42:0"
 
 
 def test_positions_inside_an_aggregate_order_user_records_by_sub_sequence() -> None:
