@@ -37,12 +37,12 @@ from kinesis_spout.config import MIN_POLL_INTERVAL_S, SpoutConfig
 from kinesis_spout.errors import CheckpointConflict, CheckpointError, KinesisError, StreamNotFoundError
 from kinesis_spout.kinesis.client import make_client, translate
 from kinesis_spout.kinesis.credentials import AwsCredentials
-from kinesis_spout.kinesis.getter import LATEST_MARGIN, PacedGetter, ShardGetter, StartPosition
+from kinesis_spout.kinesis.getter import LATEST_MARGIN, PacedGetter, ShardGetter
 from kinesis_spout.kinesis.reader import Backoff
 from kinesis_spout.kinesis.shards import HashKeyRange, Shard, drop_range, list_shards, owned_shards
+from kinesis_spout.positions import Position
 from kinesis_spout.records import Record
 from kinesis_spout.spark.offsets import (
-    AT_TIMESTAMP,
     TRIM_HORIZON,
     ShardPosition,
     allocate,
@@ -193,17 +193,10 @@ class _ShardCursor:
                 and (self.getter.shard_end or self.frozen or self.at_tip))
 
 
-def start_position(position: ShardPosition) -> StartPosition:
+def start_position(position: ShardPosition) -> Position:
     """Where a getter starts to read the records after ``position`` (inside an aggregate: at the aggregate, whose
     user records up to the position the caller skips, see :func:`skip_consumed`)."""
-    if position.inside_aggregate:
-        assert position.sequence_number is not None
-        return StartPosition("AT_SEQUENCE_NUMBER", sequence_number=position.sequence_number)
-    if position.sequence_number is not None:
-        return StartPosition.after(position.sequence_number)
-    if position.start == AT_TIMESTAMP:
-        return StartPosition(AT_TIMESTAMP, timestamp=position.timestamp)
-    return StartPosition(position.start)
+    return Position.parse(position.encode())
 
 
 def skip_consumed(records: list[Record], position: ShardPosition) -> list[Record]:

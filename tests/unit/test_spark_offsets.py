@@ -209,6 +209,7 @@ def test_the_reader_pickles_without_its_clients_and_maps_the_read_limits() -> No
 
 def test_stored_checkpoints_map_onto_positions_and_positions_onto_iterators() -> None:
     from kinesis_spout import Checkpoint
+    from kinesis_spout.positions import IteratorArgs, iterator_args
     from kinesis_spout.spark.source import start_position
 
     assert checkpoint_position(Checkpoint("s", BIG)).encode() == BIG
@@ -216,10 +217,11 @@ def test_stored_checkpoints_map_onto_positions_and_positions_onto_iterators() ->
     assert checkpoint_position(Checkpoint("s", None, shard_end=True)).encode() == "SHARD_END"
     assert checkpoint_position(Checkpoint("s", None, reset_to="LATEST")).encode() == "LATEST"
     assert checkpoint_position(Checkpoint("s", None, reset_to="TRIM_HORIZON")).encode() == "TRIM_HORIZON"
-    assert start_position(ShardPosition.after(BIG)).describe() == f"AFTER_SEQUENCE_NUMBER {BIG}"
-    assert start_position(ShardPosition(start="TRIM_HORIZON")).describe() == "TRIM_HORIZON"
+    assert iterator_args(start_position(ShardPosition.after(BIG))) == IteratorArgs("AFTER_SEQUENCE_NUMBER", BIG)
+    assert iterator_args(start_position(ShardPosition(start="TRIM_HORIZON"))) == IteratorArgs("TRIM_HORIZON")
     when = datetime(2026, 3, 1, 12, tzinfo=timezone.utc)
-    assert start_position(ShardPosition.at_timestamp(when)).timestamp == when
+    assert iterator_args(start_position(ShardPosition.at_timestamp(when))) == IteratorArgs("AT_TIMESTAMP",
+                                                                                          timestamp=when)
 
 
 def test_a_new_query_starts_at_checkpoints_then_children_of_read_parents_then_the_initial_position() -> None:
