@@ -153,7 +153,7 @@ def spark_delivers(graph: Graph, position: InitialPosition, timestamp: datetime 
     config = SpoutConfig(stream_name="s", app_name="a", initial_position=position, initial_timestamp=timestamp)
     positions = initial_positions(graph.parents, graph.stored, config, closed=graph.closed)
     delivered: dict[str, set[str]] = {}
-    for shard, pos in ((s, Position.parse(p.encode())) for s, p in positions.items()):
+    for shard, pos in positions.items():
         if pos.unresolved:
             pos = at_timestamp(NOW - lineage.PIN_MARGIN)
         if pos.ended:
