@@ -84,6 +84,9 @@ def test_each_stored_parent_checkpoint_hands_down_its_exact_start() -> None:
         at_timestamp(T0), reason="child of a pinned shard", durable=True)
     assert handed_down(Checkpoint("p", None, reset_to="LATEST")) == ShardStart(
         LATEST, reason="child of a shard started at LATEST", durable=False)
+    # a shard closed before the app first started at LATEST, stored so (never read): its children start at LATEST
+    assert handed_down(Checkpoint("p", None, shard_end=True, reset_to="LATEST")) == ShardStart(
+        LATEST, reason="child of a shard started at LATEST", durable=False)
 
 
 def test_a_whole_listing_decided_at_once_hands_each_decision_down() -> None:
