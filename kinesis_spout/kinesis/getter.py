@@ -110,8 +110,9 @@ class ShardGetter:
                 code = exc.response.get("Error", {}).get("Code")
                 if code == "ExpiredIteratorException" and attempt == 1:
                     self.expired_iterators += 1
+                    again = iterator_args(self.position)
                     log.info("shard iterator of %s expired; re-seeking at %s", self.shard_id,
-                             self.position.encode())
+                             again.describe() if again is not None else self.position.encode())
                     self._iterator = None
                     continue
                 raise translate(exc, f"reading {self.shard_id} of {self.stream_name!r}") from exc
