@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from kinesis_spout.errors import CheckpointError, ConfigError, ServerStartError, SpoutError
+from kinesis_spout.positions import AT_TIMESTAMP_NAME, LATEST, TRIM_HORIZON, Position, after
 
 AUTH_ENV = "KINESIS_SPOUT_ZOOKEEPER_AUTH"
 ZOOKEEPER_ENV = "KINESIS_SPOUT_ZOOKEEPER"
@@ -66,7 +67,7 @@ def _open_store(args: argparse.Namespace, config: Any) -> Any:
 
 
 def _describe(cp: Any) -> str:
-    if cp.reset_to == "AT_TIMESTAMP" and cp.timestamp is not None:
+    if cp.reset_to == AT_TIMESTAMP_NAME and cp.timestamp is not None:
         return f"(start at {cp.timestamp.isoformat(timespec='milliseconds')})"
     if cp.reset_to:
         return f"(reset to {cp.reset_to})"
@@ -152,14 +153,17 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _target(raw: str) -> tuple[str | None, int | None, str | None]:
-    """``--to`` as (sequence number, sub-sequence number, reset position)."""
+def _target(raw: str) -> Position:
+    """``--to`` as the position the checkpoint is reset to."""
     lowered = raw.strip().lower().replace("_", "-")
     if lowered in ("trim-horizon", "latest"):
-        return None, None, lowered.replace("-", "_").upper()
+        return TRIM_HORIZON if lowered == "trim-horizon" else LATEST
     sequence, _, sub = raw.strip().partition(":")
     if sequence.isdigit() and (not sub or sub.isdigit()):
-        return sequence, int(sub) if sub else None, None
+        try:
+            return after(sequence, int(sub) if sub else None)
+        except ValueError:
+            pass  # digits int() does not read: refused below
     raise ConfigError(f"--to must be trim-horizon, latest, a sequence number (decimal digits), or SEQ:SUB for the "
                       f"user record SUB of a KPL aggregate, got {raw!r}")
 
@@ -186,9 +190,9 @@ def _reset(args: argparse.Namespace) -> int:
 
     if not args.shard or not args.to:
         raise ConfigError("checkpoints reset needs --shard ID and --to {trim-horizon,latest,SEQUENCE_NUMBER}")
-    sequence, sub, position = _target(args.to)
+    position = _target(args.to)
     config = _config(args)
-    new = Checkpoint(args.shard, sequence, sub, reset_to=position)
+    new = Checkpoint.at(args.shard, position)
     store = _open_store(args, config)
     try:
         try:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 from kinesis_spout.checkpoint.base import Checkpoint, CheckpointStore
 from kinesis_spout.checkpoint.writer import CheckpointWriter, ConflictHandler
 from kinesis_spout.config import SpoutConfig
-from kinesis_spout.coordination.lineage import LATEST, ShardStart, end_checkpoint
+from kinesis_spout.coordination.lineage import ShardStart, end_checkpoint
 from kinesis_spout.coordination.starts import resolve_starts
 from kinesis_spout.coordination.sync import ShardSync
 from kinesis_spout.deadletters.base import DeadLetter, open_writer
@@ -35,9 +35,10 @@ from kinesis_spout.errors import (
     SpoutStateError,
 )
 from kinesis_spout.kinesis.client import make_client
-from kinesis_spout.kinesis.getter import ShardGetter, StartPosition
+from kinesis_spout.kinesis.getter import ShardGetter
 from kinesis_spout.kinesis.reader import BufferedShardReader, RoundRobinReader
 from kinesis_spout.kinesis.shards import Shard, drop_range, owned_shards
+from kinesis_spout.positions import LATEST, Position
 from kinesis_spout.records import Record, SequenceKey, SpoutTuple, message_id, parse_message_id_rank
 from kinesis_spout.tracker import FailOutcome, InflightRecordTracker
 
@@ -444,7 +445,7 @@ class KinesisSpout:
                     state.reader.start()
 
     def _shard_state(self, shard: Shard, start: ShardStart, checkpoint: Checkpoint | None,
-                     first: StartPosition) -> ShardState:
+                     first: Position) -> ShardState:
         """A new shard's tracker, getter and reader (the reader not started yet)."""
         cfg = self.config
         initial = checkpoint.key if checkpoint is not None else None
@@ -455,7 +456,7 @@ class KinesisSpout:
                              deaggregate=cfg.deaggregate,
                              hash_range=drop_range(cfg.stream_name, shard.shard_id, shard,
                                                    cfg.drop_foreign_user_records))
-        if first.kind == LATEST:  # LATEST is the tip when open() runs, not when the reader thread gets to it
+        if first == LATEST:  # LATEST is the tip when open() runs, not when the reader thread gets to it
             try:
                 getter.prepare()
             except KinesisError as exc:

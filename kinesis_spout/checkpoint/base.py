@@ -8,14 +8,24 @@ from datetime import datetime, timezone
 from typing import Protocol, runtime_checkable
 
 from kinesis_spout.errors import CheckpointError
+from kinesis_spout.positions import (
+    AT_TIMESTAMP_NAME,
+    RESET_POSITIONS,
+    CheckpointFields,
+    Position,
+    from_checkpoint_fields,
+    to_checkpoint_fields,
+)
 from kinesis_spout.records import WHOLE, SequenceKey
 
+__all__ = ["FORMAT_VERSION", "RESET_POSITIONS", "Checkpoint", "CheckpointStore"]
+
 FORMAT_VERSION = 1
-#: Positions a checkpoint can hold instead of a sequence number: where a shard in which nothing was consumed yet
-#: starts. ``TRIM_HORIZON`` and ``LATEST`` come from an operator's reset (``kinesis-spout checkpoints reset``);
-#: ``AT_TIMESTAMP`` (with ``timestamp``) is a start pinned by the spout or the Spark source before the first record
-#: of the shard is delivered, so a crash before the first checkpoint resumes at the same place.
-RESET_POSITIONS = ("TRIM_HORIZON", "LATEST", "AT_TIMESTAMP")
+# RESET_POSITIONS (from kinesis_spout.positions): the starts a checkpoint can hold instead of a sequence number,
+# where a shard in which nothing was consumed yet starts. ``TRIM_HORIZON`` and ``LATEST`` come from an operator's
+# reset (``kinesis-spout checkpoints reset``); ``AT_TIMESTAMP`` (with ``timestamp``) is a start pinned by the spout
+# or the Spark source before the first record of the shard is delivered, so a crash before the first checkpoint
+# resumes at the same place.
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +35,8 @@ class Checkpoint:
     ``sequence_number`` is None only for a finished shard in which nothing was read (``shard_end`` True), or for
     a shard in which nothing was consumed yet: ``reset_to`` then says where it starts (``"TRIM_HORIZON"``,
     ``"LATEST"``, or ``"AT_TIMESTAMP"`` at ``timestamp``). Such a start is behind every checkpoint with a sequence
-    number.
+    number. :attr:`position` is the :class:`kinesis_spout.positions.Position` the fields store, :meth:`at` the
+    checkpoint that stores a position.
     """
 
     shard_id: str
@@ -42,7 +53,23 @@ class Checkpoint:
         """The start of a shard in which nothing was consumed yet, pinned to records that arrived at ``timestamp``
         or later (how ``LATEST`` and ``AT_TIMESTAMP`` are made durable)."""
         when = timestamp if timestamp.tzinfo else timestamp.replace(tzinfo=timezone.utc)
-        return cls(shard_id, None, reset_to="AT_TIMESTAMP", timestamp=when)
+        return cls(shard_id, None, reset_to=AT_TIMESTAMP_NAME, timestamp=when)
+
+    @classmethod
+    def at(cls, shard_id: str, position: Position, owner: str = "", updated_at: datetime | None = None
+           ) -> "Checkpoint":
+        """The checkpoint of ``shard_id`` that stores ``position`` (its fields by
+        :func:`kinesis_spout.positions.to_checkpoint_fields`)."""
+        seq, sub, shard_end, reset_to, timestamp = to_checkpoint_fields(position)
+        return cls(shard_id, seq, sub, shard_end, owner, updated_at, reset_to, timestamp)
+
+    @property
+    def position(self) -> Position:
+        """The position the checkpoint stores; ``CheckpointError`` for fields that store none (never for a
+        checkpoint read by :meth:`from_json`, which refuses those)."""
+        return from_checkpoint_fields(CheckpointFields(self.sequence_number, self.sub_sequence_number,
+                                                       self.shard_end, self.reset_to, self.timestamp),
+                                      f"shard {self.shard_id}")
 
     @property
     def key(self) -> SequenceKey | None:
@@ -94,12 +121,7 @@ class Checkpoint:
         seq = doc.get("sequence_number")
         sub = doc.get("sub_sequence_number")
         shard_end = doc.get("shard_end", False)
-        if seq is not None and (not isinstance(seq, str) or not seq.isdigit()):
-            raise CheckpointError(f"checkpoint at {where} has a non-numeric sequence_number {seq!r}")
         reset_to = doc.get("reset_to")
-        if reset_to is not None and (reset_to not in RESET_POSITIONS or seq is not None):
-            raise CheckpointError(f"checkpoint at {where} has a bad reset_to {reset_to!r}: expected one of "
-                                  f"{', '.join(RESET_POSITIONS)} and no sequence_number")
         raw_ts = doc.get("timestamp")
         timestamp: datetime | None = None
         if raw_ts is not None:
@@ -112,15 +134,10 @@ class Checkpoint:
                                       f"ISO-8601); fix or reset it")
             if timestamp.tzinfo is None:
                 timestamp = timestamp.replace(tzinfo=timezone.utc)
-        if (reset_to == "AT_TIMESTAMP") != (timestamp is not None):
-            raise CheckpointError(f"checkpoint at {where}: reset_to AT_TIMESTAMP needs a timestamp, and a timestamp "
-                                  f"needs reset_to AT_TIMESTAMP (got reset_to {reset_to!r}, timestamp {raw_ts!r})")
-        if seq is None and not shard_end and reset_to is None:
-            raise CheckpointError(f"checkpoint at {where} has no sequence_number")
-        if sub is not None and (isinstance(sub, bool) or not isinstance(sub, int) or sub < 0):
-            raise CheckpointError(f"checkpoint at {where} has a bad sub_sequence_number {sub!r}")
         if not isinstance(shard_end, bool):
             raise CheckpointError(f"checkpoint at {where} has a non-boolean shard_end {shard_end!r}")
+        # the position fields: a sequence number, a reset_to, a timestamp and a sub-sequence number that store one
+        from_checkpoint_fields(CheckpointFields(seq, sub, shard_end, reset_to, timestamp), where)
         updated = doc.get("updated_at")
         try:
             updated_at = datetime.fromisoformat(updated) if isinstance(updated, str) else None

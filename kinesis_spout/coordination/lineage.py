@@ -53,18 +53,11 @@ from typing import Collection, Mapping, Sequence
 
 from kinesis_spout.checkpoint.base import Checkpoint
 from kinesis_spout.config import InitialPosition
-from kinesis_spout.records import SequenceKey
+from kinesis_spout.positions import LATEST, TRIM_HORIZON, Kind, Position, at_timestamp, shard_end
+from kinesis_spout.records import WHOLE, SequenceKey
 
-__all__ = ["AFTER_SEQUENCE_NUMBER", "AT_SEQUENCE_NUMBER", "AT_TIMESTAMP", "LATEST", "PIN_MARGIN", "SHARD_END",
-           "TRIM_HORIZON", "ShardStart", "end_checkpoint", "first_start_writes", "handed_down", "is_first_start",
-           "never_read", "never_read_checkpoint", "start_positions", "waiting_for_parents"]
-
-TRIM_HORIZON = "TRIM_HORIZON"
-LATEST = "LATEST"
-AT_TIMESTAMP = "AT_TIMESTAMP"
-AFTER_SEQUENCE_NUMBER = "AFTER_SEQUENCE_NUMBER"
-AT_SEQUENCE_NUMBER = "AT_SEQUENCE_NUMBER"
-SHARD_END = "SHARD_END"
+__all__ = ["PIN_MARGIN", "ShardStart", "end_checkpoint", "first_start_writes", "from_checkpoint", "handed_down",
+           "is_first_start", "never_read", "never_read_checkpoint", "start_positions", "waiting_for_parents"]
 
 #: A pinned LATEST starts this long before the pin was taken: an allowance for clock skew between this machine and
 #: Kinesis' arrival timestamps. Records of the margin may be delivered; none after the pin are skipped.
@@ -82,66 +75,54 @@ CLOSED_UNPINNED = "closed, its LATEST start never stored: read from its first re
 class ShardStart:
     """Where one shard starts, and why.
 
-    ``position`` is ``AFTER_SEQUENCE_NUMBER`` (with ``sequence_number``), ``AT_SEQUENCE_NUMBER`` (a checkpoint
-    inside a KPL aggregate: ``sequence_number`` is read again and its user records up to ``sub_sequence_number``
-    are skipped), ``TRIM_HORIZON``, ``LATEST``,
-    ``AT_TIMESTAMP`` (with ``timestamp``) or ``SHARD_END`` (finished: do not read). ``reason`` says which rule
-    decided it (for logs). ``durable`` is True when starting again from the same stored state gives the same
-    records: a sequence number, a stored pin, ``TRIM_HORIZON``; not a ``LATEST`` or a configured timestamp that was
-    never stored. ``closed`` is True when the shard was closed and had no checkpoint when this start was decided:
-    such a start is not pinned (it is decided again the same way) and an ``AT_TIMESTAMP`` one is kept in the
-    shard's end when nothing came after it (:func:`end_checkpoint`).
+    ``position`` (a :class:`kinesis_spout.positions.Position`) is where reading starts: after a checkpoint's key
+    (inside a KPL aggregate, the aggregate is read again and its user records up to the key are skipped),
+    ``TRIM_HORIZON``, ``LATEST``, ``AT_TIMESTAMP`` or ``SHARD_END`` (finished: do not read; an end that hands
+    ``LATEST`` down was closed before the app first started at ``LATEST``). ``reason`` says which rule decided it
+    (for logs). ``durable`` is True when starting again from the same stored state gives the same records: a
+    sequence number, a stored pin, ``TRIM_HORIZON``; not a ``LATEST`` or a configured timestamp that was never
+    stored. ``closed`` is True when the shard was closed and had no checkpoint when this start was decided: such a
+    start is not pinned (it is decided again the same way) and an ``AT_TIMESTAMP`` one is kept in the shard's end
+    when nothing came after it (:func:`end_checkpoint`).
     """
 
-    position: str
-    sequence_number: str | None = None
-    sub_sequence_number: int | None = None
-    timestamp: datetime | None = None
+    position: Position
     reason: str = ""
     durable: bool = True
     closed: bool = False
 
     @property
     def finished(self) -> bool:
-        return self.position == SHARD_END
+        return self.position.ended
 
     @property
     def needs_pin(self) -> bool:
         """True when this start must be pinned and stored before the shard's first record is delivered."""
-        return not self.durable and not self.closed and self.position in (LATEST, AT_TIMESTAMP)
+        return not self.durable and not self.closed and self.position.kind in (Kind.LATEST, Kind.AT_TIMESTAMP)
 
     def pin(self, now: datetime) -> "ShardStart":
         """This start as a durable ``AT_TIMESTAMP``: ``LATEST`` becomes ``now - PIN_MARGIN``."""
-        if self.position == LATEST:
-            return replace(self, position=AT_TIMESTAMP, timestamp=now - PIN_MARGIN, durable=True)
+        if self.position.kind is Kind.LATEST:
+            return replace(self, position=at_timestamp(now - PIN_MARGIN), durable=True)
         return replace(self, durable=True)
 
     def describe(self) -> str:
-        if self.position == AFTER_SEQUENCE_NUMBER:
-            return f"after {self.sequence_number} ({self.reason})"
-        if self.position == AT_SEQUENCE_NUMBER:
-            return f"at {self.sequence_number}, after its user record {self.sub_sequence_number} ({self.reason})"
-        if self.timestamp is not None:
-            return f"{self.position} {self.timestamp.isoformat()} ({self.reason})"
-        return f"{self.position} ({self.reason})"
+        return f"{self.position.describe()} ({self.reason})"
 
 
 def from_checkpoint(checkpoint: Checkpoint) -> ShardStart:
     """The start a stored checkpoint stands for (rule 1)."""
-    if checkpoint.shard_end:
-        return ShardStart(SHARD_END, checkpoint.sequence_number, checkpoint.sub_sequence_number,
-                          reason="finished earlier")
-    if checkpoint.sequence_number is not None and checkpoint.sub_sequence_number is not None:
+    position = checkpoint.position
+    if position.ended:
+        return ShardStart(position, reason="finished earlier")
+    if position.inside_aggregate:
         # inside a KPL aggregate: read the aggregate again; its user records up to the checkpoint are skipped
-        return ShardStart(AT_SEQUENCE_NUMBER, checkpoint.sequence_number, checkpoint.sub_sequence_number,
-                          reason="checkpoint inside an aggregate")
-    if checkpoint.sequence_number is not None:
-        return ShardStart(AFTER_SEQUENCE_NUMBER, checkpoint.sequence_number, reason="checkpoint")
-    if checkpoint.reset_to == AT_TIMESTAMP:
-        return ShardStart(AT_TIMESTAMP, timestamp=checkpoint.timestamp, reason="pinned start")
-    if checkpoint.reset_to == LATEST:
-        return ShardStart(LATEST, reason="reset", durable=False)
-    return ShardStart(TRIM_HORIZON, reason="reset")
+        return ShardStart(position, reason="checkpoint inside an aggregate")
+    if position.kind is Kind.AFTER:
+        return ShardStart(position, reason="checkpoint")
+    if position.kind is Kind.AT_TIMESTAMP:
+        return ShardStart(position, reason="pinned start")
+    return ShardStart(position, reason="reset", durable=position.kind is not Kind.LATEST)
 
 
 def handed_down(checkpoint: Checkpoint) -> ShardStart:
@@ -153,29 +134,30 @@ def handed_down(checkpoint: Checkpoint) -> ShardStart:
     start was decided, :func:`end_checkpoint`): at that time. A reset to ``LATEST`` (an end marked so included):
     at ``LATEST``.
     """
-    if checkpoint.sequence_number is None and checkpoint.reset_to == AT_TIMESTAMP and checkpoint.shard_end:
-        return ShardStart(AT_TIMESTAMP, timestamp=checkpoint.timestamp, reason=CHILD_OF_PIN)
-    if checkpoint.sequence_number is None and checkpoint.reset_to == LATEST:
+    position = checkpoint.position
+    handed = position.then if position.ended else position if position.kind is Kind.LATEST else None
+    if handed is not None and handed.kind is Kind.AT_TIMESTAMP:
+        return ShardStart(handed, reason=CHILD_OF_PIN)
+    if handed is not None and handed.kind is Kind.LATEST:
         return ShardStart(LATEST, reason=CHILD_OF_LATEST, durable=False)
     return ShardStart(TRIM_HORIZON, reason=CHILD)
 
 
 def _handed_down_by_start(start: ShardStart) -> ShardStart:
     """What a parent decided in the same call (no checkpoint of its own) hands down to its children."""
-    if start.position == AT_TIMESTAMP:
-        return ShardStart(AT_TIMESTAMP, timestamp=start.timestamp, reason=CHILD_OF_PIN, durable=start.durable)
-    if start.position == LATEST or start.reason == CLOSED_BEFORE_LATEST:
+    position = start.position
+    if position.kind is Kind.AT_TIMESTAMP:
+        return ShardStart(position, reason=CHILD_OF_PIN, durable=start.durable)
+    if position.kind is Kind.LATEST or position.then == LATEST:  # LATEST, or closed before a LATEST start
         return ShardStart(LATEST, reason=CHILD_OF_LATEST, durable=False)
     return ShardStart(TRIM_HORIZON, reason=CHILD)
 
 
 def _earlier(a: ShardStart, b: ShardStart) -> ShardStart:
-    """The start that skips less: TRIM_HORIZON < AT_TIMESTAMP (the earlier time) < LATEST."""
-    rank = {TRIM_HORIZON: 0, AT_TIMESTAMP: 1, LATEST: 2}
-    if rank[a.position] != rank[b.position]:
-        return a if rank[a.position] < rank[b.position] else b
-    if a.position == AT_TIMESTAMP and a.timestamp is not None and b.timestamp is not None:
-        return a if a.timestamp <= b.timestamp else b
+    """The start that skips less: TRIM_HORIZON < AT_TIMESTAMP (the earlier time) < LATEST (the positions' order);
+    of two equal sentinels the durable one."""
+    if a.position.kind is not b.position.kind or a.position.kind is Kind.AT_TIMESTAMP:
+        return a if a.position <= b.position else b
     return a if a.durable or not b.durable else b
 
 
@@ -188,7 +170,7 @@ def is_first_start(parents: Mapping[str, Sequence[str]], stored: Mapping[str, Ch
 def never_read_checkpoint(shard_id: str) -> Checkpoint:
     """The stored mark of a shard closed before the app first started at ``LATEST``: finished, nothing read, its
     children start at ``LATEST`` (:func:`handed_down`)."""
-    return Checkpoint(shard_id, None, shard_end=True, reset_to=LATEST)
+    return Checkpoint.at(shard_id, shard_end(then=LATEST))
 
 
 def first_start_writes(parents: Mapping[str, Sequence[str]], stored: Mapping[str, Checkpoint],
@@ -210,9 +192,7 @@ def first_start_writes(parents: Mapping[str, Sequence[str]], stored: Mapping[str
         if start.reason == CLOSED_BEFORE_LATEST:
             out[shard_id] = never_read_checkpoint(shard_id)
         elif start.needs_pin:
-            pinned = start.pin(now)
-            assert pinned.timestamp is not None
-            out[shard_id] = Checkpoint.pinned(shard_id, pinned.timestamp)
+            out[shard_id] = Checkpoint.at(shard_id, start.pin(now).position)
     return out
 
 
@@ -251,15 +231,16 @@ def start_positions(parents: Mapping[str, Sequence[str]], stored: Mapping[str, C
             if inherited is not None:
                 start = inherited
             elif initial_position is InitialPosition.AT_TIMESTAMP:
-                start = ShardStart(AT_TIMESTAMP, timestamp=initial_timestamp, reason="initial position",
-                                   durable=False)
+                if initial_timestamp is None:
+                    raise ValueError("initial position AT_TIMESTAMP needs initial_timestamp (SpoutConfig checks it)")
+                start = ShardStart(at_timestamp(initial_timestamp), reason="initial position", durable=False)
             elif initial_position is InitialPosition.LATEST:
                 start = ShardStart(LATEST, reason="initial position", durable=False)
             else:
                 start = ShardStart(TRIM_HORIZON, reason="initial position")
             if shard_id in closed_set:
                 if start.position == LATEST and not start.durable:
-                    start = ShardStart(SHARD_END, reason=CLOSED_BEFORE_LATEST) if first_start else \
+                    start = ShardStart(shard_end(then=LATEST), reason=CLOSED_BEFORE_LATEST) if first_start else \
                         ShardStart(TRIM_HORIZON, reason=CLOSED_UNPINNED)
                 start = replace(start, closed=True)
         out[shard_id] = start
@@ -287,9 +268,9 @@ def end_checkpoint(shard_id: str, start: ShardStart, last: SequenceKey | None) -
 
     Who calls: the spout, when a closed shard is finished.
     """
-    if last is None and start.closed and start.position == AT_TIMESTAMP and start.timestamp is not None:
-        return Checkpoint(shard_id, None, shard_end=True, reset_to=AT_TIMESTAMP, timestamp=start.timestamp)
-    return Checkpoint(shard_id, str(last.sequence) if last is not None else None, None, shard_end=True)
+    if last is None and start.closed and start.position.kind is Kind.AT_TIMESTAMP:
+        return Checkpoint.at(shard_id, shard_end(then=start.position))
+    return Checkpoint.at(shard_id, shard_end(SequenceKey(last.sequence, WHOLE) if last is not None else None))
 
 
 def waiting_for_parents(parents: Mapping[str, Sequence[str]], listed: Collection[str],

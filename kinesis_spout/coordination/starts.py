@@ -13,39 +13,19 @@ from typing import Mapping
 
 from kinesis_spout.checkpoint.base import Checkpoint, CheckpointStore
 from kinesis_spout.config import InitialPosition, SpoutConfig
-from kinesis_spout.coordination.lineage import (
-    AFTER_SEQUENCE_NUMBER,
-    AT_SEQUENCE_NUMBER,
-    AT_TIMESTAMP,
-    LATEST,
-    ShardStart,
-    first_start_writes,
-    from_checkpoint,
-    start_positions,
-)
+from kinesis_spout.coordination.lineage import ShardStart, first_start_writes, from_checkpoint, start_positions
 from kinesis_spout.errors import CheckpointConflict
-from kinesis_spout.kinesis.getter import StartPosition
 from kinesis_spout.kinesis.shards import Shard
+from kinesis_spout.positions import LATEST, Kind, Position
 
-__all__ = ["getter_start", "record_first_start", "resolve_starts"]
+__all__ = ["record_first_start", "resolve_starts"]
 
 log = logging.getLogger("kinesis_spout")
 
 #: One shard's start: the shard, where it starts and why, its stored checkpoint, and the getter's first position
-#: (None for a shard finished earlier, which is not read).
-Resolved = tuple[Shard, ShardStart, "Checkpoint | None", "StartPosition | None"]
-
-
-def getter_start(start: ShardStart) -> StartPosition:
-    """The getter's iterator position for a shard start."""
-    if start.position == AFTER_SEQUENCE_NUMBER:
-        assert start.sequence_number is not None
-        return StartPosition.after(start.sequence_number)
-    if start.position == AT_SEQUENCE_NUMBER:  # inside an aggregate: the tracker skips what the checkpoint covers
-        return StartPosition(AT_SEQUENCE_NUMBER, sequence_number=start.sequence_number)
-    if start.position == AT_TIMESTAMP:
-        return StartPosition(AT_TIMESTAMP, timestamp=start.timestamp)
-    return StartPosition(start.position)
+#: (the start's position, or ``LATEST`` for a start pinned as this spout opened; None for a shard finished
+#: earlier, which is not read).
+Resolved = tuple[Shard, ShardStart, "Checkpoint | None", "Position | None"]
 
 
 def record_first_start(store: CheckpointStore, owner: str, initial_position: InitialPosition,
@@ -111,21 +91,21 @@ def resolve_starts(store: CheckpointStore, config: SpoutConfig, shards: list[Sha
         if start.finished:
             out.append((shard, start, checkpoint, None))
             continue
-        first = getter_start(start)
+        first = start.position
         fresh = (fresh_pins or {}).get(shard.shard_id)
         if fresh is not None and checkpoint is not None and checkpoint.sequence_number is None \
                 and not checkpoint.shard_end and checkpoint.timestamp == fresh:
-            first = StartPosition(LATEST)  # pinned a moment ago as this spout opened: as below
+            first = LATEST  # pinned a moment ago as this spout opened: as below
         elif start.needs_pin:
             latest = start.position == LATEST
             start, checkpoint = _pin(store, config.worker_id, shard.shard_id, start, now)
-            if latest and start.position == AT_TIMESTAMP:
+            if latest and start.position.kind is Kind.AT_TIMESTAMP:
                 # The pin (a second back) is for a restart. This run takes its iterator at LATEST while the spout
                 # opens: that is what LATEST means, and an AT_TIMESTAMP that no record has reached yet is what
                 # kinesalite never answers.
-                first = StartPosition(LATEST)
+                first = LATEST
             else:
-                first = getter_start(start)
+                first = start.position
         out.append((shard, start, checkpoint, first))
     return out
 
@@ -135,8 +115,7 @@ def _pin(store: CheckpointStore, owner: str, shard_id: str, start: ShardStart, n
     """Store ``start`` pinned to a time as the shard's checkpoint; if another worker stored a checkpoint meanwhile,
     start from that one instead."""
     pinned = start.pin(now)
-    assert pinned.timestamp is not None
-    checkpoint = Checkpoint.pinned(shard_id, pinned.timestamp)
+    checkpoint = Checkpoint.at(shard_id, pinned.position)
     try:
         store.save(checkpoint.stamped(owner))
     except CheckpointConflict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple
 
@@ -17,6 +17,7 @@ from kinesis_spout.kinesis.aggregation import MAGIC, UserRecord, aggregate_probl
 from kinesis_spout.kinesis.client import translate
 from kinesis_spout.kinesis.lean import get_records
 from kinesis_spout.kinesis.shards import HashKeyRange
+from kinesis_spout.positions import Kind, Position, after, at_timestamp, iterator_args
 from kinesis_spout.records import Record, SequenceKey
 from kinesis_spout.retry import Backoff, RetryPolicy
 
@@ -30,37 +31,6 @@ ALL_HASH_KEYS = HashKeyRange(0, (1 << 128) - 1)
 
 _reported: set[tuple[str, str]] = set()  # (stream, shard) whose foreign user records were logged; under the lock
 _reported_lock = threading.Lock()
-
-ITERATOR_TYPES = ("TRIM_HORIZON", "LATEST", "AT_TIMESTAMP", "AT_SEQUENCE_NUMBER", "AFTER_SEQUENCE_NUMBER")
-
-
-@dataclass(frozen=True, slots=True)
-class StartPosition:
-    """Where a getter starts reading: an iterator type plus its sequence number or timestamp."""
-
-    kind: str
-    sequence_number: str | None = None
-    timestamp: datetime | None = None
-
-    def __post_init__(self) -> None:
-        if self.kind not in ITERATOR_TYPES:
-            raise ValueError(f"unknown start position {self.kind!r}; expected one of {', '.join(ITERATOR_TYPES)}")
-        if self.kind.endswith("SEQUENCE_NUMBER") and not self.sequence_number:
-            raise ValueError(f"{self.kind} needs a sequence number")
-        if self.kind == "AT_TIMESTAMP" and self.timestamp is None:
-            raise ValueError("AT_TIMESTAMP needs a timestamp")
-
-    @classmethod
-    def after(cls, sequence_number: str) -> "StartPosition":
-        return cls("AFTER_SEQUENCE_NUMBER", sequence_number=sequence_number)
-
-    def describe(self) -> str:
-        if self.sequence_number:
-            return f"{self.kind} {self.sequence_number}"
-        if self.timestamp:
-            return f"{self.kind} {self.timestamp.isoformat()}"
-        return self.kind
-
 
 class FetchResult(NamedTuple):
     """One GetRecords call's outcome. ``shard_end`` is true once the shard is closed and fully read. ``fetched``
@@ -77,12 +47,14 @@ class FetchResult(NamedTuple):
 class ShardGetter:
     """Reads one shard with GetRecords. Not thread-safe: one reader thread owns it.
 
-    Constructor does no I/O; the first ``fetch()`` gets the shard iterator. After records are fetched, the
-    getter's position is *after the last record fetched*, so an expired iterator is replaced by one at exactly
-    that place: nothing is skipped and nothing is read twice.
+    Constructor does no I/O; the first ``fetch()`` gets the shard iterator at ``start``
+    (:func:`kinesis_spout.positions.iterator_args`: inside a KPL aggregate the aggregate is read again, and the
+    caller skips its user records up to the position; a ``SHARD_END`` start reads nothing). After records are
+    fetched, the getter's ``position`` is *after the last record fetched*, so an expired iterator is replaced by
+    one at exactly that place: nothing is skipped and nothing is read twice.
     """
 
-    def __init__(self, client: Any, stream_name: str, shard_id: str, start: StartPosition,
+    def __init__(self, client: Any, stream_name: str, shard_id: str, start: Position,
                  max_records: int = 10_000, *, deaggregate: bool = False,
                  hash_range: HashKeyRange | None = None) -> None:
         self.client = client
@@ -91,7 +63,7 @@ class ShardGetter:
         self.position = start
         self.max_records = max_records
         self._iterator: str | None = None
-        self.shard_end = False
+        self.shard_end = start.ended  # an end: nothing left to read
         self.expired_iterators = 0
         self.deaggregate = deaggregate
         self.corrupt_aggregates = 0  # records with the aggregate magic that did not decode: delivered as they are
@@ -103,22 +75,19 @@ class ShardGetter:
 
     def _get_iterator(self) -> str:
         pos = self.position
-        kwargs: dict[str, Any] = {"StreamName": self.stream_name, "ShardId": self.shard_id,
-                                  "ShardIteratorType": pos.kind}
-        if pos.sequence_number:
-            kwargs["StartingSequenceNumber"] = pos.sequence_number
-        if pos.timestamp is not None:
-            kwargs["Timestamp"] = pos.timestamp
+        args = iterator_args(pos)
+        assert args is not None  # an end is never read: shard_end is set
+        kwargs: dict[str, Any] = {"StreamName": self.stream_name, "ShardId": self.shard_id, **args.kwargs()}
         asked_at = datetime.now(timezone.utc) - LATEST_MARGIN
         try:
             iterator = str(self.client.get_shard_iterator(**kwargs)["ShardIterator"])
         except (ClientError, BotoCoreError) as exc:
             raise translate(exc, f"getting a shard iterator for {self.shard_id} of {self.stream_name!r} at "
-                                 f"{pos.describe()}") from exc
-        if pos.kind == "LATEST":
+                                 f"{args.describe()}") from exc
+        if pos.kind is Kind.LATEST:
             # Pin "latest" to a time: if this iterator expires before a record arrives, re-seeking at LATEST
             # again would skip what arrived in between. Records of the margin may be delivered; none are lost.
-            self.position = StartPosition("AT_TIMESTAMP", timestamp=asked_at)
+            self.position = at_timestamp(asked_at)
         return iterator
 
     def prepare(self) -> None:
@@ -141,8 +110,9 @@ class ShardGetter:
                 code = exc.response.get("Error", {}).get("Code")
                 if code == "ExpiredIteratorException" and attempt == 1:
                     self.expired_iterators += 1
+                    again = iterator_args(self.position)
                     log.info("shard iterator of %s expired; re-seeking at %s", self.shard_id,
-                             self.position.describe())
+                             again.describe() if again is not None else self.position.encode())
                     self._iterator = None
                     continue
                 raise translate(exc, f"reading {self.shard_id} of {self.stream_name!r}") from exc
@@ -153,7 +123,7 @@ class ShardGetter:
         raw = reply.get("Records") or ()
         records = self._records(raw)
         if raw:  # after the last record fetched, even one whose user records all belonged to other shards
-            self.position = StartPosition.after(raw[-1]["SequenceNumber"])
+            self.position = after(raw[-1]["SequenceNumber"])
         self._iterator = reply.get("NextShardIterator")
         if self._iterator is None:
             self.shard_end = True

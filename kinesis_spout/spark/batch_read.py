@@ -22,8 +22,9 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from kinesis_spout.config import MIN_POLL_INTERVAL_S, SpoutConfig
 from kinesis_spout.errors import ConfigError
 from kinesis_spout.kinesis.client import make_client
-from kinesis_spout.kinesis.getter import PacedGetter, ShardGetter, StartPosition
+from kinesis_spout.kinesis.getter import PacedGetter, ShardGetter
 from kinesis_spout.kinesis.shards import HashKeyRange, drop_range, list_shards
+from kinesis_spout.positions import TRIM_HORIZON, at_timestamp
 from kinesis_spout.spark.schema import records_to_arrow
 
 __all__ = ["BATCH_OPTIONS", "KinesisBatchReader", "parse_batch_options"]
@@ -107,8 +108,7 @@ class KinesisBatchReader(DataSourceReader):
 
         assert isinstance(partition, ShardSpan)
         cfg = self.config
-        first = (StartPosition("AT_TIMESTAMP", timestamp=datetime.fromisoformat(partition.start))
-                 if partition.start else StartPosition("TRIM_HORIZON"))
+        first = at_timestamp(datetime.fromisoformat(partition.start)) if partition.start else TRIM_HORIZON
         end = datetime.fromisoformat(partition.end)
         begin = datetime.fromisoformat(partition.start) if partition.start else None
         client = _executor_client(cfg.region, cfg.endpoint_url, cfg.credentials)

@@ -38,8 +38,9 @@ from datetime import datetime
 from typing import Any, Mapping, Sequence
 
 from kinesis_spout.errors import CheckpointError
+from kinesis_spout.positions import Position
 from kinesis_spout.records import Record
-from kinesis_spout.spark.offsets import ShardPosition, end_after, first_after, in_range
+from kinesis_spout.spark.offsets import end_after, first_after, in_range
 
 __all__ = ["PlannedBatch", "ShardEnd", "abandoned", "cut", "split_limit", "within"]
 
@@ -50,7 +51,7 @@ class PlannedBatch:
 
     query: str
     batch: int
-    starts: Mapping[str, ShardPosition] = field(default_factory=dict)
+    starts: Mapping[str, Position] = field(default_factory=dict)
     max_records: int | None = None
     max_bytes: int | None = None
     cutoff: datetime | None = None
@@ -80,7 +81,7 @@ class PlannedBatch:
             shards = doc["shards"]
             if not isinstance(shards, Mapping):
                 raise TypeError("shards is not an object")
-            starts = {str(s): ShardPosition.parse(p, f"{where}, shard {s}") for s, p in shards.items()}
+            starts = {str(s): Position.parse(p, f"{where}, shard {s}") for s, p in shards.items()}
             cutoff = datetime.fromisoformat(doc["cutoff"]) if doc.get("cutoff") else None
             max_records = int(doc["maxRecords"]) if doc.get("maxRecords") is not None else None
             max_bytes = int(doc["maxBytes"]) if doc.get("maxBytes") is not None else None
@@ -91,15 +92,16 @@ class PlannedBatch:
 
 @dataclass(frozen=True)
 class ShardEnd:
-    """What the first task of ``(batch, shard)`` recorded: where the shard's part of the batch ends.
+    """What the first task of ``(batch, shard)`` recorded (the batch znode's JSON): where the shard's part of the
+    batch ends, and how the task got there.
 
-    ``end`` is the position after the last record the batch holds (the start itself when it holds none), marked
-    ``ended`` when the shard is closed and every record of it is in. ``records`` counts them; ``at_tip`` says the
+    ``end`` is the position after the last record the batch holds (the start itself when it holds none), a
+    ``SHARD_END`` when the shard is closed and every record of it is in. ``records`` counts them; ``at_tip`` says the
     task stopped because the shard had nothing more (not because of a limit), ``past_cutoff`` that it stopped at a
     record that arrived after the AvailableNow cutoff.
     """
 
-    end: ShardPosition
+    end: Position
     records: int = 0
     at_tip: bool = False
     past_cutoff: bool = False
@@ -113,7 +115,7 @@ class ShardEnd:
         """Read a batch znode; ``CheckpointError`` naming ``where`` and the fix when it is not one."""
         try:
             doc = json.loads(data.decode("utf-8"))
-            return cls(ShardPosition.parse(doc["end"], where), int(doc.get("records", 0)),
+            return cls(Position.parse(doc["end"], where), int(doc.get("records", 0)),
                        bool(doc.get("at_tip", False)), bool(doc.get("past_cutoff", False)))
         except (UnicodeDecodeError, ValueError, KeyError, TypeError, CheckpointError) as exc:
             raise CheckpointError(
@@ -129,7 +131,7 @@ def split_limit(total: int | None, shards: int) -> int | None:
     return max(1, total // max(1, shards))
 
 
-def cut(records: Sequence[Record], start: ShardPosition, max_records: int | None, max_bytes: int | None,
+def cut(records: Sequence[Record], start: Position, max_records: int | None, max_bytes: int | None,
         cutoff: datetime | None, *, shard_end: bool, reached_tip: bool) -> tuple[int, ShardEnd]:
     """How many of ``records`` (read in order after ``start``) a task's part of the batch takes, and its end.
 
@@ -160,7 +162,7 @@ def cut(records: Sequence[Record], start: ShardPosition, max_records: int | None
     return n, ShardEnd(end, n, at_tip=at_tip, past_cutoff=past is not None and n == past)
 
 
-def within(records: Sequence[Record], start: ShardPosition, end: ShardPosition) -> list[Record]:
+def within(records: Sequence[Record], start: Position, end: Position) -> list[Record]:
     """The records of ``(start, end]``: what a task yields once the end is recorded."""
     return [r for r in records if in_range(r.key, start, end)]
 

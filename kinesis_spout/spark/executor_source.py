@@ -34,15 +34,11 @@ from kinesis_spout.config import MIN_POLL_INTERVAL_S, SpoutConfig
 from kinesis_spout.errors import CheckpointError, KinesisError, StreamNotFoundError
 from kinesis_spout.kinesis.getter import LATEST_MARGIN, PacedGetter, ShardGetter
 from kinesis_spout.kinesis.shards import HashKeyRange
+from kinesis_spout.positions import Position, at_timestamp
 from kinesis_spout.records import Record
 from kinesis_spout.spark.batch_store import ZooKeeperBatchStore
 from kinesis_spout.spark.batches import PlannedBatch, ShardEnd, abandoned, cut, split_limit, within
-from kinesis_spout.spark.offsets import (
-    ShardPosition,
-    encode_offset,
-    initial_positions,
-    waiting_for_parents,
-)
+from kinesis_spout.spark.offsets import encode_offset, initial_positions, waiting_for_parents
 from kinesis_spout.spark.schema import records_to_arrow
 from kinesis_spout.spark.source import (
     IDLE_WAIT_S,
@@ -51,7 +47,6 @@ from kinesis_spout.spark.source import (
     _executor_client,
     read_range,
     skip_consumed,
-    start_position,
 )
 
 log = logging.getLogger("kinesis_spout.spark")
@@ -105,7 +100,7 @@ class ExecutorStreamReader(KinesisSpoutStreamReader):
     def _reset_driver_state(self) -> None:
         super()._reset_driver_state()
         self._ends: dict[tuple[str, int], dict[str, ShardEnd]] = {}
-        self._probes: dict[str, tuple[ShardPosition, ShardGetter, float]] = {}
+        self._probes: dict[str, tuple[Position, ShardGetter, float]] = {}
         self._beat_at: float | None = None  # time.monotonic() of the last heartbeat written
 
     def initialOffset(self) -> dict[str, Any]:
@@ -150,7 +145,7 @@ class ExecutorStreamReader(KinesisSpoutStreamReader):
         positions.update(joined)
         pinned = [s for s, pos in positions.items() if pos.unresolved]
         for shard_id in pinned:  # LATEST: pinned to a time now, kept in the offset so every replay reads the same
-            positions[shard_id] = ShardPosition.at_timestamp(datetime.now(timezone.utc) - LATEST_MARGIN)
+            positions[shard_id] = at_timestamp(datetime.now(timezone.utc) - LATEST_MARGIN)
         blocked = waiting_for_parents({s: shard.parents for s, shard in shards.items()},
                                       {s: p for s, p in positions.items() if s in shards}, shards)
         for shard_id in blocked:  # a child stays out of the offset (and gets no task) until its parents ended
@@ -221,7 +216,7 @@ class ExecutorStreamReader(KinesisSpoutStreamReader):
         self._ends = {key: ends}
         return ends
 
-    def _worth_a_batch(self, active: Sequence[str], caught_up: set[str], positions: Mapping[str, ShardPosition],
+    def _worth_a_batch(self, active: Sequence[str], caught_up: set[str], positions: Mapping[str, Position],
                        ends: Mapping[str, ShardEnd], first: bool) -> bool:
         """Whether a batch has something to read: a shard whose last task stopped at a limit, else a probe that
         finds a record (waiting up to ``IDLE_WAIT_S``)."""
@@ -247,7 +242,7 @@ class ExecutorStreamReader(KinesisSpoutStreamReader):
                 return bool(passing)
             time.sleep(max(0.0, min(wake, deadline) - time.monotonic()))
 
-    def _probe(self, shard_id: str, position: ShardPosition) -> str | None:
+    def _probe(self, shard_id: str, position: Position) -> str | None:
         """One ``GetRecords(Limit=1)`` after ``position`` when the shard may be polled: ``PROBE_FOUND`` if a record
         (or the shard's end) is there; ``PROBE_PASSED`` if the reply held a Kinesis record whose user records all
         belonged to other shards (the next probe, at the shard's pace, reads on after it); ``PROBE_IDLE`` when nothing
@@ -257,7 +252,7 @@ class ExecutorStreamReader(KinesisSpoutStreamReader):
         probe = self._probes.get(shard_id)
         now = time.monotonic()
         if probe is None or probe[0] != position:
-            getter = ShardGetter(self._kinesis(), self.config.stream_name, shard_id, start_position(position), 1,
+            getter = ShardGetter(self._kinesis(), self.config.stream_name, shard_id, position, 1,
                                  deaggregate=self.config.deaggregate, hash_range=self._hash_range(shard_id))
             probe = (position, getter, 0.0)
         pos, getter, due = probe
@@ -350,7 +345,7 @@ def read_shard_batch(client: Any, store: Any, cfg: SpoutConfig, task: ShardTask)
     to it are read. Otherwise the shard is read under the task's limits, the end chosen is recorded (the first
     writer wins), and the records up to the winner's end are returned.
     """
-    start = ShardPosition.parse(task.start, f"task of {task.shard_id}")
+    start = Position.parse(task.start, f"task of {task.shard_id}")
     where = f"{store.batches_node(task.query)}/{task.batch}/{task.shard_id}"
     recorded = store.batch_end(task.query, task.batch, task.shard_id)
     if recorded is not None:
@@ -372,13 +367,13 @@ def read_shard_batch(client: Any, store: Any, cfg: SpoutConfig, task: ShardTask)
     return read_range(client, cfg, task.shard_id, start, standing.end, task.hash_range)
 
 
-def _read_bounded(client: Any, cfg: SpoutConfig, task: ShardTask, start: ShardPosition, cutoff: datetime | None
+def _read_bounded(client: Any, cfg: SpoutConfig, task: ShardTask, start: Position, cutoff: datetime | None
                   ) -> tuple[list[Record], bool, bool]:
     """Read from ``start`` until a limit, the tip, the shard's end, the cutoff or ``EXECUTOR_READ_S``; returns
     (records, reached the tip, reached the shard's end)."""
     per_call = cfg.max_records_per_call if task.max_records is None else min(cfg.max_records_per_call,
                                                                              task.max_records)
-    getter = PacedGetter(ShardGetter(client, cfg.stream_name, task.shard_id, start_position(start), per_call,
+    getter = PacedGetter(ShardGetter(client, cfg.stream_name, task.shard_id, start, per_call,
                                      deaggregate=cfg.deaggregate, hash_range=task.hash_range),
                          MIN_POLL_INTERVAL_S, MAX_RETRIES)
     records: list[Record] = []

@@ -3,7 +3,8 @@
 No Spark, no network, no clock: the stream reader in :mod:`kinesis_spout.spark.source` does the I/O and asks this
 module what a position means, which records a batch may take, and which shards may be read.
 
-An offset is a JSON object ``{shard_id: position}`` whose positions are strings:
+An offset is a JSON object ``{shard_id: position}`` whose positions are the strings of
+:class:`kinesis_spout.positions.Position` (:meth:`~kinesis_spout.positions.Position.encode`):
 
 =============================  ================================================================================
 ``"49590338271490256608559"``  the last record this query consumed from the shard, all of it (the next read
@@ -35,15 +36,15 @@ spout left inside an aggregate is a valid start.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Iterable, Mapping, Sequence
 
 from kinesis_spout.checkpoint.base import Checkpoint
 from kinesis_spout.config import OPTION_NAMES, SpoutConfig
 from kinesis_spout.coordination import lineage
-from kinesis_spout.coordination.lineage import ShardStart
 from kinesis_spout.errors import CheckpointError, ConfigError
-from kinesis_spout.records import WHOLE, SequenceKey
+from kinesis_spout.positions import Kind, Position, after_record
+from kinesis_spout.records import SequenceKey
 
 #: Options of the source that are not SpoutConfig fields; taken out before the rest goes to ``from_options``.
 MAX_RECORDS_PER_TRIGGER = "maxRecordsPerTrigger"
@@ -62,11 +63,6 @@ UNUSED_BY_SOURCE = frozenset({
     "maxEmptyRecordBackoffS", "reliable",
     "scheme",
 })
-
-TRIM_HORIZON = "TRIM_HORIZON"
-LATEST = "LATEST"
-AT_TIMESTAMP = "AT_TIMESTAMP"
-SHARD_END = "SHARD_END"
 
 
 @dataclass(frozen=True)
@@ -127,161 +123,14 @@ def _positive_int(name: str, value: Any) -> int:
     return int(text)
 
 
-@dataclass(frozen=True)
-class ShardPosition:
-    """Where a query stands in one shard (see the module docstring for the string forms).
-
-    ``sequence_number`` is the last record consumed (None when nothing was); ``sub_sequence_number``, when not
-    None, says that only the user records 0..``sub_sequence_number`` of that KPL aggregate were consumed; ``start``
-    says where reading begins when nothing was consumed (``TRIM_HORIZON``, ``LATEST`` or ``AT_TIMESTAMP`` with
-    ``timestamp``); ``ended`` marks a closed shard read to its end.
-    """
-
-    sequence_number: str | None = None
-    start: str = TRIM_HORIZON
-    timestamp: datetime | None = None
-    ended: bool = False
-    sub_sequence_number: int | None = None
-
-    @classmethod
-    def after(cls, sequence_number: str, sub_sequence_number: int | None = None) -> "ShardPosition":
-        """The position after the record ``sequence_number`` (all of it, or its user records up to
-        ``sub_sequence_number``)."""
-        return cls(sequence_number=sequence_number, sub_sequence_number=sub_sequence_number)
-
-    @classmethod
-    def after_record(cls, key: SequenceKey, whole: bool) -> "ShardPosition":
-        """The position after the record ``key``: after its whole Kinesis record when ``whole`` (a plain record,
-        or the last user record of an aggregate that a batch takes), else inside its aggregate."""
-        return cls.after(key.sequence_number, None if whole else key.sub_sequence)
-
-    @classmethod
-    def at_timestamp(cls, when: datetime) -> "ShardPosition":
-        return cls(start=AT_TIMESTAMP, timestamp=when if when.tzinfo else when.replace(tzinfo=timezone.utc))
-
-    @property
-    def key(self) -> SequenceKey | None:
-        """The last consumed user record as ``(sequence, sub-sequence)`` ints, ``(sequence, WHOLE)`` when the whole
-        Kinesis record was consumed (None when nothing was). A record ``r`` was consumed when ``r.key <= key``."""
-        if self.sequence_number is None:
-            return None
-        sub = WHOLE if self.sub_sequence_number is None or self.ended else self.sub_sequence_number
-        return SequenceKey(int(self.sequence_number), sub)
-
-    @property
-    def inside_aggregate(self) -> bool:
-        """True when the position stands inside a KPL aggregate: the next read starts ``AT_SEQUENCE_NUMBER``."""
-        return self.sequence_number is not None and self.sub_sequence_number is not None and not self.ended
-
-    def finished(self) -> "ShardPosition":
-        """This position, marked as the end of a closed shard that the query read to its end (every record of it
-        consumed). Who calls: the readers, when a shard's end is reached. The end hands ``TRIM_HORIZON`` down to
-        children the query has not decided yet: they were created while it read the shard (a start time of the
-        shard is not kept, so a pin taken by a clock ahead of Kinesis' skips none of their records)."""
-        start = TRIM_HORIZON if self.sequence_number is None and self.start == AT_TIMESTAMP else self.start
-        return ShardPosition(self.sequence_number, start, None if start == TRIM_HORIZON else self.timestamp,
-                             ended=True)
-
-    @classmethod
-    def ended_at(cls, start: str, timestamp: datetime | None = None) -> "ShardPosition":
-        """The end of a closed shard in which nothing was consumed, handing ``start`` down to its children
-        (``LATEST``: closed before the app first started; ``AT_TIMESTAMP`` at ``timestamp``: closed when its start
-        was decided, nothing after it)."""
-        if timestamp is not None and timestamp.tzinfo is None:
-            timestamp = timestamp.replace(tzinfo=timezone.utc)
-        return cls(start=start, timestamp=timestamp, ended=True)
-
-    def encode(self) -> str:
-        """The JSON string form of the position (an end keeps what it hands down to the shard's children)."""
-        if self.ended:
-            if self.sequence_number is not None:
-                return f"{SHARD_END}:{self.sequence_number}"
-            if self.start == LATEST:
-                return f"{SHARD_END}@{LATEST}"
-            if self.start == AT_TIMESTAMP and self.timestamp is not None:
-                return f"{SHARD_END}@{AT_TIMESTAMP}:{self.timestamp.isoformat()}"
-            return SHARD_END
-        if self.sequence_number is not None:
-            if self.sub_sequence_number is not None:
-                return f"{self.sequence_number}:{self.sub_sequence_number}"
-            return self.sequence_number
-        if self.start == AT_TIMESTAMP:
-            assert self.timestamp is not None
-            return f"{AT_TIMESTAMP}:{self.timestamp.isoformat()}"
-        return self.start
-
-    @classmethod
-    def parse(cls, text: Any, where: str = "offset") -> "ShardPosition":
-        """Read a string form back; anything else is a ``CheckpointError`` naming ``where``."""
-        if not isinstance(text, str):
-            raise CheckpointError(f"{where}: a shard position must be a string, got {text!r}")
-        if text.isdigit():
-            return cls.after(text)
-        if text in (TRIM_HORIZON, LATEST):
-            return cls(start=text)
-        if text == SHARD_END:
-            return cls(start=TRIM_HORIZON, ended=True)
-        if text.startswith(f"{SHARD_END}@"):
-            start = cls.parse(text[len(SHARD_END) + 1:], where)
-            if start.sequence_number is None and start.start in (LATEST, AT_TIMESTAMP):
-                return cls.ended_at(start.start, start.timestamp)
-        head, _, tail = text.partition(":")
-        if head.isdigit() and tail.isdigit():
-            return cls.after(head, int(tail))
-        if head == SHARD_END and tail.isdigit():
-            return cls(sequence_number=tail, ended=True)
-        if head == AT_TIMESTAMP and tail:
-            try:
-                return cls.at_timestamp(datetime.fromisoformat(tail))
-            except ValueError:
-                pass
-        raise CheckpointError(f"{where}: unreadable shard position {text!r}; expected a sequence number, "
-                              f"<sequence number>:<sub-sequence number>, TRIM_HORIZON, LATEST, "
-                              f"AT_TIMESTAMP:<ISO-8601>, SHARD_END[:<sequence number>], SHARD_END@LATEST or "
-                              f"SHARD_END@AT_TIMESTAMP:<ISO-8601>")
-
-    @property
-    def unresolved(self) -> bool:
-        """A new query's symbolic LATEST, which the first batch pins to a time before anything is read."""
-        return self.sequence_number is None and not self.ended and self.start == LATEST
-
-    def is_beyond(self, other: "ShardPosition") -> bool:
-        """True when this position has consumed a record ``other`` has not (compared as ints)."""
-        mine, theirs = self.key, other.key
-        return mine is not None and (theirs is None or mine > theirs)
-
-
-def start_position_of(start: ShardStart, checkpoint: Checkpoint | None = None) -> ShardPosition:
-    """The query position of a shard start decided by :mod:`kinesis_spout.coordination.lineage` (``checkpoint``:
-    the stored one it came from, whose end may say what it hands down)."""
-    if start.finished:  # read to its end earlier, or closed before a LATEST start and never read
-        if start.reason == lineage.CLOSED_BEFORE_LATEST:
-            return ShardPosition(start=LATEST, ended=True)
-        if checkpoint is not None and checkpoint.sequence_number is None and checkpoint.reset_to is not None:
-            if checkpoint.reset_to == AT_TIMESTAMP and checkpoint.timestamp is not None:
-                return ShardPosition.ended_at(AT_TIMESTAMP, checkpoint.timestamp)
-            return ShardPosition.ended_at(checkpoint.reset_to)
-        return ShardPosition(sequence_number=start.sequence_number, start=TRIM_HORIZON, ended=True)
-    if start.position == lineage.AFTER_SEQUENCE_NUMBER:
-        assert start.sequence_number is not None
-        return ShardPosition.after(start.sequence_number)
-    if start.position == AT_TIMESTAMP:
-        assert start.timestamp is not None
-        return ShardPosition.at_timestamp(start.timestamp)
-    if start.position == lineage.AT_SEQUENCE_NUMBER:  # a checkpoint inside a KPL aggregate
-        assert start.sequence_number is not None
-        return ShardPosition.after(start.sequence_number, start.sub_sequence_number or 0)
-    return ShardPosition(start=start.position)
-
-
-def checkpoint_position(checkpoint: Checkpoint) -> ShardPosition:
+def checkpoint_position(checkpoint: Checkpoint) -> Position:
     """The position a stored ZooKeeper checkpoint stands for (an operator's reset or a pinned start included)."""
-    return start_position_of(lineage.from_checkpoint(checkpoint), checkpoint)
+    return lineage.from_checkpoint(checkpoint).position
 
 
 def initial_positions(parents: Mapping[str, Sequence[str]], stored: Mapping[str, Checkpoint],
                       config: SpoutConfig, closed: Iterable[str] = (), first_start: bool | None = None
-                      ) -> dict[str, ShardPosition]:
+                      ) -> dict[str, Position]:
     """Where a query starts in each shard of ``parents`` (shard id -> its parent shard ids; ``closed``: those
     that are closed), by the lineage rule the spout uses too
     (:func:`kinesis_spout.coordination.lineage.start_positions`): a shard's checkpoint wins; a shard without one
@@ -294,42 +143,31 @@ def initial_positions(parents: Mapping[str, Sequence[str]], stored: Mapping[str,
         first_start = lineage.is_first_start(parents, stored)
     starts = lineage.start_positions(parents, stored, config.initial_position, config.initial_timestamp,
                                      frozenset(closed), first_start)
-    return {shard_id: start_position_of(start, stored.get(shard_id)) for shard_id, start in starts.items()}
+    return {shard_id: start.position for shard_id, start in starts.items()}
 
 
-def as_checkpoint(shard_id: str, position: ShardPosition) -> Checkpoint | None:
+def as_checkpoint(shard_id: str, position: Position) -> Checkpoint | None:
     """The ZooKeeper checkpoint that stands for a query position; None for a position that needs none (nothing
     consumed from ``TRIM_HORIZON``, a ``LATEST`` not pinned yet). A shard closed before a ``LATEST`` start and never
-    read gets the never-read mark (an end whose children start at ``LATEST``, not at ``TRIM_HORIZON``)."""
-    if position.ended and position.sequence_number is None and position.start == LATEST:
-        return lineage.never_read_checkpoint(shard_id)
-    if position.ended and position.sequence_number is None and position.start == AT_TIMESTAMP \
-            and position.timestamp is not None:  # read to its end from a pin, nothing after it: keep the pin
-        return Checkpoint(shard_id, None, shard_end=True, reset_to=AT_TIMESTAMP, timestamp=position.timestamp)
-    if position.sequence_number is not None or position.ended:
-        sub = None if position.ended else position.sub_sequence_number
-        return Checkpoint(shard_id, position.sequence_number, sub, shard_end=position.ended)
-    if position.start == AT_TIMESTAMP and position.timestamp is not None:
-        return Checkpoint.pinned(shard_id, position.timestamp)
-    return None
+    read gets the never-read mark (an end whose children start at ``LATEST``, not at ``TRIM_HORIZON``); an end
+    read from a pin with nothing after it keeps the pin."""
+    if position.kind in (Kind.TRIM_HORIZON, Kind.LATEST):
+        return None
+    return Checkpoint.at(shard_id, position)
 
 
-def lineage_checkpoint(shard_id: str, position: ShardPosition) -> Checkpoint:
+def lineage_checkpoint(shard_id: str, position: Position) -> Checkpoint:
     """The checkpoint that stands for a query position when the lineage rule looks at it as a parent's: what
     :func:`as_checkpoint` writes, and for a position that writes none, the reset it amounts to (``TRIM_HORIZON``
     with nothing consumed, or a ``LATEST`` not pinned yet).
 
     Who calls: the stream reader, for the parents in the query of a shard new to it (a child of a reshard).
     """
-    checkpoint = as_checkpoint(shard_id, position)
-    if checkpoint is not None:
-        return checkpoint
-    latest = position.sequence_number is None and position.start == LATEST
-    return Checkpoint(shard_id, None, reset_to=LATEST if latest else TRIM_HORIZON)
+    return Checkpoint.at(shard_id, position)
 
 
-def parse_offset(doc: Any, where: str = "offset") -> dict[str, ShardPosition]:
-    """A Spark offset (the JSON object) as ``{shard_id: ShardPosition}``; ``CheckpointError`` when malformed."""
+def parse_offset(doc: Any, where: str = "offset") -> dict[str, Position]:
+    """A Spark offset (the JSON object) as ``{shard_id: Position}``; ``CheckpointError`` when malformed."""
     if not isinstance(doc, Mapping):
         raise CheckpointError(f"{where}: expected a JSON object of shard positions, got {doc!r}; was the "
                               f"checkpoint location written by another source?")
@@ -337,33 +175,32 @@ def parse_offset(doc: Any, where: str = "offset") -> dict[str, ShardPosition]:
         raise CheckpointError(f"{where}: the checkpoint location was written with readMode=executors; keep that "
                               f"mode for it, or start the query with a new checkpoint location (it resumes from "
                               f"ZooKeeper's checkpoints)")
-    return {str(shard): ShardPosition.parse(text, f"{where}, shard {shard}") for shard, text in doc.items()}
+    return {str(shard): Position.parse(text, f"{where}, shard {shard}") for shard, text in doc.items()}
 
 
-def encode_offset(positions: Mapping[str, ShardPosition]) -> dict[str, str]:
+def encode_offset(positions: Mapping[str, Position]) -> dict[str, str]:
     """The JSON object Spark stores for ``positions``, ordered by shard id (so equal offsets compare equal)."""
     return {shard: positions[shard].encode() for shard in sorted(positions)}
 
 
-def range_is_empty(start: ShardPosition, end: ShardPosition) -> bool:
+def range_is_empty(start: Position, end: Position) -> bool:
     """True when no record lies after ``start`` and at or before ``end`` (a batch has nothing of the shard)."""
     return not end.is_beyond(start)
 
 
-def in_range(key: SequenceKey, start: ShardPosition, end: ShardPosition) -> bool:
+def in_range(key: SequenceKey, start: Position, end: Position) -> bool:
     """Whether the (user) record ``key`` belongs to the batch ``(start, end]`` of its shard."""
     low, high = start.key, end.key
     return high is not None and key <= high and (low is None or key > low)
 
 
-def consumed(key: SequenceKey, position: ShardPosition) -> bool:
+def consumed(key: SequenceKey, position: Position) -> bool:
     """Whether the (user) record ``key`` was consumed by ``position`` (at or before it)."""
     mine = position.key
     return mine is not None and key <= mine
 
 
-def end_after(taken: Sequence[SequenceKey], following: SequenceKey | None, position: ShardPosition
-              ) -> ShardPosition:
+def end_after(taken: Sequence[SequenceKey], following: SequenceKey | None, position: Position) -> Position:
     """The shard's position after a batch takes the records ``taken`` (keys in order) from ``position``.
 
     ``following`` is the key of the first record left for later (None when the batch took all it had read): when
@@ -373,7 +210,7 @@ def end_after(taken: Sequence[SequenceKey], following: SequenceKey | None, posit
         return position
     last = taken[-1]
     whole = following is None or following.sequence != last.sequence
-    return ShardPosition.after_record(last, whole)
+    return after_record(last, whole)
 
 
 def allocate(sizes: Mapping[str, Sequence[int]], max_records: int | None, max_bytes: int | None) -> dict[str, int]:
@@ -418,7 +255,7 @@ def first_after(timestamps: Iterable[datetime | None], cutoff: datetime) -> int 
     return None
 
 
-def waiting_for_parents(parents: Mapping[str, Sequence[str]], positions: Mapping[str, ShardPosition],
+def waiting_for_parents(parents: Mapping[str, Sequence[str]], positions: Mapping[str, Position],
                         listed: Iterable[str]) -> set[str]:
     """Shards that must not be read yet: a parent of theirs is still listed and not read to its end (the lineage
     rule the spout uses too, :func:`kinesis_spout.coordination.lineage.waiting_for_parents`)."""

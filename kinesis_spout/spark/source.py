@@ -37,14 +37,12 @@ from kinesis_spout.config import MIN_POLL_INTERVAL_S, SpoutConfig
 from kinesis_spout.errors import CheckpointConflict, CheckpointError, KinesisError, StreamNotFoundError
 from kinesis_spout.kinesis.client import make_client, translate
 from kinesis_spout.kinesis.credentials import AwsCredentials
-from kinesis_spout.kinesis.getter import LATEST_MARGIN, PacedGetter, ShardGetter, StartPosition
+from kinesis_spout.kinesis.getter import LATEST_MARGIN, PacedGetter, ShardGetter
 from kinesis_spout.kinesis.reader import Backoff
 from kinesis_spout.kinesis.shards import HashKeyRange, Shard, drop_range, list_shards, owned_shards
+from kinesis_spout.positions import TRIM_HORIZON, Position, at_timestamp
 from kinesis_spout.records import Record
 from kinesis_spout.spark.offsets import (
-    AT_TIMESTAMP,
-    TRIM_HORIZON,
-    ShardPosition,
     allocate,
     as_checkpoint,
     consumed,
@@ -164,7 +162,7 @@ class _ShardCursor:
     """Driver-side reading of one shard: where the last planned batch ended and what was read beyond it."""
 
     shard_id: str
-    position: ShardPosition
+    position: Position
     getter: ShardGetter
     pending: list[Record] = field(default_factory=list)
     next_poll: float = 0.0
@@ -193,20 +191,7 @@ class _ShardCursor:
                 and (self.getter.shard_end or self.frozen or self.at_tip))
 
 
-def start_position(position: ShardPosition) -> StartPosition:
-    """Where a getter starts to read the records after ``position`` (inside an aggregate: at the aggregate, whose
-    user records up to the position the caller skips, see :func:`skip_consumed`)."""
-    if position.inside_aggregate:
-        assert position.sequence_number is not None
-        return StartPosition("AT_SEQUENCE_NUMBER", sequence_number=position.sequence_number)
-    if position.sequence_number is not None:
-        return StartPosition.after(position.sequence_number)
-    if position.start == AT_TIMESTAMP:
-        return StartPosition(AT_TIMESTAMP, timestamp=position.timestamp)
-    return StartPosition(position.start)
-
-
-def skip_consumed(records: list[Record], position: ShardPosition) -> list[Record]:
+def skip_consumed(records: list[Record], position: Position) -> list[Record]:
     """``records`` without those ``position`` already consumed: the user records of the aggregate a read started
     at, up to the position's sub-sequence. Other reads have none, and only the first records are looked at."""
     if not position.inside_aggregate:
@@ -362,8 +347,8 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
             return self.limits.max_records, limit.max_bytes
         return None, None  # ReadAllAvailable (Trigger.Once, ...) ignores the configured limits
 
-    def _plan(self, positions: dict[str, ShardPosition], max_rows: int | None, max_bytes: int | None
-              ) -> tuple[dict[str, ShardPosition], bool, float | None]:
+    def _plan(self, positions: dict[str, Position], max_rows: int | None, max_bytes: int | None
+              ) -> tuple[dict[str, Position], bool, float | None]:
         """One planning round: poll due shards, admit records, start reading ahead on busy shards.
 
         Returns (end, all caught up, next poll time). A shard whose read-ahead is still running sits this round out.
@@ -376,10 +361,10 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         for shard_id, pos in self._new_shard_positions([s for s in shards if s not in positions], positions).items():
             end[shard_id] = pos  # a shard joins the query at its start; it is read from the next batch on
             if pos.sequence_number is not None:  # nothing of it belongs to the joining batch
-                self._kept[(shard_id, TRIM_HORIZON, pos.encode())] = []
+                self._kept[(shard_id, TRIM_HORIZON.encode(), pos.encode())] = []
         for shard_id, pos in starts.items():
             if pos.unresolved:
-                end[shard_id] = ShardPosition.at_timestamp(datetime.now(timezone.utc) - LATEST_MARGIN)
+                end[shard_id] = at_timestamp(datetime.now(timezone.utc) - LATEST_MARGIN)
         blocked = waiting_for_parents({s: shard.parents for s, shard in shards.items()}, starts, shards)
         cursors = [self._cursor(s, pos) for s, pos in starts.items()
                    if s not in blocked and not pos.ended and not pos.unresolved]
@@ -412,8 +397,8 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         waiting = [c.next_poll for c in cursors if c.readable and not (cutoff and c.at_tip)]
         return end, all(c.caught_up(cutoff) for c in everyone), min(waiting, default=None)
 
-    def _new_shard_positions(self, shard_ids: list[str], positions: Mapping[str, ShardPosition]
-                             ) -> dict[str, ShardPosition]:
+    def _new_shard_positions(self, shard_ids: list[str], positions: Mapping[str, Position]
+                             ) -> dict[str, Position]:
         """Where shards new to this query start (children of a reshard, shards this task newly owns): by the
         lineage rule, from their ZooKeeper checkpoints, their parents in this query or in ZooKeeper, else the
         initial position. A shard whose checkpoint cannot be read now is left out of this round (never guessed)."""
@@ -424,7 +409,7 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         for parent in {p for ps in parents.values() for p in ps}:
             if parent in positions:  # this query reads the parent: where it stands decides what it hands down
                 stored[parent] = lineage_checkpoint(parent, positions[parent])
-        out: dict[str, ShardPosition] = {}
+        out: dict[str, Position] = {}
         for shard_id in shard_ids:
             try:
                 for wanted in (shard_id, *(p for p in parents[shard_id] if p not in stored)):
@@ -440,11 +425,11 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
             log.info("shard %s is new to this query: it starts at %s", shard_id, out[shard_id].encode())
         return out
 
-    def _cursor(self, shard_id: str, position: ShardPosition) -> _ShardCursor:
+    def _cursor(self, shard_id: str, position: Position) -> _ShardCursor:
         """The shard's cursor, made afresh when Spark asks from somewhere else than where it stands."""
         cursor = self._cursors.get(shard_id)
         if cursor is None or cursor.position != position:
-            getter = ShardGetter(self._kinesis(), self.config.stream_name, shard_id, start_position(position),
+            getter = ShardGetter(self._kinesis(), self.config.stream_name, shard_id, position,
                                  self.config.max_records_per_call, deaggregate=self.config.deaggregate,
                                  hash_range=self._hash_range(shard_id))
             cursor = self._cursors[shard_id] = _ShardCursor(shard_id, position, getter)
@@ -506,7 +491,7 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         first, last = parse_offset(start, "start offset"), parse_offset(end, "end offset")
         out: list[InputPartition] = []
         for shard_id in sorted(last):
-            a, b = first.get(shard_id, ShardPosition(start=TRIM_HORIZON)), last[shard_id]
+            a, b = first.get(shard_id, TRIM_HORIZON), last[shard_id]
             if range_is_empty(a, b):
                 continue
             records = self._kept.pop((shard_id, a.encode(), b.encode()), None)
@@ -535,7 +520,7 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
             store.close()
 
     # -- ZooKeeper checkpoints -----------------------------------------------------------------------------------
-    def _save(self, positions: Mapping[str, ShardPosition], force: bool) -> None:
+    def _save(self, positions: Mapping[str, Position], force: bool) -> None:
         """Write positions that changed, at most once per ``checkpointIntervalS`` per shard unless ``force``.
 
         A checkpoint already ahead in ZooKeeper (another query, or the spout) is left alone; an unreachable
@@ -560,10 +545,10 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
             self._written[shard_id] = text
             self._written_at[shard_id] = now
 
-    def _forget_kept(self, positions: Mapping[str, ShardPosition]) -> None:
+    def _forget_kept(self, positions: Mapping[str, Position]) -> None:
         """Drop kept records of batches that are done (their end is not beyond ``positions``)."""
         for key in [k for k in self._kept if k[0] in positions
-                    and not ShardPosition.parse(k[2]).is_beyond(positions[k[0]])]:
+                    and not Position.parse(k[2]).is_beyond(positions[k[0]])]:
             del self._kept[key]
 
     # -- executors -------------------------------------------------------------------------------------------------
@@ -575,11 +560,11 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         if partition.arrow is not None:
             yield from pa.ipc.open_stream(pa.BufferReader(partition.arrow))
             return
-        records = self.replay(partition.shard_id, ShardPosition.parse(partition.start),
-                              ShardPosition.parse(partition.end), partition.hash_range)
+        records = self.replay(partition.shard_id, Position.parse(partition.start),
+                              Position.parse(partition.end), partition.hash_range)
         yield from records_to_arrow(self.config.stream_name, records).to_batches()
 
-    def replay(self, shard_id: str, start: ShardPosition, end: ShardPosition,
+    def replay(self, shard_id: str, start: Position, end: Position,
                hash_range: HashKeyRange | None = None) -> list[Record]:
         """Read exactly the records of ``(start, end]`` of a shard from Kinesis (a batch replayed after a restart)."""
         cfg = self.config
@@ -587,14 +572,14 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
                           hash_range)
 
 
-def read_range(client: Any, cfg: SpoutConfig, shard_id: str, start: ShardPosition, end: ShardPosition,
+def read_range(client: Any, cfg: SpoutConfig, shard_id: str, start: Position, end: Position,
                hash_range: HashKeyRange | None = None) -> list[Record]:
     """Read exactly the (user) records of ``(start, end]`` of a shard from Kinesis, paced as Kinesis allows.
 
     Who calls: executors, for a batch whose records are not at hand (a replay, a task that lost the race to record
     its end). Raises ``KinesisError`` when the shard runs out before ``end`` (a re-created stream, expired records).
     """
-    getter = PacedGetter(ShardGetter(client, cfg.stream_name, shard_id, start_position(start),
+    getter = PacedGetter(ShardGetter(client, cfg.stream_name, shard_id, start,
                                      cfg.max_records_per_call, deaggregate=cfg.deaggregate, hash_range=hash_range),
                          MIN_POLL_INTERVAL_S, MAX_RETRIES)
     out: list[Record] = []

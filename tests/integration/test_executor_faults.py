@@ -42,11 +42,12 @@ from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
 from kinesis_spout.kinesis.client import make_client
+from kinesis_spout.positions import TRIM_HORIZON, Position
 from kinesis_spout.records import parse_message_id
 from kinesis_spout.spark.batch_store import batch_store_for
 from kinesis_spout.spark.batches import PlannedBatch
 from kinesis_spout.spark.executor_source import ExecutorStreamReader, ShardTask, read_shard_batch
-from kinesis_spout.spark.offsets import TRIM_HORIZON, ShardPosition, in_range
+from kinesis_spout.spark.offsets import in_range
 from kinesis_spout.testing.faults import FaultProxy
 from kinesis_spout.testing.http_proxy import UpstreamRequest
 from kinesis_spout.testing.kinesis import KinesisEndpoint
@@ -447,7 +448,7 @@ def check_exact_batches(batches: list[dict[str, Any]], placed: list[tuple[str, s
     ids_of: dict[str, list[str]] = defaultdict(list)
     for shard, seq in placed:
         ids_of[shard].append(f"{shard}:{seq}")
-    ends: dict[str, ShardPosition] = {}
+    ends: dict[str, Position] = {}
     seen: list[str] = []
     for batch in sorted(batches, key=lambda b: b["batch"]):
         rows: dict[str, list[str]] = defaultdict(list)
@@ -455,8 +456,8 @@ def check_exact_batches(batches: list[dict[str, Any]], placed: list[tuple[str, s
             rows[mid.split(":")[0]].append(mid)
         assert set(rows) <= set(batch["ends"]), f"batch {batch['batch']}: rows of shards without a recorded end"
         for shard, text in batch["ends"].items():
-            start = ends.get(shard, ShardPosition(start=TRIM_HORIZON))
-            end = ShardPosition.parse(text)
+            start = ends.get(shard, TRIM_HORIZON)
+            end = Position.parse(text)
             expected = [m for m in ids_of[shard] if in_range(parse_message_id(m)[1], start, end)]
             assert sorted(rows[shard]) == sorted(expected), \
                 f"batch {batch['batch']}, {shard}: rows are not the records up to the recorded end {text}"

@@ -34,10 +34,10 @@ from test_spark_source import (
 
 from kinesis_spout import CheckpointError, StreamNotFoundError
 from kinesis_spout.kinesis.shards import list_shards
+from kinesis_spout.positions import after
 from kinesis_spout.spark.batch_store import batch_store_for
 from kinesis_spout.spark.batches import PlannedBatch, ShardEnd
 from kinesis_spout.spark.executor_source import ExecutorStreamReader, ShardTask
-from kinesis_spout.spark.offsets import ShardPosition
 from kinesis_spout.testing.kinesis import KinesisEndpoint, wait_for_stream
 from kinesis_spout.testing.process import wait_until
 
@@ -108,7 +108,7 @@ def test_racing_attempts_yield_the_end_recorded_first(kinesalite: KinesisEndpoin
     planned = PlannedBatch.parse(end)
     shard = placed[0][0]
     store = batch_store_for(reader._checkpoints())
-    short = ShardEnd(ShardPosition.after(placed[6][1]), 7)
+    short = ShardEnd(after(placed[6][1]), 7)
     assert store.record_batch_end(planned.query, planned.batch, shard, short.to_json()) == short.to_json()
     [part] = reader.partitions(start, end)
     assert read_partition(reader, part) == message_ids(placed[:7])

@@ -13,8 +13,9 @@ from botocore.exceptions import ClientError, ConnectionClosedError
 
 from kinesis_spout.errors import KinesisError, SpoutStateError
 from kinesis_spout.kinesis.client import make_client
-from kinesis_spout.kinesis.getter import ShardGetter, StartPosition
+from kinesis_spout.kinesis.getter import ShardGetter
 from kinesis_spout.kinesis.reader import BufferedShardReader
+from kinesis_spout.positions import LATEST, TRIM_HORIZON, after
 from kinesis_spout.records import Record
 from kinesis_spout.testing.faults import DROPPED, FaultProxy  # the fault_proxy fixture comes from the plugin
 from kinesis_spout.testing.kinesis import KinesisEndpoint
@@ -243,7 +244,7 @@ def test_getter_reseeks_after_the_last_record_when_its_iterator_expires(fault_pr
     proxy, through = fault_proxy
     stream, placed = _stream_with_records(kinesis_backend, 23)
     shard = placed[0][0]
-    getter = ShardGetter(_client(through), stream, shard, StartPosition("TRIM_HORIZON"), max_records=5)
+    getter = ShardGetter(_client(through), stream, shard, TRIM_HORIZON, max_records=5)
     out = getter.fetch().records
     assert len(out) == 5
     proxy.inject("GetRecords", "ExpiredIteratorException", message="Iterator expired")
@@ -254,7 +255,7 @@ def test_getter_reseeks_after_the_last_record_when_its_iterator_expires(fault_pr
     assert getter.expired_iterators == 1
     assert proxy.injected == {"GetRecords:ExpiredIteratorException": 1}
     assert proxy.calls["GetShardIterator"] == 2
-    assert getter.position == StartPosition.after(out[-1].sequence_number)
+    assert getter.position == after(out[-1].sequence_number)
 
 
 def test_shard_limited_faults_hit_only_that_shard(fault_proxy: Proxied, kinesis_backend: KinesisEndpoint) -> None:
@@ -263,7 +264,7 @@ def test_shard_limited_faults_hit_only_that_shard(fault_proxy: Proxied, kinesis_
     first, second = kinesis_backend.shard_ids(stream)
     assert _expected(placed, first) and _expected(placed, second), placed
     client = _client(through)
-    getters = {s: ShardGetter(client, stream, s, StartPosition("TRIM_HORIZON"), max_records=3)
+    getters = {s: ShardGetter(client, stream, s, TRIM_HORIZON, max_records=3)
                for s in (first, second)}
     reads: dict[str, list[Record]] = {s: g.fetch().records for s, g in getters.items()}
     # GetRecords carries only an iterator: the proxy must know which shard it belongs to
@@ -277,7 +278,7 @@ def test_shard_limited_faults_hit_only_that_shard(fault_proxy: Proxied, kinesis_
     assert proxy.injected == {"GetRecords:ExpiredIteratorException": 1}
     assert proxy.pending() == 1  # the first shard never asked for a new iterator
     with pytest.raises(KinesisError, match="throttled") as caught:
-        ShardGetter(client, stream, first, StartPosition("TRIM_HORIZON")).fetch()
+        ShardGetter(client, stream, first, TRIM_HORIZON).fetch()
     assert caught.value.retriable
     assert proxy.injected[f"GetShardIterator:{PTEE}"] == 1
 
@@ -290,7 +291,7 @@ def test_reader_rides_out_throttling(fault_proxy: Proxied, kinesis_backend: Kine
     stream, placed = _stream_with_records(kinesis_backend, 30)
     shard = placed[0][0]
     proxy.inject("GetRecords", PTEE, times=3)
-    reader, records = _read_all(ShardGetter(_client(through), stream, shard, StartPosition("TRIM_HORIZON")), 30)
+    reader, records = _read_all(ShardGetter(_client(through), stream, shard, TRIM_HORIZON), 30)
     assert [r.key.sequence for r in records] == _expected(placed, shard)
     assert reader.retried_errors == 3
     assert proxy.injected == {f"GetRecords:{PTEE}": 3}
@@ -304,7 +305,7 @@ def test_reader_stops_promptly_on_access_denied(fault_proxy: Proxied, kinesis_ba
     proxy.inject("GetRecords", "AccessDeniedException", times=100,
                  message="User is not authorized to perform: kinesis:GetRecords")
     signal = threading.Event()
-    reader = _new_reader(ShardGetter(_client(through), stream, shard, StartPosition("TRIM_HORIZON")), signal)
+    reader = _new_reader(ShardGetter(_client(through), stream, shard, TRIM_HORIZON), signal)
     errors: list[KinesisError] = []
 
     def failed() -> bool:
@@ -341,7 +342,7 @@ def test_reader_recovers_from_internal_failures(fault_proxy: Proxied, kinesis_ba
     stream, placed = _stream_with_records(kinesis_backend, 12)
     shard = placed[0][0]
     proxy.inject("GetRecords", "InternalFailure", status=500, times=2)
-    reader, records = _read_all(ShardGetter(_client(through), stream, shard, StartPosition("TRIM_HORIZON")), 12)
+    reader, records = _read_all(ShardGetter(_client(through), stream, shard, TRIM_HORIZON), 12)
     assert [r.key.sequence for r in records] == _expected(placed, shard)
     assert reader.retried_errors == 2
     assert proxy.injected == {"GetRecords:InternalFailure": 2}
@@ -351,7 +352,7 @@ def test_reader_recovers_from_a_dropped_connection(fault_proxy: Proxied, kinesis
     proxy, through = fault_proxy
     stream, placed = _stream_with_records(kinesis_backend, 20)
     shard = placed[0][0]
-    getter = ShardGetter(_client(through), stream, shard, StartPosition("TRIM_HORIZON"), max_records=7)
+    getter = ShardGetter(_client(through), stream, shard, TRIM_HORIZON, max_records=7)
     proxy.drop_connections("GetRecords", times=1)
     reader, records = _read_all(getter, 20)
     assert [r.key.sequence for r in records] == _expected(placed, shard)
@@ -400,7 +401,7 @@ def test_missing_credentials_are_not_retried(fault_proxy: Proxied, kinesis_backe
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    getter = ShardGetter(_client(through), stream, "shardId-000000000000", StartPosition("TRIM_HORIZON"))
+    getter = ShardGetter(_client(through), stream, "shardId-000000000000", TRIM_HORIZON)
     with pytest.raises(KinesisError, match="credentials") as caught:
         getter.fetch()
     assert proxy.calls["GetShardIterator"] == 0  # refused before any request was sent
@@ -412,7 +413,7 @@ def test_expired_iterator_before_the_first_record_at_latest_loses_nothing(
     proxy, through = fault_proxy
     stream = kinesis_backend.create_stream()
     shard = kinesis_backend.shard_ids(stream)[0]
-    getter = ShardGetter(_client(through), stream, shard, StartPosition("LATEST"))
+    getter = ShardGetter(_client(through), stream, shard, LATEST)
     assert getter.fetch().records == []  # the iterator now stands at the tip
     placed = kinesis_backend.put(stream, [b"a", b"b", b"c"])
     proxy.inject("GetRecords", "ExpiredIteratorException")

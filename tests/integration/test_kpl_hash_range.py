@@ -27,8 +27,9 @@ from test_spark_source import run_batches, source_options
 
 from kinesis_spout import KinesisSpout, MemoryCheckpointStore
 from kinesis_spout.kinesis.aggregation import hash_key
-from kinesis_spout.kinesis.getter import ShardGetter, StartPosition
+from kinesis_spout.kinesis.getter import ShardGetter
 from kinesis_spout.kinesis.shards import list_shards
+from kinesis_spout.positions import TRIM_HORIZON
 from kinesis_spout.spark.batch_read import KinesisBatchReader
 from kinesis_spout.spark.executor_source import ExecutorStreamReader
 from kinesis_spout.spark.source import KinesisSpoutStreamReader
@@ -335,7 +336,7 @@ def test_a_user_record_whose_explicit_hash_key_is_not_a_number_is_kept(kinesalit
     users = [("odd-0", b"hex key", "0x10"), ("odd-1", b"word key", "abc"), ("foreign", b"foreign", str(below.start)),
              ("own", b"own", str(rng.start))]
     client.put_record(StreamName=stream, Data=_aggregate(users), PartitionKey="a", ExplicitHashKey=str(rng.start))
-    getter = ShardGetter(client, stream, middle, StartPosition("TRIM_HORIZON"), deaggregate=True, hash_range=rng)
+    getter = ShardGetter(client, stream, middle, TRIM_HORIZON, deaggregate=True, hash_range=rng)
     result = getter.fetch()
     assert [(r.data, r.sub_sequence_number) for r in result.records] == [(b"hex key", 0), (b"word key", 1),
                                                                           (b"own", 3)]

@@ -14,9 +14,10 @@ import pytest
 from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.errors import KinesisError
 from kinesis_spout.kinesis.client import make_client
-from kinesis_spout.kinesis.getter import GET_RECORDS_RETRY, ShardGetter, StartPosition
+from kinesis_spout.kinesis.getter import GET_RECORDS_RETRY, ShardGetter
 from kinesis_spout.kinesis.pool import PARK
 from kinesis_spout.kinesis.reader import Backoff, BufferedShardReader, RoundRobinReader
+from kinesis_spout.positions import TRIM_HORIZON
 from kinesis_spout.records import Record
 from kinesis_spout.retry import Backoff as RetryBackoffState
 from kinesis_spout.testing.faults import FaultProxy
@@ -30,7 +31,7 @@ def test_taking_one_record_at_a_time_hands_out_every_record_in_order_under_a_byt
     stream = kinesalite.create_stream()
     placed = kinesalite.put(stream, [f"record-{i:02d}".encode() for i in range(12)], ["pk"] * 12)
     client = make_client(kinesalite.region, kinesalite.endpoint_url, read_timeout_s=10.0)
-    getter = ShardGetter(client, stream, placed[0][0], StartPosition("TRIM_HORIZON"), max_records=1)
+    getter = ShardGetter(client, stream, placed[0][0], TRIM_HORIZON, max_records=1)
     size = len(b"record-00") + len("pk")
     signal = threading.Event()
     reader = BufferedShardReader(getter, max_records=100, max_bytes=3 * size, empty_backoff_s=0.2,
@@ -57,7 +58,7 @@ def test_taking_one_record_at_a_time_hands_out_every_record_in_order_under_a_byt
 
 
 def test_a_new_reader_has_not_ended_and_has_the_documented_defaults() -> None:
-    getter = ShardGetter(None, "stream", "shardId-000000000007", StartPosition("TRIM_HORIZON"))
+    getter = ShardGetter(None, "stream", "shardId-000000000007", TRIM_HORIZON)
     reader = BufferedShardReader(getter, max_records=10, max_bytes=100, empty_backoff_s=0.0, on_data=lambda: None)
     assert reader.shard_id == "shardId-000000000007"
     assert (reader.ended, reader.exhausted, reader.buffered, reader.max_retries) == (False, False, 0, 30)
@@ -91,7 +92,7 @@ def test_take_frees_the_byte_budget_so_prefetching_goes_on(kinesalite: KinesisEn
     stream = kinesalite.create_stream()
     placed = kinesalite.put(stream, [f"record-{i:02d}".encode() for i in range(12)], ["pk"] * 12)
     client = make_client(kinesalite.region, kinesalite.endpoint_url, read_timeout_s=10.0)
-    getter = ShardGetter(client, stream, placed[0][0], StartPosition("TRIM_HORIZON"), max_records=1)
+    getter = ShardGetter(client, stream, placed[0][0], TRIM_HORIZON, max_records=1)
     size = len(b"record-00") + len("pk")
     signal = threading.Event()
     reader = BufferedShardReader(getter, max_records=100, max_bytes=3 * size, empty_backoff_s=0.2,
@@ -120,7 +121,7 @@ def reader_of(endpoint: KinesisEndpoint, stream: str, *, per_call: int = 10_000,
     client = make_client(endpoint.region, endpoint.endpoint_url, read_timeout_s=10.0)
     shard = client.list_shards(StreamName=stream)["Shards"][0]["ShardId"] if "shard" not in options else \
         options.pop("shard")
-    getter = ShardGetter(client, stream, shard, StartPosition("TRIM_HORIZON"), max_records=per_call)
+    getter = ShardGetter(client, stream, shard, TRIM_HORIZON, max_records=per_call)
     defaults: dict[str, Any] = dict(max_records=100, max_bytes=1 << 20, empty_backoff_s=0.2, on_data=lambda: None)
     defaults.update(options)
     return BufferedShardReader(getter, **defaults)
@@ -455,7 +456,7 @@ def test_next_records_takes_a_chunk_of_one_shard_in_turn_within_the_room_each_sh
 
 def test_an_unexpected_exception_of_a_poll_is_kept_and_raised_by_take_as_an_error_naming_the_shard() -> None:
     # a getter without a client: its first call fails with an AttributeError, not a SpoutError
-    getter = ShardGetter(None, "stream", "shardId-000000000003", StartPosition("TRIM_HORIZON"))
+    getter = ShardGetter(None, "stream", "shardId-000000000003", TRIM_HORIZON)
     signalled = threading.Event()
     reader = BufferedShardReader(getter, max_records=10, max_bytes=1000, empty_backoff_s=0.0,
                                  on_data=signalled.set)

@@ -9,8 +9,9 @@ import time
 import pytest
 
 from kinesis_spout.kinesis.client import make_client
-from kinesis_spout.kinesis.getter import GET_RECORDS_RETRY, ShardGetter, StartPosition
+from kinesis_spout.kinesis.getter import GET_RECORDS_RETRY, ShardGetter
 from kinesis_spout.kinesis.reader import BufferedShardReader
+from kinesis_spout.positions import TRIM_HORIZON
 from kinesis_spout.records import Record
 from kinesis_spout.testing.faults import FaultProxy
 from kinesis_spout.testing.kinesis import KinesisEndpoint
@@ -25,7 +26,7 @@ Proxied = tuple[FaultProxy, KinesisEndpoint]
 def _getter(through: KinesisEndpoint, stream: str, shard: str, max_records: int = 10_000) -> ShardGetter:
     """The library's own client (one attempt per call) reading ``shard`` through the proxy."""
     client = make_client(through.region, through.endpoint_url, read_timeout_s=10.0)
-    return ShardGetter(client, stream, shard, StartPosition("TRIM_HORIZON"), max_records=max_records)
+    return ShardGetter(client, stream, shard, TRIM_HORIZON, max_records=max_records)
 
 
 def _take(reader: BufferedShardReader, signal: threading.Event, count: int, out: list[Record]) -> None:

@@ -73,10 +73,11 @@ def test_an_idle_shard_is_polled_less_and_less_up_to_the_maximum_and_at_once_aga
 
 
 def test_without_a_maximum_an_idle_shard_keeps_its_pause() -> None:
-    from kinesis_spout.kinesis.getter import ShardGetter, StartPosition
+    from kinesis_spout.kinesis.getter import ShardGetter
     from kinesis_spout.kinesis.reader import BufferedShardReader
+    from kinesis_spout.positions import TRIM_HORIZON
 
-    getter = ShardGetter(None, "s", "shardId-000000000000", StartPosition("TRIM_HORIZON"))
+    getter = ShardGetter(None, "s", "shardId-000000000000", TRIM_HORIZON)
     reader = BufferedShardReader(getter, max_records=10, max_bytes=100, empty_backoff_s=1.0, on_data=lambda: None)
     assert reader.max_empty_backoff_s == 1.0
     grown = BufferedShardReader(getter, max_records=10, max_bytes=100, empty_backoff_s=1.0, on_data=lambda: None,
@@ -89,9 +90,10 @@ def test_records_taken_right_after_a_parking_readers_room_check_wake_it(kinesali
     after the pool's room check (a hook in has_room waits until the take read the park flag: it called the pool's
     wake(), or returned without). The reader must be polled again: a lost wake-up would stall the shard for good."""
     from kinesis_spout.kinesis.client import make_client
-    from kinesis_spout.kinesis.getter import ShardGetter, StartPosition
+    from kinesis_spout.kinesis.getter import ShardGetter
     from kinesis_spout.kinesis.pool import PARK, ReaderPool
     from kinesis_spout.kinesis.reader import BufferedShardReader
+    from kinesis_spout.positions import TRIM_HORIZON
     from kinesis_spout.testing.process import wait_until
 
     class WakeSeen(ReaderPool):
@@ -129,7 +131,7 @@ def test_records_taken_right_after_a_parking_readers_room_check_wake_it(kinesali
     placed = kinesalite.put(stream, [f"r{i}".encode() for i in range(30)])
     pool = WakeSeen()
     getter = ShardGetter(make_client(kinesalite.region, kinesalite.endpoint_url), stream, placed[0][0],
-                         StartPosition("TRIM_HORIZON"), max_records=10)
+                         TRIM_HORIZON, max_records=10)
     reader = TakenAfterRoomCheck(getter, max_records=5, max_bytes=1 << 20, empty_backoff_s=0.2,
                                  on_data=lambda: None, pool=pool)
     reader.start()

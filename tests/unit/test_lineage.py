@@ -8,18 +8,11 @@ import pytest
 
 from kinesis_spout.checkpoint.base import Checkpoint
 from kinesis_spout.config import InitialPosition
-from kinesis_spout.coordination.lineage import (
-    AFTER_SEQUENCE_NUMBER,
-    AT_SEQUENCE_NUMBER,
-    AT_TIMESTAMP,
-    LATEST,
-    PIN_MARGIN,
-    SHARD_END,
-    TRIM_HORIZON,
-    start_positions,
-)
+from kinesis_spout.coordination.lineage import PIN_MARGIN, start_positions
 from kinesis_spout.errors import CheckpointError
 from kinesis_spout.kinesis.shards import Shard, owned_shards, task_of
+from kinesis_spout.positions import LATEST, TRIM_HORIZON, after, at_timestamp, shard_end
+from kinesis_spout.records import WHOLE, SequenceKey
 
 SEQ = "49590338271490256608559692538361571095921575989136588898"  # 56 digits
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
@@ -32,11 +25,10 @@ def test_a_stored_checkpoint_wins_over_everything() -> None:
               "s5": Checkpoint("s5", SEQ)}
     starts = start_positions({s: () for s in stored}, stored, InitialPosition.LATEST)
     # inside a KPL aggregate: read it again, skipping its user records up to 3
-    assert (starts["s1"].position, starts["s1"].sequence_number, starts["s1"].sub_sequence_number) == \
-        (AT_SEQUENCE_NUMBER, SEQ, 3)
-    assert (starts["s5"].position, starts["s5"].sequence_number) == (AFTER_SEQUENCE_NUMBER, SEQ)
-    assert starts["s2"].finished and starts["s2"].position == SHARD_END
-    assert (starts["s3"].position, starts["s3"].timestamp, starts["s3"].needs_pin) == (AT_TIMESTAMP, T0, False)
+    assert starts["s1"].position == after(SEQ, 3)
+    assert starts["s5"].position == after(SEQ)
+    assert starts["s2"].finished and starts["s2"].position == shard_end(SequenceKey(int(SEQ), WHOLE))
+    assert (starts["s3"].position, starts["s3"].needs_pin) == (at_timestamp(T0), False)
     assert starts["s4"].position == TRIM_HORIZON
 
 
@@ -60,14 +52,14 @@ def test_a_child_of_a_parent_ended_at_its_start_time_starts_at_that_time_listed_
     parent_checkpoint = Checkpoint("p", None, shard_end=True, reset_to="AT_TIMESTAMP", timestamp=T0)
     for position in InitialPosition:
         starts = start_positions({"child": ("p",)}, {"p": parent_checkpoint}, position, T0)
-        assert (starts["child"].position, starts["child"].timestamp, starts["child"].durable) == \
-            (AT_TIMESTAMP, T0, True)
+        assert (starts["child"].position, starts["child"].durable) == (at_timestamp(T0), True)
         pinned = start_positions({"child": ("p",)}, {"p": Checkpoint.pinned("p", T0)}, position, T0)
         assert pinned["child"].position == TRIM_HORIZON
     earlier_end = Checkpoint("q", None, shard_end=True, reset_to="AT_TIMESTAMP", timestamp=T0 - HOUR)
     earlier = start_positions({"child": ("p", "q")}, {"p": parent_checkpoint, "q": earlier_end},
                               InitialPosition.LATEST)
-    assert earlier["child"].timestamp == T0 - HOUR  # a merge: the earlier time, so neither parent's is skipped
+    # a merge: the earlier time, so neither parent's is skipped
+    assert earlier["child"].position == at_timestamp(T0 - HOUR)
     followed = start_positions({"child": ("p", "q")}, {"p": parent_checkpoint, "q": Checkpoint("q", SEQ)},
                                InitialPosition.LATEST)
     assert followed["child"].position == TRIM_HORIZON  # a parent the app read: the child from its first record
@@ -78,7 +70,7 @@ def test_a_parent_reset_to_latest_hands_latest_down_and_one_never_read_leaves_th
                             InitialPosition.TRIM_HORIZON)
     assert reset["child"].position == LATEST and reset["child"].needs_pin  # the reset asked to skip the data
     unread = start_positions({"child": ("p",)}, {}, InitialPosition.AT_TIMESTAMP, T0)
-    assert (unread["child"].position, unread["child"].timestamp, unread["child"].needs_pin) == (AT_TIMESTAMP, T0, True)
+    assert (unread["child"].position, unread["child"].needs_pin) == (at_timestamp(T0), True)
     fresh = start_positions({"child": ("p",)}, {}, InitialPosition.TRIM_HORIZON)
     assert fresh["child"].position == TRIM_HORIZON and not fresh["child"].needs_pin
 
@@ -93,10 +85,9 @@ def test_every_shard_is_decided_from_the_same_stored_state() -> None:
 def test_pinning_latest_takes_the_margin_and_keeps_a_configured_timestamp() -> None:
     latest = start_positions({"s": ()}, {}, InitialPosition.LATEST)["s"]
     pinned = latest.pin(T0)
-    assert (pinned.position, pinned.timestamp, pinned.durable, pinned.needs_pin) == \
-        (AT_TIMESTAMP, T0 - PIN_MARGIN, True, False)
+    assert (pinned.position, pinned.durable, pinned.needs_pin) == (at_timestamp(T0 - PIN_MARGIN), True, False)
     configured = start_positions({"s": ()}, {}, InitialPosition.AT_TIMESTAMP, T0)["s"].pin(T0 + timedelta(hours=1))
-    assert (configured.position, configured.timestamp) == (AT_TIMESTAMP, T0)
+    assert configured.position == at_timestamp(T0)
 
 
 def test_a_pinned_start_round_trips_through_the_stored_json() -> None:

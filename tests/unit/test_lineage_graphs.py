@@ -19,16 +19,10 @@ import pytest
 from kinesis_spout.checkpoint.base import Checkpoint
 from kinesis_spout.config import InitialPosition, SpoutConfig
 from kinesis_spout.coordination import lineage
-from kinesis_spout.coordination.lineage import (
-    AFTER_SEQUENCE_NUMBER,
-    AT_SEQUENCE_NUMBER,
-    AT_TIMESTAMP,
-    LATEST,
-    TRIM_HORIZON,
-    ShardStart,
-)
+from kinesis_spout.coordination.lineage import ShardStart
+from kinesis_spout.positions import AT_TIMESTAMP_NAME, LATEST, TRIM_HORIZON, Kind, Position, at_timestamp
 from kinesis_spout.records import SequenceKey
-from kinesis_spout.spark.offsets import ShardPosition, initial_positions
+from kinesis_spout.spark.offsets import initial_positions
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
 NOW = T0 + timedelta(hours=1)  # when the app (spout or query) first starts
@@ -95,15 +89,15 @@ def with_stored(graph: Graph, **stored: Checkpoint) -> Graph:
 
 
 # -- the two ways of starting ------------------------------------------------------------------------------------
-def selected(records: Mapping[str, tuple[int, datetime]], kind: str, seq: str | None, when: datetime | None
-             ) -> set[str]:
+def selected(records: Mapping[str, tuple[int, datetime]], position: Position) -> set[str]:
     """The records a reader delivers from a start position."""
-    if kind == TRIM_HORIZON:
+    if position == TRIM_HORIZON:
         return set(records)
-    if kind in (AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER):
-        assert seq is not None
-        return {label for label, (s, _) in records.items() if s > int(seq)}
-    assert kind == AT_TIMESTAMP and when is not None, kind
+    if position.kind is Kind.AFTER:
+        assert position.key is not None
+        return {label for label, (s, _) in records.items() if s > position.key.sequence}
+    when = position.timestamp
+    assert position.kind is Kind.AT_TIMESTAMP and when is not None, position
     return {label for label, (_, ts) in records.items() if ts >= when}
 
 
@@ -138,15 +132,15 @@ def spout_delivers(graph: Graph, position: InitialPosition, timestamp: datetime 
                 continue
             if start.needs_pin:
                 start = start.pin(NOW)
-                assert start.timestamp is not None
-                stored[shard] = Checkpoint.pinned(shard, start.timestamp)
+                stored[shard] = Checkpoint.at(shard, start.position)
             started[shard] = start
-            got = selected(graph.records[shard], start.position, start.sequence_number, start.timestamp)
+            got = selected(graph.records[shard], start.position)
             delivered[shard] = got
             if shard in graph.closed:  # read to its end: its end is stored, its children may be handed over
                 last = max((graph.records[shard][label][0] for label in got), default=None)
+                first = start.position.key
                 key = SequenceKey(last, 0) if last is not None else (
-                    SequenceKey(int(start.sequence_number), 0) if start.sequence_number else None)
+                    SequenceKey(first.sequence, 0) if first is not None else None)
                 stored[shard] = end_checkpoint(shard, start, key)
                 finished.add(shard)
     assert listed <= done | set(started), f"shards never handed over: {listed - done - set(started)}"
@@ -161,11 +155,10 @@ def spark_delivers(graph: Graph, position: InitialPosition, timestamp: datetime 
     delivered: dict[str, set[str]] = {}
     for shard, pos in positions.items():
         if pos.unresolved:
-            pos = ShardPosition.at_timestamp(NOW - lineage.PIN_MARGIN)
+            pos = at_timestamp(NOW - lineage.PIN_MARGIN)
         if pos.ended:
             continue
-        kind = AFTER_SEQUENCE_NUMBER if pos.sequence_number is not None else pos.start
-        delivered[shard] = selected(graph.records[shard], kind, pos.sequence_number, pos.timestamp)
+        delivered[shard] = selected(graph.records[shard], pos)
     return delivered
 
 
@@ -209,13 +202,13 @@ STORED = [
     # came after it and start at their first record (KCL: a child found later starts at TRIM_HORIZON)
     ("split, parent pinned", with_stored(SPLIT, A=Checkpoint.pinned("A", PIN)), {"B1", "B2", "C1", "C2"}),
     ("split, parent ended at its pin", with_stored(
-        SPLIT, A=Checkpoint("A", None, shard_end=True, reset_to=AT_TIMESTAMP, timestamp=PIN)), {"C1", "B2", "C2"}),
+        SPLIT, A=Checkpoint("A", None, shard_end=True, reset_to=AT_TIMESTAMP_NAME, timestamp=PIN)), {"C1", "B2", "C2"}),
     # one child has its own checkpoint: it wins; the other follows the parent
     ("split, parent pinned, a child read", with_stored(
         SPLIT, A=Checkpoint.pinned("A", PIN), B=Checkpoint("B", "100")), {"B2", "C1", "C2"}),
     # the parent aged out of the listing; its stored state still decides
     ("split, pinned parent aged out", without(
-        SPLIT, "A", A=Checkpoint("A", None, shard_end=True, reset_to=AT_TIMESTAMP, timestamp=PIN)),
+        SPLIT, "A", A=Checkpoint("A", None, shard_end=True, reset_to=AT_TIMESTAMP_NAME, timestamp=PIN)),
      {"C1", "B2", "C2"}),
     ("split, finished parent aged out", without(SPLIT, "A", A=Checkpoint("A", "200", shard_end=True)),
      {"B1", "B2", "C1", "C2"}),
@@ -231,7 +224,7 @@ STORED = [
      {"B1", "C1", "C2", "D1", "F1", "F2", "G1", "G2", "H1", "H2"}),
     # three generations, the middle one read in part: the rest of it and everything below; its sibling by the pin
     ("three generations, middle read, first pinned", with_stored(
-        CHAIN, A=Checkpoint("A", None, shard_end=True, reset_to=AT_TIMESTAMP, timestamp=at(4.25)),
+        CHAIN, A=Checkpoint("A", None, shard_end=True, reset_to=AT_TIMESTAMP_NAME, timestamp=at(4.25)),
         B=Checkpoint("B", "0")), {"B1", "C1", "C2", "D1", "F1", "F2", "G1", "G2", "H1", "H2"}),
 ]
 
@@ -273,11 +266,11 @@ def test_a_shard_closed_when_its_start_time_was_decided_hands_the_time_down() ->
     """AT_TIMESTAMP on a lineage that ended before the app started: the closed parent is read from the time, has
     nothing after it, and its end keeps the time for its children."""
     start = lineage.start_positions({"A": ()}, {}, InitialPosition.AT_TIMESTAMP, PIN, closed={"A"})["A"]
-    assert (start.position, start.timestamp, start.needs_pin) == (AT_TIMESTAMP, PIN, False)
+    assert (start.position, start.needs_pin) == (at_timestamp(PIN), False)
     end = lineage.end_checkpoint("A", start, None)
-    assert (end.shard_end, end.sequence_number, end.reset_to, end.timestamp) == (True, None, AT_TIMESTAMP, PIN)
+    assert (end.shard_end, end.sequence_number, end.reset_to, end.timestamp) == (True, None, AT_TIMESTAMP_NAME, PIN)
     child = lineage.start_positions({"B": ("A",)}, {"A": end}, InitialPosition.TRIM_HORIZON)["B"]
-    assert (child.position, child.timestamp) == (AT_TIMESTAMP, PIN)
+    assert child.position == at_timestamp(PIN)
 
 
 def test_closed_shards_are_not_read_at_the_first_start_at_latest_but_their_open_children_are_at_once() -> None:

@@ -10,12 +10,12 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from kinesis_spout.errors import CheckpointError
+from kinesis_spout.positions import TRIM_HORIZON, after
 from kinesis_spout.records import Record, SequenceKey
 from kinesis_spout.spark.batches import PlannedBatch, ShardEnd, cut, split_limit
-from kinesis_spout.spark.offsets import ShardPosition
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
-START = ShardPosition(start="TRIM_HORIZON")
+START = TRIM_HORIZON
 
 
 def rec(seq: int, size: int = 10, at: datetime = T0) -> Record:
@@ -25,27 +25,27 @@ def rec(seq: int, size: int = 10, at: datetime = T0) -> Record:
 
 def test_a_limit_of_one_record_takes_exactly_one() -> None:
     n, end = cut([rec(1), rec(2), rec(3)], START, 1, None, None, shard_end=False, reached_tip=True)
-    assert n == 1 and end == ShardEnd(ShardPosition.after("1"), 1, at_tip=False, past_cutoff=False)
+    assert n == 1 and end == ShardEnd(after("1"), 1, at_tip=False, past_cutoff=False)
 
 
 def test_records_that_fill_the_byte_limit_exactly_are_all_taken() -> None:
     records = [rec(1, 10), rec(2, 10), rec(3, 10)]
     n, end = cut(records, START, None, 20, None, shard_end=False, reached_tip=True)
-    assert n == 2 and end.end == ShardPosition.after("2")
+    assert n == 2 and end.end == after("2")
     n, end = cut(records, START, None, 19, None, shard_end=False, reached_tip=True)
-    assert n == 1 and end.end == ShardPosition.after("1")
+    assert n == 1 and end.end == after("1")
 
 
 def test_the_second_record_is_left_when_it_would_pass_the_byte_limit() -> None:
     n, end = cut([rec(1, 10), rec(2, 30), rec(3, 10)], START, None, 25, None, shard_end=False, reached_tip=True)
-    assert n == 1 and end == ShardEnd(ShardPosition.after("1"), 1)
+    assert n == 1 and end == ShardEnd(after("1"), 1)
 
 
 def test_a_cut_of_one_record_ends_after_it() -> None:
     n, end = cut([rec(7, 500), rec(8)], START, None, 25, None, shard_end=False, reached_tip=False)
-    assert n == 1 and end.end == ShardPosition.after("7")
-    n, end = cut([rec(7)], ShardPosition.after("6"), None, None, None, shard_end=True, reached_tip=False)
-    assert n == 1 and end.end == ShardPosition.after("7").finished()
+    assert n == 1 and end.end == after("7")
+    n, end = cut([rec(7)], after("6"), None, None, None, shard_end=True, reached_tip=False)
+    assert n == 1 and end.end == after("7").finished()
 
 
 def test_a_cut_stopped_by_a_limit_before_the_cutoff_is_not_past_the_cutoff() -> None:
@@ -64,9 +64,9 @@ def test_a_shared_limit_is_a_whole_number_rounded_down() -> None:
 
 
 def test_a_recorded_end_without_its_counters_reads_them_as_zero_and_false() -> None:
-    assert ShardEnd.from_json(b'{"end": "42"}', "/n") == ShardEnd(ShardPosition.after("42"), 0, False, False)
+    assert ShardEnd.from_json(b'{"end": "42"}', "/n") == ShardEnd(after("42"), 0, False, False)
     full = b'{"end": "42", "records": 3, "at_tip": true, "past_cutoff": true}'
-    assert ShardEnd.from_json(full, "/n") == ShardEnd(ShardPosition.after("42"), 3, True, True)
+    assert ShardEnd.from_json(full, "/n") == ShardEnd(after("42"), 3, True, True)
 
 
 def test_an_unreadable_end_position_is_named_by_its_node() -> None:

@@ -8,36 +8,33 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from kinesis_spout.checkpoint.base import Checkpoint
-from kinesis_spout.coordination.lineage import AT_SEQUENCE_NUMBER, ShardStart
 from kinesis_spout.errors import CheckpointError, ConfigError
+from kinesis_spout.positions import SHARD_END, TRIM_HORIZON, Kind, Position, after, at_timestamp, shard_end
 from kinesis_spout.records import WHOLE, SequenceKey
 from kinesis_spout.spark.offsets import (
-    AT_TIMESTAMP,
-    TRIM_HORIZON,
-    ShardPosition,
     as_checkpoint,
+    checkpoint_position,
     consumed,
     end_after,
     in_range,
     parse_offset,
     parse_source_options,
-    start_position_of,
 )
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
 
 
 def test_finished_marks_the_end_and_keeps_the_position() -> None:
-    pinned = ShardPosition.at_timestamp(T0)
-    assert pinned.finished() == ShardPosition(None, TRIM_HORIZON, None, ended=True)  # followed: TRIM_HORIZON down
-    assert ShardPosition.after("42").finished() == ShardPosition("42", TRIM_HORIZON, None, ended=True)
+    pinned = at_timestamp(T0)
+    assert pinned.finished() == SHARD_END  # followed: TRIM_HORIZON down
+    assert after("42").finished() == shard_end(SequenceKey(42, WHOLE))
 
 
 def test_at_timestamp_keeps_an_aware_instant_and_reads_a_naive_time_as_utc() -> None:
     aware = datetime(2026, 11, 22, 14, 0, tzinfo=timezone(timedelta(hours=2)))
-    assert ShardPosition.at_timestamp(aware).timestamp == T0
-    assert ShardPosition.at_timestamp(aware).timestamp.utcoffset() == timedelta(hours=2)  # type: ignore[union-attr]
-    naive = ShardPosition.at_timestamp(datetime(2026, 11, 22, 12, 0))
+    assert at_timestamp(aware).timestamp == T0
+    assert at_timestamp(aware).timestamp.utcoffset() == timedelta(hours=2)  # type: ignore[union-attr]
+    naive = at_timestamp(datetime(2026, 11, 22, 12, 0))
     assert naive.timestamp == T0 and naive.timestamp.tzinfo is timezone.utc
 
 
@@ -47,55 +44,56 @@ def test_a_limit_of_one_is_accepted() -> None:
 
 
 def test_parse_names_the_offset_by_default_and_reads_shard_end_exactly() -> None:
-    assert ShardPosition.parse("SHARD_END") == ShardPosition(None, TRIM_HORIZON, None, ended=True)
+    assert Position.parse("SHARD_END") == SHARD_END
     with pytest.raises(CheckpointError, match=r"^offset: unreadable shard position 'NOW:2026-11-22T12:00:00'"):
-        ShardPosition.parse("NOW:2026-11-22T12:00:00")
+        Position.parse("NOW:2026-11-22T12:00:00")
     with pytest.raises(CheckpointError, match=r"^offset: expected a JSON object of shard positions"):
         parse_offset(["not", "an", "object"])
 
 
 def test_as_checkpoint_stores_what_the_position_needs_and_nothing_else() -> None:
-    assert as_checkpoint("s", ShardPosition.after("42")) == Checkpoint("s", "42", None, shard_end=False)
-    assert as_checkpoint("s", ShardPosition.after("42").finished()) == Checkpoint("s", "42", None, shard_end=True)
-    assert as_checkpoint("s", ShardPosition.at_timestamp(T0)) == Checkpoint.pinned("s", T0)
-    assert as_checkpoint("s", ShardPosition(start=TRIM_HORIZON, timestamp=T0)) is None
-    assert as_checkpoint("s", ShardPosition(start=AT_TIMESTAMP)) is None
-    assert as_checkpoint("s", ShardPosition()) is None
+    assert as_checkpoint("s", after("42")) == Checkpoint("s", "42", None, shard_end=False)
+    assert as_checkpoint("s", after("42").finished()) == Checkpoint("s", "42", None, shard_end=True)
+    assert as_checkpoint("s", at_timestamp(T0)) == Checkpoint.pinned("s", T0)
+    assert as_checkpoint("s", TRIM_HORIZON) is None
+    with pytest.raises(ValueError):  # no position is TRIM_HORIZON with a time, or AT_TIMESTAMP without one
+        Position(Kind.TRIM_HORIZON, timestamp=T0)
+    with pytest.raises(ValueError):
+        Position(Kind.AT_TIMESTAMP)
 
 
 def test_a_start_inside_an_aggregate_becomes_a_position_inside_it_and_back_to_the_same_checkpoint() -> None:
-    start = ShardStart(AT_SEQUENCE_NUMBER, "42", 3, reason="checkpoint inside an aggregate")
-    position = start_position_of(start)
-    assert position == ShardPosition.after("42", 3) and position.inside_aggregate
-    assert position.encode() == "42:3" and ShardPosition.parse("42:3") == position
+    position = checkpoint_position(Checkpoint("s", "42", 3))
+    assert position == after("42", 3) and position.inside_aggregate
+    assert position.encode() == "42:3" and Position.parse("42:3") == position
     assert as_checkpoint("s", position) == Checkpoint("s", "42", 3)
-    assert start_position_of(ShardStart(AT_SEQUENCE_NUMBER, "42", 0)).encode() == "42:0"
+    assert checkpoint_position(Checkpoint("s", "42", 0)).encode() == "42:0"
 
 
 def test_positions_inside_an_aggregate_order_user_records_by_sub_sequence() -> None:
-    inside, whole = ShardPosition.after("42", 3), ShardPosition.after("42")
+    inside, whole = after("42", 3), after("42")
     assert whole.is_beyond(inside) and not inside.is_beyond(whole)
-    assert ShardPosition.after("42", 4).is_beyond(inside) and not inside.is_beyond(ShardPosition.after("42", 4))
-    assert ShardPosition.after("41").is_beyond(ShardPosition()) and inside.is_beyond(ShardPosition.after("41"))
+    assert after("42", 4).is_beyond(inside) and not inside.is_beyond(after("42", 4))
+    assert after("41").is_beyond(TRIM_HORIZON) and inside.is_beyond(after("41"))
     assert consumed(SequenceKey(42, 3), inside) and not consumed(SequenceKey(42, 4), inside)
     assert consumed(SequenceKey(42, 99), whole) and not consumed(SequenceKey(43, 0), whole)
-    assert not consumed(SequenceKey(1, 0), ShardPosition())
+    assert not consumed(SequenceKey(1, 0), TRIM_HORIZON)
     assert in_range(SequenceKey(42, 4), inside, whole) and not in_range(SequenceKey(42, 3), inside, whole)
-    assert in_range(SequenceKey(42, 0), ShardPosition.after("41"), inside)
-    assert not in_range(SequenceKey(42, 4), ShardPosition.after("41"), inside)
-    ended = ShardPosition.after("42", 3).finished()
+    assert in_range(SequenceKey(42, 0), after("41"), inside)
+    assert not in_range(SequenceKey(42, 4), after("41"), inside)
+    ended = after("42", 3).finished()
     assert ended.encode() == "SHARD_END:42" and ended.key == SequenceKey(42, WHOLE) and not ended.inside_aggregate
     assert as_checkpoint("s", ended) == Checkpoint("s", "42", None, shard_end=True)
 
 
 def test_a_batch_ends_inside_an_aggregate_only_when_part_of_it_is_left() -> None:
-    start = ShardPosition(start=TRIM_HORIZON)
+    start = TRIM_HORIZON
     keys = [SequenceKey(7, 0), SequenceKey(9, 0), SequenceKey(9, 1)]
     assert end_after([], SequenceKey(7, 0), start) == start
-    assert end_after(keys[:2], SequenceKey(9, 1), start) == ShardPosition.after("9", 0)
-    assert end_after(keys, None, start) == ShardPosition.after("9")
-    assert end_after(keys, SequenceKey(10, 0), start) == ShardPosition.after("9")
-    assert end_after(keys[:1], SequenceKey(9, 0), start) == ShardPosition.after("7")
+    assert end_after(keys[:2], SequenceKey(9, 1), start) == after("9", 0)
+    assert end_after(keys, None, start) == after("9")
+    assert end_after(keys, SequenceKey(10, 0), start) == after("9")
+    assert end_after(keys[:1], SequenceKey(9, 0), start) == after("7")
 
 
 def test_read_mode_is_read_whatever_its_case_and_spacing_and_defaults_to_driver() -> None:
@@ -108,22 +106,22 @@ def test_read_mode_is_read_whatever_its_case_and_spacing_and_defaults_to_driver(
 
 
 def test_a_shard_end_with_its_last_record_reads_back_as_that_end() -> None:
-    ended = ShardPosition.after("42").finished()
-    assert ShardPosition.parse("SHARD_END:42") == ended == ShardPosition("42", ended=True)
-    assert ShardPosition.parse(ended.encode()) == ended
+    ended = after("42").finished()
+    assert Position.parse("SHARD_END:42") == ended == shard_end(SequenceKey(42, WHOLE))
+    assert Position.parse(ended.encode()) == ended
     with pytest.raises(CheckpointError, match=r"^offset: unreadable shard position 'LATEST:42'"):
-        ShardPosition.parse("LATEST:42")
+        Position.parse("LATEST:42")
 
 
 def test_an_ended_position_checkpoints_the_whole_record_whatever_sub_sequence_it_carries() -> None:
-    ended_inside = ShardPosition("42", ended=True, sub_sequence_number=3)
+    ended_inside = shard_end(SequenceKey(42, 3))
     assert ended_inside.key == SequenceKey(42, WHOLE)
     assert as_checkpoint("s", ended_inside) == Checkpoint("s", "42", None, shard_end=True)
 
 
 def test_a_batch_ending_inside_an_aggregate_holds_the_user_record_it_ends_at() -> None:
-    inside = ShardPosition.after("42", 3)
-    assert in_range(SequenceKey(42, 3), ShardPosition.after("41"), inside)
-    assert in_range(SequenceKey(42, 3), ShardPosition.after("42", 2), inside)
-    assert not in_range(SequenceKey(42, 3), inside, ShardPosition.after("42", 5))  # consumed by the batch before
-    assert in_range(SequenceKey(43, 0), ShardPosition.after("42"), ShardPosition.after("43", 0))
+    inside = after("42", 3)
+    assert in_range(SequenceKey(42, 3), after("41"), inside)
+    assert in_range(SequenceKey(42, 3), after("42", 2), inside)
+    assert not in_range(SequenceKey(42, 3), inside, after("42", 5))  # consumed by the batch before
+    assert in_range(SequenceKey(43, 0), after("42"), after("43", 0))

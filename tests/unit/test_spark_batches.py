@@ -7,12 +7,13 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from kinesis_spout import CheckpointError
+from kinesis_spout.positions import TRIM_HORIZON, after
 from kinesis_spout.records import Record, SequenceKey
 from kinesis_spout.spark.batches import PlannedBatch, ShardEnd, abandoned, cut, split_limit, within
-from kinesis_spout.spark.offsets import ShardPosition, parse_offset
+from kinesis_spout.spark.offsets import parse_offset
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
-START = ShardPosition(start="TRIM_HORIZON")
+START = TRIM_HORIZON
 
 
 def rec(seq: int, sub: int | None = None, size: int = 10, at: datetime = T0) -> Record:
@@ -21,7 +22,7 @@ def rec(seq: int, sub: int | None = None, size: int = 10, at: datetime = T0) -> 
 
 
 def test_a_planned_batch_round_trips_and_rejects_a_driver_mode_offset() -> None:
-    planned = PlannedBatch("q1", 4, {"b": ShardPosition.after("7", 2), "a": START}, 10, 2048, T0)
+    planned = PlannedBatch("q1", 4, {"b": after("7", 2), "a": START}, 10, 2048, T0)
     doc = planned.encode()
     assert list(doc["shards"]) == ["a", "b"] and doc["shards"]["b"] == "7:2"
     assert PlannedBatch.parse(doc) == planned
@@ -35,7 +36,7 @@ def test_a_planned_batch_round_trips_and_rejects_a_driver_mode_offset() -> None:
 
 
 def test_a_recorded_end_round_trips_and_a_corrupt_one_names_its_node() -> None:
-    end = ShardEnd(ShardPosition.after("9", 1), 5, at_tip=False, past_cutoff=True)
+    end = ShardEnd(after("9", 1), 5, at_tip=False, past_cutoff=True)
     assert ShardEnd.from_json(end.to_json(), "node") == end
     with pytest.raises(CheckpointError, match="unreadable batch end at ZooKeeper node /x/batches/q/3/s"):
         ShardEnd.from_json(b"{not json", "/x/batches/q/3/s")
@@ -51,13 +52,13 @@ def test_split_limit_shares_a_batch_limit_and_never_gives_zero() -> None:
 def test_cut_by_records_by_bytes_and_always_one_record() -> None:
     records = [rec(1), rec(2), rec(3), rec(4)]
     n, end = cut(records, START, 2, None, None, shard_end=False, reached_tip=True)
-    assert n == 2 and end == ShardEnd(ShardPosition.after("2"), 2, at_tip=False)
+    assert n == 2 and end == ShardEnd(after("2"), 2, at_tip=False)
     n, end = cut(records, START, None, 25, None, shard_end=False, reached_tip=True)
-    assert n == 2 and end.end == ShardPosition.after("2")
+    assert n == 2 and end.end == after("2")
     n, end = cut([rec(1, size=500)], START, None, 25, None, shard_end=False, reached_tip=False)
     assert n == 1 and not end.at_tip  # the first record always, even over the byte limit
     n, end = cut(records, START, None, None, None, shard_end=False, reached_tip=True)
-    assert n == 4 and end.at_tip and end.end == ShardPosition.after("4")
+    assert n == 4 and end.at_tip and end.end == after("4")
     n, end = cut([], START, 5, None, None, shard_end=False, reached_tip=True)
     assert n == 0 and end == ShardEnd(START, 0, at_tip=True)
 
@@ -65,12 +66,12 @@ def test_cut_by_records_by_bytes_and_always_one_record() -> None:
 def test_cut_inside_an_aggregate_and_at_the_shard_end() -> None:
     records = [rec(5, 0), rec(5, 1), rec(5, 2), rec(8)]
     n, end = cut(records, START, 2, None, None, shard_end=True, reached_tip=True)
-    assert n == 2 and end.end == ShardPosition.after("5", 1) and not end.end.ended
+    assert n == 2 and end.end == after("5", 1) and not end.end.ended
     n, end = cut(records, START, 3, None, None, shard_end=True, reached_tip=True)
-    assert n == 3 and end.end == ShardPosition.after("5")
+    assert n == 3 and end.end == after("5")
     n, end = cut(records, START, None, None, None, shard_end=True, reached_tip=False)
-    assert n == 4 and end.end == ShardPosition.after("8").finished() and end.at_tip
-    n, end = cut([], ShardPosition.after("8"), None, None, None, shard_end=True, reached_tip=False)
+    assert n == 4 and end.end == after("8").finished() and end.at_tip
+    n, end = cut([], after("8"), None, None, None, shard_end=True, reached_tip=False)
     assert end.end.encode() == "SHARD_END:8"
 
 
@@ -83,7 +84,7 @@ def test_cut_stops_at_the_first_record_after_the_cutoff() -> None:
 
 def test_within_keeps_exactly_the_batch_range() -> None:
     records = [rec(5, 0), rec(5, 1), rec(5, 2), rec(8)]
-    assert [r.key for r in within(records, ShardPosition.after("5", 0), ShardPosition.after("5"))] == \
+    assert [r.key for r in within(records, after("5", 0), after("5"))] == \
         [SequenceKey(5, 1), SequenceKey(5, 2)]
     assert within(records, START, START) == []
 

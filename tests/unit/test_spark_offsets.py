@@ -8,9 +8,19 @@ from typing import Any
 import pytest
 
 from kinesis_spout import CheckpointError, ConfigError, InitialPosition
-from kinesis_spout.records import SequenceKey
+from kinesis_spout.positions import (
+    LATEST,
+    SHARD_END,
+    TRIM_HORIZON,
+    IteratorArgs,
+    Position,
+    after,
+    at_timestamp,
+    iterator_args,
+    shard_end,
+)
+from kinesis_spout.records import WHOLE, SequenceKey
 from kinesis_spout.spark.offsets import (
-    ShardPosition,
     SourceLimits,
     allocate,
     checkpoint_position,
@@ -86,9 +96,9 @@ def test_errors_name_the_option_as_the_user_typed_it_and_list_the_source_options
 @pytest.mark.parametrize("text", ["17", BIG, "TRIM_HORIZON", "LATEST", "SHARD_END", f"SHARD_END:{BIG}",
                                   "AT_TIMESTAMP:2026-01-31T12:00:00.250000+00:00"])
 def test_positions_round_trip_through_their_string_form(text: str) -> None:
-    position = ShardPosition.parse(text)
+    position = Position.parse(text)
     assert position.encode() == text
-    assert ShardPosition.parse(position.encode()) == position
+    assert Position.parse(position.encode()) == position
 
 
 @pytest.mark.parametrize("text", ["", "-1", "12a", "EARLIEST", "SHARD_END:x", "AT_TIMESTAMP:yesterday", 17, None])
@@ -103,31 +113,31 @@ def test_an_offset_that_is_not_an_object_says_where_it_came_from() -> None:
 
 
 def test_offsets_encode_in_shard_order_so_equal_offsets_compare_equal() -> None:
-    a = encode_offset({"shardId-2": ShardPosition.after("5"), "shardId-1": ShardPosition(start="TRIM_HORIZON")})
+    a = encode_offset({"shardId-2": after("5"), "shardId-1": TRIM_HORIZON})
     assert list(a) == ["shardId-1", "shardId-2"] and a == {"shardId-1": "TRIM_HORIZON", "shardId-2": "5"}
 
 
 def test_sequence_numbers_compare_as_integers_not_strings() -> None:
-    nine, ten = ShardPosition.after("9"), ShardPosition.after("10")
+    nine, ten = after("9"), after("10")
     assert ten.is_beyond(nine) and not nine.is_beyond(ten)  # as strings "9" > "10"
-    assert ShardPosition.after(BIG).is_beyond(ShardPosition.after(str(int(BIG) - 1)))
+    assert after(BIG).is_beyond(after(str(int(BIG) - 1)))
     assert in_range(SequenceKey(10), nine, ten) and not in_range(SequenceKey(9), nine, ten)
     assert not in_range(SequenceKey(11), nine, ten)
 
 
 def test_shard_end_keeps_the_last_sequence_number() -> None:
-    end = ShardPosition.after("40").finished()
+    end = after("40").finished()
     assert end.ended and end.encode() == "SHARD_END:40"
-    assert range_is_empty(ShardPosition.after("40"), end)  # closed with nothing new
-    assert not range_is_empty(ShardPosition.after("39"), end)
+    assert range_is_empty(after("40"), end)  # closed with nothing new
+    assert not range_is_empty(after("39"), end)
 
 
 def test_ranges_without_a_consumed_end_are_empty() -> None:
-    stamp = ShardPosition.at_timestamp(datetime(2026, 1, 1, tzinfo=timezone.utc))
-    assert range_is_empty(ShardPosition(start="LATEST"), stamp)
-    assert range_is_empty(ShardPosition(start="TRIM_HORIZON"), ShardPosition(ended=True))
-    assert not range_is_empty(ShardPosition(start="TRIM_HORIZON"), ShardPosition.after("1"))
-    assert in_range(SequenceKey(1), ShardPosition(start="TRIM_HORIZON"), ShardPosition.after("1"))
+    stamp = at_timestamp(datetime(2026, 1, 1, tzinfo=timezone.utc))
+    assert range_is_empty(LATEST, stamp)
+    assert range_is_empty(TRIM_HORIZON, SHARD_END)
+    assert not range_is_empty(TRIM_HORIZON, after("1"))
+    assert in_range(SequenceKey(1), TRIM_HORIZON, after("1"))
 
 
 # -- admission control ---------------------------------------------------------------------------------------------
@@ -166,9 +176,9 @@ def test_first_after_finds_the_first_record_past_the_cutoff() -> None:
 def test_children_wait_until_their_listed_parents_are_read_to_their_end() -> None:
     parents = {"p": (), "c1": ("p",), "c2": ("p", "q"), "orphan": ("gone",)}
     listed = ["p", "c1", "c2", "orphan", "q"]
-    running = {"p": ShardPosition.after("5"), "q": ShardPosition.after("1").finished()}
+    running = {"p": after("5"), "q": after("1").finished()}
     assert waiting_for_parents(parents, running, listed) == {"c1", "c2"}
-    done = {**running, "p": ShardPosition.after("9").finished()}
+    done = {**running, "p": after("9").finished()}
     assert waiting_for_parents(parents, done, listed) == set()
     # a parent not read yet holds its children back too
     assert waiting_for_parents(parents, {}, listed) == {"c1", "c2"}
@@ -209,17 +219,16 @@ def test_the_reader_pickles_without_its_clients_and_maps_the_read_limits() -> No
 
 def test_stored_checkpoints_map_onto_positions_and_positions_onto_iterators() -> None:
     from kinesis_spout import Checkpoint
-    from kinesis_spout.spark.source import start_position
 
     assert checkpoint_position(Checkpoint("s", BIG)).encode() == BIG
     assert checkpoint_position(Checkpoint("s", "12", shard_end=True)).encode() == "SHARD_END:12"
     assert checkpoint_position(Checkpoint("s", None, shard_end=True)).encode() == "SHARD_END"
     assert checkpoint_position(Checkpoint("s", None, reset_to="LATEST")).encode() == "LATEST"
     assert checkpoint_position(Checkpoint("s", None, reset_to="TRIM_HORIZON")).encode() == "TRIM_HORIZON"
-    assert start_position(ShardPosition.after(BIG)).describe() == f"AFTER_SEQUENCE_NUMBER {BIG}"
-    assert start_position(ShardPosition(start="TRIM_HORIZON")).describe() == "TRIM_HORIZON"
+    assert iterator_args(after(BIG)) == IteratorArgs("AFTER_SEQUENCE_NUMBER", BIG)
+    assert iterator_args(TRIM_HORIZON) == IteratorArgs("TRIM_HORIZON")
     when = datetime(2026, 3, 1, 12, tzinfo=timezone.utc)
-    assert start_position(ShardPosition.at_timestamp(when)).timestamp == when
+    assert iterator_args(at_timestamp(when)) == IteratorArgs("AT_TIMESTAMP", timestamp=when)
 
 
 def test_a_new_query_starts_at_checkpoints_then_children_of_read_parents_then_the_initial_position() -> None:
@@ -232,7 +241,7 @@ def test_a_new_query_starts_at_checkpoints_then_children_of_read_parents_then_th
     got = encode_offset(initial_positions(parents, stored, config))
     assert got == {"c": "TRIM_HORIZON", "fresh": "AT_TIMESTAMP:2026-05-01T00:00:00+00:00",
                    "orphan": "AT_TIMESTAMP:2026-05-01T00:00:00+00:00", "p": "SHARD_END:9", "reset": "LATEST"}
-    assert ShardPosition.parse(got["reset"]).unresolved and not ShardPosition.parse(got["p"]).unresolved
+    assert Position.parse(got["reset"]).unresolved and not Position.parse(got["p"]).unresolved
 
 
 def test_a_query_position_stands_for_the_checkpoint_the_lineage_rule_reads_of_a_parent() -> None:
@@ -240,17 +249,17 @@ def test_a_query_position_stands_for_the_checkpoint_the_lineage_rule_reads_of_a_
     from kinesis_spout.spark.offsets import as_checkpoint, lineage_checkpoint
 
     when = datetime(2026, 3, 1, 12, tzinfo=timezone.utc)
-    ended_at_pin = ShardPosition.ended_at("AT_TIMESTAMP", when)
+    ended_at_pin = shard_end(then=at_timestamp(when))
     assert as_checkpoint("p", ended_at_pin) == Checkpoint("p", None, shard_end=True, reset_to="AT_TIMESTAMP",
                                                           timestamp=when)
     # a shard the query read from a pin to its end hands its children TRIM_HORIZON (created while it was read)
-    assert as_checkpoint("p", ShardPosition.at_timestamp(when).finished()) == Checkpoint("p", None, shard_end=True)
-    assert lineage_checkpoint("p", ShardPosition.at_timestamp(when)) == Checkpoint.pinned("p", when)
-    assert lineage_checkpoint("p", ShardPosition(start="LATEST")) == Checkpoint("p", None, reset_to="LATEST")
-    assert lineage_checkpoint("p", ShardPosition(start="TRIM_HORIZON")) == Checkpoint(
+    assert as_checkpoint("p", at_timestamp(when).finished()) == Checkpoint("p", None, shard_end=True)
+    assert lineage_checkpoint("p", at_timestamp(when)) == Checkpoint.pinned("p", when)
+    assert lineage_checkpoint("p", LATEST) == Checkpoint("p", None, reset_to="LATEST")
+    assert lineage_checkpoint("p", TRIM_HORIZON) == Checkpoint(
         "p", None, reset_to="TRIM_HORIZON")
-    assert lineage_checkpoint("p", ShardPosition.after(BIG)) == Checkpoint("p", BIG)
-    assert lineage_checkpoint("p", ShardPosition.after(BIG).finished()) == Checkpoint("p", BIG, shard_end=True)
+    assert lineage_checkpoint("p", after(BIG)) == Checkpoint("p", BIG)
+    assert lineage_checkpoint("p", after(BIG).finished()) == Checkpoint("p", BIG, shard_end=True)
 
 
 def test_a_new_query_at_latest_leaves_out_the_closed_shards_and_starts_their_children_at_latest() -> None:
@@ -269,17 +278,17 @@ def test_a_new_query_at_latest_leaves_out_the_closed_shards_and_starts_their_chi
     later = initial_positions({"p": (), "a": ("p",), "q": ()}, {"q": Checkpoint.pinned("q", T0)}, config,
                               closed={"p"})
     assert encode_offset(later)["p"] == "TRIM_HORIZON"
-    assert as_checkpoint("p", ShardPosition(ended=True)) == Checkpoint("p", None, shard_end=True)  # read, empty
+    assert as_checkpoint("p", SHARD_END) == Checkpoint("p", None, shard_end=True)  # read, empty
 
 
 @pytest.mark.parametrize("position,text", [
-    (ShardPosition(start="LATEST", ended=True), "SHARD_END@LATEST"),
-    (ShardPosition(start="AT_TIMESTAMP", timestamp=T0, ended=True), f"SHARD_END@AT_TIMESTAMP:{T0.isoformat()}"),
-    (ShardPosition(ended=True), "SHARD_END"),
-    (ShardPosition.after(BIG).finished(), f"SHARD_END:{BIG}"),
+    (shard_end(then=LATEST), "SHARD_END@LATEST"),
+    (shard_end(then=at_timestamp(T0)), f"SHARD_END@AT_TIMESTAMP:{T0.isoformat()}"),
+    (SHARD_END, "SHARD_END"),
+    (after(BIG).finished(), f"SHARD_END:{BIG}"),
 ])
 def test_an_end_keeps_what_it_hands_down_through_the_offset_string_to_zookeeper(
-        position: ShardPosition, text: str) -> None:
+        position: Position, text: str) -> None:
     """What Spark stores (the offset string) and gives back to ``commit`` and to a restarted query must write the
     same ZooKeeper checkpoint as the position it was made from: a never-read end hands LATEST down, an end kept at
     its start time hands that time down, a plain end TRIM_HORIZON."""
@@ -292,8 +301,8 @@ def test_an_end_keeps_what_it_hands_down_through_the_offset_string_to_zookeeper(
 
 
 def test_the_end_strings_of_earlier_versions_still_read() -> None:
-    assert ShardPosition.parse("SHARD_END") == ShardPosition(ended=True)
-    assert ShardPosition.parse(f"SHARD_END:{BIG}") == ShardPosition(BIG, ended=True)
+    assert Position.parse("SHARD_END") == SHARD_END
+    assert Position.parse(f"SHARD_END:{BIG}") == shard_end(SequenceKey(int(BIG), WHOLE))
     for bad in ("SHARD_END@", "SHARD_END@TRIM_HORIZON", f"SHARD_END@{BIG}", "SHARD_END@AT_TIMESTAMP:soon"):
         with pytest.raises(CheckpointError, match="SHARD_END@LATEST"):
-            ShardPosition.parse(bad)
+            Position.parse(bad)
