@@ -26,8 +26,8 @@ from kinesis_spout.errors import (
     SpoutStateError,
     StreamNotFoundError,
 )
+from kinesis_spout.metrics.shard import ShardMetrics
 from kinesis_spout.records import SpoutTuple
-from kinesis_spout.spout import ShardMetrics
 from kinesis_spout.testing.faults import FaultProxy
 from kinesis_spout.testing.kinesis import KinesisEndpoint, wait_for_stream
 from kinesis_spout.testing.process import wait_until
