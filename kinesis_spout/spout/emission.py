@@ -20,12 +20,13 @@ if TYPE_CHECKING:
     from kinesis_spout.spout.registry import ShardRegistry
     from kinesis_spout.spout.shards import ShardLifecycle
 
-__all__ = ["NO_BYTE_LIMIT", "Emitter"]
+__all__ = ["NO_BYTE_LIMIT", "TAKE_CHUNK", "Emitter"]
 
 log = logging.getLogger("kinesis_spout")
 
 _POISON: Any = object()  # what _values returns for a record its scheme refused
 NO_BYTE_LIMIT = 1 << 62
+TAKE_CHUNK = 100  # a batch takes up to this many records of a shard at a time (then the next shard's turn)
 _FINISHING = (ShardPhase.READING, ShardPhase.DRAINING)
 
 
@@ -89,6 +90,18 @@ class Emitter:
             emitted = self._emit(records, now)
             if emitted:
                 return emitted
+
+    def fill(self, batch: list[SpoutTuple], now: float, limit: int, byte_limit: int) -> None:
+        """Append what is ready to ``batch`` (next_batch), up to ``limit`` tuples and about ``byte_limit`` bytes (at
+        least one record). An error of a take is raised; the tuples appended before it stay in ``batch``."""
+        retries = self.has_retries()
+        size = 0
+        while len(batch) < limit and size < byte_limit:
+            taken = self.take(now, retries, min(limit - len(batch), TAKE_CHUNK), byte_limit - size)
+            if not taken:
+                break
+            batch.extend(taken)
+            size += sum(len(t.record.data) + len(t.record.partition_key) for t in taken)
 
     def _next_retry(self, now: float) -> SpoutTuple | None:
         states = list(self.registry.shards.values())

@@ -41,7 +41,6 @@ log = logging.getLogger("kinesis_spout")
 
 _EXPIRE_EVERY_S = 0.05
 DEAD_LETTER_CLOSE_S = 10.0  # how long close() keeps trying to write the dead letters still queued
-TAKE_CHUNK = 100  # next_batch takes up to this many records of a shard at a time (then the next shard's turn)
 
 
 class KinesisSpout:
@@ -252,17 +251,9 @@ class KinesisSpout:
         while True:
             with self._lock:  # take what is ready under one lock hold
                 now = self._prepare()
-                retries = emitter.has_retries()
-                size = 0
                 limit = 0 if self._membership.paused() else max_records
-                byte_limit = NO_BYTE_LIMIT if max_bytes is None else max_bytes
                 try:
-                    while len(batch) < limit and size < byte_limit:
-                        taken = emitter.take(now, retries, min(limit - len(batch), TAKE_CHUNK), byte_limit - size)
-                        if not taken:
-                            break
-                        batch.extend(taken)
-                        size += sum(len(t.record.data) + len(t.record.partition_key) for t in taken)
+                    emitter.fill(batch, now, limit, NO_BYTE_LIMIT if max_bytes is None else max_bytes)
                 except Exception as exc:
                     if not batch:
                         raise
