@@ -147,7 +147,7 @@ class ShardLifecycle:
     def hand_back(self) -> None:
         """DRAINING or FINISHED -> HANDED_BACK: the spout forgets the shard; acks for it change nothing now."""
         self._move(ShardPhase.HANDED_BACK)
-        self.reader._stop.set()
+        self.reader.stop()
 
     def drop(self, rr: RoundRobinReader) -> None:
         """-> DROPPED (its lease is lost): take nothing more, write nothing more."""
@@ -157,7 +157,7 @@ class ShardLifecycle:
     def _detach(self, rr: RoundRobinReader) -> None:
         if self.reader in rr.readers:
             rr.remove(self.reader)
-        self.reader._stop.set()  # stops fetching; the reader is closed by whoever forgets the shard
+        self.reader.stop()  # stops fetching; the reader is closed by whoever forgets the shard
 
     # -- what a phase allows ----------------------------------------------------------------------------------
     @property
