@@ -27,13 +27,19 @@ def key(i: int) -> SequenceKey:
     return SequenceKey(SEQ + i * 2 ** 80, 0)
 
 
+MADE: list[BufferedShardReader] = []  # every reader made by a test, closed by the fixture
+
+
 @pytest.fixture
 def rr() -> Iterator[RoundRobinReader]:
     """A round-robin without a pool: a reader started here polls on its own thread (no client: its first call
-    fails and is kept for a take that never comes); close() stops and joins them."""
+    fails and is kept for a take that never comes). Every reader made is closed at the end (its thread joined),
+    those the lifecycle took out of the round-robin too."""
     rr = RoundRobinReader(0)
     yield rr
     rr.close()
+    while MADE:
+        MADE.pop().close()
 
 
 def lifecycle(rr: RoundRobinReader, retry_limit: int = 3) -> ShardLifecycle:
@@ -44,6 +50,7 @@ def lifecycle(rr: RoundRobinReader, retry_limit: int = 3) -> ShardLifecycle:
                                     backoff=RetryBackoff(initial_s=0.0, multiplier=1.0, max_s=0.0))
     state = ShardLifecycle(Shard(SHARD, None, None, "0", None), tracker, reader, ShardStart(TRIM_HORIZON))
     rr.add([reader])
+    MADE.append(reader)
     return state
 
 
