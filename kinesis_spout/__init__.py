@@ -19,9 +19,10 @@ from kinesis_spout.errors import (
     ThrottledError,
 )
 from kinesis_spout.kinesis.credentials import AwsCredentials
+from kinesis_spout.metrics.shard import ShardMetrics
 from kinesis_spout.records import Record, SequenceKey, SpoutTuple
 from kinesis_spout.schemes import JsonScheme, RawScheme, RecordScheme, TextScheme
-from kinesis_spout.spout import KinesisSpout, ShardMetrics
+from kinesis_spout.spout import KinesisSpout
 from kinesis_spout.tracker import FailOutcome, InflightRecordTracker, RetryBackoff
 
 __version__ = "0.1.0"

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from kinesis_spout.metrics.names import PIPELINE_METRICS, SHARD_METRICS, SPOUT_METRICS, MetricSpec
-from kinesis_spout.spark.metrics import LATENCY_BUCKETS_S
+from kinesis_spout.metrics.names import (
+    LATENCY_BUCKETS_S,
+    PIPELINE_METRICS,
+    SHARD_METRICS,
+    SPOUT_METRICS,
+    MetricSpec,
+)
 
 __all__ = ["SpoutCollector", "require_prometheus_client"]
 

@@ -7,9 +7,13 @@ counters, seconds and bytes as base units, labels ``stream``, ``app`` and (per s
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-__all__ = ["METRICS", "PIPELINE_METRICS", "SHARD_METRICS", "SPOUT_METRICS", "MetricSpec"]
+__all__ = ["LATENCY_BUCKETS_S", "METRICS", "PIPELINE_METRICS", "SHARD_METRICS", "SPOUT_METRICS", "MetricSpec"]
+
+#: Upper bounds (seconds) of the batch-latency histogram of a pipeline's figures (Prometheus' ``le``).
+LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, math.inf)
 
 SHARD_LABELS = ("stream", "app", "shard")
 SPOUT_LABELS = ("stream", "app")

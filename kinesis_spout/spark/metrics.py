@@ -14,14 +14,13 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Mapping, Sequence
 
-from kinesis_spout.spout import ShardMetrics
+from kinesis_spout.metrics.names import LATENCY_BUCKETS_S
+from kinesis_spout.metrics.shard import ShardMetrics
 
 __all__ = ["LATENCY_BUCKETS_S", "BatchMetrics", "MetricsRecorder", "PipelineMetrics", "percentile"]
 
 #: Batch latencies kept for the percentiles of :class:`PipelineMetrics`.
 LATENCY_WINDOW = 1000
-#: Upper bounds (seconds) of the batch-latency histogram of :class:`PipelineMetrics` (Prometheus' ``le``).
-LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, math.inf)
 
 
 @dataclass(frozen=True)
@@ -51,11 +50,6 @@ class BatchMetrics:
     @property
     def records_per_s(self) -> float:
         return self.records / self.latency_s if self.latency_s > 0 else float(self.records)
-
-    @property
-    def max_lag_ms(self) -> int | None:
-        known = [v for v in self.lag_ms.values() if v is not None]
-        return max(known) if known else None
 
     def describe(self) -> str:
         """The INFO log line of the batch."""

@@ -137,7 +137,12 @@ def test_a_spout_whose_lease_moved_on_stops_emitting_that_shard(kinesalite: Kine
         zk = zookeeper.client()
         lease = f"{zookeeper.prefix}/leases/{stream}/leases/{shard}"  # {prefix}/{app}/{stream}/leases/{shard}
         assert zk.exists(lease)
-        zk.set(lease, b'{"owner": "intruder"}')  # the lease moves on (a new epoch) behind the spout's back
+        # the lease moves on (a new epoch) behind the spout's back, to a live worker: one that is not live would
+        # lose it to the spout's next lease round at once (it may drop and take the shard again within one round)
+        moved = zk.transaction()
+        moved.create(f"{zookeeper.prefix}/leases/{stream}/workers/intruder", b"{}", ephemeral=True)
+        moved.set_data(lease, b'{"owner": "intruder"}')
+        assert not [r for r in moved.commit() if isinstance(r, Exception)]
         spout.ack_many(t.message_id for t in taken)
         assert wait_until(lambda: shard not in spout.shard_ids, 10), "the spout kept the shard"
         # refused, whether the write or the next lease round found the lease moved on first

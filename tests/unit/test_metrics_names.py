@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 from kinesis_spout.metrics.names import METRICS, PIPELINE_METRICS, SHARD_METRICS, SPOUT_METRICS
+from kinesis_spout.metrics.shard import ShardMetrics
 from kinesis_spout.spark.metrics import LATENCY_BUCKETS_S, BatchMetrics, MetricsRecorder
-from kinesis_spout.spout import ShardMetrics
 
 PINNED = {
     "kinesis_spout_shard_owned": ("gauge", ("stream", "app", "shard")),

@@ -1,0 +1,164 @@
+"""Emission: taking records from the shards' readers, putting them in flight and making their tuples.
+
+:class:`Emitter` is called by the spout's facade with the registry's lock held (next_tuple/next_batch on the
+consumer's thread); it owns the retry cursor and the poison-record count, both guarded by that lock. The scheme is
+called under the lock, on the caller's thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from kinesis_spout.records import Record, SpoutTuple, message_id
+from kinesis_spout.spout.kpl import note_aggregates
+from kinesis_spout.spout.shards import ShardPhase
+
+if TYPE_CHECKING:
+    from kinesis_spout.config import SpoutConfig
+    from kinesis_spout.spout.dead_letters import DeadLetterGlue
+    from kinesis_spout.spout.registry import ShardRegistry
+    from kinesis_spout.spout.shards import ShardLifecycle
+
+__all__ = ["NO_BYTE_LIMIT", "TAKE_CHUNK", "Emitter"]
+
+log = logging.getLogger("kinesis_spout")
+
+_POISON: Any = object()  # what _values returns for a record its scheme refused
+NO_BYTE_LIMIT = 1 << 62
+TAKE_CHUNK = 100  # a batch takes up to this many records of a shard at a time (then the next shard's turn)
+_FINISHING = (ShardPhase.READING, ShardPhase.DRAINING)
+
+
+class Emitter:
+    """Takes records for the facade (lock held): due retries first, then new records round-robin across the shards
+    that are under their in-flight limits. Also the housekeeping before each take (message timeouts, shard ends)."""
+
+    def __init__(self, registry: ShardRegistry, config: SpoutConfig, dead_letters: DeadLetterGlue) -> None:
+        self.registry = registry
+        self.config = config
+        self.dead_letters = dead_letters
+        self.poison_records = 0
+        self._retry_cursor = 0
+
+    def maintain(self, now: float) -> None:
+        """Fail the records whose message timeout passed, and finish the shards read to their end with nothing in
+        flight (their shard ends are offered)."""
+        for state in list(self.registry.shards.values()):
+            tracker = state.tracker
+            if self.config.message_timeout_s is not None and tracker.inflight_count:
+                expired = tracker.expire(now)
+                if expired:
+                    log.warning("%d records of %s timed out after %.1f s and were failed", len(expired),
+                                state.shard_id, self.config.message_timeout_s)
+                    self.dead_letters.deliver(state, "timed out")
+            if state.phase in _FINISHING and state.reader.ended and state.reader.exhausted \
+                    and not tracker.inflight_count:
+                self.registry.finish(state)
+
+    def has_retries(self) -> bool:
+        """True when any shard has a record queued for a retry."""
+        return any(s.tracker.retry_queue_len for s in self.registry.shards.values())
+
+    def next_due(self, now: float) -> float | None:
+        """Seconds until the next retry or message timeout of any shard."""
+        dues = [d for s in self.registry.shards.values() if (d := s.tracker.next_due(now)) is not None]
+        return min(dues, default=None)
+
+    def take(self, now: float, retries: bool, want: int, max_bytes: int) -> list[SpoutTuple]:
+        """A due retry (unless ``retries`` is False: none is queued), or else up to ``want`` new records of one
+        shard whose bytes stay under ``max_bytes`` (at least one record). Empty when nothing is ready."""
+        if retries:
+            retry = self._next_retry(now)
+            if retry is not None:
+                return [retry]
+        cfg = self.config
+        shards = self.registry.shards
+
+        def room(shard_id: str) -> tuple[int, int]:  # what the shard may take under its in-flight limits
+            state = shards[shard_id]
+            if not state.takes_new_records:
+                return (0, 0)
+            tracker = state.tracker
+            return (cfg.max_inflight_records - tracker.inflight_count,
+                    min(cfg.max_inflight_bytes - tracker.inflight_bytes, max_bytes))
+
+        while True:
+            records = self.registry.rr.next_records(room, want)
+            if not records:
+                return []
+            emitted = self._emit(records, now)
+            if emitted:
+                return emitted
+
+    def fill(self, batch: list[SpoutTuple], now: float, limit: int, byte_limit: int) -> None:
+        """Append what is ready to ``batch`` (next_batch), up to ``limit`` tuples and about ``byte_limit`` bytes (at
+        least one record). An error of a take is raised; the tuples appended before it stay in ``batch``."""
+        retries = self.has_retries()
+        size = 0
+        while len(batch) < limit and size < byte_limit:
+            taken = self.take(now, retries, min(limit - len(batch), TAKE_CHUNK), byte_limit - size)
+            if not taken:
+                break
+            batch.extend(taken)
+            size += sum(len(t.record.data) + len(t.record.partition_key) for t in taken)
+
+    def _next_retry(self, now: float) -> SpoutTuple | None:
+        states = list(self.registry.shards.values())
+        n = len(states)
+        for i in range(n):
+            state = states[(self._retry_cursor + i) % n]
+            if not state.emits_retries:
+                continue
+            while state.tracker.retry_queue_len and state.tracker.has_due_retry(now):
+                got = state.tracker.next_retry(now)
+                if got is None:
+                    break
+                key, record, attempt = got
+                values = self._values(state, record)
+                if values is _POISON:
+                    continue  # the scheme refused it this time: dead-lettered
+                self._retry_cursor = (self._retry_cursor + i + 1) % n
+                return SpoutTuple(message_id(state.shard_id, key), record, values, attempt)
+        return None
+
+    def _values(self, state: ShardLifecycle, record: Record) -> Any:
+        """The scheme's values for a record in flight, or ``_POISON`` when the scheme raised: the record is then a
+        poison record, handed to the dead-letter handler with the exception, and done (whatever the exception's
+        type: a record that cannot be decoded must neither stop the shard nor vanish)."""
+        try:
+            return self.config.scheme(record)
+        except Exception as exc:  # noqa: BLE001 - any scheme error makes the record a poison record
+            self.poison_records += 1
+            reason = f"poison record: {exc}" if isinstance(exc, ValueError) else \
+                f"poison record: the scheme raised {type(exc).__name__}: {exc}"
+            self.dead_letters.give_up(state, record, reason)
+            return _POISON
+
+    def _emit(self, records: list[Record], now: float) -> list[SpoutTuple]:
+        """Put records of one shard (in read order) in flight and make their tuples. Replays of records already
+        emitted are dropped, and so are records the scheme refused (dead-lettered)."""
+        state = self.registry.shards[records[0].shard_id]
+        tracker = state.tracker
+        note_aggregates(state.aggregates, records)
+        sizes = [len(r.data) + len(r.partition_key) for r in records]
+        try:
+            skip = tracker.emit_many([r.rank for r in records], now, records, sizes)
+        except ValueError:  # not in increasing order (never seen from one reader): one at a time, as emit decides
+            kept = [(r, n) for r, n in zip(records, sizes) if tracker.emit(r.rank, now, r, n)]
+        else:
+            kept = list(zip(records[skip:], sizes[skip:]))
+        out: list[SpoutTuple] = []
+        reliable = self.config.reliable
+        new = tuple.__new__  # a SpoutTuple with every field given, without its named-tuple __new__
+        for record, size in kept:
+            state.emitted_bytes += size
+            values = self._values(state, record)
+            if values is _POISON:
+                continue
+            if not reliable:
+                tracker.ack(record.rank)
+            out.append(new(SpoutTuple, (record.message_id, record, values, 1)))
+        if not reliable and kept:
+            self.registry.offer_checkpoint(state)
+        return out

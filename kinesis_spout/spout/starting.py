@@ -1,0 +1,87 @@
+"""Starting shards: resolving where each new shard starts and building its lifecycle (tracker, getter, reader).
+
+:class:`ShardStarter` is made by ``open()`` once the Kinesis client and the checkpoint store exist; its
+:meth:`ShardStarter.add` is called by ``open()`` and by the shard sync thread. The store reads happen without the
+registry's lock; the new lifecycles are installed under it.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Mapping
+
+from kinesis_spout.coordination.lineage import ShardStart
+from kinesis_spout.coordination.starts import resolve_starts
+from kinesis_spout.errors import KinesisError
+from kinesis_spout.kinesis.getter import ShardGetter
+from kinesis_spout.kinesis.reader import BufferedShardReader
+from kinesis_spout.kinesis.shards import Shard, drop_range
+from kinesis_spout.positions import LATEST, Position
+from kinesis_spout.spout.shards import ShardLifecycle
+from kinesis_spout.tracker import InflightRecordTracker
+
+if TYPE_CHECKING:
+    from kinesis_spout.checkpoint.base import Checkpoint, CheckpointStore
+    from kinesis_spout.config import SpoutConfig
+    from kinesis_spout.spout.registry import ShardRegistry
+
+__all__ = ["ShardStarter"]
+
+log = logging.getLogger("kinesis_spout")
+
+
+class ShardStarter:
+    """Adds shards to a registry: ``client`` is the Kinesis client, ``store`` the checkpoint store (both opened)."""
+
+    def __init__(self, registry: ShardRegistry, config: SpoutConfig, client: Any, store: CheckpointStore) -> None:
+        self.registry = registry
+        self.config = config
+        self.client = client
+        self.store = store
+
+    def add(self, shards: list[Shard], fresh_pins: Mapping[str, datetime] | None = None) -> None:
+        """Start reading ``shards``: their starts are resolved (store I/O, no lock held), then their lifecycles are
+        installed under the lock and their readers started (unless the spout is still opening: ``open()`` starts
+        them). ``fresh_pins``: the pins the app's first start wrote just now (from ``open()``)."""
+        registry = self.registry
+        states = []
+        for shard, start, checkpoint, first in resolve_starts(self.store, self.config, shards, fresh_pins):
+            if first is None:
+                log.info("shard %s was finished earlier (shard_end); not reading it again", shard.shard_id)
+                with registry.lock:
+                    registry.done.add(shard.shard_id)
+                continue
+            states.append(self.make(shard, start, checkpoint, first))
+        with registry.lock:
+            if registry.phase == "closed":
+                for state in states:
+                    state.reader.close()
+                return
+            for state in states:
+                registry.install(state)
+
+    def make(self, shard: Shard, start: ShardStart, checkpoint: Checkpoint | None,
+             first: Position) -> ShardLifecycle:
+        """A new shard's lifecycle (STARTING): its tracker, getter and reader (the reader not started yet)."""
+        cfg = self.config
+        rr = self.registry.rr
+        initial = checkpoint.key if checkpoint is not None else None
+        tracker = InflightRecordTracker(
+            shard.shard_id, retry_limit=cfg.retry_limit, backoff=cfg.retry_backoff,
+            message_timeout_s=cfg.message_timeout_s, checkpoint=initial)
+        getter = ShardGetter(self.client, cfg.stream_name, shard.shard_id, first, cfg.max_records_per_call,
+                             deaggregate=cfg.deaggregate,
+                             hash_range=drop_range(cfg.stream_name, shard.shard_id, shard,
+                                                   cfg.drop_foreign_user_records))
+        if first == LATEST:  # LATEST is the tip when open() runs, not when the reader thread gets to it
+            try:
+                getter.prepare()
+            except KinesisError as exc:
+                if not exc.retriable:
+                    raise
+                log.warning("%s; the reader of %s takes its LATEST iterator when it can", exc, shard.shard_id)
+        reader = BufferedShardReader(getter, max_records=cfg.prefetch_records, max_bytes=cfg.prefetch_bytes,
+                                     empty_backoff_s=cfg.empty_record_backoff_s, on_data=rr.notify,
+                                     pool=rr.pool, max_empty_backoff_s=cfg.max_empty_record_backoff_s)
+        return ShardLifecycle(shard, tracker, reader, start, restored=checkpoint)
