@@ -46,8 +46,8 @@ from kinesis_spout.positions import TRIM_HORIZON, Position
 from kinesis_spout.records import parse_message_id
 from kinesis_spout.spark.batch_store import batch_store_for
 from kinesis_spout.spark.batches import PlannedBatch
-from kinesis_spout.spark.executor_source import ExecutorStreamReader, ShardTask, read_shard_batch
 from kinesis_spout.spark.offsets import in_range
+from kinesis_spout.spark.source import WORKER_CLIENTS, ExecutorStreamReader, ShardTask, read_shard_batch
 from kinesis_spout.testing.faults import FaultProxy
 from kinesis_spout.testing.http_proxy import UpstreamRequest
 from kinesis_spout.testing.kinesis import KinesisEndpoint
@@ -515,7 +515,7 @@ def test_two_attempts_mid_read_at_once_yield_the_end_recorded_first(kinesalite: 
             if name == "S":
                 placed += kinesalite.put(stream, [f"late-{i}".encode() for i in range(10)])
         assert (holds["S"].records, holds["L"].records) == (20, 30)
-        batches = batch_store_for(reader._checkpoints())
+        batches = batch_store_for(WORKER_CLIENTS.checkpoints(reader.config))
         assert batches.batch_end(PlannedBatch.parse(end).query, 0, shard) is None  # both mid-read
         order = ["L", "S"] if first == "longer" else ["S", "L"]
         for name in order:
