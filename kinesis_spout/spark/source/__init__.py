@@ -12,14 +12,10 @@ from kinesis_spout.spark.batch_options import BATCH_OPTIONS
 from kinesis_spout.spark.source.batch import KinesisBatchReader, ShardSpan, parse_batch_options
 from kinesis_spout.spark.source.clients import WORKER_CLIENTS, ClientCache
 from kinesis_spout.spark.source.datasource import KinesisSpoutDataSource, check_stream_exists
-from kinesis_spout.spark.source.driver import (
-    AVAILABLE_NOW_MARGIN,
-    IDLE_WAIT_S,
-    KinesisSpoutStreamReader,
-    ShardRange,
-)
+from kinesis_spout.spark.source.driver import KinesisSpoutStreamReader, ShardRange
 from kinesis_spout.spark.source.executor import ABANDONED_AFTER_S, HEARTBEAT_S, ExecutorStreamReader
 from kinesis_spout.spark.source.executor_read import EXECUTOR_READ_S, ShardTask, read_shard_batch
+from kinesis_spout.spark.source.planning import AVAILABLE_NOW_MARGIN, IDLE_WAIT_S
 from kinesis_spout.spark.source.shard_reads import MAX_RETRIES, read_range, skip_consumed
 
 __all__ = [

@@ -35,18 +35,19 @@ from kinesis_spout.spark.offsets import (
 from kinesis_spout.spark.source.clients import WORKER_CLIENTS
 from kinesis_spout.spark.source.codec import decode_batches, encode_records, record_batches
 from kinesis_spout.spark.source.driver_planner import DriverPlanner
-from kinesis_spout.spark.source.planning import QueryPlanning, default_read_limit, read_budget
+from kinesis_spout.spark.source.planning import (
+    AVAILABLE_NOW_MARGIN,
+    IDLE_WAIT_S,
+    QueryPlanning,
+    default_read_limit,
+    read_budget,
+)
 from kinesis_spout.spark.source.shard_reads import read_range
 
-__all__ = ["AVAILABLE_NOW_MARGIN", "IDLE_WAIT_S", "KinesisSpoutStreamReader", "ShardRange"]
+__all__ = ["KinesisSpoutStreamReader", "ShardRange"]
 
 log = logging.getLogger("kinesis_spout.spark")
 
-#: How long an idle ``latestOffset`` waits for the next shard poll before telling Spark there is nothing new.
-IDLE_WAIT_S = 0.5
-#: Trigger.AvailableNow reads records that arrived up to this long after the run started (by Kinesis' clock):
-#: an allowance for clock skew between this driver and Kinesis, so nothing present at the start is left out.
-AVAILABLE_NOW_MARGIN = timedelta(seconds=2)
 
 
 class ShardRange(InputPartition):

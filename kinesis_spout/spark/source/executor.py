@@ -23,10 +23,15 @@ from kinesis_spout.spark.batches import PlannedBatch
 from kinesis_spout.spark.offsets import encode_offset, parse_source_options
 from kinesis_spout.spark.source.clients import WORKER_CLIENTS
 from kinesis_spout.spark.source.codec import record_batches
-from kinesis_spout.spark.source.driver import AVAILABLE_NOW_MARGIN, IDLE_WAIT_S
 from kinesis_spout.spark.source.executor_planner import ExecutorPlanner
 from kinesis_spout.spark.source.executor_read import ShardTask, read_shard_batch, stream_gone
-from kinesis_spout.spark.source.planning import QueryPlanning, default_read_limit, read_budget
+from kinesis_spout.spark.source.planning import (
+    AVAILABLE_NOW_MARGIN,
+    IDLE_WAIT_S,
+    QueryPlanning,
+    default_read_limit,
+    read_budget,
+)
 
 __all__ = ["ABANDONED_AFTER_S", "HEARTBEAT_S", "ExecutorStreamReader"]
 

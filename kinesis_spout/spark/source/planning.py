@@ -26,9 +26,15 @@ from kinesis_spout.spark.offsets import (
 )
 from kinesis_spout.spark.source.clients import DriverClients
 
-__all__ = ["QueryPlanning", "default_read_limit", "read_budget"]
+__all__ = ["AVAILABLE_NOW_MARGIN", "IDLE_WAIT_S", "QueryPlanning", "default_read_limit", "read_budget"]
 
 log = logging.getLogger("kinesis_spout.spark")
+
+#: How long an idle ``latestOffset`` waits for the next shard poll before telling Spark there is nothing new.
+IDLE_WAIT_S = 0.5
+#: Trigger.AvailableNow reads records that arrived up to this long after the run started (by Kinesis' clock):
+#: an allowance for clock skew between this driver and Kinesis, so nothing present at the start is left out.
+AVAILABLE_NOW_MARGIN = timedelta(seconds=2)
 
 
 def default_read_limit(limits: SourceLimits) -> ReadLimit:
