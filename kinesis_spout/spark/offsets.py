@@ -103,7 +103,7 @@ def parse_source_options(options: Mapping[str, str]) -> tuple[SpoutConfig, Sourc
             limits[name] = _positive_int(name, value)
         else:
             spout_options[name] = value
-    from kinesis_spout.spark.batch_read import BATCH_OPTIONS
+    from kinesis_spout.spark.batch_options import BATCH_OPTIONS
 
     config = SpoutConfig.from_options(spout_options, also_known=(*SOURCE_ONLY_OPTIONS, *BATCH_OPTIONS))
     return config, SourceLimits(limits.get(MAX_RECORDS_PER_TRIGGER), limits.get(MAX_BYTES_PER_TRIGGER), read_mode)

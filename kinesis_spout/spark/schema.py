@@ -36,12 +36,6 @@ def arrow_schema() -> Any:
     return pa.schema([pa.field(name, kinds[kind], nullable=True) for name, kind in COLUMNS])
 
 
-def record_row(stream_name: str, record: Record, attempt: int = 1) -> tuple[Any, ...]:
-    """One record as a row tuple in :data:`COLUMNS` order."""
-    return (stream_name, record.shard_id, record.sequence_number, record.sub_sequence_number,
-            record.partition_key, record.data, record.approximate_arrival_timestamp, record.message_id, attempt)
-
-
 def records_to_arrow(stream_name: str, records: Sequence[Record], attempts: Iterable[int] | None = None) -> Any:
     """A ``pyarrow.Table`` of ``records`` (``attempts`` defaults to 1 for each), built column by column."""
     import pyarrow as pa

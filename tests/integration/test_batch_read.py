@@ -17,7 +17,7 @@ from test_spark_source import message_ids
 
 from kinesis_spout import ConfigError
 from kinesis_spout.spark import KinesisSpoutDataSource
-from kinesis_spout.spark.batch_read import parse_batch_options
+from kinesis_spout.spark.source import parse_batch_options
 from kinesis_spout.testing.kinesis import KinesisEndpoint, wait_for_stream
 
 

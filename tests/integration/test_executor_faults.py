@@ -46,8 +46,8 @@ from kinesis_spout.positions import TRIM_HORIZON, Position
 from kinesis_spout.records import parse_message_id
 from kinesis_spout.spark.batch_store import batch_store_for
 from kinesis_spout.spark.batches import PlannedBatch
-from kinesis_spout.spark.executor_source import ExecutorStreamReader, ShardTask, read_shard_batch
 from kinesis_spout.spark.offsets import in_range
+from kinesis_spout.spark.source import WORKER_CLIENTS, ExecutorStreamReader, ShardTask, read_shard_batch
 from kinesis_spout.testing.faults import FaultProxy
 from kinesis_spout.testing.http_proxy import UpstreamRequest
 from kinesis_spout.testing.kinesis import KinesisEndpoint
@@ -57,6 +57,7 @@ APP = "executor-faults"
 #: JVM options of the test's Spark processes: start fast on a busy 2-core machine (no C2 JIT, a serial GC).
 QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 HERE = Path(__file__).resolve()
+CHECKOUT = str(HERE.parents[2])  # the processes this test starts import kinesis_spout from here
 
 
 # -- processes behind loopback connections ---------------------------------------------------------------------------
@@ -416,7 +417,7 @@ def start_driver(tmp_path: Path) -> Iterator[Any]:
                 "--checkpoint-location", str(tmp_path / f"{name}-checkpoint"), "--stop-file", str(stop_file),
                 "--zookeeper", zookeeper.hosts, "--batches", f"{zookeeper.prefix}/{APP}/{stream}/batches"]
         argv += [f"--conf={k}={v}" for k, v in conf.items()] + [f"--option={k}={v}" for k, v in options.items()]
-        env = {**os.environ, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+        env = {**os.environ, "PYTHONPATH": CHECKOUT, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
                "AWS_DEFAULT_REGION": "us-east-1", "PYSPARK_PYTHON": sys.executable,
                "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
                "PYSPARK_SUBMIT_ARGS": f"--driver-java-options '{QUICK_JVM}' pyspark-shell"}
@@ -515,7 +516,7 @@ def test_two_attempts_mid_read_at_once_yield_the_end_recorded_first(kinesalite: 
             if name == "S":
                 placed += kinesalite.put(stream, [f"late-{i}".encode() for i in range(10)])
         assert (holds["S"].records, holds["L"].records) == (20, 30)
-        batches = batch_store_for(reader._checkpoints())
+        batches = batch_store_for(WORKER_CLIENTS.checkpoints(reader.config))
         assert batches.batch_end(PlannedBatch.parse(end).query, 0, shard) is None  # both mid-read
         order = ["L", "S"] if first == "longer" else ["S", "L"]
         for name in order:
@@ -599,7 +600,7 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkClu
     root = tmp_path_factory.mktemp("spark-cluster")
     port = free_port()
     base_env = {"SPARK_HOME": str(home), "PYSPARK_PYTHON": sys.executable,
-                "SPARK_DAEMON_JAVA_OPTS": QUICK_JVM,
+                "SPARK_DAEMON_JAVA_OPTS": QUICK_JVM, "PYTHONPATH": CHECKOUT,  # the executors run this checkout's code
                 "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
     spark_class = str(home / "bin" / "spark-class")
     master = ServerProcess("spark master", [spark_class, "org.apache.spark.deploy.master.Master", "--host",

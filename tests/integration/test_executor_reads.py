@@ -37,7 +37,7 @@ from kinesis_spout.kinesis.shards import list_shards
 from kinesis_spout.positions import after
 from kinesis_spout.spark.batch_store import batch_store_for
 from kinesis_spout.spark.batches import PlannedBatch, ShardEnd
-from kinesis_spout.spark.executor_source import ExecutorStreamReader, ShardTask
+from kinesis_spout.spark.source import WORKER_CLIENTS, ExecutorStreamReader, ShardTask
 from kinesis_spout.testing.kinesis import KinesisEndpoint, wait_for_stream
 from kinesis_spout.testing.process import wait_until
 
@@ -107,7 +107,7 @@ def test_racing_attempts_yield_the_end_recorded_first(kinesalite: KinesisEndpoin
     end = reader.latestOffset(start, ReadMaxRows(1000))
     planned = PlannedBatch.parse(end)
     shard = placed[0][0]
-    store = batch_store_for(reader._checkpoints())
+    store = batch_store_for(WORKER_CLIENTS.checkpoints(reader.config))
     short = ShardEnd(after(placed[6][1]), 7)
     assert store.record_batch_end(planned.query, planned.batch, shard, short.to_json()) == short.to_json()
     [part] = reader.partitions(start, end)
@@ -130,7 +130,7 @@ def test_a_missing_recorded_end_of_a_completed_batch_is_an_error_naming_the_node
     for part in reader.partitions(start, end):
         read_partition(reader, part)
     planned = PlannedBatch.parse(end)
-    node = f"{batch_store_for(reader._checkpoints()).batches_node(planned.query)}/{planned.batch}"
+    node = f"{batch_store_for(WORKER_CLIENTS.checkpoints(reader.config)).batches_node(planned.query)}/{planned.batch}"
     zookeeper.client().delete(node, recursive=True)
     fresh = pickle.loads(pickle.dumps(reader))
     with pytest.raises(CheckpointError, match=f"batch {planned.batch} was completed but ZooKeeper has no recorded "
@@ -416,7 +416,7 @@ def test_a_starting_query_deletes_the_batch_ends_of_abandoned_queries_and_never_
     gone = ExecutorStreamReader(options)  # its checkpoint location is deleted after two batches
     gone_end = one_batch(gone, one_batch(gone, gone.initialOffset()))
     gone.stop()
-    store = batch_store_for(live._checkpoints())
+    store = batch_store_for(WORKER_CLIENTS.checkpoints(live.config))
     ids = {name: PlannedBatch.parse(end).query for name, end in (("live", live_end), ("gone", gone_end))}
     assert set(ids.values()) <= set(store.query_heartbeats())
 

@@ -30,9 +30,7 @@ from kinesis_spout.kinesis.aggregation import hash_key
 from kinesis_spout.kinesis.getter import ShardGetter
 from kinesis_spout.kinesis.shards import list_shards
 from kinesis_spout.positions import TRIM_HORIZON
-from kinesis_spout.spark.batch_read import KinesisBatchReader
-from kinesis_spout.spark.executor_source import ExecutorStreamReader
-from kinesis_spout.spark.source import KinesisSpoutStreamReader
+from kinesis_spout.spark.source import ExecutorStreamReader, KinesisBatchReader, KinesisSpoutStreamReader
 from kinesis_spout.testing.faults import FaultProxy
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.spout import drain

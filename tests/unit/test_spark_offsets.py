@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
-from typing import Any
 
 import pytest
 
@@ -185,36 +184,28 @@ def test_children_wait_until_their_listed_parents_are_read_to_their_end() -> Non
 
 
 # -- the stream reader's own pure parts (no servers: its constructor does no I/O) ------------------------------------
-def test_the_reader_pickles_without_its_clients_and_maps_the_read_limits() -> None:
+def test_both_readers_map_the_read_limits_and_pickle_with_their_configuration_only() -> None:
+    """The limits the options set, as Spark's read limits and as a batch's budget; a reader's pickle is its
+    configuration (no I/O, no client: see test_source_clients for readers in use)."""
     import pickle
 
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxRows
 
-    from kinesis_spout.spark.source import KinesisSpoutStreamReader
+    from kinesis_spout.spark.source import ExecutorStreamReader, KinesisSpoutStreamReader
+    from kinesis_spout.spark.source.planning import read_budget
 
-    reader = KinesisSpoutStreamReader({"streamname": "s", "appname": "a", "maxbytespertrigger": "4096"})
-    assert reader.getDefaultReadLimit() == ReadMaxBytes(4096)
-    assert reader._budget(ReadMaxBytes(4096)) == (None, 4096)
-    assert reader._budget(ReadAllAvailable()) == (None, None)  # the engine's ReadAllAvailable overrides options
-    both = KinesisSpoutStreamReader({"streamName": "s", "appName": "a", "maxRecordsPerTrigger": "9",
-                                     "maxBytesPerTrigger": "100"})
-    assert both.getDefaultReadLimit() == ReadMaxRows(9) and both._budget(ReadMaxRows(9)) == (9, 100)
-    closed = []
-
-    class Unpicklable:  # stands for the boto3 and kazoo clients, which cannot be pickled
-        def __reduce__(self) -> Any:
-            raise TypeError("cannot pickle a client")
-
-        def close(self) -> None:
-            closed.append(True)
-
-    reader._client = reader._store = Unpicklable()
-    copy = pickle.loads(pickle.dumps(reader))
-    assert copy._client is None and copy._store is None and copy._cursors == {}
-    assert (copy.config.stream_name, copy.limits) == ("s", reader.limits)
-    reader.stop()
-    reader.stop()
-    assert closed == [True] and reader._client is None
+    for kind in (KinesisSpoutStreamReader, ExecutorStreamReader):
+        reader = kind({"streamname": "s", "appname": "a", "maxbytespertrigger": "4096"})
+        assert reader.getDefaultReadLimit() == ReadMaxBytes(4096)
+        assert read_budget(ReadMaxBytes(4096), reader.limits) == (None, 4096)
+        assert read_budget(ReadAllAvailable(), reader.limits) == (None, None)  # the engine's overrides options
+        both = kind({"streamName": "s", "appName": "a", "maxRecordsPerTrigger": "9", "maxBytesPerTrigger": "100"})
+        assert both.getDefaultReadLimit() == ReadMaxRows(9) and read_budget(ReadMaxRows(9), both.limits) == (9, 100)
+        assert kind({"streamName": "s", "appName": "a"}).getDefaultReadLimit() == ReadAllAvailable()
+        copy = pickle.loads(pickle.dumps(reader))
+        assert (type(copy), copy.config.stream_name, copy.limits) == (kind, "s", reader.limits)
+        reader.stop()
+        reader.stop()  # idempotent, also when nothing was opened
 
 
 def test_stored_checkpoints_map_onto_positions_and_positions_onto_iterators() -> None:

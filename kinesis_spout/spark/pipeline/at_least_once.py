@@ -1,0 +1,150 @@
+"""The at-least-once runner of :class:`~kinesis_spout.spark.SpoutPipeline` (the default mode).
+
+Each batch is taken from a :class:`~kinesis_spout.KinesisSpout`, turned into a DataFrame through Arrow (columns
+of :data:`kinesis_spout.spark.schema.COLUMNS`) and handed to ``process(df, batch)``. Its answer decides each
+record's fate: ``None`` acks them all; a list of message ids, or a DataFrame with a ``message_id`` column, fails
+those records (rows derived from a record keep its ``message_id``, so failing a derived row fails its root
+record: anchoring, Spark style) and acks the rest; an exception fails the whole batch. Failed records go
+through the spout's retry queue (``retry_limit``, ``retry_backoff``) and then to its dead-letter handler, and
+come back in later batches with ``attempt`` 2, 3, ...
+
+- **Batch ids** are stored before ``process`` runs; see :class:`~kinesis_spout.spark.batch.Batch` for the
+  guarantee that gives a sink (increasing, never reused, not a transactional replay).
+- **Errors**: an exception of ``process`` (or a malformed answer) fails the batch and the pipeline goes on.
+  Errors of the pipeline itself (the stream is gone, Spark cannot build the DataFrame, the checkpoint store
+  refuses for good) end ``run()`` with that error; records in flight are then not acked and are read again.
+  While ZooKeeper cannot store the next batch id, the batch waits (its records held) and the write is retried,
+  for at most ``zookeeper_deadline_s`` (then ``run()`` ends with a ``CheckpointError``) and never past the run's
+  own limits.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime, timedelta, timezone
+
+from kinesis_spout.errors import CheckpointConflict, CheckpointError
+from kinesis_spout.records import SpoutTuple
+from kinesis_spout.spark.batch import Batch, failed_message_ids
+from kinesis_spout.spark.batch_store import BatchIds, batch_store_for
+from kinesis_spout.spark.pipeline.loop import RunLoop
+from kinesis_spout.spark.pipeline.settings import PipelineSettings
+from kinesis_spout.spark.schema import records_to_arrow
+from kinesis_spout.spout import KinesisSpout
+
+__all__ = ["AtLeastOnceRunner"]
+
+log = logging.getLogger("kinesis_spout.spark")
+
+STORE_BACKOFF_MAX_S = 5.0
+
+
+class AtLeastOnceRunner:
+    """One at-least-once run: opens a spout, processes batches until the loop is finished, flushes and closes.
+
+    Who calls: ``SpoutPipeline.run``, on its run thread; everything here happens on that thread.
+    """
+
+    def __init__(self, settings: PipelineSettings, loop: RunLoop) -> None:
+        self.settings = settings
+        self.config = settings.config
+        self.loop = loop
+
+    def run(self) -> None:
+        cfg, loop, settings = self.config, self.loop, self.settings
+        store = settings.make_store(cfg)
+        spout = KinesisSpout(cfg, checkpoint_store=store)
+        try:
+            spout.open()
+            batch_ids = batch_store_for(store)
+            last_id = batch_ids.load_batch_id()
+            loop.recorder.reset(last_id, spout.metrics())
+            log.info("pipeline %s on stream %r: %d shards, batches from id %d, trigger %.3g s, at most %d records "
+                     "or %d bytes per batch", cfg.app_name, cfg.stream_name, len(spout.shard_ids), last_id + 1,
+                     settings.trigger_interval_s, settings.max_batch_records, settings.max_batch_bytes)
+            next_start = time.monotonic()
+            while not loop.finished():
+                if not loop.wait_until(next_start):
+                    break
+                tuples, started = loop.collect(spout, settings.max_batch_records, settings.max_batch_bytes)
+                if not tuples:
+                    continue
+                next_start = started + settings.trigger_interval_s
+                batch_id = self._store_batch_id(batch_ids, last_id)
+                if batch_id is None:
+                    break  # the run ends while the id cannot be stored: these records are read again next run
+                self._run_batch(spout, batch_id, tuples, started)
+                last_id = batch_id
+                loop.processed += 1
+            loop.log_stop_reason(cfg.app_name)
+        finally:
+            loop.close(spout)
+
+    def _store_batch_id(self, store: BatchIds, last_id: int) -> int | None:
+        """Store the id of the batch about to be processed and return it; None if the run ends first.
+
+        Called after the batch's records were taken and before ``process``. The id is one more than the last
+        id used; if another writer stored a higher one (``CheckpointConflict``), one more than that. While the store
+        fails with a retriable error the records are held (not acked, not failed) and the write is retried with
+        backoff up to 5 s, for at most ``zookeeper_deadline_s``: then, or on a non-retriable error, the run ends
+        with a ``CheckpointError`` (the held records are read again by the next run). Each try is bounded in time
+        by the store, so the run's own limits (``timeout_s``, ``stop()``) end the wait too.
+        """
+        backoff = 0.0
+        failing_since: float | None = None
+        deadline_s = self.config.zookeeper_deadline_s
+        while True:
+            try:
+                store.save_batch_id(last_id + 1)
+                return last_id + 1
+            except CheckpointConflict as exc:
+                log.warning("another pipeline stored a higher batch id (%s); taking the next one", exc)
+                last_id = max(last_id, store.load_batch_id())
+                continue
+            except CheckpointError as exc:
+                if not exc.retriable:
+                    raise
+                now = time.monotonic()
+                failing_since = now if failing_since is None else failing_since
+                if now - failing_since >= deadline_s:
+                    raise CheckpointError(
+                        f"the next batch id could not be stored for {now - failing_since:.0f} s (zookeeper_deadline_s "
+                        f"{deadline_s:g} s): {exc}. The batch's records were not processed; they are read again by "
+                        f"the next run. Check that ZooKeeper is running and reachable, or raise zookeeper_deadline_s",
+                        retriable=True) from exc
+                backoff = min(max(2 * backoff, 0.2), STORE_BACKOFF_MAX_S)
+                log.warning("cannot store the next batch id; the batch waits until it is stored (retrying in "
+                            "%.1f s, for at most %.0f s more): %s", backoff, deadline_s - (now - failing_since), exc)
+                if not self.loop.wait_until(time.monotonic() + backoff):
+                    return None
+
+    def _run_batch(self, spout: KinesisSpout, batch_id: int, tuples: list[SpoutTuple], started: float) -> None:
+        """Build the DataFrame, call ``process``, ack or fail every record, record and log the figures."""
+        records = [t.record for t in tuples]
+        attempts = [t.attempt for t in tuples]
+        batch = Batch(id=batch_id, records=len(records), bytes=sum(r.size for r in records),
+                      retries=sum(1 for a in attempts if a > 1), max_attempt=max(attempts),
+                      shards=tuple(sorted({r.shard_id for r in records})),
+                      started_at=datetime.now(timezone.utc) - timedelta(seconds=time.monotonic() - started))
+        t0 = time.monotonic()
+        df = self.settings.spark.createDataFrame(records_to_arrow(self.config.stream_name, records, attempts))
+        t1 = time.monotonic()
+        error: str | None = None
+        try:
+            failed = failed_message_ids(self.settings.process(df, batch))
+        except Exception as exc:  # noqa: BLE001 - any error of user code fails the batch, which is retried
+            error = f"{type(exc).__name__}: {exc}"
+            log.error("batch %d: process() raised; its %d records failed and will be retried", batch_id,
+                      len(tuples), exc_info=True)
+            failed = {t.message_id for t in tuples}
+        process_s = time.monotonic() - t1
+        to_fail = [t.message_id for t in tuples if t.message_id in failed]
+        spout.fail_many(to_fail)
+        spout.ack_many(t.message_id for t in tuples if t.message_id not in failed)
+        acked = len(tuples) - len(to_fail)
+        if error is None and len(failed) > len(tuples) - acked:
+            strays = sorted(failed - {t.message_id for t in tuples})
+            log.warning("batch %d: process() returned %d failed message ids that are not in the batch (e.g. %s); "
+                        "ignored", batch_id, len(strays), ", ".join(strays[:3]))
+        self.loop.record(spout, batch, acked, error, t1 - t0, process_s, started)

@@ -1,0 +1,128 @@
+"""``spark.read.format("kinesis_spout")``: a batch read of what a stream holds between two times.
+
+::
+
+    df = (spark.read.format("kinesis_spout").option("streamName", "sentences")
+          .option("startingTimestamp", "2026-11-22T10:00:00+00:00")   # default: the oldest record (TRIM_HORIZON)
+          .option("endingTimestamp", "2026-11-22T11:00:00+00:00")     # default: when the read is planned
+          .load())
+
+Each shard the stream lists (closed ones within the retention period included) is one partition, read on an
+executor from its start until its tip, its end, or its first record that arrived after the end time. The end is
+fixed when Spark plans the read (``partitions``), so every task of one action agrees; another action on the same
+DataFrame is planned again and may see records that arrived since, as with any live source. No checkpoint is read or
+written: a batch read leaves the app's ZooKeeper state alone, and ``appName``/``zookeeper`` are not needed.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Iterator, Mapping, Sequence
+
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from kinesis_spout.config import SpoutConfig
+from kinesis_spout.errors import ConfigError
+from kinesis_spout.kinesis.client import make_client
+from kinesis_spout.kinesis.getter import ShardGetter
+from kinesis_spout.kinesis.shards import HashKeyRange, drop_range, list_shards
+from kinesis_spout.positions import TRIM_HORIZON, at_timestamp
+from kinesis_spout.spark.batch_options import BATCH_OPTIONS, ENDING_TIMESTAMP, STARTING_TIMESTAMP
+from kinesis_spout.spark.offsets import parse_source_options
+from kinesis_spout.spark.source.clients import WORKER_CLIENTS
+from kinesis_spout.spark.source.codec import record_batches
+from kinesis_spout.spark.source.shard_reads import paced_getter
+
+__all__ = ["BATCH_OPTIONS", "KinesisBatchReader", "ShardSpan", "parse_batch_options"]
+
+
+def _timestamp(name: str, value: Any) -> datetime:
+    try:
+        when = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ConfigError(f"option {name!r} must be an ISO-8601 time such as 2026-11-22T10:00:00+00:00, got "
+                          f"{value!r}") from exc
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+
+
+def parse_batch_options(options: Mapping[str, str]) -> tuple[SpoutConfig, datetime | None, datetime | None]:
+    """The configuration and the (start, end) times of a batch read; ``ConfigError`` naming a bad option.
+
+    Spark hands the options with lower-cased names; they match case-insensitively. ``appName`` defaults to
+    ``batch-read`` (nothing is stored under it).
+    """
+    canonical = {n.lower(): n for n in BATCH_OPTIONS}
+    times: dict[str, datetime] = {}
+    rest: dict[str, str] = {}
+    for raw, value in options.items():
+        name = canonical.get(str(raw).lower())
+        if name is not None:
+            times[name] = _timestamp(name, value)
+        else:
+            rest[str(raw)] = value
+    if not any(k.lower() == "appname" for k in rest):
+        rest["appName"] = "batch-read"
+    config, _ = parse_source_options(rest)
+    start, end = times.get(STARTING_TIMESTAMP), times.get(ENDING_TIMESTAMP)
+    if start is not None and end is not None and end <= start:
+        raise ConfigError(f"option {ENDING_TIMESTAMP!r} ({end.isoformat()}) must be after {STARTING_TIMESTAMP!r} "
+                          f"({start.isoformat()})")
+    return config, start, end
+
+
+class ShardSpan(InputPartition):
+    """One shard of a batch read: records from ``start`` (None: the oldest) that arrived at or before ``end``.
+    ``hash_range`` is the shard's (user records of aggregates outside it are dropped)."""
+
+    def __init__(self, shard_id: str, start: str | None, end: str, hash_range: HashKeyRange | None = None) -> None:
+        super().__init__((shard_id, start, end))
+        self.shard_id = shard_id
+        self.start = start
+        self.end = end
+        self.hash_range = hash_range
+
+
+class KinesisBatchReader(DataSourceReader):
+    """The reader of ``spark.read.format("kinesis_spout")``: one partition per shard, read on the executors.
+
+    The constructor does no I/O; ``partitions`` lists the shards on the driver; ``read`` runs on executors, with
+    the worker process's Kinesis client.
+    """
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.config, self.start, self.end = parse_batch_options(options)
+
+    def partitions(self) -> Sequence[InputPartition]:
+        cfg = self.config
+        end = self.end or datetime.now(timezone.utc)
+        start = self.start.isoformat() if self.start is not None else None
+        shards = list_shards(make_client(cfg.region, cfg.endpoint_url, credentials=cfg.credentials), cfg.stream_name)
+        return [ShardSpan(s.shard_id, start, end.isoformat(),
+                          drop_range(cfg.stream_name, s.shard_id, s, cfg.drop_foreign_user_records)) for s in shards]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        """The shard's records up to the end time, as Arrow batches, one per GetRecords reply."""
+        assert isinstance(partition, ShardSpan)
+        cfg = self.config
+        first = at_timestamp(datetime.fromisoformat(partition.start)) if partition.start else TRIM_HORIZON
+        end = datetime.fromisoformat(partition.end)
+        begin = datetime.fromisoformat(partition.start) if partition.start else None
+        getter = paced_getter(ShardGetter(WORKER_CLIENTS.kinesis(cfg), cfg.stream_name, partition.shard_id, first,
+                                          cfg.max_records_per_call, deaggregate=cfg.deaggregate,
+                                          hash_range=partition.hash_range))
+        while True:
+            result = getter.fetch()
+            records = result.records
+            if begin is not None:  # an iterator at a time may start a little early: keep the records from then on
+                records = [r for r in records if r.approximate_arrival_timestamp is None
+                           or r.approximate_arrival_timestamp >= begin]
+            late = next((i for i, r in enumerate(records) if r.approximate_arrival_timestamp is not None
+                         and r.approximate_arrival_timestamp > end), None)
+            if late is not None:
+                records = records[:late]
+            if records:
+                yield from record_batches(cfg.stream_name, records)
+            if late is not None or result.shard_end:
+                return
+            if not result.fetched and result.millis_behind_latest in (0, None):
+                return  # the tip: nothing more has arrived

@@ -1,0 +1,197 @@
+"""The stream reader of ``readMode=driver`` (the default): the driver reads Kinesis, the tasks get the records.
+
+How a micro-batch is made. Kinesis cannot say where a shard's data ends without reading it, so the driver reads
+(:mod:`kinesis_spout.spark.source.driver_planner`) and ``partitions`` hands each shard's kept records to its
+partition as Arrow bytes, so the executors do not read Kinesis again. A batch whose records are not kept (a replay
+after a restart) is read again between its exact offsets: ``AFTER_SEQUENCE_NUMBER`` the start, up to and including
+the end. Offsets are described in :mod:`kinesis_spout.spark.offsets`.
+
+Checkpoints. Spark's checkpoint location is the truth for a query. When a batch is done (``commit``, and also the
+next ``latestOffset``, which Spark calls only after the batch before it completed) its end is written to
+ZooKeeper as each shard's checkpoint, so a query started without a checkpoint location, the spout, or the
+``kinesis-spout`` command resume there.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import timedelta
+from typing import Any, Iterator, Mapping, Sequence
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
+
+from kinesis_spout.config import MIN_POLL_INTERVAL_S
+from kinesis_spout.kinesis.shards import HashKeyRange
+from kinesis_spout.positions import TRIM_HORIZON, Position
+from kinesis_spout.records import Record
+from kinesis_spout.spark.offsets import (
+    encode_offset,
+    parse_offset,
+    parse_source_options,
+    range_is_empty,
+)
+from kinesis_spout.spark.source.clients import WORKER_CLIENTS
+from kinesis_spout.spark.source.codec import decode_batches, encode_records, record_batches
+from kinesis_spout.spark.source.driver_planner import DriverPlanner
+from kinesis_spout.spark.source.planning import (
+    AVAILABLE_NOW_MARGIN,
+    IDLE_WAIT_S,
+    QueryPlanning,
+    default_read_limit,
+    read_budget,
+)
+from kinesis_spout.spark.source.shard_reads import read_range
+
+__all__ = ["KinesisSpoutStreamReader", "ShardRange"]
+
+log = logging.getLogger("kinesis_spout.spark")
+
+
+
+class ShardRange(InputPartition):
+    """One shard's part of a micro-batch: records after ``start`` up to and including ``end``.
+
+    ``arrow`` holds the records the driver already read (an Arrow IPC stream), or None when the executor must
+    read them from Kinesis (a batch replayed by a new query process).
+    """
+
+    def __init__(self, shard_id: str, start: str, end: str, arrow: bytes | None,
+                 hash_range: HashKeyRange | None = None) -> None:
+        super().__init__((shard_id, start, end))
+        self.shard_id = shard_id
+        self.start = start
+        self.end = end
+        self.arrow = arrow
+        self.hash_range = hash_range  # the shard's hash keys: user records of aggregates outside them are dropped
+
+    def __repr__(self) -> str:
+        kept = f"{len(self.arrow)} bytes kept" if self.arrow is not None else "to read"
+        return f"ShardRange({self.shard_id}, ({self.start}, {self.end}], {kept})"
+
+
+class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The stream reader Spark drives: offsets and batch planning on the driver, ``read`` on executors.
+
+    The constructor does no I/O. Kinesis and ZooKeeper clients are made on first use in the driver's planner
+    process and never pickled (executors get only the configuration and read with their worker process's
+    clients); ``stop()`` releases them and is idempotent. Spark calls the planning methods from one thread.
+    """
+
+    available_now_margin: timedelta = AVAILABLE_NOW_MARGIN
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.config, self.limits = parse_source_options(options)
+        self._fresh_driver_state()
+
+    def _fresh_driver_state(self) -> None:
+        self._planning = QueryPlanning(self.config)
+        self._planner = DriverPlanner(self._planning)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"config": self.config, "limits": self.limits}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.config = state["config"]
+        self.limits = state["limits"]
+        self._fresh_driver_state()
+
+    # -- Spark's calls on the driver -----------------------------------------------------------------------------
+    def initialOffset(self) -> dict[str, str]:
+        """Where a new query starts: each shard's ZooKeeper checkpoint, else ``initialPosition``.
+
+        Who calls: Spark, for a query without offsets in its checkpoint location (and again to replay its first
+        batch). A shard without a checkpoint whose parent has one is a child of a reshard: it starts at
+        ``TRIM_HORIZON``. ``LATEST`` stays symbolic here; the first batch pins it to a time.
+        """
+        positions = self._planning.initial_positions()
+        log.info("stream %r, app %r: new query starts at %s", self.config.stream_name, self.config.app_name,
+                 encode_offset(positions))
+        return encode_offset(positions)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        """``maxRecordsPerTrigger`` as ReadMaxRows, else ``maxBytesPerTrigger`` as ReadMaxBytes (both apply when
+        both are set), else everything available."""
+        return default_read_limit(self.limits)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Trigger.AvailableNow: the run ends when every shard is read to its tip, or to its first record that
+        arrived more than ``available_now_margin`` after this call (so a busy stream cannot keep it going).
+
+        Who calls: Spark, once before the first batch of an AvailableNow query.
+        """
+        self._planning.start_available_now(self.available_now_margin)
+        self._planner.restart_tips()
+
+    def latestOffset(self, start: dict[str, str], limit: ReadLimit) -> dict[str, str]:
+        """The end of the next batch: the records after ``start`` read so far (read ahead, or by one GetRecords per
+        due shard now), cut by ``limit``. Returns ``start`` when there is nothing new (under AvailableNow: when the
+        run is complete).
+
+        Who calls: Spark, only after every batch up to ``start`` completed, so ``start`` is written to ZooKeeper
+        first (this is also how the last batch of an AvailableNow run reaches ZooKeeper). On an idle stream it
+        waits IDLE_WAIT_S for new records before answering (Spark would otherwise ask again every 10 ms); under
+        AvailableNow it waits until there is a batch or the run is complete.
+        """
+        positions = parse_offset(start, "start offset")
+        self._planning.save(positions, force=False)
+        self._planner.forget_kept(positions)
+        max_rows, max_bytes = read_budget(limit, self.limits)
+        cutoff = self._planning.cutoff
+        deadline = None if cutoff is not None else time.monotonic() + IDLE_WAIT_S
+        while True:
+            end, caught_up, wake = self._planner.plan(positions, max_rows, max_bytes)
+            if end != positions:
+                return encode_offset(end)
+            if cutoff is not None and caught_up:
+                self._planning.save(positions, force=True)
+                return start
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                return start
+            wake = now + MIN_POLL_INTERVAL_S if wake is None else wake
+            self._planner.wait(max(0.0, min(wake, deadline if deadline is not None else wake) - now))
+
+    def partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InputPartition]:
+        """One partition per shard with records in the batch, carrying the records read by ``latestOffset``."""
+        first, last = parse_offset(start, "start offset"), parse_offset(end, "end offset")
+        out: list[InputPartition] = []
+        for shard_id in sorted(last):
+            a, b = first.get(shard_id, TRIM_HORIZON), last[shard_id]
+            if range_is_empty(a, b):
+                continue
+            records = self._planner.take_kept(shard_id, a.encode(), b.encode())
+            if records is not None and not records:
+                continue  # a shard that joined the query in this batch at a stored checkpoint
+            arrow = encode_records(self.config.stream_name, records) if records is not None else None
+            out.append(ShardRange(shard_id, a.encode(), b.encode(), arrow, self._planning.hash_range(shard_id)))
+        return out
+
+    def commit(self, end: dict[str, str]) -> None:
+        """Spark completed every batch up to ``end``: write it to ZooKeeper as the shards' checkpoints."""
+        positions = parse_offset(end, "committed offset")
+        self._planning.save(positions, force=False)
+        self._planner.forget_kept(positions)
+
+    def stop(self) -> None:
+        """Release the clients and threads of the driver. Idempotent."""
+        self._planner.close()
+        self._planning.close()
+
+    # -- executors -------------------------------------------------------------------------------------------------
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        """The partition's records as Arrow batches: those the driver kept, or read again from Kinesis."""
+        assert isinstance(partition, ShardRange)
+        if partition.arrow is not None:
+            yield from decode_batches(partition.arrow)
+            return
+        records = self.replay(partition.shard_id, Position.parse(partition.start),
+                              Position.parse(partition.end), partition.hash_range)
+        yield from record_batches(self.config.stream_name, records)
+
+    def replay(self, shard_id: str, start: Position, end: Position,
+               hash_range: HashKeyRange | None = None) -> list[Record]:
+        """Read exactly the records of ``(start, end]`` of a shard from Kinesis (a batch replayed after a restart),
+        with the worker process's client. Who calls: ``read``, on an executor."""
+        return read_range(WORKER_CLIENTS.kinesis(self.config), self.config, shard_id, start, end, hash_range)

@@ -1,0 +1,142 @@
+"""The stream reader of ``readMode=executors``: the driver plans, the executors read Kinesis, ZooKeeper makes
+every replay exact.
+
+The driver's planning is :mod:`kinesis_spout.spark.source.executor_planner`; what a task does is
+:mod:`kinesis_spout.spark.source.executor_read`; the model (offsets, recorded ends, cuts) is in
+:mod:`kinesis_spout.spark.batches`. Tasks use one Kinesis client and one ZooKeeper client per Python worker process
+(:data:`kinesis_spout.spark.source.clients.WORKER_CLIENTS`), not per task.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import timedelta
+from typing import Any, Iterator, Mapping, Sequence
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
+
+from kinesis_spout.errors import KinesisError
+from kinesis_spout.spark.batch_store import ZooKeeperBatchStore
+from kinesis_spout.spark.batches import PlannedBatch
+from kinesis_spout.spark.offsets import encode_offset, parse_source_options
+from kinesis_spout.spark.source.clients import WORKER_CLIENTS
+from kinesis_spout.spark.source.codec import record_batches
+from kinesis_spout.spark.source.executor_planner import ExecutorPlanner
+from kinesis_spout.spark.source.executor_read import ShardTask, read_shard_batch, stream_gone
+from kinesis_spout.spark.source.planning import (
+    AVAILABLE_NOW_MARGIN,
+    IDLE_WAIT_S,
+    QueryPlanning,
+    default_read_limit,
+    read_budget,
+)
+
+__all__ = ["ABANDONED_AFTER_S", "HEARTBEAT_S", "ExecutorStreamReader"]
+
+log = logging.getLogger("kinesis_spout.spark")
+
+#: A running query's driver writes its heartbeat (the mtime of ``batches/<query>``) this often at most.
+HEARTBEAT_S = 600.0
+#: Recorded ends of another query of the app whose heartbeat is older than this are deleted (a week: far longer
+#: than any trigger interval, so only a stopped query can be that quiet).
+ABANDONED_AFTER_S = 7 * 24 * 3600.0
+
+
+class ExecutorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The stream reader of ``readMode=executors`` (see the module docstring).
+
+    The constructor does no I/O. The driver's clients live in its planning, made on first use and never pickled;
+    ``read`` on an executor takes the worker process's clients. Spark calls the planning methods from one thread.
+    ``heartbeat_s`` and ``abandoned_after_s`` default to ``HEARTBEAT_S`` and ``ABANDONED_AFTER_S``.
+    """
+
+    available_now_margin: timedelta = AVAILABLE_NOW_MARGIN
+    heartbeat_s: float = HEARTBEAT_S
+    abandoned_after_s: float = ABANDONED_AFTER_S
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.config, self.limits = parse_source_options(options)
+        self._fresh_driver_state()
+
+    def _fresh_driver_state(self) -> None:
+        self._planning = QueryPlanning(self.config)
+        self._planner = ExecutorPlanner(self._planning)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"config": self.config, "limits": self.limits}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.config = state["config"]
+        self.limits = state["limits"]
+        self._fresh_driver_state()
+
+    # -- Spark's calls on the driver -----------------------------------------------------------------------------
+    def initialOffset(self) -> dict[str, Any]:
+        """A new query: nothing planned (batch -1), each shard at its ZooKeeper checkpoint or ``initialPosition``,
+        and a new query id that names this query's recorded ends."""
+        positions = self._planning.initial_positions()
+        planned = PlannedBatch(uuid.uuid4().hex[:16], -1, positions)
+        log.info("stream %r, app %r: new query %s (executor reads) starts at %s", self.config.stream_name,
+                 self.config.app_name, planned.query, encode_offset(positions))
+        return planned.encode()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        """``maxRecordsPerTrigger`` as ReadMaxRows, else ``maxBytesPerTrigger`` as ReadMaxBytes (both apply when
+        both are set), else everything available."""
+        return default_read_limit(self.limits)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Trigger.AvailableNow: the run ends when every shard is read to its tip, or to its first record that
+        arrived more than ``available_now_margin`` after this call. Who calls: Spark, once before the first batch."""
+        self._planning.start_available_now(self.available_now_margin)
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        """The next batch's offset: each shard's start (where the last batch's task ended) and the per-shard
+        limits; ``start`` itself when there is nothing to read (or, under AvailableNow, the run is complete).
+
+        Who calls: Spark, after every batch up to ``start`` completed. Idle streams are probed with
+        ``GetRecords(Limit=1)`` per shard for up to ``IDLE_WAIT_S`` before answering. A stream that was deleted
+        (or deleted and re-created) since the query read it is an error that says what to do.
+        """
+        last = PlannedBatch.parse(start, "start offset")
+        self._planner.heartbeat(last.query, self.heartbeat_s, self.abandoned_after_s)
+        max_rows, max_bytes = read_budget(limit, self.limits)
+        try:
+            planned = self._planner.plan(last, max_rows, max_bytes, IDLE_WAIT_S)
+        except KinesisError as exc:
+            known = f"its checkpoint location holds batch {last.batch}" if last.batch >= 0 else "it started on it"
+            raise stream_gone(exc, self.config, known) from exc
+        return start if planned is None else planned.encode()
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        """One task per shard of the planned batch that is not finished (the tasks read; nothing is carried)."""
+        planned = PlannedBatch.parse(end, "end offset")
+        cutoff = planned.cutoff.isoformat() if planned.cutoff is not None else None
+        return [ShardTask(planned.query, planned.batch, shard_id, pos.encode(), planned.max_records,
+                          planned.max_bytes, cutoff, self._planning.hash_range(shard_id))
+                for shard_id, pos in sorted(planned.starts.items()) if not pos.ended and not pos.unresolved]
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Spark completed batch ``end``: its recorded ends become the shards' ZooKeeper checkpoints, and ends of
+        old batches are deleted."""
+        self._planner.commit(PlannedBatch.parse(end, "committed offset"))
+
+    def stop(self) -> None:
+        """Release the clients of the driver. Idempotent."""
+        self._planner.close()
+        self._planning.close()
+
+    # -- executors -------------------------------------------------------------------------------------------------
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        """The task's records, exactly those up to the end recorded for its ``(batch, shard)``, read with the
+        worker process's clients. Who calls: Spark, on an executor."""
+        assert isinstance(partition, ShardTask)
+        cfg = self.config
+        try:
+            batches = ZooKeeperBatchStore.on_store(WORKER_CLIENTS.checkpoints(cfg))
+            records = read_shard_batch(WORKER_CLIENTS.kinesis(cfg), batches, cfg, partition)
+        except KinesisError as exc:
+            raise stream_gone(exc, cfg, f"batch {partition.batch} was planned on it") from exc
+        yield from record_batches(cfg.stream_name, records)

@@ -1,0 +1,223 @@
+"""Planning of ``readMode=executors`` on the driver: batches are planned from the ends the last tasks recorded.
+
+``plan`` for batch ``N + 1`` reads the ends batch ``N``'s tasks recorded (one listing and pipelined reads), starts
+each shard there, adds shards new to the query by the lineage rule once their parents are read to their end, and
+plans a batch only when there is something to read: a shard whose last task stopped at a limit is read on at once;
+a shard whose task reached the tip is probed with one ``GetRecords(Limit=1)`` (the driver reads no data).
+``commit`` copies the ends of the completed batch to the shards' ZooKeeper checkpoints and deletes recorded ends a
+few batches behind. The planner beats a heartbeat on its query's ``batches/<query>`` node and, when the query
+starts and at each heartbeat, deletes the recorded ends of other queries of the app whose heartbeat is older than
+``abandoned_after_s`` (queries whose checkpoint location was deleted; see
+:func:`kinesis_spout.spark.batches.abandoned`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from datetime import datetime, timezone
+from typing import Mapping, Sequence
+
+from kinesis_spout.config import MIN_POLL_INTERVAL_S
+from kinesis_spout.errors import CheckpointError, KinesisError
+from kinesis_spout.kinesis.getter import LATEST_MARGIN, ShardGetter
+from kinesis_spout.positions import Position, at_timestamp
+from kinesis_spout.spark.batch_store import ZooKeeperBatchStore
+from kinesis_spout.spark.batches import PlannedBatch, ShardEnd, abandoned, split_limit
+from kinesis_spout.spark.offsets import waiting_for_parents
+from kinesis_spout.spark.source.planning import QueryPlanning
+from kinesis_spout.spark.source.shard_reads import shard_getter, skip_consumed
+
+__all__ = ["CLEANUP_QUERIES", "KEEP_BATCHES", "PROBE_FOUND", "PROBE_IDLE", "PROBE_PASSED", "ExecutorPlanner"]
+
+log = logging.getLogger("kinesis_spout.spark")
+
+#: Recorded ends are kept for this many completed batches behind the last one (replays need only the last).
+KEEP_BATCHES = 3
+#: Abandoned queries deleted at most per clean-up (the rest at the next heartbeat), to bound a driver's pause.
+CLEANUP_QUERIES = 20
+
+#: What a probe saw: a record to read (or the shard's end), only records whose user records were all dropped, nothing.
+PROBE_FOUND, PROBE_PASSED, PROBE_IDLE = "found", "passed", "idle"
+
+
+class ExecutorPlanner:
+    """The driver's planning for ``readMode=executors`` (see the module docstring).
+
+    Owned by Spark's planning thread: every method is called from it, so no lock. It reads no records: tasks do
+    (:mod:`kinesis_spout.spark.source.executor_read`).
+    """
+
+    def __init__(self, planning: QueryPlanning) -> None:
+        self.planning = planning
+        self.config = planning.config
+        self._ends: dict[tuple[str, int], dict[str, ShardEnd]] = {}
+        self._probes: dict[str, tuple[Position, ShardGetter, float]] = {}
+        self._beat_at: float | None = None  # time.monotonic() of the last heartbeat written
+
+    def plan(self, start: PlannedBatch, max_rows: int | None, max_bytes: int | None, idle_wait_s: float
+             ) -> PlannedBatch | None:
+        """The next batch after ``start`` (completed by Spark), or None when there is nothing to read (or, under
+        AvailableNow, the run is complete). Idle shards are probed for up to ``idle_wait_s``."""
+        planning = self.planning
+        ends = self.completed(start)
+        positions = dict(start.starts)
+        for shard_id, end in ends.items():
+            positions[shard_id] = end.end
+        planning.save(positions, force=False)
+        shards = planning.list_shards(force=any(e.end.ended for e in ends.values()))
+        joined = planning.new_shard_positions([s for s in shards if s not in positions], positions)
+        positions.update(joined)
+        pinned = [s for s, pos in positions.items() if pos.unresolved]
+        for shard_id in pinned:  # LATEST: pinned to a time now, kept in the offset so every replay reads the same
+            positions[shard_id] = at_timestamp(datetime.now(timezone.utc) - LATEST_MARGIN)
+        blocked = waiting_for_parents({s: shard.parents for s, shard in shards.items()},
+                                      {s: p for s, p in positions.items() if s in shards}, shards)
+        for shard_id in blocked:  # a child stays out of the offset (and gets no task) until its parents ended
+            positions.pop(shard_id, None)
+        joined = {s: p for s, p in joined.items() if s not in blocked}
+        active = [s for s, p in positions.items() if s in shards and not p.ended]
+        # a closed shard read to its tip but not seen to end yet is read again: its next read finds the end
+        caught_up = {s for s in active if s in ends
+                     and (ends[s].past_cutoff or ends[s].at_tip and not shards[s].closed)}
+        # the ends say nothing about now in a new query, or in a new AvailableNow run (they were recorded under
+        # another cutoff, maybe days ago): probe every shard before planning
+        cutoff = planning.cutoff
+        fresh = start.batch < 0 or start.cutoff != cutoff
+        if fresh:
+            caught_up = set(active)
+        if cutoff is not None and not fresh and not blocked and caught_up == set(active):
+            planning.save(positions, force=True)
+            return None  # AvailableNow: every shard read to its tip, its end or the cutoff
+        if not self._worth_a_batch(active, caught_up, positions, fresh, idle_wait_s):
+            if not joined and not pinned:
+                return None
+            # else a batch (maybe empty) puts the new shards and pins into Spark's offset log
+        return PlannedBatch(start.query, start.batch + 1, positions, split_limit(max_rows, len(active)),
+                            split_limit(max_bytes, len(active)), cutoff)
+
+    def commit(self, planned: PlannedBatch) -> None:
+        """Spark completed batch ``planned``: its recorded ends become the shards' ZooKeeper checkpoints, and ends
+        of batches ``KEEP_BATCHES`` behind are deleted."""
+        ends = self.completed(planned)
+        positions = {**planned.starts, **{s: e.end for s, e in ends.items()}}
+        self.planning.save(positions, force=False)
+        if planned.batch >= KEEP_BATCHES:
+            try:
+                self._batches().delete_batches(planned.query, planned.batch - KEEP_BATCHES + 1)
+            except CheckpointError as exc:
+                log.warning("could not delete old batch ends (tried again after the next batch): %s", exc)
+
+    def heartbeat(self, query: str, heartbeat_s: float, abandoned_after_s: float) -> None:
+        """Beat the query's heartbeat when ``heartbeat_s`` passed since the last one (the first call of a process
+        beats), then delete the recorded ends of abandoned queries (no heartbeat for ``abandoned_after_s``).
+        ZooKeeper trouble is logged, tried again at the next call: the heartbeat only guards this query's ends
+        against other queries' clean-ups, which wait ``abandoned_after_s``."""
+        if self._beat_at is not None and time.monotonic() - self._beat_at < heartbeat_s:
+            return
+        try:
+            store = self._batches()
+            now = store.touch_query(query, json.dumps({"worker": self.config.worker_id}).encode())
+            self._beat_at = time.monotonic()
+            beats = store.query_heartbeats()
+            for other in abandoned({q: t for q, (t, _) in beats.items()}, now, query,
+                                   abandoned_after_s)[:CLEANUP_QUERIES]:
+                if store.delete_query(other, beats[other][1]):
+                    log.info("deleted the batch ends of query %s: no heartbeat for %.0f s (its checkpoint "
+                             "location is gone)", other, now - beats[other][0])
+        except CheckpointError as exc:
+            log.warning("could not write the heartbeat of query %s or clean up after abandoned queries (tried "
+                        "again at the next trigger): %s", query, exc)
+
+    def completed(self, last: PlannedBatch) -> dict[str, ShardEnd]:
+        """The ends recorded for batch ``last.batch`` (which Spark completed); every planned shard must have one."""
+        if last.batch < 0:
+            return {}
+        key = (last.query, last.batch)
+        cached = self._ends.get(key)
+        if cached is not None:
+            return cached
+        store = self._batches()
+        raw = store.batch_ends(last.query, last.batch)
+        ends = {s: ShardEnd.from_json(data, f"{store.batches_node(last.query)}/{last.batch}/{s}")
+                for s, data in raw.items()}
+        missing = sorted(s for s, p in last.starts.items() if not p.ended and s not in ends
+                         and s in self.planning.list_shards())
+        if missing:
+            node = f"{store.batches_node(last.query)}/{last.batch}/{missing[0]}"
+            raise CheckpointError(
+                f"batch {last.batch} was completed but ZooKeeper has no recorded end for {', '.join(missing)} "
+                f"(expected at {node}); its records cannot be told apart from the next batch's. Was the node "
+                f"deleted? Start the query with a new checkpoint location: it resumes from ZooKeeper's checkpoints")
+        self._ends = {key: ends}
+        return ends
+
+    def _batches(self) -> ZooKeeperBatchStore:
+        """The recorded batch ends and query heartbeats, on the driver's ZooKeeper session."""
+        return ZooKeeperBatchStore.on_store(self.planning.clients.checkpoints())
+
+    def close(self) -> None:
+        """Forget the probes and cached ends. Idempotent."""
+        self._probes.clear()
+        self._ends.clear()
+
+    def _worth_a_batch(self, active: Sequence[str], caught_up: set[str], positions: Mapping[str, Position],
+                       first: bool, idle_wait_s: float) -> bool:
+        """Whether a batch has something to read: a shard whose last task stopped at a limit, else a probe that
+        finds a record (waiting up to ``idle_wait_s``)."""
+        if any(s not in caught_up for s in active):
+            return True
+        if self.planning.cutoff is not None and not first:
+            return False
+        deadline = time.monotonic() + idle_wait_s
+        passing: set[str] = set()  # the last probe passed records whose user records were all dropped: not idle
+        while True:
+            for shard_id in active:
+                seen = self._probe(shard_id, positions[shard_id])
+                if seen == PROBE_FOUND:
+                    return True
+                if seen == PROBE_PASSED:
+                    passing.add(shard_id)
+                elif seen == PROBE_IDLE:
+                    passing.discard(shard_id)
+            wake = min((due for _, _, due in self._probes.values()), default=time.monotonic() + MIN_POLL_INTERVAL_S)
+            if time.monotonic() >= deadline or not active:
+                # the idle wait is over; a shard whose probes were still passing dropped user records gets a
+                # batch: its task reads on at full GetRecords size (one record per probe would take too long)
+                return bool(passing)
+            time.sleep(max(0.0, min(wake, deadline) - time.monotonic()))
+
+    def _probe(self, shard_id: str, position: Position) -> str | None:
+        """One ``GetRecords(Limit=1)`` after ``position`` when the shard may be polled: ``PROBE_FOUND`` if a record
+        (or the shard's end) is there; ``PROBE_PASSED`` if the reply held a Kinesis record whose user records all
+        belonged to other shards (the next probe, at the shard's pace, reads on after it); ``PROBE_IDLE`` when nothing
+        is there (or on a retriable error); None when the shard is not due yet.
+
+        Who calls: ``_worth_a_batch``, on the driver's planning thread; changes ``_probes``."""
+        probe = self._probes.get(shard_id)
+        now = time.monotonic()
+        if probe is None or probe[0] != position:
+            getter = shard_getter(self.planning.clients.kinesis(), self.config, shard_id, position, 1,
+                                  self.planning.hash_range(shard_id))
+            probe = (position, getter, 0.0)
+        pos, getter, due = probe
+        if due > now:
+            self._probes[shard_id] = probe
+            return None
+        try:
+            result = getter.fetch()
+        except KinesisError as exc:
+            if not exc.retriable:
+                raise
+            log.info("probing %s: %s", shard_id, exc)
+            self._probes[shard_id] = (pos, getter, now + MIN_POLL_INTERVAL_S)
+            return PROBE_IDLE
+        if skip_consumed(result.records, position) or result.shard_end:
+            self._probes.pop(shard_id, None)  # the batch's task reads it; a new probe starts at the new end
+            return PROBE_FOUND
+        if result.fetched:  # every user record dropped (or already read): more may follow, read on at the pace
+            self._probes[shard_id] = (pos, getter, now + MIN_POLL_INTERVAL_S)
+            return PROBE_PASSED
+        self._probes[shard_id] = (pos, getter, now + max(MIN_POLL_INTERVAL_S, self.config.empty_record_backoff_s))
+        return PROBE_IDLE

@@ -1,0 +1,138 @@
+"""The executors' side of ``readMode=executors``: a task reads its shard, records its end, yields exactly that.
+
+A task (:func:`read_shard_batch`) reads its shard from the batch's start into a bounded buffer (the batch's
+per-shard limits, ``EXECUTOR_READ_S`` of reading, the tip, the shard's end, the AvailableNow cutoff), records the
+end it chose (the first writer wins), and yields exactly the records up to the end that stands. The model
+(offsets, recorded ends, cuts) is in :mod:`kinesis_spout.spark.batches`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime
+from typing import Any
+
+from pyspark.sql.datasource import InputPartition
+
+from kinesis_spout.config import SpoutConfig
+from kinesis_spout.errors import KinesisError, StreamNotFoundError
+from kinesis_spout.kinesis.shards import HashKeyRange
+from kinesis_spout.positions import Position
+from kinesis_spout.records import Record
+from kinesis_spout.spark.batches import ShardEnd, cut, within
+from kinesis_spout.spark.source.shard_reads import paced_getter, read_range, shard_getter, skip_consumed
+
+__all__ = ["EXECUTOR_READ_S", "ShardTask", "read_shard_batch", "stream_gone"]
+
+log = logging.getLogger("kinesis_spout.spark")
+
+#: How long a task reads its shard at most before it records its end (it stops sooner at a limit or the tip).
+EXECUTOR_READ_S = 1.0
+
+
+class ShardTask(InputPartition):
+    """One shard's part of a planned batch: read from ``start`` under the batch's limits (executor side)."""
+
+    def __init__(self, query: str, batch: int, shard_id: str, start: str, max_records: int | None,
+                 max_bytes: int | None, cutoff: str | None, hash_range: HashKeyRange | None = None) -> None:
+        super().__init__((query, batch, shard_id))
+        self.query = query
+        self.batch = batch
+        self.shard_id = shard_id
+        self.start = start
+        self.max_records = max_records
+        self.max_bytes = max_bytes
+        self.cutoff = cutoff
+        self.hash_range = hash_range  # the shard's hash keys: user records of aggregates outside them are dropped
+
+    def __repr__(self) -> str:
+        return f"ShardTask(batch {self.batch}, {self.shard_id} after {self.start})"
+
+
+def stream_gone(exc: KinesisError, cfg: SpoutConfig, known: str) -> KinesisError:
+    """``exc`` as it is, or, when it says the stream is gone or is not the one this query read (it was deleted,
+    maybe re-created, while the query was stopped), an error of the same kind that says so and what to do."""
+    where = f"endpoint {cfg.endpoint_url}" if cfg.endpoint_url else f"region {cfg.region or 'default'}"
+    fix = (f"Its records are gone: start the query with a new checkpoint location, and with a new appName or after "
+           f"resetting app {cfg.app_name!r}'s ZooKeeper checkpoints (`kinesis-spout checkpoints reset`), which hold "
+           f"positions in the old stream")
+    text = str(exc)
+    if isinstance(exc, StreamNotFoundError) and "Shard " in text:  # a shard: Kinesis says the same when it expired
+        return StreamNotFoundError(
+            f"a shard of stream {cfg.stream_name!r} at {where} does not exist, but this query read it ({known}): "
+            f"was the stream deleted, or is the shard older than the stream's retention? If the stream was "
+            f"deleted: {fix}. [{exc}]", code=exc.code)
+    if isinstance(exc, StreamNotFoundError):
+        return StreamNotFoundError(
+            f"stream {cfg.stream_name!r} does not exist at {where}, but this query read it ({known}): was it "
+            f"deleted? {fix}. (If it was not deleted, check the options streamName, region and endpointUrl.) "
+            f"[{exc}]", code=exc.code)
+    if exc.code == "InvalidArgumentException" and ("did not come from this stream" in text
+                                                   or "StartingSequenceNumber" in text):
+        return KinesisError(
+            f"stream {cfg.stream_name!r} at {where} is not the stream this query read ({known}): Kinesis says a "
+            f"position of it does not come from this stream, so the stream was deleted and re-created. {fix}. "
+            f"[{exc}]", code=exc.code)
+    return exc
+
+
+def read_shard_batch(client: Any, store: Any, cfg: SpoutConfig, task: ShardTask) -> list[Record]:
+    """Read the task's part of its batch and return exactly the records up to the end that stands.
+
+    When an end is already recorded for ``(batch, shard)`` (a retry, a speculative copy, a replay), the records up
+    to it are read. Otherwise the shard is read under the task's limits, the end chosen is recorded (the first
+    writer wins), and the records up to the winner's end are returned.
+    """
+    start = Position.parse(task.start, f"task of {task.shard_id}")
+    where = f"{store.batches_node(task.query)}/{task.batch}/{task.shard_id}"
+    recorded = store.batch_end(task.query, task.batch, task.shard_id)
+    if recorded is not None:
+        end = ShardEnd.from_json(recorded, where)
+        return read_range(client, cfg, task.shard_id, start, end.end, task.hash_range)
+    cutoff = datetime.fromisoformat(task.cutoff) if task.cutoff else None
+    records, reached_tip, shard_end = read_bounded(client, cfg, task, start, cutoff)
+    n, mine = cut(records, start, task.max_records, task.max_bytes, cutoff, shard_end=shard_end,
+                  reached_tip=reached_tip)
+    standing = ShardEnd.from_json(store.record_batch_end(task.query, task.batch, task.shard_id, mine.to_json()),
+                                  where)
+    if standing.end == mine.end:
+        return records[:n]
+    log.info("%s: another attempt recorded the end first (%s, not %s)", where, standing.end.encode(),
+             mine.end.encode())
+    high = standing.end.key
+    if high is not None and records and records[-1].key >= high:
+        return within(records, start, standing.end)
+    return read_range(client, cfg, task.shard_id, start, standing.end, task.hash_range)
+
+
+def read_bounded(client: Any, cfg: SpoutConfig, task: ShardTask, start: Position, cutoff: datetime | None
+                 ) -> tuple[list[Record], bool, bool]:
+    """Read from ``start`` until a limit, the tip, the shard's end, the cutoff or ``EXECUTOR_READ_S``; returns
+    (records, reached the tip, reached the shard's end)."""
+    per_call = cfg.max_records_per_call if task.max_records is None else min(cfg.max_records_per_call,
+                                                                             task.max_records)
+    getter = paced_getter(shard_getter(client, cfg, task.shard_id, start, per_call, task.hash_range))
+    records: list[Record] = []
+    size = 0
+    deadline = time.monotonic() + EXECUTOR_READ_S
+    while True:
+        result = getter.fetch()
+        new = skip_consumed(result.records, start) if not records else result.records
+        records.extend(new)
+        size += sum(r.size for r in new)
+        if result.shard_end:
+            return records, True, True
+        # the tip: an empty reply that is not behind, or a short one that says it is not behind (an emulator says
+        # MillisBehindLatest 0 also when the Limit cut the reply short)
+        if result.millis_behind_latest in (0, None) and result.fetched < per_call:
+            return records, True, False
+        if task.max_records is not None and len(records) >= task.max_records:
+            return records, False, False
+        if task.max_bytes is not None and size >= task.max_bytes:
+            return records, False, False
+        if cutoff is not None and any(r.approximate_arrival_timestamp is not None
+                                      and r.approximate_arrival_timestamp > cutoff for r in new):
+            return records, False, False
+        if time.monotonic() >= deadline:
+            return records, False, False

@@ -1,0 +1,173 @@
+"""What both stream readers plan with on the driver: clients, the owned shards, lineage, ZooKeeper checkpoints.
+
+The driver-read reader (:mod:`kinesis_spout.spark.source.driver`) and the executor-read reader
+(:mod:`kinesis_spout.spark.source.executor`) each own one :class:`QueryPlanning` and add their own planner to it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime, timedelta, timezone
+from typing import Mapping
+
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, ReadMaxRows
+
+from kinesis_spout.checkpoint.base import Checkpoint
+from kinesis_spout.config import SpoutConfig
+from kinesis_spout.errors import CheckpointConflict, CheckpointError
+from kinesis_spout.kinesis.shards import HashKeyRange, Shard, drop_range, list_shards, owned_shards
+from kinesis_spout.positions import Position
+from kinesis_spout.spark.offsets import (
+    SourceLimits,
+    as_checkpoint,
+    initial_positions,
+    lineage_checkpoint,
+)
+from kinesis_spout.spark.source.clients import DriverClients
+
+__all__ = ["AVAILABLE_NOW_MARGIN", "IDLE_WAIT_S", "QueryPlanning", "default_read_limit", "read_budget"]
+
+log = logging.getLogger("kinesis_spout.spark")
+
+#: How long an idle ``latestOffset`` waits for the next shard poll before telling Spark there is nothing new.
+IDLE_WAIT_S = 0.5
+#: Trigger.AvailableNow reads records that arrived up to this long after the run started (by Kinesis' clock):
+#: an allowance for clock skew between this driver and Kinesis, so nothing present at the start is left out.
+AVAILABLE_NOW_MARGIN = timedelta(seconds=2)
+
+
+def default_read_limit(limits: SourceLimits) -> ReadLimit:
+    """``maxRecordsPerTrigger`` as ReadMaxRows, else ``maxBytesPerTrigger`` as ReadMaxBytes (both apply when both
+    are set, see :func:`read_budget`), else everything available."""
+    if limits.max_records is not None:
+        return ReadMaxRows(limits.max_records)
+    if limits.max_bytes is not None:
+        return ReadMaxBytes(limits.max_bytes)
+    return ReadAllAvailable()
+
+
+def read_budget(limit: ReadLimit, limits: SourceLimits) -> tuple[int | None, int | None]:
+    """(most records, most bytes) of the next batch, for the ``limit`` Spark hands ``latestOffset``."""
+    if isinstance(limit, ReadMaxRows):
+        return limit.max_rows, limits.max_bytes
+    if isinstance(limit, ReadMaxBytes):
+        return limits.max_records, limit.max_bytes
+    return None, None  # ReadAllAvailable (Trigger.Once, ...) ignores the configured limits
+
+
+class QueryPlanning:
+    """The driver side a stream reader shares with the other kind: its clients, the shard listing, where shards
+    start (lineage), the ZooKeeper checkpoint writes and the Trigger.AvailableNow cutoff.
+
+    Owned by Spark's planning thread: every method is called from it, so no lock. A reader unpickled on an
+    executor gets a fresh one and never calls it there. ``close()`` releases the clients and is idempotent.
+    """
+
+    def __init__(self, config: SpoutConfig) -> None:
+        self.config = config
+        self.clients = DriverClients(config)
+        #: Trigger.AvailableNow: read records that arrived up to this time (None: not an AvailableNow run).
+        self.cutoff: datetime | None = None
+        self._shards: dict[str, Shard] = {}
+        self._listed_at: float | None = None
+        self._written: dict[str, str] = {}
+        self._written_at: dict[str, float] = {}
+
+    # -- shards ---------------------------------------------------------------------------------------------------
+    def list_shards(self, force: bool = False) -> dict[str, Shard]:
+        """The owned shards, listed again every ``shardSyncIntervalS`` (or when ``force``, or after
+        :meth:`relist`)."""
+        now = time.monotonic()
+        if force or self._listed_at is None or now - self._listed_at >= self.config.shard_sync_interval_s:
+            cfg = self.config
+            mine = owned_shards(list_shards(self.clients.kinesis(), cfg.stream_name), cfg.task_index, cfg.task_count)
+            self._shards = {s.shard_id: s for s in mine}
+            self._listed_at = now
+        return self._shards
+
+    def relist(self) -> None:
+        """List the shards again at the next :meth:`list_shards` (a shard ended: look for its children)."""
+        self._listed_at = None
+
+    def hash_range(self, shard_id: str) -> HashKeyRange | None:
+        """The shard's hash key range, from the listing, for its getters (None: no user record is dropped, with
+        ``dropForeignUserRecords=false`` or for a shard no longer listed)."""
+        drop = self.config.drop_foreign_user_records
+        return drop_range(self.config.stream_name, shard_id, self.list_shards().get(shard_id) if drop else None, drop)
+
+    def start_available_now(self, margin: timedelta) -> None:
+        """Trigger.AvailableNow starts: records that arrive later than ``margin`` from now are left for later."""
+        self.cutoff = datetime.now(timezone.utc) + margin
+        self.relist()
+
+    # -- where shards start -----------------------------------------------------------------------------------------
+    def initial_positions(self) -> dict[str, Position]:
+        """Where a new query starts: each shard's ZooKeeper checkpoint, else by the lineage rule, else
+        ``initialPosition``. Checkpoints read here count as written (they are not written back)."""
+        shards = self.list_shards(force=True)
+        stored = self.clients.checkpoints().list()
+        positions = initial_positions({s: shard.parents for s, shard in shards.items()}, stored, self.config,
+                                      {s for s, shard in shards.items() if shard.closed})
+        for shard_id, checkpoint in stored.items():
+            if shard_id in positions and (checkpoint.sequence_number is not None or checkpoint.shard_end):
+                self._written[shard_id] = positions[shard_id].encode()
+        return positions
+
+    def new_shard_positions(self, shard_ids: list[str], positions: Mapping[str, Position]
+                            ) -> dict[str, Position]:
+        """Where shards new to this query start (children of a reshard, shards this task newly owns): by the
+        lineage rule, from their ZooKeeper checkpoints, their parents in this query or in ZooKeeper, else the
+        initial position. A shard whose checkpoint cannot be read now is left out of this round (never guessed)."""
+        if not shard_ids:
+            return {}
+        parents = {s: self._shards[s].parents for s in shard_ids}
+        stored: dict[str, Checkpoint] = {}
+        for parent in {p for ps in parents.values() for p in ps}:
+            if parent in positions:  # this query reads the parent: where it stands decides what it hands down
+                stored[parent] = lineage_checkpoint(parent, positions[parent])
+        out: dict[str, Position] = {}
+        for shard_id in shard_ids:
+            try:
+                for wanted in (shard_id, *(p for p in parents[shard_id] if p not in stored)):
+                    checkpoint = self.clients.checkpoints().load(wanted)
+                    if checkpoint is not None:
+                        stored[wanted] = checkpoint
+            except CheckpointError as exc:
+                log.warning("shard %s is new to this query but its checkpoint cannot be read (%s); it waits for the "
+                            "next batch", shard_id, exc)
+                continue
+            out[shard_id] = initial_positions({shard_id: parents[shard_id]}, stored, self.config,
+                                              first_start=False)[shard_id]
+            log.info("shard %s is new to this query: it starts at %s", shard_id, out[shard_id].encode())
+        return out
+
+    # -- ZooKeeper checkpoints ------------------------------------------------------------------------------------
+    def save(self, positions: Mapping[str, Position], force: bool) -> None:
+        """Write positions that changed, at most once per ``checkpointIntervalS`` per shard unless ``force``.
+
+        A checkpoint already ahead in ZooKeeper (another query, or the spout) is left alone; an unreachable
+        ZooKeeper is logged and tried again at the next batch: Spark's checkpoint still holds the truth.
+        """
+        now = time.monotonic()
+        for shard_id, pos in sorted(positions.items()):
+            text = pos.encode()
+            checkpoint = as_checkpoint(shard_id, pos)
+            if checkpoint is None or self._written.get(shard_id) == text:
+                continue
+            if not force and now - self._written_at.get(shard_id, -1e18) < self.config.checkpoint_interval_s \
+                    and checkpoint.sequence_number is not None:
+                continue
+            try:
+                self.clients.checkpoints().save(checkpoint.stamped(self.config.worker_id))
+            except CheckpointConflict as exc:
+                log.info("ZooKeeper is ahead of this query: %s", exc)
+            except CheckpointError as exc:
+                log.warning("could not write checkpoints to ZooKeeper (trying again after the next batch): %s", exc)
+                return
+            self._written[shard_id] = text
+            self._written_at[shard_id] = now
+
+    def close(self) -> None:
+        """Release the clients. Idempotent."""
+        self.clients.close()

@@ -1,0 +1,81 @@
+"""The one way the source reads a shard: where a read starts, what it skips, and reading an exact range.
+
+Both stream readers (driver reads and executor reads) and their replays read through here, so a position means
+the same to all of them: a read after a position inside a KPL aggregate starts AT the aggregate (the getter maps a
+:class:`~kinesis_spout.positions.Position` to its iterator) and skips the user records the position consumed
+(:func:`skip_consumed`); a range ``(start, end]`` is read exactly (:func:`read_range`). Offsets are in
+:mod:`kinesis_spout.spark.offsets`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kinesis_spout.config import MIN_POLL_INTERVAL_S, SpoutConfig
+from kinesis_spout.errors import KinesisError
+from kinesis_spout.kinesis.getter import PacedGetter, ShardGetter
+from kinesis_spout.kinesis.shards import HashKeyRange
+from kinesis_spout.positions import Position
+from kinesis_spout.records import Record
+from kinesis_spout.spark.offsets import consumed, in_range, range_is_empty
+
+__all__ = ["MAX_RETRIES", "paced_getter", "read_range", "shard_getter", "skip_consumed"]
+
+#: Retriable errors (throttling, 5xx, lost connections) in a row before a shard's read fails the query.
+MAX_RETRIES = 30
+
+
+def skip_consumed(records: list[Record], position: Position) -> list[Record]:
+    """``records`` without those ``position`` already consumed: the user records of the aggregate a read started
+    at, up to the position's sub-sequence. Other reads have none, and only the first records are looked at."""
+    if not position.inside_aggregate:
+        return records
+    i = 0
+    while i < len(records) and consumed(records[i].key, position):
+        i += 1
+    return records[i:] if i else records
+
+
+def shard_getter(client: Any, cfg: SpoutConfig, shard_id: str, position: Position,
+                 per_call: int | None = None, hash_range: HashKeyRange | None = None) -> ShardGetter:
+    """A getter of the records after ``position`` (``per_call`` records per GetRecords at most, default the
+    configured ``maxRecordsPerCall``; user records of aggregates outside ``hash_range`` are dropped). Its first
+    reply may hold records ``position`` consumed: pass them through :func:`skip_consumed`."""
+    return ShardGetter(client, cfg.stream_name, shard_id, position,
+                       cfg.max_records_per_call if per_call is None else per_call, deaggregate=cfg.deaggregate,
+                       hash_range=hash_range)
+
+
+def paced_getter(getter: ShardGetter) -> PacedGetter:
+    """``getter`` paced as Kinesis allows, retrying retriable errors up to ``MAX_RETRIES`` times in a row."""
+    return PacedGetter(getter, MIN_POLL_INTERVAL_S, MAX_RETRIES)
+
+
+def read_range(client: Any, cfg: SpoutConfig, shard_id: str, start: Position, end: Position,
+               hash_range: HashKeyRange | None = None) -> list[Record]:
+    """Read exactly the (user) records of ``(start, end]`` of a shard from Kinesis, paced as Kinesis allows.
+
+    Who calls: executors, for a batch whose records are not at hand (a replay, a task that lost the race to record
+    its end). Raises ``KinesisError`` when the shard runs out before ``end`` (a re-created stream, expired records).
+    """
+    getter = paced_getter(shard_getter(client, cfg, shard_id, start, hash_range=hash_range))
+    out: list[Record] = []
+    if range_is_empty(start, end):
+        return out
+    high = end.key
+    assert high is not None
+    while True:
+        result = getter.fetch()
+        for record in result.records:
+            if record.key > high:
+                return out
+            if in_range(record.key, start, end):  # the aggregate a replay starts at: skip what start consumed
+                out.append(record)
+        if out and out[-1].key.sequence == high.sequence and (out[-1].key == high or not end.inside_aggregate):
+            return out  # a Kinesis record comes whole in one reply: nothing of the end's record is left
+        if result.shard_end or not result.fetched and result.millis_behind_latest in (0, None):
+            raise KinesisError(
+                f"replaying {shard_id} of {cfg.stream_name!r} from {start.encode()} to {end.encode()}: the "
+                f"shard has no more records after {out[-1].sequence_number if out else start.encode()}; was "
+                f"the stream re-created or did the records expire? Start the query afresh (new checkpoint "
+                f"location) to continue from ZooKeeper's checkpoints")
