@@ -14,10 +14,12 @@ demo: setup
 test: setup lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# The checks a contributor runs (configuration in pyproject.toml): ruff (lint and import order), then mypy.
+# The checks a contributor runs (configuration in pyproject.toml): ruff (lint and import order), mypy, then the
+# import contracts (lint-imports, [tool.importlinter]: layers, no cycles, no private names across modules).
 lint: setup
 	.venv/bin/ruff check kinesis_spout tests benchmarks examples scripts
 	.venv/bin/mypy
+	.venv/bin/lint-imports --no-cache
 
 # The contributor's loop: everything but the tests marked slow (crash, failover, Spark sessions)
 test-fast: setup
