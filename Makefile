@@ -27,9 +27,10 @@ lint: setup
 # Spark session or driver), cluster (a standalone Spark cluster), crash (SIGKILL/SIGSTOP loops), zookeeper, emulators,
 # state_servers; slow = spark, cluster or crash. Any selection: make test-fast PYTEST_ARGS="-m 'zookeeper'".
 # The contributor's loop, under 3 minutes on 2 cores: every module's behaviour on the real servers, without the Spark
-# sessions, the standalone cluster and the crash loops (-m 'not slow'); `make test` runs those too.
+# sessions, the standalone cluster, the crash loops (-m 'not slow') and the moto runs of the tests also run on
+# kinesalite (backend_twin); `make test` runs those too. Four workers: these tests mostly wait on servers and clocks.
 test-fast: setup
-	$(PY) -m pytest -n 2 --dist worksteal -m 'not slow' $(PYTEST_ARGS)
+	$(PY) -m pytest -n 4 --dist worksteal -m 'not slow and not backend_twin' $(PYTEST_ARGS)
 
 # The tests in tests/unit (pure logic, a few use a server), in one process
 test-unit: setup

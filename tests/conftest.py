@@ -10,9 +10,12 @@ zookeeper      uses the ZooKeeper server (``zookeeper``, ``zookeeper_server``)
 emulators      uses a Kinesis emulator (moto, kinesalite, kinesis-local, or a fault proxy in front of one)
 state_servers  uses the Redis or memcached server of the exactly-once state backends
 slow           any of spark, cluster, crash (added here), or marked slow by hand: what `make test-fast` leaves out
+backend_twin   the moto run of a test parametrized over moto and kinesalite (``kinesis_backend``): `make test-fast`
+               runs its kinesalite twin only (real sequence numbers), `make test` both
 =============  =============================================================================================
 
-``pytest -m spark`` runs the Spark tests, ``-m 'not slow'`` the contributor's loop (``make test-fast``).
+``pytest -m spark`` runs the Spark tests, ``-m 'not slow and not backend_twin'`` the contributor's loop (``make
+test-fast``). Under pytest-xdist the slow tests are queued first, so that no long test starts when the rest is done.
 """
 
 from __future__ import annotations
@@ -42,18 +45,31 @@ MARKERS_BY_FIXTURE: dict[str, tuple[str, ...]] = {
 SLOW_MARKERS = ("spark", "cluster", "crash")
 
 
-def markers_for(fixturenames: list[str], explicit: set[str]) -> set[str]:
-    """The markers a test gets: those its fixtures imply, plus ``slow`` when it is (or is marked) spark, cluster
-    or crash. ``explicit`` are the markers already on the test."""
+def markers_for(fixturenames: list[str], params: dict[str, object], explicit: set[str]) -> set[str]:
+    """The markers a test gets: those its fixtures imply, ``slow`` when it is (or is marked) spark, cluster or
+    crash, ``backend_twin`` for the moto run of a ``kinesis_backend`` test. ``params`` are the test's
+    parameters (fixture name -> value), ``explicit`` the markers already on it."""
     names = {marker for fixture in fixturenames for marker in MARKERS_BY_FIXTURE.get(fixture, ())}
     if (names | explicit) & set(SLOW_MARKERS):
         names.add("slow")
+    if params.get("kinesis_backend") == "moto_kinesis":
+        names.add("backend_twin")
     return names - explicit
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Called by pytest once the tests are collected: adds each test's markers (before ``-m`` selects)."""
+    """Called by pytest once the tests are collected (in each xdist worker): adds each test's markers before
+    ``-m`` selects. In an xdist worker it also queues the slow tests first (every worker sorts alike, as xdist
+    requires), so the two workers share the long tests and finish together."""
+    slow: set[str] = set()
     for item in items:
         explicit = {mark.name for mark in item.iter_markers()}
-        for name in sorted(markers_for(list(getattr(item, "fixturenames", ())), explicit)):
+        callspec = getattr(item, "callspec", None)
+        added = markers_for(list(getattr(item, "fixturenames", ())), dict(callspec.params) if callspec else {},
+                            explicit)
+        for name in sorted(added):
             item.add_marker(name)
+        if "slow" in added | explicit:
+            slow.add(item.nodeid)
+    if hasattr(config, "workerinput"):
+        items.sort(key=lambda item: item.nodeid not in slow)  # stable: the order within each group is kept
