@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test test-fast test-unit lint bench bench-smoke mutation clean
+.PHONY: setup demo test test-fast test-unit test-spark test-crash lint bench bench-smoke mutation clean
 
 setup:
 	@scripts/setup.sh
@@ -11,20 +11,38 @@ setup:
 demo: setup
 	$(PY) examples/wordcount.py --demo $(DEMO_ARGS)
 
+# The whole suite on two pytest-xdist workers (-n 2; --dist worksteal: an idle worker takes tests queued for the
+# other). Each worker starts its own servers on free ports, in temporary directories of its own.
 test: setup lint
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 --dist worksteal $(PYTEST_ARGS)
 
-# The checks a contributor runs (configuration in pyproject.toml): ruff (lint and import order), then mypy.
+# The checks a contributor runs (configuration in pyproject.toml): ruff (lint and import order), mypy, then the
+# import contracts (lint-imports, [tool.importlinter]: layers, no cycles, no private names across modules).
 lint: setup
 	.venv/bin/ruff check kinesis_spout tests benchmarks examples scripts
 	.venv/bin/mypy
+	.venv/bin/lint-imports --no-cache
 
-# The contributor's loop: everything but the tests marked slow (crash, failover, Spark sessions)
+# Markers say what a test needs (tests/conftest.py applies them from its fixtures; list in pyproject.toml): spark (a
+# Spark session or driver), cluster (a standalone Spark cluster), crash (SIGKILL/SIGSTOP loops), zookeeper, emulators,
+# state_servers; slow = spark, cluster or crash. Any selection: make test-fast PYTEST_ARGS="-m 'zookeeper'".
+# The contributor's loop, under 3 minutes on 2 cores: every module's behaviour on the real servers, without the Spark
+# sessions, the standalone cluster, the crash loops (-m 'not slow') and the moto runs of the tests also run on
+# kinesalite (backend_twin); `make test` runs those too. Four workers: these tests mostly wait on servers and clocks.
 test-fast: setup
-	$(PY) -m pytest -m 'not slow' $(PYTEST_ARGS)
+	$(PY) -m pytest -n 4 --dist worksteal -m 'not slow and not backend_twin' $(PYTEST_ARGS)
 
+# The tests in tests/unit (pure logic, a few use a server), in one process
 test-unit: setup
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+# The Spark adapters: every test that starts a Spark session or a Spark driver (-m spark)
+test-spark: setup
+	$(PY) -m pytest -n 2 --dist worksteal -m spark $(PYTEST_ARGS)
+
+# The crash tests: consumers, drivers and workers SIGKILLed or SIGSTOPped in loops, and nothing lost (-m crash)
+test-crash: setup
+	$(PY) -m pytest -n 2 --dist worksteal -m crash $(PYTEST_ARGS)
 
 # Benchmarks in their own venv (benchmarks/setup.sh), results in benchmarks/results/ (make bench BENCH_ARGS=--quick)
 bench:

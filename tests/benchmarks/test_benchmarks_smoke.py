@@ -25,6 +25,9 @@ from benchmarks.registry import BENCHMARKS  # noqa: E402
 from benchmarks.report import fmt_cell  # noqa: E402
 from benchmarks.stats import ratio, summary  # noqa: E402
 
+# The smoke run starts Spark (its Spark benchmarks) in a subprocess: no fixture of the plugin says so.
+pytestmark = pytest.mark.spark
+
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any], str]:

@@ -19,7 +19,7 @@ CONSUMER = Path(__file__).parent / "procs" / "crash_consumer.py"
 RECORDS = 3000
 KILLS = 5
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.crash
 
 
 def stored_checkpoints(client, base: str) -> dict[str, int]:

@@ -20,7 +20,7 @@ from kinesis_spout.testing.process import wait_until
 CONSUMER = Path(__file__).parent / "procs" / "dead_letter_consumer.py"
 RECORDS, KILLS = 600, 4
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.crash
 
 
 def stored_checkpoints(client: object, base: str) -> dict[str, int]:

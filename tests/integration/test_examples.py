@@ -65,7 +65,7 @@ def test_demo_runs_on_embedded_servers_and_reads_everything_it_produced() -> Non
     assert "[demo]   the" in out.stdout
 
 
-@pytest.mark.slow
+@pytest.mark.spark  # a Spark driver in a subprocess
 @pytest.mark.parametrize("engine", ["pipeline", "stream"])
 def test_spark_wordcount_demo_counts_everything_it_produced(engine: str) -> None:
     """What ``make demo`` runs, shortened: embedded servers, a producer, Storm's word count on Spark."""
@@ -87,7 +87,7 @@ def test_spark_wordcount_demo_counts_everything_it_produced(engine: str) -> None
     assert counts.get("the", 0) > 0, out.stdout
 
 
-@pytest.mark.slow
+@pytest.mark.spark  # a Spark driver in a subprocess
 def test_make_demo_against_your_own_servers_needs_no_aws_credentials(kinesalite, zookeeper, tmp_path) -> None:
     """`KINESIS_SPOUT_ENDPOINT_URL=... make demo` runs this command line (the Makefile's demo recipe) with the
     variables in its environment: on an emulator, without AWS credentials."""
@@ -103,7 +103,7 @@ def test_make_demo_against_your_own_servers_needs_no_aws_credentials(kinesalite,
     assert final and int(final[0][4]) > 0 and int(final[0][1]) >= int(final[0][4]), out.stdout
 
 
-@pytest.mark.slow
+@pytest.mark.spark  # a Spark driver in a subprocess
 @pytest.mark.parametrize("engine, backend", [("pipeline", "redis"), ("stream", "memcached")])
 def test_spark_wordcount_demo_exactly_once(engine: str, backend: str) -> None:
     """`make demo DEMO_ARGS="--exactly-once redis"`, shortened: the counts live in an OpaqueMap in a private Redis

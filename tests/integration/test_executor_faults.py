@@ -536,7 +536,7 @@ def test_two_attempts_mid_read_at_once_yield_the_end_recorded_first(kinesalite: 
 
 
 # -- a retried task, on Spark ----------------------------------------------------------------------------------------
-@pytest.mark.slow
+@pytest.mark.crash
 def test_a_task_killed_mid_read_before_or_after_recording_its_end_is_retried_with_the_recorded_rows(
         kinesalite: KinesisEndpoint, zookeeper: Any, start_driver: Any) -> None:
     stream = kinesalite.create_stream(shards=2)

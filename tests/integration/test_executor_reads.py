@@ -236,7 +236,8 @@ def logged_batches(log: Path) -> dict[str, dict[int, set[str]]]:
     return out
 
 
-@pytest.mark.slow
+@pytest.mark.crash
+@pytest.mark.spark  # a Spark driver in a subprocess
 def test_sigkill_of_the_driver_twice_under_a_producer_replays_batches_exactly(
         kinesalite: KinesisEndpoint, zookeeper: Any, tmp_path: Path) -> None:
     stream = kinesalite.create_stream(shards=4)

@@ -21,7 +21,7 @@ from kinesis_spout.testing.process import wait_until
 CONSUMER = Path(__file__).parent / "procs" / "crash_consumer.py"
 AGGREGATES, PER_AGGREGATE, KILLS = 10, 200, 4  # the consumer takes 50 at a time: often mid-aggregate
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.crash
 
 
 def stored(client: object, base: str) -> dict[str, tuple[int, int]]:

@@ -21,7 +21,7 @@ from kinesis_spout.testing.process import wait_until
 SESSION_S = 4.0
 APP = "lease-workers"
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.crash
 
 
 def spread(zk: Any, base: str, workers: set[str]) -> bool:

@@ -262,7 +262,7 @@ def last_sequence_numbers(env: dict[str, str]) -> dict[str, str]:
     return last
 
 
-@pytest.mark.slow
+@pytest.mark.spark  # a Spark driver in a subprocess
 def test_pipeline_snippet_counts_each_record_once_and_stops_on_sigterm(dev_env, tmp_path) -> None:
     """The blank sentence is failed before anything is written, so its empty "words" never reach the table,
     however often it is retried; the other words are counted once. SIGTERM ends run() cleanly."""
@@ -288,7 +288,7 @@ def test_pipeline_snippet_counts_each_record_once_and_stops_on_sigterm(dev_env, 
     assert "1 dead-lettered" in out
 
 
-@pytest.mark.slow
+@pytest.mark.spark  # a Spark driver in a subprocess
 def test_readstream_snippet_reads_what_is_there_and_ends(dev_env, tmp_path) -> None:
     """availableNow: the query reads the stream's three records, ends by itself, and checkpoints under TMPDIR."""
     done = subprocess.run([sys.executable, "-c", snippets()["readstream"]], env={**dev_env, "TMPDIR": str(tmp_path)},

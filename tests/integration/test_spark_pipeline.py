@@ -344,7 +344,8 @@ def log_lines(log: Path) -> list[tuple[str, int, int, int]]:
     return out
 
 
-@pytest.mark.slow
+@pytest.mark.crash
+@pytest.mark.spark  # a Spark driver in a subprocess
 def test_sigkill_of_the_driver_and_restart_lose_nothing(moto_kinesis: KinesisEndpoint, zookeeper: Any,
                                                          tmp_path: Path) -> None:
     total, kills = 400, 2

@@ -367,7 +367,8 @@ def logged_ids(log: Path) -> list[str]:
     return out
 
 
-@pytest.mark.slow
+@pytest.mark.crash
+@pytest.mark.spark  # a Spark driver in a subprocess
 def test_sigkill_of_the_driver_and_a_restart_lose_nothing(moto_kinesis: KinesisEndpoint, zookeeper: Any,
                                                           tmp_path: Path) -> None:
     stream = moto_kinesis.create_stream(shards=4)

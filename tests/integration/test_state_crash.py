@@ -30,7 +30,7 @@ CONSUMER = Path(__file__).parent / "procs" / "state_consumer.py"
 RECORDS = 800
 VOCABULARY = ["apple", "banana", "cherry", "damson", "elder", "fig", "grape", "hazel", "iris", "juniper"]
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.crash, pytest.mark.spark]  # a Spark driver in a subprocess
 
 
 def steps(log: Path) -> list[list[str]]:

@@ -1,0 +1,75 @@
+"""Markers that say what a test needs, applied from the fixtures it uses (registered in pyproject.toml).
+
+=============  =============================================================================================
+marker         applied to a test that
+=============  =============================================================================================
+spark          starts a Spark session: uses the ``spark`` fixture, or is marked (a Spark driver in a subprocess)
+cluster        starts a standalone Spark cluster (the ``spark_cluster`` fixture)
+crash          kills or stops processes in loops (SIGKILL/SIGSTOP of consumers or drivers): marked by hand
+zookeeper      uses the ZooKeeper server (``zookeeper``, ``zookeeper_server``)
+emulators      uses a Kinesis emulator (moto, kinesalite, kinesis-local, or a fault proxy in front of one)
+state_servers  uses the Redis or memcached server of the exactly-once state backends
+slow           any of spark, cluster, crash (added here), or marked slow by hand: what `make test-fast` leaves out
+backend_twin   the moto run of a test parametrized over moto and kinesalite (``kinesis_backend``): `make test-fast`
+               runs its kinesalite twin only (real sequence numbers), `make test` both
+=============  =============================================================================================
+
+``pytest -m spark`` runs the Spark tests, ``-m 'not slow and not backend_twin'`` the contributor's loop (``make
+test-fast``). Under pytest-xdist the slow tests are queued first, so that no long test starts when the rest is done.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+#: The markers each fixture implies (fixtures of the kinesis_spout plugin and of the test modules).
+MARKERS_BY_FIXTURE: dict[str, tuple[str, ...]] = {
+    "spark": ("spark",),
+    "spark_cluster": ("spark", "cluster"),
+    "start_driver": ("spark",),  # test_executor_faults: Spark drivers in subprocesses
+    "zookeeper": ("zookeeper",),
+    "zookeeper_server": ("zookeeper",),
+    "moto_kinesis": ("emulators",),
+    "moto_server": ("emulators",),
+    "kinesalite": ("emulators",),
+    "kinesalite_server": ("emulators",),
+    "kinesis_local": ("emulators",),
+    "kinesis_local_server": ("emulators",),
+    "kinesis_backend": ("emulators",),
+    "fault_proxy": ("emulators",),
+    "redis": ("state_servers",),
+    "memcached": ("state_servers",),
+}
+
+#: Markers that make a test slow: `make test-fast` (-m 'not slow') leaves these out.
+SLOW_MARKERS = ("spark", "cluster", "crash")
+
+
+def markers_for(fixturenames: list[str], params: dict[str, object], explicit: set[str]) -> set[str]:
+    """The markers a test gets: those its fixtures imply, ``slow`` when it is (or is marked) spark, cluster or
+    crash, ``backend_twin`` for the moto run of a ``kinesis_backend`` test. ``params`` are the test's
+    parameters (fixture name -> value), ``explicit`` the markers already on it."""
+    names = {marker for fixture in fixturenames for marker in MARKERS_BY_FIXTURE.get(fixture, ())}
+    if (names | explicit) & set(SLOW_MARKERS):
+        names.add("slow")
+    if params.get("kinesis_backend") == "moto_kinesis":
+        names.add("backend_twin")
+    return names - explicit
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Called by pytest once the tests are collected (in each xdist worker): adds each test's markers before
+    ``-m`` selects. In an xdist worker it also queues the slow tests first (every worker sorts alike, as xdist
+    requires), so the two workers share the long tests and finish together."""
+    slow: set[str] = set()
+    for item in items:
+        explicit = {mark.name for mark in item.iter_markers()}
+        callspec = getattr(item, "callspec", None)
+        added = markers_for(list(getattr(item, "fixturenames", ())), dict(callspec.params) if callspec else {},
+                            explicit)
+        for name in sorted(added):
+            item.add_marker(name)
+        if "slow" in added | explicit:
+            slow.add(item.nodeid)
+    if hasattr(config, "workerinput"):
+        items.sort(key=lambda item: item.nodeid not in slow)  # stable: the order within each group is kept
