@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 from aws_kinesis_agg.deaggregator import iter_deaggregate_records
-from test_aggregation import aggregate
 
 from kinesis_spout.kinesis import aggregation
 from kinesis_spout.kinesis.aggregation import MAGIC, UserRecord, aggregate_problem, deaggregate
+
+from .test_aggregation import aggregate
 
 NOW = datetime(2026, 11, 22, tzinfo=timezone.utc)
 # data bytes that look like the message's own structure (tags 0x08 0x10 0x1A, continuation bytes), so that a
