@@ -1,54 +1,31 @@
-"""KPL de-aggregation: the project's decoder agrees record for record with aws-kinesis-agg's own de-aggregator on
-aggregates made by aws-kinesis-agg's aggregator (a producer nobody here wrote), and corrupt aggregates come out as
-the plain records they are. No servers."""
+"""KPL de-aggregation of well-formed aggregates: the project's decoder agrees record for record with
+aws-kinesis-agg's own de-aggregator on aggregates made by aws-kinesis-agg's aggregator (a producer nobody here
+wrote), with every length encoding, many keys, explicit hash keys, and the unknown and non-minimal fields protobuf
+allows; the hash key each user record is routed by. No servers."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
-from datetime import datetime, timezone
 
 import pytest
-from aws_kinesis_agg.aggregator import RecordAggregator
-from aws_kinesis_agg.deaggregator import iter_deaggregate_records
 
-from kinesis_spout.kinesis.aggregation import (
-    MAGIC,
-    UserRecord,
-    aggregate_problem,
-    deaggregate,
-    hash_key,
-    is_aggregated,
-)
+from kinesis_spout.kinesis.aggregation import MAGIC, UserRecord, deaggregate, hash_key, is_aggregated
 from kinesis_spout.kinesis.getter import FetchResult
 
-NOW = datetime(2026, 11, 22, tzinfo=timezone.utc)
-
-
-def aggregate(records: list[tuple[str, bytes, str | None]]) -> bytes:
-    """One aggregate holding ``(partition key, data, explicit hash key)`` records, made by aws-kinesis-agg."""
-    aggregator = RecordAggregator()
-    for pk, data, ehk in records:
-        assert aggregator.add_user_record(pk, data, ehk) is None, "the test's records must fit one aggregate"
-    _, _, blob = aggregator.clear_and_get().get_contents()
-    return bytes(blob)
-
-
-def theirs(blob: bytes) -> list[UserRecord]:
-    """aws-kinesis-agg's reading of one Kinesis record's data."""
-    out = list(iter_deaggregate_records([{"SequenceNumber": "1", "PartitionKey": "outer", "Data": blob,
-                                          "ApproximateArrivalTimestamp": NOW}], data_format="Boto3"))
-    return [UserRecord(r["kinesis"]["partitionKey"], r["kinesis"].get("explicitHashKey"),
-                       base64.b64decode(r["kinesis"]["data"])) for r in out]  # it hands data back as base64
-
-
-CASES: dict[str, list[tuple[str, bytes, str | None]]] = {
-    "one record": [("pk-1", b"hello", None)],
-    "shared keys": [(f"pk-{i % 3}", f"record {i}".encode(), None) for i in range(50)],
-    "explicit hash keys": [(f"pk-{i}", bytes([i]) * i, str(2 ** 127 + i)) for i in range(20)],
-    "unicode keys and empty data": [("ключ-é-🔑", b"", None), ("键", "données ✓".encode(), None)],
-    "about 1 MiB": [(f"pk-{i}", bytes([i % 251]) * 10_000, None) for i in range(100)],
-}
+from .aggregates import (
+    CASES,
+    aggregate,
+    assert_read_as_made,
+    ld,
+    payload,
+    record,
+    seal,
+    tag,
+    their_pairs,
+    theirs,
+    uint,
+    varint,
+)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -63,60 +40,6 @@ def test_agrees_with_aws_kinesis_agg_record_for_record(case: str) -> None:
     assert [r.explicit_hash_key for r in ours] == [ehk for _, _, ehk in CASES[case]]
 
 
-def test_an_empty_aggregate_is_delivered_whole_as_aws_kinesis_agg_does() -> None:
-    body = b""  # an AggregatedRecord with empty tables and no records: the magic and the MD5 of nothing
-    blob = MAGIC + body + hashlib.md5(body).digest()
-    assert deaggregate(blob) is None  # not an aggregate: the Kinesis record as it is, never nothing at all
-    assert aggregate_problem(blob) == "an aggregate without user records"
-    out = list(iter_deaggregate_records([{"SequenceNumber": "1", "PartitionKey": "outer", "Data": blob,
-                                          "ApproximateArrivalTimestamp": NOW}], data_format="Boto3"))
-    assert [(r["kinesis"]["partitionKey"], r["kinesis"]["data"]) for r in out] == [("outer", blob)]  # theirs: whole
-
-
-def _corrupt(kind: str) -> bytes:
-    blob = aggregate(CASES["shared keys"])
-    body = blob[4:-16]
-    if kind == "bad magic":
-        return b"\xf3\x89\x9a\xc3" + blob[4:]
-    if kind == "bad digest":
-        return blob[:-1] + bytes([blob[-1] ^ 1])
-    if kind == "truncated message":
-        short = body[: len(body) // 2]
-        return MAGIC + short + hashlib.md5(short).digest()
-    if kind == "index outside its table":
-        bad = b"\x0a\x01a" + b"\x1a\x05\x08\x07\x1a\x01x"  # one key; a record pointing at key 7
-        return MAGIC + bad + hashlib.md5(bad).digest()
-    if kind == "too short":
-        return MAGIC + b"\x00" * 5
-    raise AssertionError(kind)
-
-
-@pytest.mark.parametrize(("kind", "problem"), [
-    ("bad magic", "no KPL magic"),
-    ("bad digest", "the MD5 digest does not match the message"),
-    ("truncated message", "truncated record"),
-    ("index outside its table", "a key index outside its table (1 partition keys, 0 explicit hash keys)"),
-    ("too short", "shorter than the magic and the digest"),
-])
-def test_a_corrupt_aggregate_is_no_aggregate_and_its_problem_is_named(kind: str, problem: str) -> None:
-    """Delivered as the plain record it is, never an exception that stops the shard; the reader's log line says
-    what was wrong with it."""
-    assert deaggregate(_corrupt(kind)) is None
-    assert aggregate_problem(_corrupt(kind)) == problem
-    assert aggregate_problem(aggregate(CASES["shared keys"])) is None
-
-
-def test_a_key_index_outside_its_table_delivers_the_record_whole_where_aws_kinesis_agg_keeps_what_precedes_it(
-        ) -> None:
-    """aws-kinesis-agg (and KCL) hand out the user records before the bad index and drop it and the rest; this
-    decoder drops nothing: the whole Kinesis record is delivered (and counted as corrupt by the getter)."""
-    good = b"\x1a\x05\x08\x00\x1a\x01a" + b"\x1a\x05\x08\x00\x1a\x01b"
-    body = b"\x0a\x02pk" + good + b"\x1a\x05\x08\x07\x1a\x01x" + b"\x1a\x05\x08\x00\x1a\x01c"  # key 7 of 1
-    blob = MAGIC + body + hashlib.md5(body).digest()
-    assert deaggregate(blob) is None
-    assert theirs(blob) == [UserRecord("pk", None, b"a"), UserRecord("pk", None, b"b")]
-
-
 def test_plain_data_is_not_an_aggregate() -> None:
     for data in (b"", b"plain", b'{"json": true}', MAGIC[:3]):
         assert not is_aggregated(data) and deaggregate(data) is None
@@ -127,6 +50,73 @@ def test_unknown_fields_are_skipped() -> None:
     record = b"\x08\x00" + b"\x1a\x02hi" + b"\x22\x06\x0a\x01k\x12\x01v" + b"\x28\x05"  # tags, then varint field 5
     body = b"\x0a\x02pk" + b"\x1a" + bytes([len(record)]) + record + b"\x25\x01\x02\x03\x04"  # a fixed32 field 4
     assert deaggregate(MAGIC + body + hashlib.md5(body).digest()) == [UserRecord("pk", None, b"hi")]
+
+
+def test_every_length_encoding_of_records_and_data_is_read_as_aws_kinesis_agg_made_it() -> None:
+    """Data of 0 to 140 bytes (record and data lengths cross 127/128, one byte to two), around 16 KiB (two bytes to
+    three) and larger: read record for record, including a record of exactly 128 bytes."""
+    sizes = [*range(141), *range(16_370, 16_395), 20_000, 100_000]
+    assert_read_as_made([(f"pk-{i % 7}", payload(i, size), None) for i, size in enumerate(sizes)])
+
+
+@pytest.mark.parametrize("size", [0, 25, 130])
+def test_thousands_of_partition_keys_are_read_as_aws_kinesis_agg_made_them(size: int) -> None:
+    """Indexes over 127 take two bytes; for 25-byte data the byte after a two-byte index is 0x1A (the data tag)
+    where a one-byte index would have it, so a loose shape check would read such records wrong."""
+    assert_read_as_made([(f"key-{i}", payload(i, size), None) for i in range(3_500)])
+
+
+def test_explicit_hash_keys_are_read_in_every_combination_of_index_and_data_length() -> None:
+    """Each of 40 explicit hash keys with data of 0 to 39 bytes (an index equal to the data length plus 2 makes a
+    record whose byte after the partition key index lines up with its end), then 300 more keys (two-byte
+    indexes) beside partition key indexes over 127."""
+    grid = [(f"pk-{length % 3}", payload(e, length), str(2 ** 127 + e)) for e in range(40) for length in range(40)]
+    wide = [(f"wide-{i}", payload(i, i % 30), str(i)) for i in range(300)]
+    assert_read_as_made(grid + wide)
+
+
+def test_non_minimal_encodings_are_read() -> None:
+    """Varints with extra continuation bytes are valid protobuf: a records tag written in two bytes (so it is
+    not the one-byte 0x1A), and padded lengths and indexes; also a records field that ends the message."""
+    records = [record(0, b"first"), uint(1, 1, width=3) + ld(3, b"second", len_width=2),
+               uint(1, 0) + uint(2, 0, width=2) + ld(3, b"third" * 30, len_width=3), record(1, b"")]
+    body = ld(1, b"pk-a") + ld(2, b"12345") + ld(1, b"pk-b", len_width=2)
+    body += ld(3, records[0], tag_width=2) + ld(3, records[1], len_width=2) + ld(3, records[2], tag_width=3)
+    body += ld(3, records[3], tag_width=2, len_width=2)  # the last field of the message
+    blob = seal(body)
+    expected = [UserRecord("pk-a", None, b"first"), UserRecord("pk-b", None, b"second"),
+                UserRecord("pk-a", "12345", b"third" * 30), UserRecord("pk-b", None, b"")]
+    assert deaggregate(blob) == expected
+    assert their_pairs(blob) == [(r.partition_key, r.data) for r in expected]
+
+
+def test_tables_may_follow_the_records_and_a_key_may_end_the_message() -> None:
+    """Field order is free in protobuf: records first, then the key tables, the last key ending the message."""
+    body = ld(3, record(1, b"x", ehk=0)) + ld(3, record(0, b"y")) + ld(1, b"pk-a") + ld(2, b"99") + ld(1, b"pk-b")
+    blob = seal(body)
+    assert deaggregate(blob) == [UserRecord("pk-b", "99", b"x"), UserRecord("pk-a", None, b"y")]
+    assert their_pairs(blob) == [("pk-b", b"x"), ("pk-a", b"y")]
+    assert deaggregate(seal(ld(1, b"pk-a") + ld(2, b"99"))) is None  # tables and no records: delivered whole
+
+
+def test_unknown_fields_of_every_wire_type_are_skipped_at_both_levels() -> None:
+    """Varint (a 10-byte one: the largest 64-bit value), fixed64, length-delimited and fixed32 fields a newer
+    producer may add, before the tables and inside records; a known field number with an unexpected wire type is
+    unknown too (a partition key index written as fixed64 is skipped, as protobuf does)."""
+    fixed64 = b"\x00\x00\x00" + ld(1, b"zz") + b"\x00"  # 8 bytes that hold a key table entry 3 bytes in
+    top = tag(9, 1) + fixed64 + uint(10, 2 ** 64 - 1) + ld(11, b"unknown") + tag(12, 5) + b"\x01\x02\x03\x04"
+    assert len(varint(2 ** 64 - 1)) == 10
+    odd_pk = tag(1, 1) + b"\x00\x1a\x0a" + b"\xff" * 5 + record(0, b"y")  # the first 3 bytes look like 08 pk 1A
+    records = [record(0, b"x") + uint(5, 2 ** 64 - 1) + tag(6, 1) + b"\x1a" * 8 + ld(4, ld(1, b"k") + ld(2, b"v"))
+               + ld(7, b"\x08\x00") + tag(8, 5) + b"\x1a\x1a\x1a\x1a",
+               odd_pk,
+               uint(1, 0) + uint(2, 0) + ld(3, b"z") + uint(5, 2 ** 64 - 1)]
+    body = top + ld(1, b"pk-a") + ld(7, b"not a key") + ld(2, b"77") + b"".join(ld(3, r) for r in records)
+    blob = seal(body)
+    expected = [UserRecord("pk-a", None, b"x"), UserRecord("pk-a", None, b"y"), UserRecord("pk-a", "77", b"z")]
+    assert deaggregate(seal(top + ld(1, b"pk-a") + ld(3, record(0, b"t")))) == [UserRecord("pk-a", None, b"t")]
+    assert deaggregate(blob) == expected
+    assert their_pairs(blob) == [(r.partition_key, r.data) for r in expected]
 
 
 @pytest.mark.parametrize("explicit", ["0x10", "abc", "-5", "", " 12", "12 ", "1e3", "١٢"])

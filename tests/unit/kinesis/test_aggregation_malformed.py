@@ -1,196 +1,85 @@
-"""KPL de-aggregation, exactly: every length encoding, many keys, explicit hash keys, unknown and non-minimal
-fields read as aws-kinesis-agg (a producer and decoder nobody here wrote) reads them, and every malformed shape
-delivered as the plain record it is (``None``), never half-read. Written against mutants the other tests let
-survive. No servers."""
+"""KPL de-aggregation of malformed aggregates: every corrupt or malformed shape (a bad magic or digest, a cut
+message, a key index outside its table, lengths that disagree with their record, unsupported wire types, fields
+numbered zero, nothing read past the message's end) is delivered as the plain Kinesis record it is (``None``),
+never half-read, and its problem is named for the reader's log line. No servers."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
-from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
-from typing import Any
 
 import pytest
 from aws_kinesis_agg.deaggregator import iter_deaggregate_records
 
-from kinesis_spout.kinesis import aggregation
 from kinesis_spout.kinesis.aggregation import MAGIC, UserRecord, aggregate_problem, deaggregate
 
-from .test_aggregation import aggregate
-
-NOW = datetime(2026, 11, 22, tzinfo=timezone.utc)
-# data bytes that look like the message's own structure (tags 0x08 0x10 0x1A, continuation bytes), so that a
-# decoder reading data as structure, or structure as data, goes wrong visibly
-PATTERN = bytes([0x08, 0x1A, 0x80, 0x00, 0x10, 0xFF, 0x7F, 0x01, 0x9A, 0x22])
-
-
-def payload(i: int, size: int) -> bytes:
-    """``size`` bytes of the pattern, rotated by ``i``."""
-    reps = PATTERN * (size // len(PATTERN) + 2)
-    start = i % len(PATTERN)
-    return reps[start:start + size]
-
-
-# -- aggregates made by aws-kinesis-agg, and its own reading of them -----------------------------------------------
-
-def reference(blob: bytes) -> list[dict[str, Any]]:
-    """aws-kinesis-agg's reading of one Kinesis record (partition key "outer") whose data is ``blob``."""
-    return [r["kinesis"] for r in iter_deaggregate_records([{"SequenceNumber": "1", "PartitionKey": "outer",
-                                                             "Data": blob, "ApproximateArrivalTimestamp": NOW}],
-                                                           data_format="Boto3")]
+from .aggregates import (
+    CASES,
+    NOW,
+    aggregate,
+    ld,
+    record,
+    reference,
+    seal,
+    sealed_where,
+    tag,
+    theirs,
+    uint,
+    varint,
+)
 
 
-def theirs(blob: bytes) -> list[tuple[str, bytes]]:
-    """(partition key, data) of each user record aws-kinesis-agg reads in an aggregate (it hands data as base64)."""
-    return [(r["partitionKey"], base64.b64decode(r["data"])) for r in reference(blob)]
+def test_an_empty_aggregate_is_delivered_whole_as_aws_kinesis_agg_does() -> None:
+    body = b""  # an AggregatedRecord with empty tables and no records: the magic and the MD5 of nothing
+    blob = MAGIC + body + hashlib.md5(body).digest()
+    assert deaggregate(blob) is None  # not an aggregate: the Kinesis record as it is, never nothing at all
+    assert aggregate_problem(blob) == "an aggregate without user records"
+    out = list(iter_deaggregate_records([{"SequenceNumber": "1", "PartitionKey": "outer", "Data": blob,
+                                          "ApproximateArrivalTimestamp": NOW}], data_format="Boto3"))
+    assert [(r["kinesis"]["partitionKey"], r["kinesis"]["data"]) for r in out] == [("outer", blob)]  # theirs: whole
 
 
-def assert_read_as_made(records: Sequence[tuple[str, bytes, str | None]]) -> None:
-    blob = aggregate(list(records))
-    ours = deaggregate(blob)
-    assert ours is not None
-    assert ours == [UserRecord(pk, ehk, data) for pk, data, ehk in records]
-    assert [(r.partition_key, r.data) for r in ours] == theirs(blob)
+def _corrupt(kind: str) -> bytes:
+    blob = aggregate(CASES["shared keys"])
+    body = blob[4:-16]
+    if kind == "bad magic":
+        return b"\xf3\x89\x9a\xc3" + blob[4:]
+    if kind == "bad digest":
+        return blob[:-1] + bytes([blob[-1] ^ 1])
+    if kind == "truncated message":
+        short = body[: len(body) // 2]
+        return MAGIC + short + hashlib.md5(short).digest()
+    if kind == "index outside its table":
+        bad = b"\x0a\x01a" + b"\x1a\x05\x08\x07\x1a\x01x"  # one key; a record pointing at key 7
+        return MAGIC + bad + hashlib.md5(bad).digest()
+    if kind == "too short":
+        return MAGIC + b"\x00" * 5
+    raise AssertionError(kind)
 
 
-# -- protobuf bytes by hand ----------------------------------------------------------------------------------------
-
-def varint(value: int, width: int = 0) -> bytes:
-    """``value`` as a protobuf varint, padded with continuation bytes to ``width`` bytes (a valid, longer encoding)."""
-    out = bytearray()
-    while True:
-        low, value = value & 0x7F, value >> 7
-        if value or len(out) + 1 < width:
-            out.append(low | 0x80)
-        else:
-            out.append(low)
-            return bytes(out)
-
-
-def tag(field: int, wire: int, width: int = 0) -> bytes:
-    return varint(field << 3 | wire, width)
+@pytest.mark.parametrize(("kind", "problem"), [
+    ("bad magic", "no KPL magic"),
+    ("bad digest", "the MD5 digest does not match the message"),
+    ("truncated message", "truncated record"),
+    ("index outside its table", "a key index outside its table (1 partition keys, 0 explicit hash keys)"),
+    ("too short", "shorter than the magic and the digest"),
+])
+def test_a_corrupt_aggregate_is_no_aggregate_and_its_problem_is_named(kind: str, problem: str) -> None:
+    """Delivered as the plain record it is, never an exception that stops the shard; the reader's log line says
+    what was wrong with it."""
+    assert deaggregate(_corrupt(kind)) is None
+    assert aggregate_problem(_corrupt(kind)) == problem
+    assert aggregate_problem(aggregate(CASES["shared keys"])) is None
 
 
-def ld(field: int, value: bytes, *, tag_width: int = 0, len_width: int = 0) -> bytes:
-    """A length-delimited field."""
-    return tag(field, 2, tag_width) + varint(len(value), len_width) + value
-
-
-def uint(field: int, value: int, width: int = 0) -> bytes:
-    """A varint field."""
-    return tag(field, 0) + varint(value, width)
-
-
-def record(pk: int, data: bytes, ehk: int | None = None) -> bytes:
-    """A ``Record`` message's bytes, in field order as producers write them."""
-    return uint(1, pk) + (b"" if ehk is None else uint(2, ehk)) + ld(3, data)
-
-
-def seal(body: bytes) -> bytes:
-    """An aggregated record's data: the magic, the ``AggregatedRecord`` bytes, their MD5."""
-    return MAGIC + body + hashlib.md5(body).digest()
-
-
-def sealed_where(body_with_key: Callable[[bytes], bytes], wanted: Callable[[bytes], bool]) -> bytes:
-    """The first of ``seal(body_with_key(b"k0"))``, ``k1``... whose digest satisfies ``wanted``: the digest follows
-    the message, so a decoder that reads past the message's end reads these chosen bytes."""
-    for i in range(10_000):
-        body = body_with_key(f"k{i}".encode())
-        if wanted(hashlib.md5(body).digest()):
-            return seal(body)
-    raise AssertionError("no key gives such a digest")
-
-
-# -- valid aggregates ----------------------------------------------------------------------------------------------
-
-def test_every_length_encoding_of_records_and_data_is_read_as_aws_kinesis_agg_made_it() -> None:
-    """Data of 0 to 140 bytes (record and data lengths cross 127/128, one byte to two), around 16 KiB (two bytes to
-    three) and larger: read record for record, including a record of exactly 128 bytes."""
-    sizes = [*range(141), *range(16_370, 16_395), 20_000, 100_000]
-    assert_read_as_made([(f"pk-{i % 7}", payload(i, size), None) for i, size in enumerate(sizes)])
-
-
-@pytest.mark.parametrize("size", [0, 25, 130])
-def test_thousands_of_partition_keys_are_read_as_aws_kinesis_agg_made_them(size: int) -> None:
-    """Indexes over 127 take two bytes; for 25-byte data the byte after a two-byte index is 0x1A (the data tag)
-    where a one-byte index would have it, so a loose shape check would read such records wrong."""
-    assert_read_as_made([(f"key-{i}", payload(i, size), None) for i in range(3_500)])
-
-
-def test_explicit_hash_keys_are_read_in_every_combination_of_index_and_data_length() -> None:
-    """Each of 40 explicit hash keys with data of 0 to 39 bytes (an index equal to the data length plus 2 makes a
-    record whose byte after the partition key index lines up with its end), then 300 more keys (two-byte
-    indexes) beside partition key indexes over 127."""
-    grid = [(f"pk-{length % 3}", payload(e, length), str(2 ** 127 + e)) for e in range(40) for length in range(40)]
-    wide = [(f"wide-{i}", payload(i, i % 30), str(i)) for i in range(300)]
-    assert_read_as_made(grid + wide)
-
-
-def test_non_minimal_encodings_are_read() -> None:
-    """Varints with extra continuation bytes are valid protobuf: a records tag written in two bytes (so it is
-    not the one-byte 0x1A), and padded lengths and indexes; also a records field that ends the message."""
-    records = [record(0, b"first"), uint(1, 1, width=3) + ld(3, b"second", len_width=2),
-               uint(1, 0) + uint(2, 0, width=2) + ld(3, b"third" * 30, len_width=3), record(1, b"")]
-    body = ld(1, b"pk-a") + ld(2, b"12345") + ld(1, b"pk-b", len_width=2)
-    body += ld(3, records[0], tag_width=2) + ld(3, records[1], len_width=2) + ld(3, records[2], tag_width=3)
-    body += ld(3, records[3], tag_width=2, len_width=2)  # the last field of the message
-    blob = seal(body)
-    expected = [UserRecord("pk-a", None, b"first"), UserRecord("pk-b", None, b"second"),
-                UserRecord("pk-a", "12345", b"third" * 30), UserRecord("pk-b", None, b"")]
-    assert deaggregate(blob) == expected
-    assert theirs(blob) == [(r.partition_key, r.data) for r in expected]
-
-
-def test_tables_may_follow_the_records_and_a_key_may_end_the_message() -> None:
-    """Field order is free in protobuf: records first, then the key tables, the last key ending the message."""
-    body = ld(3, record(1, b"x", ehk=0)) + ld(3, record(0, b"y")) + ld(1, b"pk-a") + ld(2, b"99") + ld(1, b"pk-b")
-    blob = seal(body)
-    assert deaggregate(blob) == [UserRecord("pk-b", "99", b"x"), UserRecord("pk-a", None, b"y")]
-    assert theirs(blob) == [("pk-b", b"x"), ("pk-a", b"y")]
-    assert deaggregate(seal(ld(1, b"pk-a") + ld(2, b"99"))) is None  # tables and no records: delivered whole
-
-
-def test_unknown_fields_of_every_wire_type_are_skipped_at_both_levels() -> None:
-    """Varint (a 10-byte one: the largest 64-bit value), fixed64, length-delimited and fixed32 fields a newer
-    producer may add, before the tables and inside records; a known field number with an unexpected wire type is
-    unknown too (a partition key index written as fixed64 is skipped, as protobuf does)."""
-    fixed64 = b"\x00\x00\x00" + ld(1, b"zz") + b"\x00"  # 8 bytes that hold a key table entry 3 bytes in
-    top = tag(9, 1) + fixed64 + uint(10, 2 ** 64 - 1) + ld(11, b"unknown") + tag(12, 5) + b"\x01\x02\x03\x04"
-    assert len(varint(2 ** 64 - 1)) == 10
-    odd_pk = tag(1, 1) + b"\x00\x1a\x0a" + b"\xff" * 5 + record(0, b"y")  # the first 3 bytes look like 08 pk 1A
-    records = [record(0, b"x") + uint(5, 2 ** 64 - 1) + tag(6, 1) + b"\x1a" * 8 + ld(4, ld(1, b"k") + ld(2, b"v"))
-               + ld(7, b"\x08\x00") + tag(8, 5) + b"\x1a\x1a\x1a\x1a",
-               odd_pk,
-               uint(1, 0) + uint(2, 0) + ld(3, b"z") + uint(5, 2 ** 64 - 1)]
-    body = top + ld(1, b"pk-a") + ld(7, b"not a key") + ld(2, b"77") + b"".join(ld(3, r) for r in records)
-    blob = seal(body)
-    expected = [UserRecord("pk-a", None, b"x"), UserRecord("pk-a", None, b"y"), UserRecord("pk-a", "77", b"z")]
-    assert deaggregate(seal(top + ld(1, b"pk-a") + ld(3, record(0, b"t")))) == [UserRecord("pk-a", None, b"t")]
-    assert deaggregate(blob) == expected
-    assert theirs(blob) == [(r.partition_key, r.data) for r in expected]
-
-
-def test_records_of_the_shape_producers_write_are_read_without_the_general_parser(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The fast path ``deaggregate`` documents (a length under 16 KiB, a partition key index under 128, data under
-    16 KiB, nothing else) is taken: the general record parser is called only for the other records."""
-    general: list[tuple[int, int]] = []
-    parse = aggregation._record
-
-    def counted(buf: bytes, pos: int, end: int) -> tuple[int, int | None, bytes]:
-        general.append((pos, end))
-        return parse(buf, pos, end)
-
-    monkeypatch.setattr(aggregation, "_record", counted)
-    sizes = [0, 1, 127, 128, 200, 16_383]
-    fast: list[tuple[str, bytes, str | None]] = [(f"pk-{i}", payload(i, size), None) for i, size in enumerate(sizes)]
-    assert_read_as_made(fast)
-    assert general == []
-    # keys 0-5 above, "pk" 6, then key-1 to key-123 at indexes 7 to 129
-    slow = [("pk", b"x", "1"), *[(f"key-{i}", b"y", None) for i in range(1, 124)], ("pk", b"z" * 16_384, None)]
-    assert_read_as_made(fast + slow)
-    assert len(general) == 4  # an explicit hash key, partition key indexes 128 and 129, 16 KiB of data
+def test_a_key_index_outside_its_table_delivers_the_record_whole_where_aws_kinesis_agg_keeps_what_precedes_it(
+        ) -> None:
+    """aws-kinesis-agg (and KCL) hand out the user records before the bad index and drop it and the rest; this
+    decoder drops nothing: the whole Kinesis record is delivered (and counted as corrupt by the getter)."""
+    good = b"\x1a\x05\x08\x00\x1a\x01a" + b"\x1a\x05\x08\x00\x1a\x01b"
+    body = b"\x0a\x02pk" + good + b"\x1a\x05\x08\x07\x1a\x01x" + b"\x1a\x05\x08\x00\x1a\x01c"  # key 7 of 1
+    blob = MAGIC + body + hashlib.md5(body).digest()
+    assert deaggregate(blob) is None
+    assert theirs(blob) == [UserRecord("pk", None, b"a"), UserRecord("pk", None, b"b")]
 
 
 # -- malformed aggregates: delivered as they are -------------------------------------------------------------------
