@@ -1,64 +1,87 @@
-"""Value types and the checkpoint's stored form."""
+"""The checkpoint value: its stored form byte for byte, what is read back (defaults, naive times as UTC), what is
+refused (an error naming where it was read), and its order (sequence numbers as integers, then sub-sequence)."""
 
 from __future__ import annotations
 
+import json
+from datetime import datetime, timedelta, timezone
+
 import pytest
 
-from kinesis_spout import Checkpoint, CheckpointError, MemoryCheckpointStore, SequenceKey
-from kinesis_spout.errors import CheckpointConflict
-from kinesis_spout.records import Record, message_id, parse_message_id, parse_message_id_rank
-from kinesis_spout.spark.batch_store import batch_store_for
+from kinesis_spout import Checkpoint, CheckpointError
 
 BIG = "49590338271490256608559692538361571095921575989136588898"
+SEQ = BIG
+T0 = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
+PLUS_TWO = timezone(timedelta(hours=2))
 
 
-def test_sequence_keys_compare_as_integers_not_strings() -> None:
-    assert SequenceKey.parse("9") < SequenceKey.parse("10")
-    assert SequenceKey.parse(BIG) < SequenceKey.parse(str(int(BIG) + 1))
-    assert SequenceKey.parse(BIG, 2) > SequenceKey.parse(BIG, 1) > SequenceKey.parse(BIG)
-    with pytest.raises(ValueError, match="decimal digits"):
-        SequenceKey.parse("12a")
+def parse(**doc: object) -> Checkpoint:
+    return Checkpoint.from_json("s", json.dumps({"version": 1, **doc}).encode(), "/where")
 
 
-def test_message_ids_round_trip() -> None:
-    key = SequenceKey(int(BIG))
-    assert message_id("shardId-000000000001", key) == f"shardId-000000000001:{BIG}"
-    assert parse_message_id(f"shardId-000000000001:{BIG}") == ("shardId-000000000001", key)
-    assert parse_message_id(f"s:{BIG}:3") == ("s", SequenceKey(int(BIG), 3))
-    for bad in ("", "shard", "shard:", ":12", "s:1:2:3", "s:x"):
-        with pytest.raises(ValueError, match="malformed message id"):
-            parse_message_id(bad)
-
-
-@pytest.mark.parametrize("sub, aggregated", [(None, 0), (0, 3), (1, 3), (2, 3)])
-def test_a_record_s_message_id_is_its_key_s_and_parses_back_to_its_key(sub: int | None, aggregated: int) -> None:
-    key = SequenceKey(int(BIG), sub or 0)
-    record = Record("shardId-000000000007", BIG, sub, "pk", b"x", None, key, aggregated)
-    assert record.message_id == message_id("shardId-000000000007", key)
-    assert parse_message_id(record.message_id) == ("shardId-000000000007", key)
-    assert parse_message_id_rank(record.message_id) == ("shardId-000000000007", record.rank)
-
-
-def test_a_record_is_immutable_hashable_and_pickles_and_the_readers_fast_build_equals_the_constructor() -> None:
-    import pickle
-
-    key = SequenceKey(int(BIG), 2)
-    record = Record("shardId-000000000007", BIG, 2, "pk", b"data", None, key, 3)
-    with pytest.raises(AttributeError):
-        record.data = b"changed"  # type: ignore[misc]
-    assert pickle.loads(pickle.dumps(record)) == record and hash(record) == hash(pickle.loads(pickle.dumps(record)))
-    fast = tuple.__new__(Record, ("shardId-000000000007", BIG, 2, "pk", b"data", None,
-                                  tuple.__new__(SequenceKey, (int(BIG), 2)), 3))
-    assert type(fast) is Record and fast == record and fast.key == key and type(fast.key) is SequenceKey
-    assert (fast.size, fast.rank, fast.message_id) == (6, key.rank, f"shardId-000000000007:{BIG}:2")
-    plain = Record("s", "5", None, "pk", b"x", None, SequenceKey(5))
-    assert plain.aggregated == 0 and plain._replace(data=b"y").data == b"y" and plain.data == b"x"
+# ------------------------------------------------------------------ the stored form
 
 
 def test_checkpoint_json_round_trip() -> None:
     cp = Checkpoint("shardId-0", BIG, None, shard_end=True).stamped("host:1")
     back = Checkpoint.from_json("shardId-0", cp.to_json(), "here")
     assert back == cp
+
+
+def test_the_stored_form_is_compact_json_with_every_field() -> None:
+    checkpoint = Checkpoint("s", SEQ, 3, owner="w1", updated_at=T0)
+    assert checkpoint.to_json() == (
+        b'{"version":1,"sequence_number":"' + SEQ.encode() + b'","sub_sequence_number":3,"shard_end":false,'
+        b'"owner":"w1","updated_at":"2026-11-22T12:00:00+00:00"}')
+
+
+def test_a_sub_sequence_number_survives_the_round_trip() -> None:
+    checkpoint = Checkpoint("s", SEQ, 3, owner="w1", updated_at=T0)
+    assert Checkpoint.from_json("s", checkpoint.to_json(), "/where") == checkpoint
+    assert parse(sequence_number=SEQ, sub_sequence_number=0).sub_sequence_number == 0
+
+
+def test_a_checkpoint_written_without_a_time_is_stamped_with_an_aware_utc_time() -> None:
+    before = datetime.now(timezone.utc)
+    written = datetime.fromisoformat(json.loads(Checkpoint("s", SEQ).to_json())["updated_at"])
+    assert written.tzinfo is not None and before - timedelta(seconds=1) <= written <= before + timedelta(seconds=60)
+
+
+def test_stamped_sets_the_owner_and_an_aware_time() -> None:
+    stamped = Checkpoint("s", SEQ).stamped("worker-7")
+    assert stamped.owner == "worker-7"
+    assert stamped.updated_at is not None and stamped.updated_at.tzinfo is not None
+    assert abs(stamped.updated_at - datetime.now(timezone.utc)) < timedelta(seconds=60)
+
+
+def test_pinned_keeps_the_shard_and_the_instant_and_reads_naive_times_as_utc() -> None:
+    aware = datetime(2026, 11, 22, 14, 0, tzinfo=PLUS_TWO)
+    pinned = Checkpoint.pinned("shard-9", aware)
+    assert pinned.shard_id == "shard-9" and pinned.sequence_number is None and pinned.reset_to == "AT_TIMESTAMP"
+    assert pinned.timestamp == T0 and pinned.timestamp.utcoffset() == timedelta(hours=2)
+    naive = Checkpoint.pinned("shard-9", datetime(2026, 11, 22, 12, 0))
+    assert naive.timestamp == T0 and naive.timestamp.tzinfo is timezone.utc
+
+
+def test_missing_optional_fields_take_their_defaults() -> None:
+    checkpoint = parse(sequence_number=SEQ)
+    assert checkpoint == Checkpoint("s", SEQ, None, False, "", None, None, None)
+
+
+def test_an_unreadable_update_time_is_none() -> None:
+    assert parse(sequence_number=SEQ, updated_at="yesterday").updated_at is None
+    assert parse(sequence_number=SEQ, updated_at=12).updated_at is None
+
+
+def test_a_naive_stored_timestamp_is_read_as_utc() -> None:
+    checkpoint = parse(sequence_number=None, reset_to="AT_TIMESTAMP", timestamp="2026-11-22T12:00:00")
+    assert checkpoint.timestamp == T0 and checkpoint.timestamp.tzinfo is timezone.utc
+    aware = parse(sequence_number=None, reset_to="AT_TIMESTAMP", timestamp="2026-11-22T14:00:00+02:00")
+    assert aware.timestamp == T0 and aware.timestamp.utcoffset() == timedelta(hours=2)
+
+
+# ------------------------------------------------------------------ what is refused
 
 
 @pytest.mark.parametrize("raw, message", [
@@ -79,6 +102,31 @@ def test_unreadable_checkpoints_are_errors_naming_where(raw: bytes, message: str
     assert "/zk/path" in str(info.value)
 
 
+@pytest.mark.parametrize("raw", [b"[1, 2]", b'"text"', b"7"])
+def test_a_document_that_is_not_an_object_is_a_checkpoint_error(raw: bytes) -> None:
+    with pytest.raises(CheckpointError, match="has version None"):
+        Checkpoint.from_json("s", raw, "/where")
+
+
+def test_a_timestamp_that_is_not_a_string_is_a_checkpoint_error() -> None:
+    with pytest.raises(CheckpointError, match="unreadable timestamp 12"):
+        parse(sequence_number=None, reset_to="AT_TIMESTAMP", timestamp=12)
+
+
+@pytest.mark.parametrize("sub", [True, False, -1, "2", 1.5])
+def test_a_bad_sub_sequence_number_is_a_checkpoint_error(sub: object) -> None:
+    with pytest.raises(CheckpointError, match="bad sub_sequence_number"):
+        parse(sequence_number=SEQ, sub_sequence_number=sub)
+
+
+def test_a_bad_reset_lists_the_positions_it_accepts() -> None:
+    with pytest.raises(CheckpointError, match="expected one of TRIM_HORIZON, LATEST, AT_TIMESTAMP and no "):
+        parse(sequence_number=None, reset_to="EARLIEST")
+
+
+# ------------------------------------------------------------------ the order
+
+
 def test_reset_checkpoints_round_trip_and_are_behind_any_sequence() -> None:
     reset = Checkpoint("shardId-0", None, reset_to="TRIM_HORIZON").stamped("cli")
     back = Checkpoint.from_json("shardId-0", reset.to_json(), "here")
@@ -86,31 +134,6 @@ def test_reset_checkpoints_round_trip_and_are_behind_any_sequence() -> None:
     assert reset.is_behind(Checkpoint("shardId-0", "1"))
     assert not Checkpoint("shardId-0", "1").is_behind(reset)
     assert b"reset_to" not in Checkpoint("shardId-0", "1").to_json()  # plain checkpoints keep the v1 layout
-
-
-def test_memory_store_reset_overrides_and_a_batch_id_is_taken_once() -> None:
-    store = MemoryCheckpointStore()
-    store.save(Checkpoint("s", "100"))
-    store.save(Checkpoint("s", "7"), force=True)
-    assert store.load("s").sequence_number == "7"
-    assert batch_store_for(store).load_batch_id() == 0
-    batch_store_for(store).save_batch_id(5)
-    for taken in (5, 4):  # two pipelines on one app and stream never share an id
-        with pytest.raises(CheckpointConflict, match=f"batch id is 5; {taken} is taken"):
-            batch_store_for(store).save_batch_id(taken)
-    assert batch_store_for(store).load_batch_id() == 5
-
-
-def test_memory_store_never_moves_backwards() -> None:
-    store = MemoryCheckpointStore()
-    store.save(Checkpoint("s", "100"))
-    store.save(Checkpoint("s", "100"))  # same value is fine
-    with pytest.raises(CheckpointConflict, match="not moved back from 100 to 99"):
-        store.save(Checkpoint("s", "99"))
-    store.save(Checkpoint("s", "100", shard_end=True))
-    with pytest.raises(CheckpointConflict):
-        store.save(Checkpoint("s", "100"))  # un-finishing a shard is moving back
-    assert store.load("s") == Checkpoint("s", "100", shard_end=True)
 
 
 # Kinesis sequence numbers have up to 56 digits: as strings the 55-digit LOW sorts after the 56-digit HIGH
@@ -129,28 +152,6 @@ def test_is_behind_compares_sequence_numbers_as_integers() -> None:
     assert not Checkpoint("s", "10").is_behind(Checkpoint("s", "9"))
     assert Checkpoint("s", HIGH, 1).is_behind(Checkpoint("s", HIGH, 2))
     assert not Checkpoint("s", HIGH, 1).is_behind(Checkpoint("s", LOW, 7))
-
-
-def test_memory_store_refuses_writes_after_close_until_reopened() -> None:
-    """Like a real store: closed means no writes (a clear, non-retriable error); open() again and the data kept
-    before the close is still there."""
-    store = MemoryCheckpointStore()
-    store.open()
-    store.save(Checkpoint("s", "10"))
-    batch_store_for(store).save_batch_id(3)
-    store.close()
-    store.close()  # idempotent
-    assert store.closed
-    with pytest.raises(CheckpointError, match="memory checkpoint store is closed") as caught:
-        store.save(Checkpoint("s", "20"))
-    assert not caught.value.retriable
-    with pytest.raises(CheckpointError, match="closed"):
-        batch_store_for(store).save_batch_id(4)
-    assert store.load("s").sequence_number == "10" and batch_store_for(store).load_batch_id() == 3  # reads still work
-    store.open()
-    store.save(Checkpoint("s", "20"))
-    batch_store_for(store).save_batch_id(4)
-    assert store.load("s").sequence_number == "20" and batch_store_for(store).load_batch_id() == 4 and store.writes == 2
 
 
 def test_a_checkpoint_of_a_whole_kinesis_record_is_ahead_of_one_inside_it() -> None:
