@@ -39,13 +39,20 @@ from pathlib import Path
 UNIT = ["tests/unit/*"]
 INTEGRATION = "tests/integration/"
 
-#: Which tests may kill the mutants of a module (fnmatch patterns on pytest node ids). Pure modules: the unit
-#: tests. I/O modules: the integration tests written for them, and their ``test_mutants_<module>.py``.
+#: Which tests may kill the mutants of a module (fnmatch patterns on pytest node ids); a package's entry stands for
+#: its modules that have none of their own (``patterns_for``). Pure modules: the unit tests, all of those that reach
+#: the mutated function (they start no server; the module's own are in the folder of its layer: tests/unit/core for
+#: positions, records, the tracker and tracking/, retry and config/; tests/unit/checkpoint, coordination, kinesis,
+#: spark and spout for the others). I/O modules: the integration tests written for them, and their
+#: ``test_mutants_<module>.py``.
 TESTS_BY_MODULE: dict[str, list[str]] = {
-    "kinesis_spout.tracker": UNIT,
-    "kinesis_spout.tracking.inflight": UNIT,
-    "kinesis_spout.tracking.retries": UNIT,
-    "kinesis_spout.tracking.keys": UNIT,
+    "kinesis_spout.positions": UNIT,  # tests/unit/core/test_positions.py
+    "kinesis_spout.records": UNIT,  # tests/unit/core/test_records.py
+    "kinesis_spout.tracker": UNIT,  # tests/unit/core/test_tracker_*.py
+    "kinesis_spout.tracking": UNIT,  # inflight, retries, keys, outcomes: tests/unit/core/test_tracker_*.py
+    "kinesis_spout.retry": UNIT,  # tests/unit/core/test_retry.py
+    "kinesis_spout.config": UNIT,  # its modules: tests/unit/core/test_config*.py
+    "kinesis_spout.spout.shards": UNIT,  # a shard's lifecycle: tests/unit/spout/test_shard_lifecycle.py
     "kinesis_spout.checkpoint.base": UNIT,
     "kinesis_spout.checkpoint.memory": UNIT,
     "kinesis_spout.coordination.lineage": UNIT,
@@ -62,7 +69,7 @@ TESTS_BY_MODULE: dict[str, list[str]] = {
         "test_reader_backoff.py", "test_faults.py", "test_mutants_getter.py")],
     "kinesis_spout.kinesis.reader": [INTEGRATION + f + "::*" for f in (
         "test_reader_backoff.py", "test_faults.py", "test_mutants_reader.py")],
-    "kinesis_spout.spout": [INTEGRATION + f + "::*" for f in (
+    "kinesis_spout.spout": [INTEGRATION + f + "::*" for f in (  # its modules but shards
         "test_spout.py", "test_spout_loss_paths.py", "test_mutants_spout.py", "test_mutants_spout_more.py",
         "test_leases.py", "test_mutants_leases.py")],
 }
@@ -82,12 +89,24 @@ EXTRA_TESTS = ["tests/integration/test_leases.py", "tests/integration/test_mutan
 BUDGET_S = float(os.environ.get("MUTATION_BUDGET_S", "0"))
 
 
+def patterns_for(module: str) -> list[str] | None:
+    """The patterns of ``TESTS_BY_MODULE`` for ``module``: its own entry, else that of its closest package listed
+    (``kinesis_spout.config`` for ``kinesis_spout.config.groups``), else None (no narrowing)."""
+    parts = module.split(".")
+    while parts:
+        patterns = TESTS_BY_MODULE.get(".".join(parts))
+        if patterns is not None:
+            return patterns
+        parts.pop()
+    return None
+
+
 def narrow(tests: set[str], module: str, duration: dict[str, float]) -> set[str]:
     """The tests of ``tests`` that run against the mutants of ``module``: the module's own, else (a function only
     reached through another module) any; one backend of a test run on both. The module's own unit tests: all of
     them. Of the others, with no budget the fastest one; with a budget every test written for the module's mutants
     and the fastest up to ``BUDGET_S``. mutmut runs them fastest first and stops at the first failure."""
-    patterns = TESTS_BY_MODULE.get(module)
+    patterns = patterns_for(module)
     if patterns is None:
         return tests
     own = {t for t in tests if any(fnmatch.fnmatchcase(t, p) for p in patterns)}
@@ -142,7 +161,7 @@ def unit_only(keys: set[str]) -> set[str]:
 
     path = Path("mutants") / "mutmut-stats.json"
     recorded = json.loads(path.read_text())["tests_by_mangled_function_name"] if path.exists() else {}
-    return {key for key in keys if TESTS_BY_MODULE.get(get_module_from_key(key)) == UNIT and any(
+    return {key for key in keys if patterns_for(get_module_from_key(key)) == UNIT and any(
         t.startswith("tests/unit/") for t in recorded.get(mangled_name_from_mutant_name(key), ()))}
 
 

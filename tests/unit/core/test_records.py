@@ -1,4 +1,5 @@
-"""The tracker's key form: ranks (SequenceKey.rank, rank_of, parse_message_id_rank) and the message-id parsers."""
+"""Records and their keys: sequence keys ordered as integers, their ranks (the tracker's key form: SequenceKey.rank,
+rank_of, parse_message_id_rank), message ids and their two parsers, and the Record value itself."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from kinesis_spout.records import (
     WHOLE,
     Record,
     SequenceKey,
+    message_id,
     parse_message_id,
     parse_message_id_rank,
     rank_of,
@@ -94,3 +96,46 @@ def test_a_records_rank_is_its_keys() -> None:
     for sub, key in ((None, SequenceKey(int(BIG))), (4, SequenceKey(int(BIG), 4))):
         record = Record("shardId-000000000001", BIG, sub, "pk", b"data", None, key, 9 if sub else 0)
         assert record.rank == key.rank == parse_message_id_rank(record.message_id)[1]
+
+
+def test_sequence_keys_compare_as_integers_not_strings() -> None:
+    assert SequenceKey.parse("9") < SequenceKey.parse("10")
+    assert SequenceKey.parse(BIG) < SequenceKey.parse(str(int(BIG) + 1))
+    assert SequenceKey.parse(BIG, 2) > SequenceKey.parse(BIG, 1) > SequenceKey.parse(BIG)
+    with pytest.raises(ValueError, match="decimal digits"):
+        SequenceKey.parse("12a")
+
+
+def test_message_ids_round_trip() -> None:
+    key = SequenceKey(int(BIG))
+    assert message_id("shardId-000000000001", key) == f"shardId-000000000001:{BIG}"
+    assert parse_message_id(f"shardId-000000000001:{BIG}") == ("shardId-000000000001", key)
+    assert parse_message_id(f"s:{BIG}:3") == ("s", SequenceKey(int(BIG), 3))
+    for bad in ("", "shard", "shard:", ":12", "s:1:2:3", "s:x"):
+        with pytest.raises(ValueError, match="malformed message id"):
+            parse_message_id(bad)
+
+
+@pytest.mark.parametrize("sub, aggregated", [(None, 0), (0, 3), (1, 3), (2, 3)])
+def test_a_record_s_message_id_is_its_key_s_and_parses_back_to_its_key(sub: int | None, aggregated: int) -> None:
+    key = SequenceKey(int(BIG), sub or 0)
+    record = Record("shardId-000000000007", BIG, sub, "pk", b"x", None, key, aggregated)
+    assert record.message_id == message_id("shardId-000000000007", key)
+    assert parse_message_id(record.message_id) == ("shardId-000000000007", key)
+    assert parse_message_id_rank(record.message_id) == ("shardId-000000000007", record.rank)
+
+
+def test_a_record_is_immutable_hashable_and_pickles_and_the_readers_fast_build_equals_the_constructor() -> None:
+    import pickle
+
+    key = SequenceKey(int(BIG), 2)
+    record = Record("shardId-000000000007", BIG, 2, "pk", b"data", None, key, 3)
+    with pytest.raises(AttributeError):
+        record.data = b"changed"  # type: ignore[misc]
+    assert pickle.loads(pickle.dumps(record)) == record and hash(record) == hash(pickle.loads(pickle.dumps(record)))
+    fast = tuple.__new__(Record, ("shardId-000000000007", BIG, 2, "pk", b"data", None,
+                                  tuple.__new__(SequenceKey, (int(BIG), 2)), 3))
+    assert type(fast) is Record and fast == record and fast.key == key and type(fast.key) is SequenceKey
+    assert (fast.size, fast.rank, fast.message_id) == (6, key.rank, f"shardId-000000000007:{BIG}:2")
+    plain = Record("s", "5", None, "pk", b"x", None, SequenceKey(5))
+    assert plain.aggregated == 0 and plain._replace(data=b"y").data == b"y" and plain.data == b"x"

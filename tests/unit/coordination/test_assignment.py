@@ -1,4 +1,6 @@
-"""The lease assignment rule: even, sticky, never two owners, a few moves a round. Pure, no servers."""
+"""The lease assignment rule: even, sticky, never two owners, a few moves a round; exactly: the extra shards go to
+the workers holding the most, the free ones to the worker furthest below its quota, and a plan's ``wait`` lists
+only this worker's shards. Pure, no servers."""
 
 from __future__ import annotations
 
@@ -7,9 +9,10 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kinesis_spout.coordination.assignment import assign, plan
+from kinesis_spout.coordination.assignment import Plan, assign, plan
 
 SHARDS = [f"shardId-{i:012d}" for i in range(8)]
+FOUR = SHARDS[:4]
 
 
 def counts(target: dict[str, str]) -> dict[str, int]:
@@ -108,3 +111,35 @@ def test_a_hand_over_begun_in_an_earlier_round_comes_first_among_the_moves() -> 
         [SHARDS[7], SHARDS[4]]
     assert plan("a", SHARDS, ["a"], owners, SHARDS, max_moves=1, handing=[SHARDS[7]]).release == [], \
         "a shard that is its worker's to read again is not given up"
+
+
+# ------------------------------------------------------------------ exactly who gets which shard
+
+
+def test_an_uneven_split_keeps_every_shard_where_it_is() -> None:
+    owners = {FOUR[0]: "a", FOUR[1]: "z", FOUR[2]: "z"}
+    assert assign(FOUR[:3], ["a", "z"], owners) == owners  # z holds two: the extra shard is z's
+
+
+def test_the_extra_shards_go_to_the_workers_holding_the_most_ties_by_id() -> None:
+    owners = {FOUR[0]: "z", FOUR[1]: "z", FOUR[2]: "m", FOUR[3]: "m"}
+    target = assign(FOUR, ["a", "m", "z"], owners)
+    # 4 shards, 3 workers: one has 2; m and z hold 2 each, the tie goes to m; z gives its second shard to a
+    assert target == {FOUR[0]: "z", FOUR[1]: "a", FOUR[2]: "m", FOUR[3]: "m"}
+
+
+def test_free_shards_fill_the_worker_furthest_below_its_quota_first() -> None:
+    owners = {FOUR[0]: "z"}
+    target = assign(FOUR, ["b", "z"], owners)
+    assert target == {FOUR[0]: "z", FOUR[1]: "b", FOUR[2]: "b", FOUR[3]: "z"}
+
+
+def test_with_nothing_held_the_extra_shard_goes_to_the_first_worker_by_id() -> None:
+    assert assign(FOUR[:3], ["b", "a"], {}) == {FOUR[0]: "a", FOUR[1]: "a", FOUR[2]: "b"}
+
+
+def test_wait_lists_the_shards_assigned_here_that_a_live_worker_still_owns() -> None:
+    owners = {FOUR[0]: "a", FOUR[1]: "a", FOUR[2]: "a"}
+    step = plan("b", FOUR, ["a", "b"], owners, held=[])
+    assert step == Plan(take=[FOUR[3]], release=[], wait=[FOUR[2]])
+    assert plan("a", FOUR, ["a", "b"], owners, held=FOUR[:3]) == Plan(take=[], release=[FOUR[2]], wait=[])
