@@ -6,7 +6,17 @@ retries and a safe checkpoint per shard, checkpoints in ZooKeeper, and adapters 
 
 from kinesis_spout.checkpoint import Checkpoint, CheckpointStore, MemoryCheckpointStore
 from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore, ZooKeeperSecurity
-from kinesis_spout.config import InitialPosition, SpoutConfig
+from kinesis_spout.config import (
+    DeadLetterSettings,
+    InitialPosition,
+    KinesisSettings,
+    MetricsSettings,
+    ReadingSettings,
+    SpoutConfig,
+    TrackingSettings,
+    WorkerSettings,
+    ZooKeeperSettings,
+)
 from kinesis_spout.deadletters import DeadLetterError, JsonLinesDeadLetters, KinesisDeadLetters
 from kinesis_spout.errors import (
     CheckpointConflict,
@@ -36,6 +46,7 @@ __all__ = [
     "CheckpointStore",
     "ConfigError",
     "DeadLetterError",
+    "DeadLetterSettings",
     "FailOutcome",
     "InflightRecordTracker",
     "InitialPosition",
@@ -43,9 +54,12 @@ __all__ = [
     "JsonScheme",
     "KinesisDeadLetters",
     "KinesisError",
+    "KinesisSettings",
     "KinesisSpout",
     "MemoryCheckpointStore",
+    "MetricsSettings",
     "RawScheme",
+    "ReadingSettings",
     "Record",
     "RecordScheme",
     "RetryBackoff",
@@ -59,7 +73,10 @@ __all__ = [
     "StreamNotFoundError",
     "TextScheme",
     "ThrottledError",
+    "TrackingSettings",
+    "WorkerSettings",
     "ZooKeeperCheckpointStore",
     "ZooKeeperSecurity",
+    "ZooKeeperSettings",
     "__version__",
 ]
