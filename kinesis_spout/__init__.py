@@ -6,13 +6,24 @@ retries and a safe checkpoint per shard, checkpoints in ZooKeeper, and adapters 
 
 from kinesis_spout.checkpoint import Checkpoint, CheckpointStore, MemoryCheckpointStore
 from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore, ZooKeeperSecurity
-from kinesis_spout.config import InitialPosition, SpoutConfig
+from kinesis_spout.config import (
+    DeadLetterSettings,
+    InitialPosition,
+    KinesisSettings,
+    MetricsSettings,
+    ReadingSettings,
+    SpoutConfig,
+    TrackingSettings,
+    WorkerSettings,
+    ZooKeeperSettings,
+)
 from kinesis_spout.deadletters import DeadLetterError, JsonLinesDeadLetters, KinesisDeadLetters
 from kinesis_spout.errors import (
     CheckpointConflict,
     CheckpointError,
     ConfigError,
     KinesisError,
+    RetryError,
     SpoutError,
     SpoutStateError,
     StreamNotFoundError,
@@ -35,6 +46,7 @@ __all__ = [
     "CheckpointStore",
     "ConfigError",
     "DeadLetterError",
+    "DeadLetterSettings",
     "FailOutcome",
     "InflightRecordTracker",
     "InitialPosition",
@@ -42,12 +54,16 @@ __all__ = [
     "JsonScheme",
     "KinesisDeadLetters",
     "KinesisError",
+    "KinesisSettings",
     "KinesisSpout",
     "MemoryCheckpointStore",
+    "MetricsSettings",
     "RawScheme",
+    "ReadingSettings",
     "Record",
     "RecordScheme",
     "RetryBackoff",
+    "RetryError",
     "SequenceKey",
     "ShardMetrics",
     "SpoutConfig",
@@ -57,7 +73,10 @@ __all__ = [
     "StreamNotFoundError",
     "TextScheme",
     "ThrottledError",
+    "TrackingSettings",
+    "WorkerSettings",
     "ZooKeeperCheckpointStore",
     "ZooKeeperSecurity",
+    "ZooKeeperSettings",
     "__version__",
 ]

@@ -70,3 +70,15 @@ class LeaseLost(CheckpointConflict):
 class LeaseError(SpoutError):
     """Shard leases cannot work as configured: e.g. two live workers with one ``worker_id``, or a lease znode
     that cannot be read. The message names the znode or the setting."""
+
+
+class RetryError(SpoutError):
+    """A retried call gave up: its tries ran out or its deadline passed. The message names what was tried, how
+    many times and for how long; ``last`` (also the ``__cause__``) is the last try's error, and ``retriable`` is
+    that error's (trying again later may still help)."""
+
+    def __init__(self, message: str, *, last: BaseException, attempts: int, elapsed_s: float) -> None:
+        super().__init__(message, retriable=bool(getattr(last, "retriable", False)))
+        self.last = last
+        self.attempts = attempts
+        self.elapsed_s = elapsed_s

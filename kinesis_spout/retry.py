@@ -14,7 +14,8 @@ Two ways to follow a policy:
   consecutive failures, hands out the next delay, and is reset when a try succeeds.
 
 Core layer: the standard library and :mod:`kinesis_spout.errors` only; no threads. Validation errors are
-:class:`~kinesis_spout.errors.ConfigError` naming the setting.
+:class:`~kinesis_spout.errors.ConfigError` naming the setting. :class:`RetryError` belongs to the error tree
+(:mod:`kinesis_spout.errors`) and is importable from here too.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from random import random as _uniform
 from typing import Callable, Protocol, TypeVar
 
-from kinesis_spout.errors import ConfigError, SpoutError
+from kinesis_spout.errors import ConfigError, RetryError
 
 __all__ = ["Backoff", "Delays", "RetryError", "RetryPolicy", "call", "check_exponential", "exponential_delay"]
 
@@ -119,18 +120,6 @@ class RetryPolicy:
         if self.max_attempts is not None and attempts >= self.max_attempts:
             return True
         return self.deadline_s is not None and elapsed_s >= self.deadline_s
-
-
-class RetryError(SpoutError):
-    """A retried call gave up: its tries ran out or its deadline passed. The message names what was tried, how
-    many times and for how long; ``last`` (also the ``__cause__``) is the last try's error, and ``retriable`` is
-    that error's (trying again later may still help)."""
-
-    def __init__(self, message: str, *, last: BaseException, attempts: int, elapsed_s: float) -> None:
-        super().__init__(message, retriable=bool(getattr(last, "retriable", False)))
-        self.last = last
-        self.attempts = attempts
-        self.elapsed_s = elapsed_s
 
 
 def call(fn: Callable[[], T], policy: RetryPolicy, *, what: str,

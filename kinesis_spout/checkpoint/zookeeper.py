@@ -7,29 +7,53 @@ JSON (see :meth:`Checkpoint.to_json`).
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
+from kinesis_spout import retry
 from kinesis_spout.checkpoint.base import Checkpoint
 from kinesis_spout.config import SpoutConfig
-from kinesis_spout.errors import CheckpointConflict, CheckpointError, LeaseLost
+from kinesis_spout.errors import CheckpointConflict, CheckpointError, LeaseLost, RetryError
 from kinesis_spout.zookeeper.security import ZooKeeperSecurity
 from kinesis_spout.zookeeper.session import Listener, ZooKeeperSession
 
-__all__ = ["CAS_ATTEMPTS", "ZooKeeperCheckpointStore", "ZooKeeperSecurity", "compare_and_set"]
+__all__ = ["CAS_ATTEMPTS", "CAS_RETRY", "TryAgain", "ZooKeeperCheckpointStore", "ZooKeeperSecurity", "compare_and_set",
+           "retry_compare_and_set"]
+
+T = TypeVar("T")
 
 #: How many times a compare-and-set re-reads and tries again when another writer got in between.
 CAS_ATTEMPTS = 20
+#: The compare-and-set loops' retry: at once (re-reading is all the waiting there is), ``CAS_ATTEMPTS`` tries.
+CAS_RETRY = retry.RetryPolicy(initial_s=0.0, multiplier=1.0, max_s=0.0, max_attempts=CAS_ATTEMPTS)
+
+
+class TryAgain(Exception):
+    """Raised by one try of a compare-and-set loop when another writer got in between: re-read and try again."""
+
+
+def _at_once(_: float) -> None:
+    """The sleep of the compare-and-set loops: none (their delay is 0)."""
+
+
+def retry_compare_and_set(attempt: Callable[[], T], gave_up: str) -> T:
+    """Call ``attempt()`` until it returns, trying again at once while it raises :class:`TryAgain`, at most
+    ``CAS_ATTEMPTS`` times (:data:`CAS_RETRY`); then a retriable ``CheckpointError`` whose message is ``gave_up``.
+    Any other error is raised as it is. Runs on the caller's thread. Who calls: :func:`compare_and_set`, the fenced
+    checkpoint write, the Spark batch store's heartbeat and the pipeline's ownership."""
+    try:
+        return retry.call(attempt, CAS_RETRY, what=gave_up, retry_on=(TryAgain,), sleep=_at_once)
+    except RetryError:
+        raise CheckpointError(gave_up, retriable=True) from None
 
 
 def compare_and_set(session: ZooKeeperSession, node: str, payload: bytes, refuse: Callable[[bytes], str | None],
                     what: str) -> None:
     """Write ``payload`` to ``node`` unless ``refuse(stored bytes)`` returns a reason (``CheckpointConflict``);
-    re-read and retry when another writer got in between, up to ``CAS_ATTEMPTS`` times (the place to adopt
-    kinesis_spout.retry's retry object). Who calls: the checkpoint store (unfenced saves), the Spark batch store
-    (batch ids)."""
+    re-read and retry when another writer got in between (:func:`retry_compare_and_set`). Who calls: the checkpoint
+    store (unfenced saves), the Spark batch store (batch ids)."""
     from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-    for _ in range(CAS_ATTEMPTS):
+    def attempt() -> None:
         try:
             data, stat = session.get(node)
         except NoNodeError:
@@ -37,16 +61,16 @@ def compare_and_set(session: ZooKeeperSession, node: str, payload: bytes, refuse
                 session.create(node, payload, makepath=True)
                 return
             except NodeExistsError:
-                continue
+                raise TryAgain from None
         reason = refuse(data)
         if reason is not None:
             raise CheckpointConflict(reason)
         try:
             session.set(node, payload, version=stat.version)
-            return
         except (BadVersionError, NoNodeError):
-            continue
-    raise CheckpointError(f"{what} at {node}: gave up after {CAS_ATTEMPTS} concurrent updates", retriable=True)
+            raise TryAgain from None
+
+    retry_compare_and_set(attempt, f"{what} at {node}: gave up after {CAS_ATTEMPTS} concurrent updates")
 
 
 class ZooKeeperCheckpointStore:
@@ -185,22 +209,23 @@ class ZooKeeperCheckpointStore:
     def _fenced_compare_and_set(self, node: str, payload: bytes, refuse: Callable[[bytes], str | None], what: str,
                                 fence: tuple[str, str, int]) -> None:
         """:func:`compare_and_set` whose writes are transactions that also check the lease's version (``fence``:
-        shard id, lease node, epoch); the same loop (the place to adopt kinesis_spout.retry's retry object)."""
+        shard id, lease node, epoch); the same retry."""
         from kazoo.exceptions import NoNodeError
 
-        for _ in range(CAS_ATTEMPTS):
+        def attempt() -> None:
             try:
                 data, stat = self.session.get(node)
             except NoNodeError:
-                if self._fenced_write(node, payload, None, fence):
-                    return
-                continue
+                if not self._fenced_write(node, payload, None, fence):
+                    raise TryAgain from None
+                return
             reason = refuse(data)
             if reason is not None:
                 raise CheckpointConflict(reason)
-            if self._fenced_write(node, payload, stat.version, fence):
-                return
-        raise CheckpointError(f"{what} at {node}: gave up after {CAS_ATTEMPTS} concurrent updates", retriable=True)
+            if not self._fenced_write(node, payload, stat.version, fence):
+                raise TryAgain
+
+        retry_compare_and_set(attempt, f"{what} at {node}: gave up after {CAS_ATTEMPTS} concurrent updates")
 
     def _fenced_write(self, node: str, payload: bytes, version: int | None, fence: tuple[str, str, int]) -> bool:
         """One transaction: the lease node is still at the epoch, and ``node`` is created (``version`` None) or set

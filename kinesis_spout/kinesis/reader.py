@@ -27,15 +27,6 @@ from kinesis_spout.records import Record
 log = logging.getLogger("kinesis_spout.kinesis")
 
 
-class Backoff(retry.Backoff):
-    """A :class:`~kinesis_spout.retry.Backoff` of :data:`~kinesis_spout.kinesis.getter.GET_RECORDS_RETRY` (no limit
-    of tries: its owner counts ``failures``), built without arguments: what the Spark source's shard cursors hold.
-    New code builds ``retry.Backoff(GET_RECORDS_RETRY)``. One thread owns it."""
-
-    def __init__(self) -> None:
-        super().__init__(GET_RECORDS_RETRY)
-
-
 class BufferedShardReader:
     """Prefetches one shard into a bounded buffer; a :class:`~kinesis_spout.kinesis.pool.ReaderPool` polls it.
 

@@ -21,7 +21,13 @@ import weakref
 from typing import Any, Protocol, runtime_checkable
 
 from kinesis_spout.checkpoint.memory import MemoryCheckpointStore
-from kinesis_spout.checkpoint.zookeeper import CAS_ATTEMPTS, ZooKeeperCheckpointStore, compare_and_set
+from kinesis_spout.checkpoint.zookeeper import (
+    CAS_ATTEMPTS,
+    TryAgain,
+    ZooKeeperCheckpointStore,
+    compare_and_set,
+    retry_compare_and_set,
+)
 from kinesis_spout.errors import CheckpointConflict, CheckpointError
 from kinesis_spout.zookeeper.session import ZooKeeperSession
 
@@ -220,11 +226,13 @@ class ZooKeeperBatchStore:
     def touch_query(self, query: str, payload: bytes) -> float:
         """Write ``payload`` to ``query``'s batches node (creating it): its modification time is the query's
         heartbeat. Returns that time by ZooKeeper's clock (seconds since the epoch), so callers compare heartbeats
-        without trusting their own clock. (A loop of ``CAS_ATTEMPTS``: the place to adopt kinesis_spout.retry.)"""
+        without trusting their own clock. Tried again at once when the node came or went meanwhile, up to
+        ``CAS_ATTEMPTS`` times (:func:`~kinesis_spout.checkpoint.zookeeper.retry_compare_and_set`)."""
         from kazoo.exceptions import NodeExistsError, NoNodeError
 
         node = self.batches_node(query)
-        for _ in range(CAS_ATTEMPTS):
+
+        def attempt() -> float:
             try:
                 stat = self.session.set(node, payload)
                 return float(stat.mtime) / 1000.0
@@ -233,11 +241,13 @@ class ZooKeeperBatchStore:
             try:
                 self.session.create(node, payload, makepath=True)
             except NodeExistsError:
-                continue
+                raise TryAgain from None
             stat = self.session.exists(node)
-            if stat is not None:
-                return float(stat.mtime) / 1000.0
-        raise CheckpointError(f"heartbeat of {node}: gave up after {CAS_ATTEMPTS} attempts", retriable=True)
+            if stat is None:
+                raise TryAgain
+            return float(stat.mtime) / 1000.0
+
+        return retry_compare_and_set(attempt, f"heartbeat of {node}: gave up after {CAS_ATTEMPTS} attempts")
 
     def query_heartbeats(self) -> dict[str, tuple[float, int]]:
         """Every query with a batches node: query id -> (its last heartbeat by ZooKeeper's clock in seconds, the

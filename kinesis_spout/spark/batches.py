@@ -1,8 +1,8 @@
 """Pure logic of executor reads (``readMode=executors``): planned batches, the ends executors record, and cuts.
 
 PURE: standard library and the project's value types only; no Spark, no network, no clock. The driver side
-(:class:`kinesis_spout.spark.executor_source.ExecutorStreamReader`) and the executor side
-(:func:`kinesis_spout.spark.executor_source.read_shard_batch`) ask this module what an offset says and where a
+(:class:`kinesis_spout.spark.source.ExecutorStreamReader`) and the executor side
+(:func:`kinesis_spout.spark.source.read_shard_batch`) ask this module what an offset says and where a
 shard's part of a batch ends.
 
 **The model.** Kinesis cannot say where a shard's data ends without reading it, and a Python data source's

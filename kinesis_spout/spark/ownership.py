@@ -17,7 +17,7 @@ import weakref
 from typing import Any, Protocol, runtime_checkable
 
 from kinesis_spout.checkpoint.memory import MemoryCheckpointStore
-from kinesis_spout.checkpoint.zookeeper import CAS_ATTEMPTS, ZooKeeperCheckpointStore
+from kinesis_spout.checkpoint.zookeeper import CAS_ATTEMPTS, TryAgain, ZooKeeperCheckpointStore, retry_compare_and_set
 from kinesis_spout.errors import CheckpointConflict, CheckpointError
 from kinesis_spout.zookeeper.session import ZooKeeperSession
 
@@ -119,31 +119,34 @@ class ZooKeeperOwnership:
 
         The ownership is recorded against the session that owns the node (its ``ephemeralOwner``, as the create
         answered it): a create made again on a new session after the first one's answer was lost and its session
-        expired belongs to the new session, and is held. (A loop of ``CAS_ATTEMPTS``: the place to adopt
-        kinesis_spout.retry.)"""
+        expired belongs to the new session, and is held. A node released between the create and the read is taken
+        again at once, up to ``CAS_ATTEMPTS`` times
+        (:func:`~kinesis_spout.checkpoint.zookeeper.retry_compare_and_set`)."""
         from kazoo.exceptions import NodeExistsError, NoNodeError
 
         node = self.ownership_node(name)
         timeout_s = self.session.negotiated_session_timeout_s or self.session.session_timeout_s
         payload = json.dumps({"holder": holder, "session_timeout_s": timeout_s}).encode()
-        for _ in range(CAS_ATTEMPTS):
+
+        def attempt() -> Any:
             try:
                 _, stat = self.session.create(node, payload, ephemeral=True, makepath=True, include_data=True)
             except NodeExistsError:
                 try:
                     data, stat = self.session.get(node)
                 except NoNodeError:
-                    continue  # released between the two requests: try to take it again
+                    raise TryAgain from None  # released between the two requests: try to take it again
                 other, other_timeout = _parse_owner(data)
                 if not (other == holder and stat.ephemeralOwner == self.session.session_id):
                     raise OwnershipTaken(f"{node} is owned by {other}", holder=other, where=node,
                                          vanishes_within_s=other_timeout) from None
-            with self._lock:
-                self._owned[name] = (holder, int(stat.ephemeralOwner))
-            log.info("ZooKeeper %s: %s owns %s", self.session.hosts, holder, node)
-            return
-        raise CheckpointError(f"ownership {node}: gave up after {CAS_ATTEMPTS} holders came and went while "
-                              f"{holder} tried to take it", retriable=True)
+            return stat
+
+        stat = retry_compare_and_set(attempt, f"ownership {node}: gave up after {CAS_ATTEMPTS} holders came and "
+                                              f"went while {holder} tried to take it")
+        with self._lock:
+            self._owned[name] = (holder, int(stat.ephemeralOwner))
+        log.info("ZooKeeper %s: %s owns %s", self.session.hosts, holder, node)
 
     def holds_ownership(self, name: str, holder: str) -> bool:
         """True while ``holder`` took ``name`` here, the session that owns its node is still the session's current

@@ -6,7 +6,8 @@ message id) before new records of their shard once their backoff is due; each sh
 persisted as it advances. The parts: :mod:`~kinesis_spout.spout.registry` (the shards and the lock),
 :mod:`~kinesis_spout.spout.shards` (one shard's lifecycle), :mod:`~kinesis_spout.spout.starting`,
 :mod:`~kinesis_spout.spout.emission`, :mod:`~kinesis_spout.spout.acks`, :mod:`~kinesis_spout.spout.dead_letters`,
-:mod:`~kinesis_spout.spout.kpl` and :mod:`~kinesis_spout.spout.membership` (leases).
+:mod:`~kinesis_spout.spout.kpl`, :mod:`~kinesis_spout.spout.membership` (leases) and
+:mod:`~kinesis_spout.spout.opening` (what ``open()`` builds and starts).
 """
 
 from __future__ import annotations
@@ -15,27 +16,24 @@ import logging
 import time
 import warnings
 from types import TracebackType
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 from kinesis_spout.checkpoint.base import CheckpointStore
 from kinesis_spout.checkpoint.writer import CheckpointWriter, ConflictHandler
 from kinesis_spout.config import SpoutConfig
 from kinesis_spout.coordination.sync import ShardSync
 from kinesis_spout.deadletters.base import open_writer
-from kinesis_spout.deadletters.worker import DeadLetterWorker
 from kinesis_spout.errors import SpoutError, SpoutStateError
-from kinesis_spout.kinesis.client import make_client
 from kinesis_spout.kinesis.reader import RoundRobinReader
-from kinesis_spout.kinesis.shards import Shard, owned_shards
 from kinesis_spout.metrics.shard import ShardMetrics
 from kinesis_spout.records import SpoutTuple
 from kinesis_spout.spout.acks import AckRouter
 from kinesis_spout.spout.dead_letters import DeadLetterGlue
 from kinesis_spout.spout.emission import NO_BYTE_LIMIT, Emitter
 from kinesis_spout.spout.figures import shard_figures
-from kinesis_spout.spout.membership import LEASE_ROUND_S, LeaseMembership
+from kinesis_spout.spout.membership import LeaseMembership
+from kinesis_spout.spout.opening import SpoutParts, start, wire
 from kinesis_spout.spout.registry import ShardRegistry
-from kinesis_spout.spout.starting import ShardStarter
 
 log = logging.getLogger("kinesis_spout")
 
@@ -94,72 +92,24 @@ class KinesisSpout:
                 from kinesis_spout.metrics.server import start_metrics_server
 
                 self._metrics_server = start_metrics_server(cfg.metrics_port, self)
+            parts = SpoutParts(self._client, self._store)
             try:
-                self._open(cfg, dead_letter_writer)
+                try:
+                    wire(parts, cfg, self._registry, self._membership, flush=self.flush_checkpoints,
+                         on_sync_error=self._on_sync_error)
+                finally:  # what was built stays the spout's, also when wiring failed (see spout.opening)
+                    self._client, self._store, self._writer, self._sync = (parts.client, parts.store, parts.writer,
+                                                                           parts.sync)
+                start(parts, cfg, self._registry, self._membership, self._dead, dead_letter_writer)
             except BaseException:
                 self._stop_metrics_server()
                 raise
             return self
 
-    def _open(self, cfg: SpoutConfig, dead_letter_writer: Any) -> None:
-        """``open()`` under the lock, once the dead-letter writer and the metrics server are ready."""
-        if self._client is None:
-            self._client = make_client(cfg.region, cfg.endpoint_url, credentials=cfg.credentials)
-        if self._store is None:
-            from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
-
-            self._store = ZooKeeperCheckpointStore.from_config(cfg)
-        self._store.open()
-        registry, membership = self._registry, self._membership
-        try:
-            self._writer = registry.writer = CheckpointWriter(
-                self._store, cfg.checkpoint_interval_s, cfg.worker_id, deadline_s=cfg.zookeeper_deadline_s,
-                on_conflict=membership.on_writer_conflict)
-            owns: Callable[[list[Shard]], list[Shard]] = self._owns
-            if cfg.coordination == "leases":
-                owns = membership.join(self._store)
-            else:
-                membership.refuse_beside_lease_workers(self._store)
-            leases = membership.leases
-            starter = ShardStarter(registry, cfg, self._client, self._store)
-            self._sync = ShardSync(self._client, cfg.stream_name, self._store,
-                                   interval_s=cfg.shard_sync_interval_s, owns=owns, known=registry.known,
-                                   add=starter.add, flush=self.flush_checkpoints, on_error=self._on_sync_error,
-                                   round_s=LEASE_ROUND_S if leases is not None else None,
-                                   forget=leases.delete if leases is not None else None,
-                                   initial_position=cfg.initial_position, initial_timestamp=cfg.initial_timestamp,
-                                   owner=cfg.worker_id)
-            registry.on_finished = self._sync.wake  # a finished shard's children may be read now
-            ready = self._sync.sync()
-            starter.add(ready, self._sync.take_fresh_pins())
-        except BaseException:
-            self._store.close()
-            raise
-        self._writer.start()
-        self._dead.worker = DeadLetterWorker(dead_letter_writer, self._dead.on_written,
-                                             deadline_s=cfg.dead_letter_deadline_s)
-        self._dead.worker.start()
-        for state in self._shards.values():
-            state.start_reading()
-        registry.phase = "open"
-        self._sync.start()
-        if leases is not None:
-            leases.watch_workers(self._sync.wake)
-        mine = self._owns(self._sync.listed)
-        waiting = sorted({s.shard_id for s in mine} - registry.known() - self._sync.finished)
-        log.info("spout %s opened stream %r: task %d/%d owns %d of %d shards (%s)%s", cfg.app_name,
-                 cfg.stream_name, cfg.task_index, cfg.task_count, len(mine), len(self._sync.listed),
-                 ", ".join(f"{s.shard_id} {s.start.describe()}" for s in self._shards.values())
-                 or "none", f"; waiting for their parents: {', '.join(waiting)}" if waiting else "")
-
     def _stop_metrics_server(self) -> None:
         server, self._metrics_server = self._metrics_server, None
         if server is not None:
             server.close()
-
-    def _owns(self, listed: list[Shard]) -> list[Shard]:
-        """The shards of the listing this spout reads (Storm-style static split by ``task_index``/``task_count``)."""
-        return owned_shards(listed, self.config.task_index, self.config.task_count)
 
     def _on_sync_error(self, error: SpoutError) -> None:
         """The shard sync thread met an error the user must hear of: raised by the next call."""

@@ -13,7 +13,8 @@ import threading
 import time
 from typing import Any, Callable
 
-from kinesis_spout.errors import CheckpointError
+from kinesis_spout import retry
+from kinesis_spout.errors import CheckpointError, RetryError
 from kinesis_spout.zookeeper.security import ZooKeeperSecurity, kazoo_log
 
 __all__ = ["ZooKeeperSession"]
@@ -31,7 +32,9 @@ class ZooKeeperSession:
 
     Every call is bounded in time (kazoo's own blocking calls are not): a command that gets no answer within
     ``operation_timeout_s`` (default: ``connect_timeout_s``), also while the connection is down, raises a retriable
-    ``CheckpointError`` saying what it waited for. ``connected`` is clear while the connection is SUSPENDED or LOST;
+    ``CheckpointError`` saying what it waited for; the tries follow :attr:`retry_policy` (``sleep`` and ``clock``,
+    the monotonic clock of the bounded calls, are injectable). ``connected`` is clear while the connection is
+    SUSPENDED or LOST;
     a lost session (kazoo then opens a new one) is counted in ``session_losses`` and reported once by
     :meth:`take_session_lost`.
 
@@ -42,7 +45,8 @@ class ZooKeeperSession:
 
     def __init__(self, hosts: str, *, session_timeout_s: float = 10.0, connect_timeout_s: float = 15.0,
                  command_retries: int = 5, security: ZooKeeperSecurity | None = None,
-                 operation_timeout_s: float | None = None, name: str = "ZooKeeper session") -> None:
+                 operation_timeout_s: float | None = None, name: str = "ZooKeeper session",
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
         self.hosts = hosts
         self.name = name
         self.session_timeout_s = session_timeout_s
@@ -50,6 +54,8 @@ class ZooKeeperSession:
         self.command_retries = command_retries
         self.operation_timeout_s = operation_timeout_s if operation_timeout_s is not None else connect_timeout_s
         self.security = security or ZooKeeperSecurity()
+        self._sleep = sleep
+        self._clock = clock
         self._client: Any = None
         self._connected = threading.Event()
         self._lock = threading.Lock()
@@ -193,7 +199,7 @@ class ZooKeeperSession:
         with self._lock:
             return self._session, self._suspended_since
 
-    # -- bounded calls (the place to adopt kinesis_spout.retry's retry object: same tries, deadline and delays) ---
+    # -- bounded calls ------------------------------------------------------------------------------------------
     def _open_client(self) -> Any:
         """The started kazoo client; a clear error before ``start()`` or after ``close()``."""
         client = self._client
@@ -215,9 +221,17 @@ class ZooKeeperSession:
         asynchronous = getattr(self._open_client(), f"{op}_async")
         return self.bounded(what, lambda: asynchronous(*args, **kwargs))
 
+    @property
+    def retry_policy(self) -> retry.RetryPolicy:
+        """How a bounded call tries again: ``command_retries`` more tries after the first, 0.1 s between the first
+        two, doubling up to 2 s (no jitter), none that could not start within ``operation_timeout_s``."""
+        return retry.RetryPolicy(initial_s=0.1, multiplier=2.0, max_s=2.0, max_attempts=self.command_retries + 1,
+                                 deadline_s=self.operation_timeout_s)
+
     def bounded(self, what: str, start: Callable[[], Any]) -> Any:
         """Run ``start()`` (which sends one asynchronous kazoo request and returns its result object) within
-        ``operation_timeout_s``, as :meth:`call` describes; ``start`` is called again for each try."""
+        ``operation_timeout_s``, as :meth:`call` describes; ``start`` is called again for each try, following
+        :attr:`retry_policy` on the caller's thread."""
         from kazoo.exceptions import (
             BadVersionError,
             ConnectionLoss,
@@ -230,20 +244,22 @@ class ZooKeeperSession:
         )
         from kazoo.handlers.threading import KazooTimeoutError
 
-        deadline = time.monotonic() + self.operation_timeout_s
-        delay = 0.1
-        problem = "no answer"
-        for attempt in range(self.command_retries + 1):
-            left = deadline - time.monotonic()
+        transient = (ConnectionLoss, OperationTimeoutError, SessionExpiredError, KazooTimeoutError)
+        if self.command_retries < 0 or not self.operation_timeout_s > 0:
+            raise self._failed(what, "no answer")
+        deadline = self._clock() + self.operation_timeout_s
+        problem = ["no answer"]  # what the last try met, for the error
+
+        def attempt() -> Any:
+            left = deadline - self._clock()
             if left <= 0:
-                break
+                raise _GiveUp(problem[0])
             if not self._connected.wait(min(left, 1.0)):
                 log.info("ZooKeeper at %s: %s waits for the connection (%s)", self.hosts, what, self.state)
-                if not self._connected.wait(max(0.0, deadline - time.monotonic())):
-                    problem = f"not connected ({self.state})"
-                    break
+                if not self._connected.wait(max(0.0, deadline - self._clock())):
+                    raise _GiveUp(f"not connected ({self.state})")
             try:
-                return start().get(timeout=max(0.001, deadline - time.monotonic()))
+                return start().get(timeout=max(0.001, deadline - self._clock()))
             except (NoNodeError, NodeExistsError, BadVersionError):
                 raise
             except NoAuthError as exc:
@@ -251,11 +267,9 @@ class ZooKeeperSession:
                 raise CheckpointError(f"ZooKeeper at {self.hosts} refused {what}: {who} is not allowed by the "
                                       f"node's ACL; set zookeeper_auth to the identity that owns these "
                                       f"checkpoints") from exc
-            except (ConnectionLoss, OperationTimeoutError, SessionExpiredError, KazooTimeoutError) as exc:
-                problem = f"{type(exc).__name__} {exc}".strip()
-                if attempt < self.command_retries:
-                    time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-                    delay = min(delay * 2, 2.0)
+            except transient as exc:
+                problem[0] = f"{type(exc).__name__} {exc}".strip()
+                raise
             except KazooException as exc:
                 name = type(exc).__name__
                 if name in _PERMANENT:
@@ -263,8 +277,19 @@ class ZooKeeperSession:
                                           + f"; trying again cannot help: {_PERMANENT[name]}") from exc
                 raise CheckpointError(f"ZooKeeper at {self.hosts}: {what} failed: {name} {exc}",
                                       retriable=True) from exc
-        raise CheckpointError(f"ZooKeeper at {self.hosts}: {what} failed within {self.operation_timeout_s:g} s "
-                              f"({problem}); is it running and reachable?", retriable=True)
+
+        try:
+            return retry.call(attempt, self.retry_policy, what=what, retry_on=transient, sleep=self._sleep,
+                              clock=self._clock)
+        except _GiveUp as exc:
+            raise self._failed(what, exc.problem) from None
+        except RetryError:
+            raise self._failed(what, problem[0]) from None
+
+    def _failed(self, what: str, problem: str) -> CheckpointError:
+        """The retriable error of a bounded call that got no answer within ``operation_timeout_s``."""
+        return CheckpointError(f"ZooKeeper at {self.hosts}: {what} failed within {self.operation_timeout_s:g} s "
+                               f"({problem}); is it running and reachable?", retriable=True)
 
     # -- operations (bounded; ``what`` names the request in errors) ----------------------------------------------
     def get(self, path: str, *, what: str | None = None) -> tuple[bytes, Any]:
@@ -337,6 +362,15 @@ class ZooKeeperSession:
         from kazoo.recipe.watchers import ChildrenWatch
 
         ChildrenWatch(self._open_client(), path, changed)
+
+
+class _GiveUp(Exception):
+    """A bounded call's try cannot be made within the operation timeout; ``problem`` says why (not connected, or
+    what the last try met). Raised and caught inside :meth:`ZooKeeperSession.bounded`."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
 
 
 #: kazoo's errors that no retry can mend (everything else it raises is retriable), with what to do about each.

@@ -16,7 +16,7 @@ from kinesis_spout.errors import KinesisError
 from kinesis_spout.kinesis.client import make_client
 from kinesis_spout.kinesis.getter import GET_RECORDS_RETRY, ShardGetter
 from kinesis_spout.kinesis.pool import PARK
-from kinesis_spout.kinesis.reader import Backoff, BufferedShardReader, RoundRobinReader
+from kinesis_spout.kinesis.reader import BufferedShardReader, RoundRobinReader
 from kinesis_spout.positions import TRIM_HORIZON
 from kinesis_spout.records import Record
 from kinesis_spout.retry import Backoff as RetryBackoffState
@@ -69,8 +69,6 @@ def test_a_new_reader_has_not_ended_and_has_the_documented_defaults() -> None:
     policy = GET_RECORDS_RETRY
     assert (policy.initial_s, policy.multiplier, policy.max_s, policy.jitter) == (MIN_POLL_INTERVAL_S, 2.0, 10.0, 1.0)
     assert (policy.max_attempts, policy.deadline_s) == (None, None), "each reader sets its own limit"
-    backoff = Backoff()  # the Spark source's cursors build it without arguments
-    assert (backoff.policy, backoff.failures) == (GET_RECORDS_RETRY, 0)
 
 
 def test_the_get_records_backoff_doubles_its_ceiling_up_to_the_maximum_with_full_jitter() -> None:

@@ -80,6 +80,22 @@ def run_batches(reader: KinesisSpoutStreamReader, start: dict[str, str], limit: 
 
 
 # -- the reader without Spark ----------------------------------------------------------------------------------------
+def test_a_driver_read_shard_backs_off_as_a_reader_does_with_no_limit_of_its_own() -> None:
+    """The driver's shard cursor retries GetRecords with the readers' policy; the planner counts the tries."""
+    from kinesis_spout.kinesis.getter import GET_RECORDS_RETRY, ShardGetter
+    from kinesis_spout.positions import TRIM_HORIZON
+    from kinesis_spout.spark.source.driver_planner import ShardCursor
+
+    cursor = ShardCursor("shardId-000000000000", TRIM_HORIZON,
+                         ShardGetter(None, "stream", "shardId-000000000000", TRIM_HORIZON))
+    other = ShardCursor("shardId-000000000001", TRIM_HORIZON,
+                        ShardGetter(None, "stream", "shardId-000000000001", TRIM_HORIZON))
+    assert (cursor.backoff.policy, cursor.backoff.failures) == (GET_RECORDS_RETRY, 0)
+    assert GET_RECORDS_RETRY.max_attempts is None and not cursor.backoff.exhausted
+    cursor.backoff.next_delay()
+    assert (cursor.backoff.failures, other.backoff.failures) == (1, 0), "each cursor has its own backoff"
+
+
 def test_batches_cover_every_record_once_and_a_replay_reads_exactly_the_same(kinesalite: KinesisEndpoint,
                                                                               zookeeper: Any) -> None:
     stream = kinesalite.create_stream(shards=3)

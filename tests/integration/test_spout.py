@@ -172,6 +172,28 @@ def test_missing_stream_is_a_clear_error(kinesis_backend: KinesisEndpoint) -> No
     spout.close()
 
 
+def test_an_open_that_failed_closed_the_store_it_opened_and_a_later_open_reads_the_stream(
+        kinesalite: KinesisEndpoint) -> None:
+    store = MemoryCheckpointStore()
+    name = kinesalite.unique_stream_name()
+    spout = KinesisSpout(make_config(kinesalite, name), store)
+    with pytest.raises(StreamNotFoundError, match=f"'{name}' not found"):
+        spout.open()
+    assert store.closed, "the store the failed open() opened was left open"
+    assert (spout.shard_ids, spout.checkpoint_writes, spout.checkpoint_errors) == ([], 0, None)
+    kinesalite.create_stream(name)
+    placed = kinesalite.put(name, [f"r{i}".encode() for i in range(5)])
+    try:
+        assert spout.open() is spout and not store.closed
+        got = drain(spout, 5)
+        assert sorted(t.message_id for t in got) == sorted(f"{shard}:{seq}" for shard, seq in placed)
+        assert spout.flush_checkpoints()
+    finally:
+        spout.close()
+    assert store.closed
+    assert store.load(placed[0][0]).sequence_number == last_sequence_by_shard(placed)[placed[0][0]]  # type: ignore[union-attr]
+
+
 def test_poison_records_go_to_the_dead_letter_handler_and_the_shard_moves_on(kinesis_backend: KinesisEndpoint
                                                                             ) -> None:
     stream = kinesis_backend.create_stream(shards=1)

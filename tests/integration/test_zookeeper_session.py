@@ -128,6 +128,54 @@ def test_commands_are_tried_command_retries_more_times_then_fail_retriably(
     assert caught.value.retriable
 
 
+class StoppedClock:
+    """A monotonic clock that moves only when the session sleeps: the session's retry without waiting."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.sleeps: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def test_a_commands_tries_are_0_1_s_apart_doubling_up_to_2_s(
+        zookeeper: Any, proxy: ZooKeeperFaultProxy, sessions: Callable[..., ZooKeeperSession]) -> None:
+    time_ = StoppedClock()
+    session = sessions(proxy.hosts, command_retries=7, operation_timeout_s=30.0, sleep=time_.sleep,
+                       clock=time_.clock)
+    node = f"{zookeeper.prefix}/paced"
+    session.create(node, b"v", makepath=True)
+    proxy.answer_error(Op.GET_DATA, ZK_OPERATION_TIMEOUT, times=8)
+    with pytest.raises(CheckpointError, match="OperationTimeoutError") as caught:
+        session.get(node)
+    assert caught.value.retriable
+    assert time_.sleeps == [0.1, 0.2, 0.4, 0.8, 1.6, 2.0, 2.0], "eight tries, the delay capped at 2 s, no jitter"
+
+
+def test_a_commands_retries_stop_where_the_next_try_could_not_start_within_the_operation_timeout(
+        zookeeper: Any, proxy: ZooKeeperFaultProxy, sessions: Callable[..., ZooKeeperSession]) -> None:
+    time_ = StoppedClock()
+    session = sessions(proxy.hosts, command_retries=20, operation_timeout_s=1.0, sleep=time_.sleep,
+                       clock=time_.clock)
+    node = f"{zookeeper.prefix}/bounded"
+    session.create(node, b"v", makepath=True)
+    started = time_.now
+    proxy.answer_error(Op.GET_DATA, ZK_OPERATION_TIMEOUT, times=21)
+    with pytest.raises(CheckpointError) as caught:
+        session.get(node)
+    assert caught.value.retriable
+    assert str(caught.value).startswith(f"ZooKeeper at {proxy.hosts}: reading {node} failed within 1 s "
+                                        f"(OperationTimeoutError"), str(caught.value)
+    assert str(caught.value).endswith("); is it running and reachable?"), str(caught.value)
+    assert time_.sleeps == [0.1, 0.2, 0.4], "after 0.7 s the next delay (0.8 s) would end past the 1 s limit"
+    assert time_.now - started <= 1.0
+
+
 def test_listeners_hear_suspended_lost_connected_and_the_session_id_follows_the_new_session(
         zookeeper: Any, proxy: ZooKeeperFaultProxy, sessions: Callable[..., ZooKeeperSession]) -> None:
     session = sessions(proxy.hosts, session_timeout_s=4.0, operation_timeout_s=0.5, command_retries=0)

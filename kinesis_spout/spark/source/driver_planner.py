@@ -18,10 +18,10 @@ from typing import Mapping, Sequence
 
 from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.errors import KinesisError
-from kinesis_spout.kinesis.getter import LATEST_MARGIN, ShardGetter
-from kinesis_spout.kinesis.reader import Backoff
+from kinesis_spout.kinesis.getter import GET_RECORDS_RETRY, LATEST_MARGIN, ShardGetter
 from kinesis_spout.positions import TRIM_HORIZON, Position, at_timestamp
 from kinesis_spout.records import Record
+from kinesis_spout.retry import Backoff
 from kinesis_spout.spark.offsets import (
     allocate,
     end_after,
@@ -50,7 +50,7 @@ class ShardCursor:
     getter: ShardGetter
     pending: list[Record] = field(default_factory=list)
     next_poll: float = 0.0
-    backoff: Backoff = field(default_factory=Backoff)
+    backoff: Backoff = field(default_factory=lambda: Backoff(GET_RECORDS_RETRY))  # no limit: MAX_RETRIES counts
     at_tip: bool = False   # an empty read at the stream's tip since prepareForTriggerAvailableNow
     frozen: bool = False   # Trigger.AvailableNow: records past the run's start time were seen; read no further
     busy: bool = False     # the last read returned records: read ahead while Spark runs the batch

@@ -1,0 +1,115 @@
+"""Opening a spout: the parts :meth:`KinesisSpout.open() <kinesis_spout.spout.facade.KinesisSpout.open>` builds and
+starts.
+
+Who calls: the facade's ``open()`` only, on its caller's thread, holding the registry's lock. :func:`wire` builds
+the parts into a :class:`SpoutParts` the facade made and copies back whether wiring succeeded or not: what was built
+before a failure (the Kinesis client, the checkpoint store, the unstarted checkpoint writer and shard sync) stays the
+spout's, so a later ``open()`` reuses the client and the store and ``close()`` sees the rest. :func:`start` then
+starts the threads (the writer, the dead-letter worker, the readers, the shard sync), once the facade holds the
+parts.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Callable
+
+from kinesis_spout.checkpoint.base import CheckpointStore
+from kinesis_spout.checkpoint.writer import CheckpointWriter
+from kinesis_spout.config import SpoutConfig
+from kinesis_spout.coordination.sync import ShardSync
+from kinesis_spout.deadletters.worker import DeadLetterWorker
+from kinesis_spout.errors import SpoutError
+from kinesis_spout.kinesis.client import make_client
+from kinesis_spout.kinesis.shards import Shard, owned_shards
+from kinesis_spout.spout.dead_letters import DeadLetterGlue
+from kinesis_spout.spout.membership import LEASE_ROUND_S, LeaseMembership
+from kinesis_spout.spout.registry import ShardRegistry
+from kinesis_spout.spout.starting import ShardStarter
+
+__all__ = ["SpoutParts", "start", "wire"]
+
+log = logging.getLogger("kinesis_spout")
+
+
+@dataclass
+class SpoutParts:
+    """What ``open()`` builds. ``client`` and ``store`` come in as the spout holds them (None: made here);
+    ``writer`` and ``sync`` are made by :func:`wire`. Touched only by the thread in ``open()``."""
+
+    client: Any
+    store: CheckpointStore | None
+    writer: CheckpointWriter | None = None
+    sync: ShardSync | None = None
+
+
+def statically_owned(cfg: SpoutConfig, listed: list[Shard]) -> list[Shard]:
+    """The shards of the listing a spout reads without leases (Storm-style static split by ``task_index`` and
+    ``task_count``)."""
+    return owned_shards(listed, cfg.task_index, cfg.task_count)
+
+
+def wire(parts: SpoutParts, cfg: SpoutConfig, registry: ShardRegistry, membership: LeaseMembership, *,
+         flush: Callable[[float], bool], on_sync_error: Callable[[SpoutError], None]) -> None:
+    """Make the client and the store when missing, open the store, make the checkpoint writer and the shard sync
+    (joining the leases with ``coordination="leases"``), and add the shards ready now to ``registry``. Fills
+    ``parts`` as it goes. When a step after the store's ``open()`` fails, the store is closed and the error raised;
+    nothing is started."""
+    if parts.client is None:
+        parts.client = make_client(cfg.region, cfg.endpoint_url, credentials=cfg.credentials)
+    if parts.store is None:
+        from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
+
+        parts.store = ZooKeeperCheckpointStore.from_config(cfg)
+    store = parts.store
+    store.open()
+    try:
+        parts.writer = registry.writer = CheckpointWriter(
+            store, cfg.checkpoint_interval_s, cfg.worker_id, deadline_s=cfg.zookeeper_deadline_s,
+            on_conflict=membership.on_writer_conflict)
+        owns: Callable[[list[Shard]], list[Shard]] = partial(statically_owned, cfg)
+        if cfg.coordination == "leases":
+            owns = membership.join(store)
+        else:
+            membership.refuse_beside_lease_workers(store)
+        leases = membership.leases
+        starter = ShardStarter(registry, cfg, parts.client, store)
+        sync = parts.sync = ShardSync(parts.client, cfg.stream_name, store, interval_s=cfg.shard_sync_interval_s,
+                                      owns=owns, known=registry.known, add=starter.add, flush=flush,
+                                      on_error=on_sync_error, round_s=LEASE_ROUND_S if leases is not None else None,
+                                      forget=leases.delete if leases is not None else None,
+                                      initial_position=cfg.initial_position,
+                                      initial_timestamp=cfg.initial_timestamp, owner=cfg.worker_id)
+        registry.on_finished = sync.wake  # a finished shard's children may be read now
+        ready = sync.sync()
+        starter.add(ready, sync.take_fresh_pins())
+    except BaseException:
+        store.close()
+        raise
+
+
+def start(parts: SpoutParts, cfg: SpoutConfig, registry: ShardRegistry, membership: LeaseMembership,
+          dead: DeadLetterGlue, dead_letter_writer: Any) -> None:
+    """Start what :func:`wire` built: the checkpoint writer, a dead-letter worker on ``dead_letter_writer``, each
+    shard's reading, then (the registry now open) the shard sync and the watch of the lease workers; logs what the
+    spout reads."""
+    writer, sync = parts.writer, parts.sync
+    assert writer is not None and sync is not None, "start() follows a wire() that succeeded"
+    writer.start()
+    dead.worker = DeadLetterWorker(dead_letter_writer, dead.on_written, deadline_s=cfg.dead_letter_deadline_s)
+    dead.worker.start()
+    for state in registry.shards.values():
+        state.start_reading()
+    registry.phase = "open"
+    sync.start()
+    leases = membership.leases
+    if leases is not None:
+        leases.watch_workers(sync.wake)
+    mine = statically_owned(cfg, sync.listed)
+    waiting = sorted({s.shard_id for s in mine} - registry.known() - sync.finished)
+    log.info("spout %s opened stream %r: task %d/%d owns %d of %d shards (%s)%s", cfg.app_name,
+             cfg.stream_name, cfg.task_index, cfg.task_count, len(mine), len(sync.listed),
+             ", ".join(f"{s.shard_id} {s.start.describe()}" for s in registry.shards.values())
+             or "none", f"; waiting for their parents: {', '.join(waiting)}" if waiting else "")
