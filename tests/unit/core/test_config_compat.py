@@ -301,7 +301,7 @@ def test_a_destination_whose_open_writer_returns_no_writer_is_refused_when_the_w
 
 
 def test_the_readme_example_of_the_nested_form_beside_the_flat_one() -> None:
-    from kinesis_spout.config import KinesisSettings, ReadingSettings, TrackingSettings, ZooKeeperSettings
+    from kinesis_spout import KinesisSettings, ReadingSettings, TrackingSettings, ZooKeeperSettings
 
     flat = SpoutConfig(stream_name="orders", app_name="billing", region="eu-west-1",
                        initial_position=InitialPosition.TRIM_HORIZON, retry_limit=5,
