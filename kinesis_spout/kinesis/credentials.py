@@ -1,14 +1,6 @@
 """apply_credentials: a botocore session signs with the :class:`~kinesis_spout.config.credentials.AwsCredentials` of
-one spout (or one Spark source); the value type itself is part of the configuration (re-exported here).
-
-Without it, boto's default chain decides (environment, shared files, container or instance role), the same for
-every stream of the process. With it, each spout or source names its own: a profile of the shared files, static
-keys, and/or an IAM role to assume (STS AssumeRole, refreshed before it expires, with an optional external id).
-The keys of the source identity come from the profile, the static keys or the default chain, in that order.
-
-Secrets never show: ``repr()`` leaves out the secret key, the session token and the external id, and errors never
-quote them. The object is a frozen dataclass of strings: it pickles to Spark executors, each of which builds its
-own clients (and assumes the role itself).
+one spout (or one Spark source); the value type itself is part of the configuration (re-exported here), and its
+module says what each of its fields does and how its secrets are kept out of reprs and errors.
 """
 
 from __future__ import annotations
