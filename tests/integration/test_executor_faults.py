@@ -154,11 +154,11 @@ class HoldingProxy(FaultProxy):
     """A :class:`FaultProxy` that can also hold a task's GetRecords call of one shard (see :class:`Hold`), and
     records every task read of the shards it holds reads of, with the reading process and its executor. Holds,
     watched shards and reads are shared by the test's thread and the proxy's connection threads: under
-    ``_holds_lock``."""
+    ``holds_lock``."""
 
     def __init__(self, upstream_url: str) -> None:
         super().__init__(upstream_url)
-        self._holds_lock = threading.Lock()
+        self.holds_lock = threading.Lock()
         self._holds: list[Hold] = []
         self._watched: set[str] = set()
         self.reads: list[DataRead] = []
@@ -169,14 +169,14 @@ class HoldingProxy(FaultProxy):
 
     def hold(self, shard_id: str, skip: int = 0, *, early: bool = False) -> Hold:
         hold = Hold(shard_id, skip, early)
-        with self._holds_lock:
+        with self.holds_lock:
             self._holds.append(hold)
             self._watched.add(shard_id)
         return hold
 
     def _take(self, shard: str | None, records: int | None) -> Hold | None:
         """The hold a read of ``shard`` meets: an early one before the call (``records`` None), a late one after."""
-        with self._holds_lock:
+        with self.holds_lock:
             for hold in self._holds:
                 if hold.shard_id != shard or hold.early != (records is None) or records == 0:
                     continue
@@ -190,7 +190,7 @@ class HoldingProxy(FaultProxy):
     def forward(self, request: UpstreamRequest) -> tuple[int, str, list[tuple[str, str]], bytes]:
         target = dict((k.lower(), v) for k, v in request.headers).get("x-amz-target", "")
         shard = self.shard_of("GetRecords", request.body) if target == "Kinesis_20131202.GetRecords" else None
-        with self._holds_lock:
+        with self.holds_lock:
             watched = shard is not None and shard in self._watched
         if not watched or json.loads(request.body or b"{}").get("Limit", 10_000) <= 1:
             return super().forward(request)
@@ -200,7 +200,7 @@ class HoldingProxy(FaultProxy):
             self._wait(early, pid, 0)
         reply = super().forward(request)
         records = len(json.loads(reply[3]).get("Records", [])) if reply[0] == 200 else 0
-        with self._holds_lock:
+        with self.holds_lock:
             self.reads.append(DataRead(shard, records, pid, executor_jvm(pid) if pid else None))
         late = self._take(shard, records)
         if late is not None:
@@ -214,7 +214,7 @@ class HoldingProxy(FaultProxy):
         hold.released.wait(120)
 
     def close(self) -> None:
-        with self._holds_lock:
+        with self.holds_lock:
             holds = list(self._holds)
         for hold in holds:
             hold.release()

@@ -143,7 +143,12 @@ def test_a_value_another_program_wrote_is_an_error_naming_the_key(make_backing, 
         from kinesis_spout.state.serializer import hashed_key
 
         name = hashed_key(backing.namespace, ("the",))
-        backing._mc().set(name, b"not json", noreply=False)  # stored before the read below, not sent and forgotten
+        from pymemcache.client.base import Client
+
+        host, _, port = request.getfixturevalue("memcached").server.rpartition(":")
+        client = Client((host, int(port)))
+        client.set(name, b"not json", noreply=False)  # stored before the read below, not sent and forgotten
+        client.close()
     with pytest.raises(StateDecodeError, match="not kinesis_spout state JSON") as info:
         OpaqueMap(make_backing()).multi_get([("the",)])
     assert info.value.key == name and name in str(info.value)
