@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import timedelta
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Sequence
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
@@ -29,7 +29,6 @@ from kinesis_spout.records import Record
 from kinesis_spout.spark.offsets import (
     encode_offset,
     parse_offset,
-    parse_source_options,
     range_is_empty,
 )
 from kinesis_spout.spark.source.clients import WORKER_CLIENTS
@@ -38,7 +37,7 @@ from kinesis_spout.spark.source.driver_planner import DriverPlanner
 from kinesis_spout.spark.source.planning import (
     AVAILABLE_NOW_MARGIN,
     IDLE_WAIT_S,
-    QueryPlanning,
+    PlannedReader,
     default_read_limit,
     read_budget,
 )
@@ -71,7 +70,7 @@ class ShardRange(InputPartition):
         return f"ShardRange({self.shard_id}, ({self.start}, {self.end}], {kept})"
 
 
-class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class KinesisSpoutStreamReader(PlannedReader[DriverPlanner], DataSourceStreamReader, SupportsTriggerAvailableNow):
     """The stream reader Spark drives: offsets and batch planning on the driver, ``read`` on executors.
 
     The constructor does no I/O. Kinesis and ZooKeeper clients are made on first use in the driver's planner
@@ -81,21 +80,7 @@ class KinesisSpoutStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
 
     available_now_margin: timedelta = AVAILABLE_NOW_MARGIN
 
-    def __init__(self, options: Mapping[str, str]) -> None:
-        self.config, self.limits = parse_source_options(options)
-        self._fresh_driver_state()
-
-    def _fresh_driver_state(self) -> None:
-        self._planning = QueryPlanning(self.config)
-        self._planner = DriverPlanner(self._planning)
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"config": self.config, "limits": self.limits}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.config = state["config"]
-        self.limits = state["limits"]
-        self._fresh_driver_state()
+    planner_type = DriverPlanner
 
     # -- Spark's calls on the driver -----------------------------------------------------------------------------
     def initialOffset(self) -> dict[str, str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import timedelta
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Sequence
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
@@ -20,7 +20,7 @@ from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailable
 from kinesis_spout.errors import KinesisError
 from kinesis_spout.spark.batch_store import ZooKeeperBatchStore
 from kinesis_spout.spark.batches import PlannedBatch
-from kinesis_spout.spark.offsets import encode_offset, parse_source_options
+from kinesis_spout.spark.offsets import encode_offset
 from kinesis_spout.spark.source.clients import WORKER_CLIENTS
 from kinesis_spout.spark.source.codec import record_batches
 from kinesis_spout.spark.source.executor_planner import ExecutorPlanner
@@ -28,7 +28,7 @@ from kinesis_spout.spark.source.executor_read import ShardTask, read_shard_batch
 from kinesis_spout.spark.source.planning import (
     AVAILABLE_NOW_MARGIN,
     IDLE_WAIT_S,
-    QueryPlanning,
+    PlannedReader,
     default_read_limit,
     read_budget,
 )
@@ -44,7 +44,7 @@ HEARTBEAT_S = 600.0
 ABANDONED_AFTER_S = 7 * 24 * 3600.0
 
 
-class ExecutorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class ExecutorStreamReader(PlannedReader[ExecutorPlanner], DataSourceStreamReader, SupportsTriggerAvailableNow):
     """The stream reader of ``readMode=executors`` (see the module docstring).
 
     The constructor does no I/O. The driver's clients live in its planning, made on first use and never pickled;
@@ -56,21 +56,7 @@ class ExecutorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     heartbeat_s: float = HEARTBEAT_S
     abandoned_after_s: float = ABANDONED_AFTER_S
 
-    def __init__(self, options: Mapping[str, str]) -> None:
-        self.config, self.limits = parse_source_options(options)
-        self._fresh_driver_state()
-
-    def _fresh_driver_state(self) -> None:
-        self._planning = QueryPlanning(self.config)
-        self._planner = ExecutorPlanner(self._planning)
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"config": self.config, "limits": self.limits}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.config = state["config"]
-        self.limits = state["limits"]
-        self._fresh_driver_state()
+    planner_type = ExecutorPlanner
 
     # -- Spark's calls on the driver -----------------------------------------------------------------------------
     def initialOffset(self) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import datetime, timedelta, timezone
-from typing import Mapping
+from typing import Any, Callable, Generic, Mapping, TypeVar
 
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, ReadMaxRows
 
@@ -23,10 +23,11 @@ from kinesis_spout.spark.offsets import (
     as_checkpoint,
     initial_positions,
     lineage_checkpoint,
+    parse_source_options,
 )
 from kinesis_spout.spark.source.clients import DriverClients
 
-__all__ = ["AVAILABLE_NOW_MARGIN", "IDLE_WAIT_S", "QueryPlanning", "default_read_limit", "read_budget"]
+__all__ = ["AVAILABLE_NOW_MARGIN", "IDLE_WAIT_S", "PlannedReader", "QueryPlanning", "default_read_limit", "read_budget"]
 
 log = logging.getLogger("kinesis_spout.spark")
 
@@ -171,3 +172,34 @@ class QueryPlanning:
     def close(self) -> None:
         """Release the clients. Idempotent."""
         self.clients.close()
+
+
+P = TypeVar("P")
+
+
+class PlannedReader(Generic[P]):
+    """What both stream readers hold: the source's parsed options, and the driver's planning state made from them
+    (a :class:`QueryPlanning` and the reader's planner, built by ``planner_type``).
+
+    A reader travels to Spark's tasks as its configuration and limits only: pickling leaves out the planning state
+    (its clients, cursors and kept records), which is made afresh wherever the reader is unpickled. The planning
+    state is used by Spark's thread that calls the reader on the driver.
+    """
+
+    planner_type: Callable[[QueryPlanning], P]
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.config, self.limits = parse_source_options(options)
+        self._fresh_planning()
+
+    def _fresh_planning(self) -> None:
+        self._planning = QueryPlanning(self.config)
+        self._planner: P = type(self).planner_type(self._planning)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"config": self.config, "limits": self.limits}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.config = state["config"]
+        self.limits = state["limits"]
+        self._fresh_planning()
