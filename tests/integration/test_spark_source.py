@@ -190,12 +190,11 @@ def test_a_pinned_latest_reaches_zookeeper_so_a_query_without_its_checkpoint_res
     second.stop()
 
 
-def test_available_now_ends_at_the_records_present_when_it_started_and_zookeeper_resumes_there(
-        moto_kinesis: KinesisEndpoint, zookeeper: Any) -> None:
-    stream = moto_kinesis.create_stream(shards=2)
-    present = moto_kinesis.put(stream, [f"old{i}".encode() for i in range(40)])
-    options = source_options(moto_kinesis, zookeeper, stream, maxRecordsPerTrigger="15")
-    reader = KinesisSpoutStreamReader(options)
+def available_now_while_producing(kinesis: KinesisEndpoint, stream: str, reader: Any, max_batches: int
+                                  ) -> tuple[list[Any], dict[str, str], list[tuple[str, str]]]:
+    """Run ``reader`` under Trigger.AvailableNow while a producer keeps putting records into ``stream`` (a busy
+    stream must not keep the run going): returns the run's batches, its last offset, and the records put after the
+    run's cutoff. The producer is stopped before it returns; the reader is left open."""
     reader.available_now_margin = timedelta(0)  # moto's timestamps come from this machine's clock
     reader.prepareForTriggerAvailableNow()
     began = datetime.now(timezone.utc)  # the run's cutoff is no later than this
@@ -203,19 +202,30 @@ def test_available_now_ends_at_the_records_present_when_it_started_and_zookeeper
     stop = threading.Event()
     later: list[tuple[str, str]] = []
 
-    def produce() -> None:  # a busy stream must not keep an AvailableNow run going
+    def produce() -> None:
         while not stop.is_set():
-            later.extend(moto_kinesis.put(stream, [b"new"]))
+            later.extend(kinesis.put(stream, [b"new"]))
             stop.wait(0.01)
 
     producer = threading.Thread(target=produce, daemon=True)
     producer.start()
     try:
         assert wait_until(lambda: len(later) >= 5, 5)
-        batches, final = run_batches(reader, reader.initialOffset(), reader.getDefaultReadLimit())
+        batches, final = run_batches(reader, reader.initialOffset(), reader.getDefaultReadLimit(),
+                                     max_batches=max_batches)
     finally:
         stop.set()
         producer.join(5)
+    return batches, final, later
+
+
+def test_available_now_ends_at_the_records_present_when_it_started_and_zookeeper_resumes_there(
+        moto_kinesis: KinesisEndpoint, zookeeper: Any) -> None:
+    stream = moto_kinesis.create_stream(shards=2)
+    present = moto_kinesis.put(stream, [f"old{i}".encode() for i in range(40)])
+    options = source_options(moto_kinesis, zookeeper, stream, maxRecordsPerTrigger="15")
+    reader = KinesisSpoutStreamReader(options)
+    batches, final, later = available_now_while_producing(moto_kinesis, stream, reader, max_batches=100)
     reader.stop()
     assert sorted(mid for *_, ids in batches for mid in ids) == sorted(message_ids(present))
     assert final == last_by_shard(present)
