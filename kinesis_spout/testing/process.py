@@ -29,6 +29,31 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def in_background(call: Callable[[], Any], timeout_s: float = 30.0, what: str = "the call") -> Callable[[], Any]:
+    """Start ``call`` on a thread of its own; the returned function joins it within ``timeout_s`` (an
+    ``AssertionError`` naming ``what`` when it did not end) and returns its result, or raises its error. For a test
+    that holds a reply with a fault proxy while the call waits on it."""
+    out: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            out["value"] = call()
+        except BaseException as exc:  # noqa: BLE001 - handed to the thread that asks for the result
+            out["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True, name=f"in_background({what})")
+    thread.start()
+
+    def result() -> Any:
+        thread.join(timeout_s)
+        assert not thread.is_alive(), f"{what} did not end within {timeout_s:g} s"
+        if "error" in out:
+            raise out["error"]
+        return out.get("value")
+
+    return result
+
+
 def wait_until(predicate: Callable[[], bool], timeout_s: float, interval_s: float = 0.05) -> bool:
     """Poll ``predicate`` until it is true or ``timeout_s`` passed; returns whether it became true."""
     deadline = time.monotonic() + timeout_s

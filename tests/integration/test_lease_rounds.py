@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
 from typing import Any, Callable, Iterator
 
 import pytest
@@ -17,6 +16,7 @@ from kinesis_spout.coordination.leases import ZooKeeperLeases
 from kinesis_spout.coordination.rebalance import HandBack, LeaseBalancer
 from kinesis_spout.errors import CheckpointError
 from kinesis_spout.kinesis.shards import Shard
+from kinesis_spout.testing.process import in_background
 from kinesis_spout.testing.zkproxy import Op, ZooKeeperFaultProxy
 
 X, Y = "shardId-000000000000", "shardId-000000000001"
@@ -85,28 +85,6 @@ def free_lease(worker: Worker, shard_id: str) -> None:
     assert leases.acquire(shard_id, leases.read([shard_id])[shard_id]) == 0
     assert leases.release(shard_id)
 
-
-def in_background(call: Callable[[], Any]) -> Callable[[], Any]:
-    """Start ``call`` on a thread; the returned function joins it (bounded) and returns its result or raises."""
-    out: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            out["value"] = call()
-        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
-            out["error"] = exc
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-
-    def result() -> Any:
-        thread.join(30.0)
-        assert not thread.is_alive(), "the round did not end within 30 s"
-        if "error" in out:
-            raise out["error"]
-        return out.get("value")
-
-    return result
 
 
 def test_a_worker_that_joins_and_takes_a_lease_during_another_worker_s_round_keeps_it(

@@ -6,13 +6,13 @@ benchmarks/results/mutation.md): each fallback must lose nothing and skip only w
 
 from __future__ import annotations
 
-import threading
 from typing import Any, Callable, Iterator
 
 import pytest
 
 from kinesis_spout import Checkpoint, CheckpointConflict, CheckpointError, ZooKeeperCheckpointStore
 from kinesis_spout.spark.batch_store import ZooKeeperBatchStore
+from kinesis_spout.testing.process import in_background
 from kinesis_spout.testing.zkproxy import (
     ZK_NO_NODE,
     ZK_NODE_EXISTS,
@@ -46,28 +46,6 @@ def store(zookeeper: Any, proxy: ZooKeeperFaultProxy) -> Iterator[ZooKeeperCheck
     proxy.release()
     opened.close()
 
-
-def in_background(call: Callable[[], Any]) -> Callable[[], Any]:
-    """Start ``call`` on a thread; the returned function joins it and returns its result (or raises its error)."""
-    out: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            out["value"] = call()
-        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
-            out["error"] = exc
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-
-    def result() -> Any:
-        thread.join(30.0)
-        assert not thread.is_alive(), "the store's call did not return within 30 s"
-        if "error" in out:
-            raise out["error"]
-        return out["value"]
-
-    return result
 
 
 def record_ends(store: ZooKeeperCheckpointStore, batch: int = 0) -> dict[str, bytes]:

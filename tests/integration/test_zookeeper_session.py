@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from kinesis_spout import CheckpointError
-from kinesis_spout.testing.process import wait_until
+from kinesis_spout.testing.process import in_background, wait_until
 from kinesis_spout.testing.zkproxy import ZK_OPERATION_TIMEOUT, Op, ZooKeeperFaultProxy
 from kinesis_spout.zookeeper import ZooKeeperSession
 
@@ -40,26 +40,6 @@ def sessions() -> Iterator[Callable[..., ZooKeeperSession]]:
     for session in made:
         session.close()
 
-
-def in_background(call: Callable[[], Any]) -> Callable[[], Any]:
-    """Run ``call`` on a thread; the returned function joins it (bounded) and returns its result or error."""
-    out: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            out["value"] = call()
-        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
-            out["error"] = exc
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-
-    def result() -> Any:
-        thread.join(TIMEOUT_S)
-        assert not thread.is_alive(), f"the session's call did not return within {TIMEOUT_S:g} s"
-        return out.get("error", out.get("value"))
-
-    return result
 
 
 def expire(hosts: str, client_id: tuple[int, bytes]) -> None:
@@ -105,13 +85,14 @@ def test_a_call_whose_reply_is_held_ends_within_the_operation_timeout(
     session.create(node, b"x", makepath=True)
     proxy.hold(Op.GET_DATA)
     started = time.monotonic()
-    result = in_background(lambda: session.get(node))
+    result = in_background(lambda: session.get(node), TIMEOUT_S, "the session's call")
     proxy.wait_acted()
-    error = result()
+    with pytest.raises(CheckpointError) as info:
+        result()
     elapsed = time.monotonic() - started
     proxy.release()
-    assert isinstance(error, CheckpointError) and error.retriable, repr(error)
-    assert str(error).startswith(f"ZooKeeper at {proxy.hosts}: reading {node} failed within 1 s"), str(error)
+    assert info.value.retriable, repr(info.value)
+    assert str(info.value).startswith(f"ZooKeeper at {proxy.hosts}: reading {node} failed within 1 s"), str(info.value)
     assert elapsed < 1.9, f"gave up after {elapsed:.2f} s, with a 1 s limit"
 
 
@@ -184,12 +165,13 @@ def test_listeners_hear_suspended_lost_connected_and_the_session_id_follows_the_
     first = session.client_id
     assert first is not None and session.session_id == first[0] and session.kept_session() == (first[0], None)
     proxy.cut(Op.EXISTS, hold=True)  # the connection drops in place of the reply; reconnecting is refused
-    result = in_background(lambda: session.exists("/"))
+    result = in_background(lambda: session.exists("/"), TIMEOUT_S, "the session's call")
     proxy.wait_acted()
     assert wait_until(lambda: heard == ["SUSPENDED"], TIMEOUT_S), heard
     kept, down_since = session.kept_session()
     assert kept == first[0] and down_since is not None, "a suspended session's id is kept (it may resume)"
-    assert isinstance(result(), CheckpointError)
+    with pytest.raises(CheckpointError):
+        result()
     expire(zookeeper.hosts, first)  # the server ends the session while the client is away
     proxy.release()
     assert wait_until(lambda: heard == ["SUSPENDED", "LOST", "CONNECTED"], TIMEOUT_S), heard
@@ -206,9 +188,10 @@ def test_a_session_reconnects_however_long_the_server_is_away(
     the session still comes back (on its own session if it did not expire, else on a new one)."""
     session = sessions(proxy.hosts, session_timeout_s=30.0, operation_timeout_s=0.5, command_retries=0)
     proxy.cut(Op.EXISTS, hold=True)
-    result = in_background(lambda: session.exists("/"))
+    result = in_background(lambda: session.exists("/"), TIMEOUT_S, "the session's call")
     proxy.wait_acted()
-    assert isinstance(result(), CheckpointError)
+    with pytest.raises(CheckpointError):
+        result()
     down = time.monotonic()
     assert not wait_until(lambda: session.connected, 4.0), "reconnected while every connection was refused"
     assert time.monotonic() - down >= 4.0
