@@ -5,7 +5,6 @@ expires, or dies, lets go by itself)."""
 from __future__ import annotations
 
 import json
-import threading
 from typing import Any
 
 import pytest
@@ -13,7 +12,7 @@ import pytest
 from kinesis_spout import SpoutConfig, ZooKeeperCheckpointStore
 from kinesis_spout.checkpoint.memory import MemoryCheckpointStore
 from kinesis_spout.spark.ownership import MemoryOwnership, OwnershipStore, OwnershipTaken, ownership_for
-from kinesis_spout.testing.process import wait_until
+from kinesis_spout.testing.process import in_background, wait_until
 from kinesis_spout.testing.zkproxy import Op, ZooKeeperFaultProxy
 
 NAME = "exactly_once_owner"
@@ -87,24 +86,15 @@ def test_an_owner_that_lets_go_between_the_create_and_the_read_is_no_conflict(zo
     with ZooKeeperFaultProxy(zookeeper.hosts) as proxy:
         holder, taker = store_for(zookeeper.hosts, zookeeper), store_for(proxy.hosts, zookeeper)
         holder.open(), taker.open()
-        errors: list[BaseException] = []
-
-        def take() -> None:
-            try:
-                owner(taker).take_ownership(NAME, "pid 2")
-            except BaseException as exc:  # noqa: BLE001 - handed to the test
-                errors.append(exc)
 
         try:
             owner(holder).take_ownership(NAME, "pid 1")
             proxy.hold(Op.CREATE2)  # the answer "node exists" waits (a create that answers with the node's stat)
-            thread = threading.Thread(target=take, daemon=True)
-            thread.start()
+            take_done = in_background(lambda: owner(taker).take_ownership(NAME, "pid 2"), 20.0, "the take")
             proxy.wait_acted()
             holder.close()  # the holder lets go
             proxy.release()
-            thread.join(20)
-            assert not thread.is_alive() and errors == []
+            take_done()
             assert owner(taker).holds_ownership(NAME, "pid 2")
         finally:
             holder.close(), taker.close()
@@ -140,26 +130,17 @@ def test_a_release_cut_off_past_its_session_never_deletes_the_next_owners_node(z
         new, third = store_for(zookeeper.hosts, zookeeper), store_for(zookeeper.hosts, zookeeper)
         old.open(), new.open(), third.open()
         watcher = zookeeper.client()
-        errors: list[BaseException] = []
-
-        def release() -> None:
-            try:
-                owner(old).release_ownership(NAME, "old")
-            except BaseException as exc:  # noqa: BLE001 - handed to the test
-                errors.append(exc)
 
         try:
             owner(old).take_ownership(NAME, "old")
             proxy.cut_request(Op.DELETE, hold=True)  # the old holder is cut off in place of its delete
-            thread = threading.Thread(target=release, daemon=True)
-            thread.start()
+            release_done = in_background(lambda: owner(old).release_ownership(NAME, "old"), 30.0, "the release")
             proxy.wait_acted()
             assert wait_until(lambda: watcher.exists(node) is None, 20), "the old session never expired"
             owner(new).take_ownership(NAME, "new")
             assert watcher.exists(node).version == 0
             proxy.release()  # the old holder reconnects: its session is gone, kazoo opens a new one
-            thread.join(30)
-            assert not thread.is_alive() and errors == []
+            release_done()
             assert wait_until(lambda: old.session_losses >= 1 and old.connected, 20)
             assert watcher.exists(node) is not None, "the release deleted the new owner's node"
             assert owner(new).holds_ownership(NAME, "new")
@@ -179,24 +160,15 @@ def test_an_ownership_whose_create_was_retried_on_a_new_session_is_held(zookeepe
     with ZooKeeperFaultProxy(zookeeper.hosts) as proxy:
         taker, other = store_for(proxy.hosts, zookeeper, deadline_s=20.0), store_for(zookeeper.hosts, zookeeper)
         taker.open(), other.open()
-        errors: list[BaseException] = []
-
-        def take() -> None:
-            try:
-                owner(taker).take_ownership(NAME, "pid 1")
-            except BaseException as exc:  # noqa: BLE001 - handed to the test
-                errors.append(exc)
 
         try:
             proxy.cut(Op.CREATE2, hold=True)  # the connection drops in place of the create's answer
-            thread = threading.Thread(target=take, daemon=True)
-            thread.start()
+            take_done = in_background(lambda: owner(taker).take_ownership(NAME, "pid 1"), 30.0, "the take")
             proxy.wait_acted()
             assert watcher.exists(node) is not None, "the create reached ZooKeeper"
             assert wait_until(lambda: watcher.exists(node) is None, 20), "the session never expired"
             proxy.release()
-            thread.join(30)
-            assert not thread.is_alive() and errors == []
+            take_done()
             assert taker.session_losses >= 1
             assert watcher.exists(node) is not None
             assert owner(taker).holds_ownership(NAME, "pid 1"), "the node made on the new session is this store's"
