@@ -54,6 +54,27 @@ class Fixture:
         options.update(overrides)
         return SpoutConfig(**options)
 
+    @property
+    def owner_node(self) -> str:
+        """The exactly-once pipeline's ownership node of this stream."""
+        return f"{self.zookeeper.prefix}/owned/{self.stream}/exactly_once_owner"
+
+    def behind(self, spark: Any, proxy: ZooKeeperFaultProxy, process: Any, **overrides: Any
+               ) -> tuple[ZooKeeperCheckpointStore, SpoutPipeline]:
+        """An exactly-once pipeline (batches of 20) whose ZooKeeper goes through ``proxy`` (deadline 5 s), with the
+        checkpoint store it runs on, to watch its session."""
+        cfg = self.config(zookeeper=proxy.hosts, zookeeper_deadline_s=5.0, **overrides)
+        store = ZooKeeperCheckpointStore.from_config(cfg)
+        return store, SpoutPipeline(spark, cfg, process, trigger_interval_s=0.0, max_batch_records=20,
+                                    exactly_once=self.log_map, checkpoint_store=store)
+
+    def restart_counts_everything(self, spark: Any) -> None:
+        """A new pipeline of the app resumes the batch log (replaying an open txid) and counts every record once."""
+        restarted = SpoutPipeline(spark, self.config(), self.count, trigger_interval_s=0.0, max_batch_records=20,
+                                  exactly_once=self.log_map)
+        restarted.run(until=self.all_counted, timeout_s=90)
+        assert self.counted() == EXPECTED
+
     def count(self, df: Any, batch: Any) -> None:
         from pyspark.sql import functions as F
 
@@ -157,10 +178,7 @@ def test_a_pipeline_whose_session_expired_and_was_taken_over_stops_before_writin
     paused, resume = threading.Event(), threading.Event()
     seen_first: list[int] = []
     with ZooKeeperFaultProxy(zookeeper.hosts) as proxy:
-        cfg = fx.config(zookeeper=proxy.hosts, zookeeper_deadline_s=5.0)
-        store = ZooKeeperCheckpointStore.from_config(cfg)
-        first = SpoutPipeline(spark, cfg, pausing(fx, 1, paused, resume, seen_first), trigger_interval_s=0.0,
-                              max_batch_records=20, exactly_once=fx.log_map, checkpoint_store=store)
+        store, first = fx.behind(spark, proxy, pausing(fx, 1, paused, resume, seen_first))
         runner = Runner(first, until=resume.is_set, timeout_s=150)
         try:
             assert paused.wait(90), f"the first pipeline did not reach txid 1: {runner.error!r}"
@@ -238,19 +256,15 @@ def test_a_pipeline_whose_session_expired_stops_even_when_nobody_took_over(
     paused, resume = threading.Event(), threading.Event()
     seen: list[int] = []
     with ZooKeeperFaultProxy(zookeeper.hosts) as proxy:
-        cfg = fx.config(zookeeper=proxy.hosts, zookeeper_deadline_s=5.0)
-        store = ZooKeeperCheckpointStore.from_config(cfg)
-        first = SpoutPipeline(spark, cfg, pausing(fx, 1, paused, resume, seen), trigger_interval_s=0.0,
-                              max_batch_records=20, exactly_once=fx.log_map, checkpoint_store=store)
+        store, first = fx.behind(spark, proxy, pausing(fx, 1, paused, resume, seen))
         runner = Runner(first, until=resume.is_set, timeout_s=150)
         try:
             assert paused.wait(90), f"the pipeline did not reach txid 1: {runner.error!r}"
-            owner_node = f"{zookeeper.prefix}/owned/{fx.stream}/exactly_once_owner"
             watcher = zookeeper.client()
-            assert watcher.exists(owner_node) is not None
+            assert watcher.exists(fx.owner_node) is not None
             proxy.cut(Op.PING, hold=True)
             proxy.wait_acted()
-            assert wait_until(lambda: watcher.exists(owner_node) is None, 30), "the session never expired"
+            assert wait_until(lambda: watcher.exists(fx.owner_node) is None, 30), "the session never expired"
             proxy.release()
             assert wait_until(lambda: store.session_losses >= 1, 30), "the pipeline never saw its session lost"
             before = fx.stored()
@@ -260,10 +274,7 @@ def test_a_pipeline_whose_session_expired_stops_even_when_nobody_took_over(
     assert error is not None and "its ZooKeeper session ended" in str(error), f"run() must end so: {error!r}"
     assert first.metrics.acked == 0 and seen == [1]
     assert fx.stored() == before, "the commit of txid 1 is not written"
-    restarted = SpoutPipeline(spark, fx.config(), fx.count, trigger_interval_s=0.0, max_batch_records=20,
-                              exactly_once=fx.log_map)
-    restarted.run(until=fx.all_counted, timeout_s=90)
-    assert fx.counted() == EXPECTED
+    fx.restart_counts_everything(spark)
 
 
 def test_a_pipeline_taken_over_while_cut_off_ends_with_the_loss_and_calls_process_no_more(
@@ -284,10 +295,7 @@ def test_a_pipeline_taken_over_while_cut_off_ends_with_the_loss_and_calls_proces
         fx.count(df, batch)  # the state write comes after the pause
 
     with ZooKeeperFaultProxy(zookeeper.hosts) as proxy:
-        cfg = fx.config(zookeeper=proxy.hosts, zookeeper_deadline_s=5.0, retry_limit=2)
-        store = ZooKeeperCheckpointStore.from_config(cfg)
-        first = SpoutPipeline(spark, cfg, process, trigger_interval_s=0.0, max_batch_records=20,
-                              exactly_once=fx.log_map, checkpoint_store=store)
+        store, first = fx.behind(spark, proxy, process, retry_limit=2)
         runner = Runner(first, until=lambda: False, timeout_s=150)
         try:
             assert paused.wait(90), f"the first pipeline did not reach txid 1: {runner.error!r}"
@@ -318,18 +326,14 @@ def test_a_pipeline_cut_off_longer_than_its_session_timeout_stops_by_its_own_clo
     paused, resume = threading.Event(), threading.Event()
     seen: list[int] = []
     with ZooKeeperFaultProxy(zookeeper.hosts) as proxy:
-        cfg = fx.config(zookeeper=proxy.hosts, zookeeper_deadline_s=5.0)
-        store = ZooKeeperCheckpointStore.from_config(cfg)
-        first = SpoutPipeline(spark, cfg, pausing(fx, 1, paused, resume, seen), trigger_interval_s=0.0,
-                              max_batch_records=20, exactly_once=fx.log_map, checkpoint_store=store)
+        store, first = fx.behind(spark, proxy, pausing(fx, 1, paused, resume, seen))
         runner = Runner(first, until=resume.is_set, timeout_s=150)
         try:
             assert paused.wait(90), f"the pipeline did not reach txid 1: {runner.error!r}"
-            owner_node = f"{zookeeper.prefix}/owned/{fx.stream}/exactly_once_owner"
             watcher = zookeeper.client()
             proxy.cut(Op.PING, hold=True)
             proxy.wait_acted()
-            assert wait_until(lambda: watcher.exists(owner_node) is None, 30), "the session never expired"
+            assert wait_until(lambda: watcher.exists(fx.owner_node) is None, 30), "the session never expired"
             before = fx.stored()
         finally:
             resume.set()
@@ -338,10 +342,7 @@ def test_a_pipeline_cut_off_longer_than_its_session_timeout_stops_by_its_own_clo
     assert isinstance(error, OwnershipLost) and "cut off from ZooKeeper" in str(error), f"run() ended so: {error!r}"
     assert first.metrics.acked == 0 and seen == [1]
     assert fx.stored() == before, "the commit of txid 1 is not written"
-    restarted = SpoutPipeline(spark, fx.config(), fx.count, trigger_interval_s=0.0, max_batch_records=20,
-                              exactly_once=fx.log_map)
-    restarted.run(until=fx.all_counted, timeout_s=90)
-    assert fx.counted() == EXPECTED
+    fx.restart_counts_everything(spark)
 
 
 def test_a_batch_log_written_during_a_failed_attempt_stops_the_pipeline_before_it_processes_again(
