@@ -27,8 +27,9 @@ MIN_POLL_INTERVAL_S = 0.2
 #: Kinesis returns at most 10,000 records per GetRecords call.
 MAX_RECORDS_PER_CALL_LIMIT = 10_000
 #: ``static``: a spout reads the shards of its ``task_index`` of ``task_count``. ``leases``: the workers of an app
-#: share the shards through ZooKeeper leases (see :mod:`kinesis_spout.coordination.leases`).
-COORDINATION_MODES = ("static", "leases")
+#: share the shards through ZooKeeper leases (see :mod:`kinesis_spout.coordination.leases`). ``auto`` (the default):
+#: leases when the checkpoints are in ZooKeeper, static otherwise (see :meth:`WorkerSettings.mode`).
+COORDINATION_MODES = ("auto", "static", "leases")
 
 
 class InitialPosition(str, enum.Enum):
@@ -49,7 +50,8 @@ def parse_position(raw: str) -> InitialPosition:
 
 
 def default_worker_id() -> str:
-    """``host:pid`` of this process: the default ``worker_id``, unique per live worker."""
+    """``host:pid`` of this process: the default ``worker_id``, unique per live worker (two spouts of one app and
+    stream in one process with leases need a ``worker_id`` each)."""
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
@@ -169,11 +171,13 @@ class MetricsSettings:
 
 @dataclass(frozen=True)
 class WorkerSettings:
-    """This worker among the app's (``SpoutConfig.worker``): Storm's static split (``task_index`` of
-    ``task_count``) or ZooKeeper leases (``coordination="leases"``), and ``worker_id``, recorded as the owner of
+    """This worker among the app's (``SpoutConfig.worker``): ZooKeeper leases (``coordination="leases"``: the
+    workers running the same configuration share the shards) or Storm's static split (``"static"``: this worker
+    reads the shards of its ``task_index`` of ``task_count``); ``"auto"``, the default, is leases where the
+    checkpoints are in ZooKeeper and static otherwise (:meth:`mode`). ``worker_id`` is recorded as the owner of
     checkpoints and leases (unique per live worker)."""
 
-    coordination: str = "static"
+    coordination: str = "auto"
     task_index: int = 0
     task_count: int = 1
     worker_id: str = field(default_factory=default_worker_id)
@@ -189,3 +193,12 @@ class WorkerSettings:
                                                  "does not go with task_count > 1 (Storm's static split): set one "
                                                  "or the other")
         require_text("worker", "worker_id", self.worker_id)
+
+    def mode(self, zookeeper_store: bool) -> str:
+        """The coordination this worker uses, ``"static"`` or ``"leases"``, given whether its checkpoint store is
+        in ZooKeeper (where lease workers meet). ``"auto"`` is leases with a ZooKeeper store and ``task_count`` 1,
+        static otherwise: an in-memory store has no other worker to share with, and ``task_count`` > 1 asks for
+        Storm's static split."""
+        if self.coordination != "auto":
+            return self.coordination
+        return "leases" if zookeeper_store and self.task_count == 1 else "static"

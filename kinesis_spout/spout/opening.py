@@ -51,6 +51,14 @@ def statically_owned(cfg: SpoutConfig, listed: list[Shard]) -> list[Shard]:
     return owned_shards(listed, cfg.task_index, cfg.task_count)
 
 
+def coordination_mode(cfg: SpoutConfig, store: CheckpointStore) -> str:
+    """``"leases"`` or ``"static"``: the configured coordination, ``"auto"`` decided by the store (leases when it is
+    the ZooKeeper store, where the workers meet)."""
+    from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
+
+    return cfg.worker.mode(zookeeper_store=isinstance(store, ZooKeeperCheckpointStore))
+
+
 def wire(parts: SpoutParts, cfg: SpoutConfig, registry: ShardRegistry, membership: LeaseMembership, *,
          flush: Callable[[float], bool], on_sync_error: Callable[[SpoutError], None]) -> None:
     """Make the client and the store when missing, open the store, make the checkpoint writer and the shard sync
@@ -70,7 +78,7 @@ def wire(parts: SpoutParts, cfg: SpoutConfig, registry: ShardRegistry, membershi
             store, cfg.checkpoint_interval_s, cfg.worker_id, deadline_s=cfg.zookeeper_deadline_s,
             on_conflict=membership.on_writer_conflict)
         owns: Callable[[list[Shard]], list[Shard]] = partial(statically_owned, cfg)
-        if cfg.coordination == "leases":
+        if coordination_mode(cfg, store) == "leases":
             owns = membership.join(store)
         else:
             membership.refuse_beside_lease_workers(store)
@@ -107,9 +115,14 @@ def start(parts: SpoutParts, cfg: SpoutConfig, registry: ShardRegistry, membersh
     leases = membership.leases
     if leases is not None:
         leases.watch_workers(sync.wake)
+    reading = ", ".join(f"{s.shard_id} {s.start.describe()}" for s in registry.shards.values()) or "none yet"
+    if leases is not None:
+        log.info("spout %s opened stream %r as worker %s, sharing its %d shards with the app's other workers "
+                 "through ZooKeeper leases (coordination=%r); reading %s", cfg.app_name, cfg.stream_name,
+                 cfg.worker_id, len(sync.listed), cfg.coordination, reading)
+        return
     mine = statically_owned(cfg, sync.listed)
     waiting = sorted({s.shard_id for s in mine} - registry.known() - sync.finished)
     log.info("spout %s opened stream %r: task %d/%d owns %d of %d shards (%s)%s", cfg.app_name,
-             cfg.stream_name, cfg.task_index, cfg.task_count, len(mine), len(sync.listed),
-             ", ".join(f"{s.shard_id} {s.start.describe()}" for s in registry.shards.values())
-             or "none", f"; waiting for their parents: {', '.join(waiting)}" if waiting else "")
+             cfg.stream_name, cfg.task_index, cfg.task_count, len(mine), len(sync.listed), reading,
+             f"; waiting for their parents: {', '.join(waiting)}" if waiting else "")

@@ -1,8 +1,8 @@
-"""A worker process for lease tests and benchmarks: a KinesisSpout with coordination="leases" that logs each
-delivery.
+"""A worker process for lease tests and benchmarks: a KinesisSpout with coordination="leases" (or the one given by
+``--coordination``; ``default`` leaves the config's default) that logs each delivery.
 
     python -m kinesis_spout.testing.lease_worker --stream S --endpoint-url URL --zookeeper HOSTS --prefix P \
-        --app A --worker W --log FILE [--session-timeout 4]
+        --app A --worker W --log FILE [--session-timeout 4] [--coordination leases|static|auto|default]
 
 It writes one line per delivered record, ``message_id worker epoch``, before acking it (the epoch is the lease's
 at delivery), and one line ``LEASE_LOST shard`` for each checkpoint write refused because the lease moved on.
@@ -34,10 +34,10 @@ class WorkerProcesses:
     """
 
     def __init__(self, *, stream: str, endpoint_url: str, zookeeper: str, prefix: str, app: str, directory: Path,
-                 session_timeout_s: float = 4.0) -> None:
+                 session_timeout_s: float = 4.0, coordination: str = "leases") -> None:
         self.argv = [sys.executable, "-m", "kinesis_spout.testing.lease_worker", "--stream", stream,
                      "--endpoint-url", endpoint_url, "--zookeeper", zookeeper, "--prefix", prefix, "--app", app,
-                     "--session-timeout", str(session_timeout_s)]
+                     "--session-timeout", str(session_timeout_s), "--coordination", coordination]
         self.env = {**os.environ, "AWS_ACCESS_KEY_ID": os.environ.get("AWS_ACCESS_KEY_ID", "test"),
                     "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", "test")}
         self.directory = directory
@@ -115,13 +115,15 @@ def main() -> int:
     p.add_argument("--log", required=True)
     p.add_argument("--app", default="lease-workers")
     p.add_argument("--session-timeout", type=float, default=4.0)
+    p.add_argument("--coordination", default="leases", help="'default': the config's default")
     args = p.parse_args()
 
     stop: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
+    chosen = {} if args.coordination == "default" else {"coordination": args.coordination}
     config = SpoutConfig(stream_name=args.stream, app_name=args.app, zookeeper=args.zookeeper,
                          zookeeper_prefix=args.prefix, endpoint_url=args.endpoint_url, region="us-east-1",
-                         coordination="leases", worker_id=args.worker, zookeeper_session_timeout_s=args.session_timeout,
+                         **chosen, worker_id=args.worker, zookeeper_session_timeout_s=args.session_timeout,
                          initial_position=InitialPosition.TRIM_HORIZON, checkpoint_interval_s=0.2,
                          empty_record_backoff_s=0.2, shard_sync_interval_s=2.0, max_records_per_call=200)
     with open(args.log, "a", buffering=1) as log:

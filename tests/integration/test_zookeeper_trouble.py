@@ -29,9 +29,11 @@ SECRET = "s3cr3t-Pa55"
 
 def config_for(zookeeper: Any, endpoint: KinesisEndpoint | None = None, stream: str = "stream",
                **overrides: Any) -> SpoutConfig:
+    # a static spout, which reads on while ZooKeeper is away and its checkpoints wait (a lease worker, the default
+    # with ZooKeeper, pauses instead: test_leases.py)
     options: dict[str, Any] = dict(stream_name=stream, app_name="app", zookeeper=zookeeper.hosts,
                                    zookeeper_prefix=zookeeper.prefix, initial_position=InitialPosition.TRIM_HORIZON,
-                                   empty_record_backoff_s=0.2, checkpoint_interval_s=0.0)
+                                   empty_record_backoff_s=0.2, checkpoint_interval_s=0.0, coordination="static")
     if endpoint is not None:
         options.update(endpoint_url=endpoint.endpoint_url, region=endpoint.region)
     options.update(overrides)

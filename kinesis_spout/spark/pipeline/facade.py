@@ -81,9 +81,11 @@ class SpoutPipeline:
                 raise ConfigError(f"exactly_once must be a backing map factory where the pipeline keeps its batch "
                                   f"log, e.g. RedisBackingMap.factory(url, namespace='wordcount-log'), got "
                                   f"{exactly_once!r}")
-            if config.coordination != "static" or config.task_count != 1:
-                raise ConfigError("exactly_once needs one pipeline per app and stream (coordination='static', "
-                                  "task_count=1): the state updates of all shards follow one txid order")
+            if config.coordination == "leases" or config.task_count != 1:
+                raise ConfigError("exactly_once needs one pipeline per app and stream (coordination 'auto' or "
+                                  "'static', task_count=1): the state updates of all shards follow one txid order")
+            if config.coordination == "auto":
+                config = config.replace(coordination="static")  # one pipeline, held by its ownership node
             if not config.reliable:
                 raise ConfigError("exactly_once needs reliable=True: records must stay unacked until their txid "
                                   "committed, so that a crash can replay it")

@@ -41,6 +41,7 @@ def main() -> int:
         seen.update(line.split()[0] for line in log if line.strip())
     config = SpoutConfig(stream_name=args.stream, app_name=args.app, zookeeper=args.zookeeper,
                          zookeeper_prefix=args.prefix, endpoint_url=args.endpoint_url, region="us-east-1",
+                         coordination="static",  # restarted at once after a SIGKILL (a lease waits out the session)
                          initial_position=InitialPosition.TRIM_HORIZON, checkpoint_interval_s=args.checkpoint_interval,
                          empty_record_backoff_s=0.2, max_records_per_call=100, max_inflight_records=200,
                          retry_backoff=RetryBackoff(initial_s=0.01, multiplier=2.0, max_s=0.1))

@@ -38,6 +38,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
     config = SpoutConfig(stream_name=args.stream, app_name="dead-letter-crash", zookeeper=args.zookeeper,
                          zookeeper_prefix=args.prefix, endpoint_url=args.endpoint_url, region="us-east-1",
+                         coordination="static",  # restarted at once after a SIGKILL (a lease waits out the session)
                          initial_position=InitialPosition.TRIM_HORIZON, checkpoint_interval_s=0.1,
                          empty_record_backoff_s=0.2, max_records_per_call=100, max_inflight_records=200,
                          scheme=JsonScheme(), retry_limit=1, message_timeout_s=None,

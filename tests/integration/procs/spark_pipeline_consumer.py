@@ -46,6 +46,7 @@ def main() -> int:
 
     config = SpoutConfig(stream_name=args.stream, app_name="spark-crash", zookeeper=args.zookeeper,
                          zookeeper_prefix=args.prefix, endpoint_url=args.endpoint_url, region="us-east-1",
+                         coordination="static",  # restarted at once after a SIGKILL (a lease waits out the session)
                          initial_position=InitialPosition.TRIM_HORIZON, checkpoint_interval_s=0.2,
                          empty_record_backoff_s=0.2, max_records_per_call=50,
                          retry_backoff=RetryBackoff(initial_s=0.01, multiplier=2.0, max_s=0.1))

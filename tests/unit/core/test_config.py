@@ -134,3 +134,16 @@ def test_zookeeper_tls_options(tmp_path) -> None:
                                        "zookeeperWorldReadable": "no"})
     assert config.zookeeper_tls and config.zookeeper_tls_ca_file == str(ca)
     assert config.zookeeper_deadline_s == 5.0 and config.zookeeper_world_readable is False
+
+
+def test_auto_coordination_is_leases_with_zookeeper_checkpoints_and_static_otherwise() -> None:
+    auto = SpoutConfig(stream_name="s", app_name="a")
+    assert auto.coordination == "auto"
+    assert auto.worker.mode(zookeeper_store=True) == "leases"
+    assert auto.worker.mode(zookeeper_store=False) == "static"
+    split = SpoutConfig(stream_name="s", app_name="a", task_index=1, task_count=3)
+    assert split.worker.mode(zookeeper_store=True) == "static", "task_count > 1 asks for Storm's static split"
+    for chosen in ("static", "leases"):
+        config = SpoutConfig(stream_name="s", app_name="a", coordination=chosen)
+        assert {config.worker.mode(True), config.worker.mode(False)} == {chosen}
+

@@ -77,7 +77,8 @@ OLD_FLAT: dict[str, tuple[str, str, Any]] = {
     "metrics_port": ("metrics", "port", None),
     "task_index": ("worker", "task_index", 0),
     "task_count": ("worker", "task_count", 1),
-    "coordination": ("worker", "coordination", "static"),
+    # changed on purpose: leases where the checkpoints are in ZooKeeper (WorkerSettings.mode), static otherwise
+    "coordination": ("worker", "coordination", "auto"),
     "worker_id": ("worker", "worker_id", f"{socket.gethostname()}:{os.getpid()}"),
 }
 
