@@ -11,10 +11,10 @@ if TYPE_CHECKING:
     from kinesis_spout.spark.batch import Batch
     from kinesis_spout.spark.metrics import BatchMetrics, PipelineMetrics
     from kinesis_spout.spark.pipeline import SpoutPipeline, TransactionalBatch
-    from kinesis_spout.spark.source import KinesisSpoutDataSource
+    from kinesis_spout.spark.source import KinesisSpoutDataSource, register
 
 __all__ = ["Batch", "BatchMetrics", "KinesisSpoutDataSource", "PipelineMetrics", "SpoutPipeline",
-           "TransactionalBatch"]
+           "TransactionalBatch", "register"]
 
 _WHERE = {
     "Batch": "kinesis_spout.spark.batch",
@@ -23,6 +23,7 @@ _WHERE = {
     "SpoutPipeline": "kinesis_spout.spark.pipeline",
     "TransactionalBatch": "kinesis_spout.spark.pipeline",
     "KinesisSpoutDataSource": "kinesis_spout.spark.source",
+    "register": "kinesis_spout.spark.source",
 }
 
 

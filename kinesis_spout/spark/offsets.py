@@ -52,8 +52,9 @@ MAX_BYTES_PER_TRIGGER = "maxBytesPerTrigger"
 READ_MODE = "readMode"
 SOURCE_ONLY_OPTIONS = (MAX_RECORDS_PER_TRIGGER, MAX_BYTES_PER_TRIGGER, READ_MODE)
 #: ``readMode``: ``driver`` reads Kinesis on the driver and hands the records to the tasks; ``executors`` plans on
-#: the driver and reads on the executors (:mod:`kinesis_spout.spark.batches`).
-READ_MODES = ("driver", "executors")
+#: the driver and reads on the executors (:mod:`kinesis_spout.spark.batches`); ``auto`` (the default) picks one by
+#: the Spark master (:func:`choose_read_mode`).
+READ_MODES = ("auto", "driver", "executors")
 
 #: SpoutConfig options for per-record ack/fail, which a Structured Streaming source has no use for: a batch is
 #: done when Spark commits it. They are accepted (the same options serve the spout) and reported as unused.
@@ -70,12 +71,30 @@ class SourceLimits:
     """Admission control from the source-only options: at most this many records / bytes per micro-batch.
 
     ``None`` means no limit. A batch always admits at least one record, even one larger than ``max_bytes``.
-    ``read_mode`` is the ``readMode`` option (one of ``READ_MODES``), which says who reads Kinesis.
+    ``read_mode`` is the ``readMode`` option (one of ``READ_MODES``), which says who reads Kinesis
+    (:func:`choose_read_mode` decides ``auto``).
     """
 
     max_records: int | None = None
     max_bytes: int | None = None
-    read_mode: str = "driver"
+    read_mode: str = "auto"
+
+
+def choose_read_mode(read_mode: str, master: str | None) -> str:
+    """``"driver"`` or ``"executors"``: the ``readMode`` option, with ``auto`` decided by the Spark master the data
+    source was registered under (``kinesis_spout.spark.register(spark)`` records it; None: not known).
+
+    ``auto`` is ``driver`` on ``local[...]`` (one machine: the executors are threads of the driver's JVM, and reading
+    on the driver measured as fast as reading in tasks, with fewer ZooKeeper requests) and when the master is not
+    known (the data source registered by hand), and ``executors`` on a cluster (standalone, YARN, Kubernetes,
+    ``local-cluster``), where reading on the driver would cap the query at one Python process.
+    """
+    if read_mode != "auto":
+        return read_mode
+    if master is None:
+        return "driver"
+    master = master.strip().lower()
+    return "driver" if master == "local" or master.startswith("local[") else "executors"
 
 
 def parse_source_options(options: Mapping[str, str]) -> tuple[SpoutConfig, SourceLimits]:
@@ -92,7 +111,7 @@ def parse_source_options(options: Mapping[str, str]) -> tuple[SpoutConfig, Sourc
     canonical = {name.lower(): name for name in (*OPTION_NAMES, *SOURCE_ONLY_OPTIONS)}
     spout_options: dict[str, str] = {}
     limits: dict[str, int] = {}
-    read_mode = "driver"
+    read_mode = "auto"
     for raw_name, value in options.items():
         name = canonical.get(str(raw_name).lower(), str(raw_name))
         if name == READ_MODE:

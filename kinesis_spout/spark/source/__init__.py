@@ -11,7 +11,7 @@ from __future__ import annotations
 from kinesis_spout.spark.batch_options import BATCH_OPTIONS
 from kinesis_spout.spark.source.batch import KinesisBatchReader, ShardSpan, parse_batch_options
 from kinesis_spout.spark.source.clients import WORKER_CLIENTS, ClientCache
-from kinesis_spout.spark.source.datasource import KinesisSpoutDataSource, check_stream_exists
+from kinesis_spout.spark.source.datasource import KinesisSpoutDataSource, check_stream_exists, register
 from kinesis_spout.spark.source.driver import KinesisSpoutStreamReader, ShardRange
 from kinesis_spout.spark.source.executor import ABANDONED_AFTER_S, HEARTBEAT_S, ExecutorStreamReader
 from kinesis_spout.spark.source.executor_read import EXECUTOR_READ_S, ShardTask, read_shard_batch
@@ -40,4 +40,5 @@ __all__ = [
     "read_range",
     "read_shard_batch",
     "skip_consumed",
+    "register",
 ]

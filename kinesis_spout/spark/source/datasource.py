@@ -1,31 +1,35 @@
 """The Structured Streaming source ``kinesis_spout``: a Kinesis stream as ``spark.readStream`` (and ``spark.read``).
 
-    spark.dataSource.register(KinesisSpoutDataSource)
+    kinesis_spout.spark.register(spark)        # or spark.dataSource.register(KinesisSpoutDataSource)
     df = (spark.readStream.format("kinesis_spout").option("streamName", "sentences")
           .option("appName", "wordcount").option("zookeeper", "127.0.0.1:2181").load())
 
-The data source only validates the options and picks the reader: ``readMode=driver`` (the default,
-:mod:`kinesis_spout.spark.source.driver`), ``readMode=executors`` (:mod:`kinesis_spout.spark.source.executor`),
-or a batch read (:mod:`kinesis_spout.spark.source.batch`).
+The data source only validates the options and picks the reader: ``readMode=driver``
+(:mod:`kinesis_spout.spark.source.driver`), ``readMode=executors`` (:mod:`kinesis_spout.spark.source.executor`),
+``readMode=auto`` (the default: one of them by the Spark master, see
+:func:`~kinesis_spout.spark.offsets.choose_read_mode`), or a batch read (:mod:`kinesis_spout.spark.source.batch`).
+
+Spark runs a data source's driver side in a Python process of its own, which cannot ask Spark for its master:
+:func:`register` records the master on the class it registers (a subclass, pickled with it).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, ClassVar
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 
 from kinesis_spout.config import SpoutConfig
 from kinesis_spout.errors import StreamNotFoundError
 from kinesis_spout.kinesis.client import make_client, translate
-from kinesis_spout.spark.offsets import parse_source_options, unused_options
+from kinesis_spout.spark.offsets import choose_read_mode, parse_source_options, unused_options
 from kinesis_spout.spark.schema import SCHEMA_DDL
 from kinesis_spout.spark.source.batch import KinesisBatchReader, parse_batch_options
 from kinesis_spout.spark.source.driver import KinesisSpoutStreamReader
 from kinesis_spout.spark.source.executor import ExecutorStreamReader
 
-__all__ = ["KinesisSpoutDataSource", "check_stream_exists"]
+__all__ = ["KinesisSpoutDataSource", "check_stream_exists", "register"]
 
 log = logging.getLogger("kinesis_spout.spark")
 
@@ -35,8 +39,11 @@ class KinesisSpoutDataSource(DataSource):
 
     Options are SpoutConfig's string options (``streamName``, ``appName``, ``zookeeper``, ``endpointUrl``,
     ``initialPosition``, ...) plus ``maxRecordsPerTrigger``, ``maxBytesPerTrigger`` and ``readMode``. Columns: see
-    :mod:`kinesis_spout.spark.schema`.
+    :mod:`kinesis_spout.spark.schema`. ``spark_master`` is the Spark master :func:`register` saw (None: registered
+    by hand), which decides ``readMode=auto``.
     """
+
+    spark_master: ClassVar[str | None] = None
 
     @classmethod
     def name(cls) -> str:
@@ -60,11 +67,40 @@ class KinesisSpoutDataSource(DataSource):
         return KinesisBatchReader(self.options)
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        """The reader of the ``readMode`` option: ``driver`` or ``executors``."""
+        """The reader of the ``readMode`` option: ``driver``, ``executors``, or ``auto`` (by the Spark master)."""
         _, limits = parse_source_options(self.options)
-        if limits.read_mode == "executors":
+        mode = choose_read_mode(limits.read_mode, self.spark_master)
+        if limits.read_mode == "auto":
+            log.info("readMode auto: %s (Spark master %s); set the option readMode to choose", mode,
+                     self.spark_master or "not known: register the source with kinesis_spout.spark.register(spark)")
+        if mode == "executors":
             return ExecutorStreamReader(self.options)
         return KinesisSpoutStreamReader(self.options)
+
+
+def register(spark: Any) -> type[KinesisSpoutDataSource]:
+    """Register ``format("kinesis_spout")`` with ``spark`` (a SparkSession) and return the class registered.
+
+    The same as ``spark.dataSource.register(KinesisSpoutDataSource)``, and it records the session's Spark master
+    (``spark.master``) on the class, so that ``readMode=auto`` reads on the executors on a cluster and on the driver
+    on ``local[...]``. Who calls: the user, on the driver, once per session (again after a new session).
+    """
+    try:
+        master = spark.sparkContext.master
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext: ask its conf
+        master = spark.conf.get("spark.master", None)
+    source = source_for(master)
+    spark.dataSource.register(source)
+    return source
+
+
+def source_for(master: str | None) -> type[KinesisSpoutDataSource]:
+    """The data source class for the Spark master ``master``: a subclass of :class:`KinesisSpoutDataSource` that
+    carries it. Made anew on each call, so pickling (when Spark sends it to its Python processes) copies the class
+    with its master instead of naming the module's class."""
+    return type("KinesisSpoutDataSource", (KinesisSpoutDataSource,),
+                {"spark_master": master, "__module__": __name__,
+                 "__doc__": f"{KinesisSpoutDataSource.__doc__}\n    Registered for the Spark master {master!r}."})
 
 
 def check_stream_exists(config: SpoutConfig) -> None:
