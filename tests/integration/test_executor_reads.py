@@ -22,15 +22,6 @@ from typing import Any
 
 import pytest
 from pyspark.sql.streaming.datasource import ReadMaxRows
-from test_spark_source import (
-    CONSUMER,
-    last_by_shard,
-    load,
-    message_ids,
-    read_partition,
-    source_options,
-    stored_checkpoints,
-)
 
 from kinesis_spout import CheckpointError, StreamNotFoundError
 from kinesis_spout.kinesis.shards import list_shards
@@ -40,6 +31,16 @@ from kinesis_spout.spark.batches import PlannedBatch, ShardEnd
 from kinesis_spout.spark.source import WORKER_CLIENTS, ExecutorStreamReader, ShardTask
 from kinesis_spout.testing.kinesis import KinesisEndpoint, wait_for_stream
 from kinesis_spout.testing.process import wait_until
+
+from .test_spark_source import (
+    CONSUMER,
+    last_by_shard,
+    load,
+    message_ids,
+    read_partition,
+    source_options,
+    stored_checkpoints,
+)
 
 APP = "source-test"  # the app name of test_spark_source's options
 

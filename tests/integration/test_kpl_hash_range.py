@@ -21,9 +21,6 @@ from typing import Any
 import pytest
 from aws_kinesis_agg.aggregator import RecordAggregator
 from pyspark.sql.streaming.datasource import ReadMaxRows
-from test_executor_reads import drive, executor_options
-from test_kpl import make_config
-from test_spark_source import run_batches, source_options
 
 from kinesis_spout import KinesisSpout, MemoryCheckpointStore
 from kinesis_spout.kinesis.aggregation import hash_key
@@ -34,6 +31,10 @@ from kinesis_spout.spark.source import ExecutorStreamReader, KinesisBatchReader,
 from kinesis_spout.testing.faults import FaultProxy
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.spout import drain
+
+from .test_executor_reads import drive, executor_options
+from .test_kpl import make_config
+from .test_spark_source import run_batches, source_options
 
 
 @dataclass

@@ -14,8 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql.streaming.datasource import ReadMaxRows
-from test_kpl import aggregate
-from test_spark_source import (
+
+from kinesis_spout import KinesisSpout, SpoutConfig
+from kinesis_spout.spark.source import KinesisSpoutStreamReader
+from kinesis_spout.testing.kinesis import KinesisEndpoint
+from kinesis_spout.testing.spout import drain
+
+from .test_kpl import aggregate
+from .test_spark_source import (
     collecting_sink,
     load,
     read_partition,
@@ -23,11 +29,6 @@ from test_spark_source import (
     source_options,
     stored_checkpoints,
 )
-
-from kinesis_spout import KinesisSpout, SpoutConfig
-from kinesis_spout.spark.source import KinesisSpoutStreamReader
-from kinesis_spout.testing.kinesis import KinesisEndpoint
-from kinesis_spout.testing.spout import drain
 
 USERS = [(f"user-{i % 5}", f"event {i}".encode()) for i in range(60)]
 

@@ -11,9 +11,6 @@ from types import SimpleNamespace
 from typing import Any, Callable, Iterator
 
 import pytest
-from test_lease_release import lease, stored
-from test_leases import config, worker
-from test_mutants_leases import buffered, handing_back, lease_node
 
 from kinesis_spout import Checkpoint, KinesisSpout, ZooKeeperCheckpointStore
 from kinesis_spout.errors import LeaseLost
@@ -21,6 +18,10 @@ from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until
 from kinesis_spout.testing.spout import drain
 from kinesis_spout.testing.zkproxy import Op, ZooKeeperFaultProxy
+
+from .test_lease_release import lease, stored
+from .test_leases import config, worker
+from .test_mutants_leases import buffered, handing_back, lease_node
 
 
 @pytest.fixture

@@ -8,13 +8,13 @@ import logging
 import threading
 from typing import Any
 
-from test_leases import config, worker
-from test_mutants_leases import buffered, handing_back
-
 from kinesis_spout import KinesisSpout
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until
 from kinesis_spout.testing.spout import drain
+
+from .test_leases import config, worker
+from .test_mutants_leases import buffered, handing_back
 
 
 def test_acks_after_the_hand_over_move_no_checkpoint_and_the_next_owner_reads_those_records_again(

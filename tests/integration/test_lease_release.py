@@ -12,14 +12,15 @@ from types import SimpleNamespace
 from typing import Any, Iterator
 
 import pytest
-from test_leases import config, worker
-from test_mutants_leases import buffered, lease_node
 
 from kinesis_spout import KinesisSpout
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until
 from kinesis_spout.testing.spout import drain
 from kinesis_spout.testing.zkproxy import ZK_RUNTIME_INCONSISTENCY, Op, ZooKeeperFaultProxy
+
+from .test_leases import config, worker
+from .test_mutants_leases import buffered, lease_node
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import threading
 from typing import Any
 
 import pytest
-from test_leases import config, worker
 
 from kinesis_spout import ConfigError, KinesisSpout, MemoryCheckpointStore, ZooKeeperCheckpointStore
 from kinesis_spout.coordination.leases import ZooKeeperLeases
@@ -18,6 +17,8 @@ from kinesis_spout.errors import LeaseLost
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until
 from kinesis_spout.testing.spout import drain
+
+from .test_leases import config, worker
 
 
 def lease_node(zookeeper: Any, stream: str, shard: str) -> str:

@@ -11,7 +11,6 @@ import time
 from typing import Any, Callable, Iterator
 
 import pytest
-from test_zookeeper_store import InterleavedStore
 
 from kinesis_spout import (
     Checkpoint,
@@ -24,6 +23,8 @@ from kinesis_spout import (
 from kinesis_spout.checkpoint.zookeeper import ZooKeeperSecurity
 from kinesis_spout.spark.batch_store import ZooKeeperBatchStore
 from kinesis_spout.testing.process import wait_until
+
+from .test_zookeeper_store import InterleavedStore
 
 SEQ = "49590338271490256608559692538361571095921575989136588898"
 TIMEOUT_S = 20.0
