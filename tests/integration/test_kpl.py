@@ -4,34 +4,19 @@ nobody here wrote) come out as their user records, each tracked, retried and che
 from __future__ import annotations
 
 import hashlib
-from typing import Any
 
 import pytest
-from aws_kinesis_agg.aggregator import RecordAggregator
 
-from kinesis_spout import InitialPosition, KinesisSpout, MemoryCheckpointStore, RetryBackoff, SpoutConfig
+from kinesis_spout import KinesisSpout, MemoryCheckpointStore, RetryBackoff, SpoutConfig
 from kinesis_spout.kinesis.aggregation import MAGIC
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.spout import drain
 
-
-def aggregate(users: list[tuple[str, bytes]]) -> tuple[str, bytes]:
-    """(the aggregate's own partition key, its data), made by aws-kinesis-agg."""
-    aggregator = RecordAggregator()
-    for pk, data in users:
-        assert aggregator.add_user_record(pk, data) is None
-    pk, _, blob = aggregator.clear_and_get().get_contents()
-    return pk, bytes(blob)
+from .support import aggregate, make_config
 
 
 def put(endpoint: KinesisEndpoint, stream: str, records: list[tuple[str, bytes]]) -> list[tuple[str, str]]:
     return endpoint.put(stream, [data for _, data in records], partition_keys=[pk for pk, _ in records])
-
-
-def make_config(endpoint: KinesisEndpoint, stream: str, **extra: Any) -> SpoutConfig:
-    return SpoutConfig(stream_name=stream, app_name="kpl", endpoint_url=endpoint.endpoint_url,
-                       region=endpoint.region, initial_position=InitialPosition.TRIM_HORIZON,
-                       empty_record_backoff_s=0.2, checkpoint_interval_s=0.0, **extra)
 
 
 USERS = [(f"user-{i % 7}", f"event {i}".encode()) for i in range(30)]

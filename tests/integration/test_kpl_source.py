@@ -20,7 +20,7 @@ from kinesis_spout.spark.source import KinesisSpoutStreamReader
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.spout import drain
 
-from .test_kpl import aggregate
+from .support import aggregate
 from .test_spark_source import (
     collecting_sink,
     load,
