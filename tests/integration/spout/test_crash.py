@@ -15,7 +15,7 @@ import pytest
 
 from kinesis_spout.testing.process import wait_until
 
-CONSUMER = Path(__file__).parent / "procs" / "crash_consumer.py"
+CONSUMER = Path(__file__).parents[1] / "procs" / "crash_consumer.py"
 RECORDS = 3000
 KILLS = 5
 

@@ -12,7 +12,7 @@ from kinesis_spout.kinesis.aggregation import MAGIC
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.spout import drain
 
-from .support import aggregate, make_config
+from ..support import aggregate, make_config
 
 
 def put(endpoint: KinesisEndpoint, stream: str, records: list[tuple[str, bytes]]) -> list[tuple[str, str]]:

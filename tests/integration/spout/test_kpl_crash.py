@@ -18,7 +18,7 @@ from kinesis_spout.kinesis.aggregation import hash_key
 from kinesis_spout.records import parse_message_id
 from kinesis_spout.testing.process import wait_until
 
-CONSUMER = Path(__file__).parent / "procs" / "crash_consumer.py"
+CONSUMER = Path(__file__).parents[1] / "procs" / "crash_consumer.py"
 AGGREGATES, PER_AGGREGATE, KILLS = 10, 200, 4  # the consumer takes 50 at a time: often mid-aggregate
 
 pytestmark = pytest.mark.crash

@@ -279,7 +279,7 @@ def test_metrics_count_what_happened_to_each_record_and_the_age_of_the_stored_ch
 
 def test_a_checkpoint_inside_an_aggregate_names_its_user_record_until_the_aggregate_is_done(
         kinesalite: KinesisEndpoint) -> None:
-    from .support import aggregate
+    from ..support import aggregate
 
     stream = kinesalite.create_stream()
     users = [(f"user-{i}", f"event {i}".encode()) for i in range(3)]
@@ -538,7 +538,7 @@ def test_an_idle_shard_is_polled_less_often_up_to_max_empty_record_backoff(kines
 
 def test_latest_starts_at_the_tip_when_open_returns_and_deaggregate_false_delivers_aggregates_whole(
         kinesalite: KinesisEndpoint) -> None:
-    from .support import aggregate
+    from ..support import aggregate
 
     stream = kinesalite.create_stream()
     kinesalite.put(stream, [b"old"], ["pk"])
