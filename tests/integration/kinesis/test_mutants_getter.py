@@ -150,7 +150,7 @@ def fetch_records(getter: ShardGetter, count: int) -> list[Record]:
 
 def test_a_getter_that_deaggregates_hands_out_each_user_record_and_keeps_a_corrupt_aggregate_whole(
         kinesalite: KinesisEndpoint) -> None:
-    from .support import aggregate
+    from ..support import aggregate
 
     stream = kinesalite.create_stream()
     users = [("k0", b"zero"), ("k1", b"one"), ("k2", b"two")]
