@@ -5,7 +5,6 @@ fixtures."""
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from types import SimpleNamespace
@@ -19,8 +18,7 @@ from kinesis_spout.testing.process import wait_until
 from kinesis_spout.testing.spout import drain
 from kinesis_spout.testing.zkproxy import ZK_RUNTIME_INCONSISTENCY, Op, ZooKeeperFaultProxy
 
-from .test_leases import config, worker
-from .test_mutants_leases import buffered, lease_node
+from .support import buffered, config, lease, lease_node, stored, worker
 
 
 @pytest.fixture
@@ -42,18 +40,6 @@ def two_shards_held_by_a(kinesalite: KinesisEndpoint, zookeeper: Any, proxy: Zoo
     assert a.shard_ids == [first, second]
     assert wait_until(lambda: buffered(a) == 40, 15)
     return stream, first, second, a
-
-
-def lease(zookeeper: Any, stream: str, shard: str) -> tuple[str | None, int]:
-    data, stat = zookeeper.client().get(lease_node(zookeeper, stream, shard))
-    return json.loads(data)["owner"], stat.version
-
-
-def stored(zookeeper: Any, stream: str, shard: str) -> str | None:
-    """The sequence number of ``shard``'s stored checkpoint (app "leases"), None when there is none."""
-    node = f"{zookeeper.prefix}/leases/{stream}/checkpoints/{shard}"
-    client = zookeeper.client()
-    return json.loads(client.get(node)[0])["sequence_number"] if client.exists(node) else None
 
 
 def test_a_give_back_whose_write_never_reached_zookeeper_is_done_again_and_the_next_owner_reads_the_shard(

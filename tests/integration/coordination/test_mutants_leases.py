@@ -18,25 +18,11 @@ from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until
 from kinesis_spout.testing.spout import drain
 
-from .test_leases import config, worker
-
-
-def lease_node(zookeeper: Any, stream: str, shard: str) -> str:
-    return f"{zookeeper.prefix}/leases/{stream}/leases/{shard}"  # {prefix}/{app}/{stream}/leases/{shard}
+from .support import buffered, config, handing_back, lease_node, worker
 
 
 def worker_node(zookeeper: Any, stream: str, name: str) -> str:
     return f"{zookeeper.prefix}/leases/{stream}/workers/{name}"
-
-
-def buffered(spout: KinesisSpout) -> int:
-    return sum(m.buffered for m in spout.metrics())
-
-
-def handing_back(caplog: Any, shard: str) -> bool:
-    """Whether the spout has begun handing ``shard`` over (it says so when it starts waiting for the shard's records
-    in flight); needs INFO records of ``kinesis_spout`` captured."""
-    return f"handing {shard} over to another worker" in caplog.text
 
 
 def test_leases_with_a_store_other_than_zookeeper_s_is_an_error_naming_it_and_the_fix(

@@ -10,33 +10,20 @@ from typing import Any
 
 import pytest
 
-from kinesis_spout import Checkpoint, InitialPosition, KinesisSpout, SpoutConfig, ZooKeeperCheckpointStore
+from kinesis_spout import Checkpoint, KinesisSpout, SpoutConfig, ZooKeeperCheckpointStore
 from kinesis_spout.coordination.leases import ZooKeeperLeases
 from kinesis_spout.errors import LeaseError, LeaseLost
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until
 from kinesis_spout.testing.spout import ConsumerThread, drain
 
+from .support import config, worker
+
 SEQ = 49680465285133529400596629017544029581412381053432102914
 #: The outage test's session timeouts. A short outage (1 s of a killed server, then its restart: a JVM start, which
 #: takes several seconds on a loaded machine) must end well within the session; a long one (10 s) outlives it.
 SHORT_OUTAGE_SESSION_S = 30.0
 SESSION_S = 8.0
-
-
-def config(endpoint: KinesisEndpoint, zookeeper: Any, stream: str, worker: str, **extra: Any) -> SpoutConfig:
-    options: dict[str, Any] = dict(
-        stream_name=stream, app_name="leases", endpoint_url=endpoint.endpoint_url, region=endpoint.region,
-        zookeeper=zookeeper.hosts, zookeeper_prefix=zookeeper.prefix, coordination="leases", worker_id=worker,
-        initial_position=InitialPosition.TRIM_HORIZON, empty_record_backoff_s=0.2, checkpoint_interval_s=0.0,
-        zookeeper_session_timeout_s=4.0)
-    options.update(extra)
-    return SpoutConfig(**options)
-
-
-def worker(cfg: SpoutConfig, log: list[tuple[str, str]], lock: threading.Lock) -> ConsumerThread:
-    """A spout in leases mode, read and acked on its own thread, logging who delivered what."""
-    return ConsumerThread(KinesisSpout(cfg), cfg.worker_id, log, lock)
 
 
 def test_workers_share_the_shards_evenly_and_hand_them_over_without_replays(kinesalite: KinesisEndpoint,

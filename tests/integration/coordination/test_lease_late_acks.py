@@ -13,8 +13,7 @@ from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until
 from kinesis_spout.testing.spout import drain
 
-from .test_leases import config, worker
-from .test_mutants_leases import buffered, handing_back
+from .support import buffered, config, handing_back, worker
 
 
 def test_acks_after_the_hand_over_move_no_checkpoint_and_the_next_owner_reads_those_records_again(

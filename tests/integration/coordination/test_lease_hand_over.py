@@ -19,9 +19,7 @@ from kinesis_spout.testing.process import wait_until
 from kinesis_spout.testing.spout import drain
 from kinesis_spout.testing.zkproxy import Op, ZooKeeperFaultProxy
 
-from .test_lease_release import lease, stored
-from .test_leases import config, worker
-from .test_mutants_leases import buffered, handing_back, lease_node
+from .support import buffered, config, handing_back, lease, lease_node, stored, worker
 
 
 @pytest.fixture
