@@ -57,7 +57,7 @@ APP = "executor-faults"
 #: JVM options of the test's Spark processes: start fast on a busy 2-core machine (no C2 JIT, a serial GC).
 QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 HERE = Path(__file__).resolve()
-CHECKOUT = str(HERE.parents[2])  # the processes this test starts import kinesis_spout from here
+CHECKOUT = str(HERE.parents[3])  # the processes this test starts import kinesis_spout from here
 
 
 # -- processes behind loopback connections ---------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import Any
 from kinesis_spout.spark.source import KinesisSpoutDataSource
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 
-from .test_spark_source import available_now_while_producing, message_ids, source_options
+from .support import available_now_while_producing, message_ids, source_options
 
 
 def test_an_available_now_run_on_executors_ends_at_the_records_present_when_it_started(

@@ -20,15 +20,8 @@ from kinesis_spout.spark.source import KinesisSpoutStreamReader
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.spout import drain
 
-from .support import aggregate
-from .test_spark_source import (
-    collecting_sink,
-    load,
-    read_partition,
-    run_batches,
-    source_options,
-    stored_checkpoints,
-)
+from ..support import aggregate
+from .support import collecting_sink, load, read_partition, run_batches, source_options, stored_checkpoints
 
 USERS = [(f"user-{i % 5}", f"event {i}".encode()) for i in range(60)]
 

@@ -32,9 +32,8 @@ from kinesis_spout.testing.faults import FaultProxy
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.spout import drain
 
-from .support import make_config
-from .test_executor_reads import drive, executor_options
-from .test_spark_source import run_batches, source_options
+from ..support import make_config
+from .support import drive, executor_options, run_batches, source_options
 
 
 @dataclass

@@ -8,75 +8,39 @@ Spark driver process.
 
 from __future__ import annotations
 
-import json
 import os
 import pickle
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from kinesis_spout.spark.source import KinesisSpoutDataSource, KinesisSpoutStreamReader, ShardRange
+from kinesis_spout.spark.source import KinesisSpoutStreamReader, ShardRange
 from kinesis_spout.testing.kinesis import KinesisEndpoint, wait_for_stream
 from kinesis_spout.testing.process import wait_until
 
-CONSUMER = Path(__file__).parent / "procs" / "spark_source_consumer.py"
+from .support import (
+    APP,
+    CONSUMER,
+    available_now_while_producing,
+    collecting_sink,
+    last_by_shard,
+    load,
+    message_ids,
+    read_partition,
+    run_batches,
+    source_options,
+    stored_checkpoints,
+)
+
 PER_BATCH = 50  # maxRecordsPerTrigger of the crash test's consumer
-APP = "source-test"
-
-
-def source_options(endpoint: KinesisEndpoint, zookeeper: Any, stream: str, **extra: str) -> dict[str, str]:
-    return {"streamName": stream, "appName": APP, "zookeeper": zookeeper.hosts, "zookeeperPrefix": zookeeper.prefix,
-            "endpointUrl": endpoint.endpoint_url, "region": endpoint.region, "initialPosition": "TRIM_HORIZON",
-            "checkpointIntervalS": "0", "emptyRecordBackoffS": "0.2", **extra}
-
-
-def message_ids(placed: list[tuple[str, str]]) -> list[str]:
-    return [f"{shard}:{seq}" for shard, seq in placed]
-
-
-def last_by_shard(placed: list[tuple[str, str]]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for shard, seq in placed:
-        if shard not in out or int(seq) > int(out[shard]):
-            out[shard] = seq
-    return out
-
-
-def stored_checkpoints(zookeeper: Any, stream: str) -> dict[str, dict[str, Any]]:
-    client = zookeeper.client()
-    base = f"{zookeeper.prefix}/{APP}/{stream}/checkpoints"
-    if not client.exists(base):
-        return {}
-    return {shard: json.loads(client.get(f"{base}/{shard}")[0]) for shard in client.get_children(base)}
-
-
-def read_partition(reader: KinesisSpoutStreamReader, partition: Any) -> list[str]:
-    return [mid for batch in reader.read(partition) for mid in batch.column("message_id").to_pylist()]
-
-
-def run_batches(reader: KinesisSpoutStreamReader, start: dict[str, str], limit: Any, max_batches: int = 100
-                ) -> tuple[list[tuple[dict[str, str], dict[str, str], list[Any], list[str]]], dict[str, str]]:
-    """Drive the reader like Spark's micro-batch loop until latestOffset returns its start (AvailableNow)."""
-    batches = []
-    for _ in range(max_batches):
-        end = reader.latestOffset(start, limit)
-        if end == start:
-            return batches, end
-        parts = reader.partitions(start, end)
-        ids = [mid for p in parts for mid in read_partition(reader, p)]
-        batches.append((start, end, parts, ids))
-        reader.commit(end)
-        start = end
-    raise AssertionError(f"no end after {max_batches} batches")
 
 
 # -- the reader without Spark ----------------------------------------------------------------------------------------
@@ -190,35 +154,6 @@ def test_a_pinned_latest_reaches_zookeeper_so_a_query_without_its_checkpoint_res
     second.stop()
 
 
-def available_now_while_producing(kinesis: KinesisEndpoint, stream: str, reader: Any, max_batches: int
-                                  ) -> tuple[list[Any], dict[str, str], list[tuple[str, str]]]:
-    """Run ``reader`` under Trigger.AvailableNow while a producer keeps putting records into ``stream`` (a busy
-    stream must not keep the run going): returns the run's batches, its last offset, and the records put after the
-    run's cutoff. The producer is stopped before it returns; the reader is left open."""
-    reader.available_now_margin = timedelta(0)  # moto's timestamps come from this machine's clock
-    reader.prepareForTriggerAvailableNow()
-    began = datetime.now(timezone.utc)  # the run's cutoff is no later than this
-    assert wait_until(lambda: datetime.now(timezone.utc) > began, 1, interval_s=0.001)
-    stop = threading.Event()
-    later: list[tuple[str, str]] = []
-
-    def produce() -> None:
-        while not stop.is_set():
-            later.extend(kinesis.put(stream, [b"new"]))
-            stop.wait(0.01)
-
-    producer = threading.Thread(target=produce, daemon=True)
-    producer.start()
-    try:
-        assert wait_until(lambda: len(later) >= 5, 5)
-        batches, final = run_batches(reader, reader.initialOffset(), reader.getDefaultReadLimit(),
-                                     max_batches=max_batches)
-    finally:
-        stop.set()
-        producer.join(5)
-    return batches, final, later
-
-
 def test_available_now_ends_at_the_records_present_when_it_started_and_zookeeper_resumes_there(
         moto_kinesis: KinesisEndpoint, zookeeper: Any) -> None:
     stream = moto_kinesis.create_stream(shards=2)
@@ -318,18 +253,6 @@ def test_a_shard_new_to_the_query_starts_at_its_zookeeper_checkpoint(kinesalite:
     got = [mid for *_, ids in batches for mid in ids]
     assert sorted(got) == sorted(message_ids([p for p in placed if p[0] == first] + of_second[10:]))
     assert final == last_by_shard(placed)
-
-
-# -- queries on Spark --------------------------------------------------------------------------------------------
-def load(spark: Any, options: dict[str, str]) -> Any:
-    spark.dataSource.register(KinesisSpoutDataSource)
-    return spark.readStream.format("kinesis_spout").options(**options).load()
-
-
-def collecting_sink(batches: dict[int, list[dict[str, Any]]]) -> Any:
-    def sink(df: Any, batch_id: int) -> None:
-        batches[batch_id] = [row.asDict() for row in df.collect()]
-    return sink
 
 
 def test_spark_reads_a_multi_shard_stream_under_the_record_limit_and_available_now_stops(

@@ -34,7 +34,7 @@ from kinesis_spout.spark.batch_store import batch_store_for
 from kinesis_spout.testing.kinesis import KinesisEndpoint, put_records
 from kinesis_spout.testing.process import wait_until
 
-CONSUMER = Path(__file__).parent / "procs" / "spark_pipeline_consumer.py"
+CONSUMER = Path(__file__).parents[1] / "procs" / "spark_pipeline_consumer.py"
 
 
 def make_config(moto: KinesisEndpoint, zookeeper: Any, stream: str, **overrides: Any) -> SpoutConfig:

@@ -13,7 +13,7 @@ from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
 from kinesis_spout.spark.source import WORKER_CLIENTS, KinesisSpoutDataSource
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 
-from .test_spark_source import message_ids, read_partition, source_options
+from .support import message_ids, read_partition, source_options
 
 
 class StoreSessions:

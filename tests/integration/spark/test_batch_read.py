@@ -19,7 +19,7 @@ from kinesis_spout.spark import KinesisSpoutDataSource
 from kinesis_spout.spark.source import parse_batch_options
 from kinesis_spout.testing.kinesis import KinesisEndpoint, wait_for_stream
 
-from .test_spark_source import message_ids
+from .support import message_ids
 
 
 def read(spark: Any, endpoint: KinesisEndpoint, stream: str, **options: str) -> list[str]:

@@ -32,36 +32,17 @@ from kinesis_spout.spark.source import WORKER_CLIENTS, ExecutorStreamReader, Sha
 from kinesis_spout.testing.kinesis import KinesisEndpoint, wait_for_stream
 from kinesis_spout.testing.process import wait_until
 
-from .test_spark_source import (
+from .support import (
+    APP,
     CONSUMER,
+    drive,
+    executor_options,
     last_by_shard,
     load,
     message_ids,
     read_partition,
-    source_options,
     stored_checkpoints,
 )
-
-APP = "source-test"  # the app name of test_spark_source's options
-
-
-def executor_options(endpoint: KinesisEndpoint, zookeeper: Any, stream: str, **extra: str) -> dict[str, str]:
-    return source_options(endpoint, zookeeper, stream, readMode="executors", **extra)
-
-
-def drive(reader: ExecutorStreamReader, start: dict[str, Any], limit: Any, max_batches: int = 200
-          ) -> tuple[list[tuple[dict[str, Any], dict[str, Any], list[str]]], dict[str, Any]]:
-    """Spark's micro-batch loop: plan, run every task, commit, until latestOffset returns its start."""
-    batches = []
-    for _ in range(max_batches):
-        end = reader.latestOffset(start, limit)
-        if end == start:
-            return batches, end
-        ids = [mid for part in reader.partitions(start, end) for mid in read_partition(reader, part)]
-        batches.append((start, end, ids))
-        reader.commit(end)
-        start = end
-    raise AssertionError(f"no end after {max_batches} batches")
 
 
 def test_batches_cover_every_record_once_and_every_attempt_of_a_task_yields_the_same(
