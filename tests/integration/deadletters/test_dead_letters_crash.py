@@ -17,7 +17,7 @@ import pytest
 from kinesis_spout.testing.faults import FaultProxy
 from kinesis_spout.testing.process import wait_until
 
-CONSUMER = Path(__file__).parent / "procs" / "dead_letter_consumer.py"
+CONSUMER = Path(__file__).parents[1] / "procs" / "dead_letter_consumer.py"
 RECORDS, KILLS = 600, 4
 
 pytestmark = pytest.mark.crash
