@@ -26,7 +26,7 @@ from kinesis_spout.state.memcached import MemcachedBackingMap
 from kinesis_spout.state.redis import RedisBackingMap
 from kinesis_spout.testing.process import wait_until
 
-CONSUMER = Path(__file__).parent / "procs" / "state_consumer.py"
+CONSUMER = Path(__file__).parents[1] / "procs" / "state_consumer.py"
 RECORDS = 800
 VOCABULARY = ["apple", "banana", "cherry", "damson", "elder", "fig", "grape", "hazel", "iris", "juniper"]
 
