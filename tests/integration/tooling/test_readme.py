@@ -23,7 +23,7 @@ import pytest
 
 from kinesis_spout.testing.process import wait_until
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 README = ROOT / "README.md"
 SNIPPET = re.compile(r"<!-- readme-snippet: ([\w-]+) -->\n```python\n(.*?)^```", re.S | re.M)
 #: Every snippet and the test that runs it.
