@@ -1,62 +1,34 @@
-"""The spout's ack, fail and checkpoint paths through ``next_tuple`` (the one-tuple loop the other tests barely
-use). Written against mutants of kinesis_spout/spout.py the rest of the suite let survive (see
-benchmarks/results/mutation.md). kinesalite (real sequence numbers) through the fixture."""
+"""The spout one tuple at a time (``next_tuple``) and in batches (``next_batch``), on kinesalite (real sequence
+numbers) through the fixture: failed records come again after their backoff and hold the checkpoint back; failed,
+timed-out and refused records reach the dead-letter handler with their reason; a handler or store that keeps failing
+is an error of the next call until it works again; conflicts go to the user's handler; checkpoints inside KPL
+aggregates; batch and in-flight limits; LATEST is the tip when open returns; closed shards end once and their
+children are read; idle shards are polled less often."""
 
 from __future__ import annotations
 
-import gc
-import inspect
 import json
 import logging
-import sys
 import threading
 import time
-import warnings
 from datetime import datetime
 from typing import Any
 
 import pytest
 
-from kinesis_spout import InitialPosition, KinesisSpout, MemoryCheckpointStore, RetryBackoff, SpoutConfig
+from kinesis_spout import InitialPosition, KinesisSpout, MemoryCheckpointStore, RetryBackoff
 from kinesis_spout.checkpoint.base import Checkpoint
 from kinesis_spout.deadletters import DeadLetterError
 from kinesis_spout.errors import (
     CheckpointConflict,
     CheckpointError,
-    KinesisError,
-    SpoutStateError,
-    StreamNotFoundError,
 )
-from kinesis_spout.metrics.shard import ShardMetrics
 from kinesis_spout.records import SpoutTuple
 from kinesis_spout.testing.faults import FaultProxy
 from kinesis_spout.testing.kinesis import KinesisEndpoint, wait_for_stream
 from kinesis_spout.testing.process import wait_until
 
-TIMEOUT_S = 15.0
-
-
-def make_config(endpoint: KinesisEndpoint, stream: str, **overrides: Any) -> SpoutConfig:
-    options: dict[str, Any] = dict(
-        stream_name=stream, app_name="tests", endpoint_url=endpoint.endpoint_url, region=endpoint.region,
-        initial_position=InitialPosition.TRIM_HORIZON, empty_record_backoff_s=0.2, checkpoint_interval_s=0.0,
-        retry_backoff=RetryBackoff(initial_s=0.01, multiplier=2.0, max_s=0.05))
-    options.update(overrides)
-    return SpoutConfig(**options)
-
-
-def next_tuple(spout: KinesisSpout, timeout_s: float = TIMEOUT_S) -> SpoutTuple:
-    """The next tuple ``next_tuple`` gives (it never waits: polled until one comes or the time is up)."""
-    got: list[SpoutTuple] = []
-
-    def one() -> bool:
-        tup = spout.next_tuple()
-        if tup is not None:
-            got.append(tup)
-        return bool(got)
-
-    assert wait_until(one, timeout_s, interval_s=0.01), "next_tuple gave nothing in time"
-    return got[0]
+from .support import TIMEOUT_S, make_config, next_tuple, put_into_shards
 
 
 def test_next_tuple_emits_a_failed_record_again_and_the_checkpoint_waits_for_it(kinesalite: KinesisEndpoint) -> None:
@@ -160,118 +132,7 @@ def test_a_retry_waits_its_backoff_and_comes_back_with_the_scheme_s_values(kines
 # -- lifecycle: what a spout says when it is used out of order ---------------------------------------------------
 
 
-def test_a_spout_refuses_calls_before_open_and_after_close_and_open_and_close_are_idempotent(
-        kinesalite: KinesisEndpoint) -> None:
-    stream = kinesalite.create_stream()
-    placed = kinesalite.put(stream, [f"r{i}".encode() for i in range(3)], ["pk"] * 3)
-    with pytest.raises(TypeError, match="^config must be a SpoutConfig, got str$"):
-        KinesisSpout("not a config")  # type: ignore[arg-type]
-    spout = KinesisSpout(make_config(kinesalite, stream), MemoryCheckpointStore())
-    assert spout.shard_ids == [] and (spout.unknown_message_ids, spout.poison_records) == (0, 0)
-    assert spout.flush_checkpoints(0.5) is True and spout.metrics() == []  # nothing read, nothing to write yet
-    for call in (spout.next_tuple, lambda: spout.ack(f"{placed[0][0]}:{placed[0][1]}")):
-        with pytest.raises(SpoutStateError) as raised:
-            call()
-        assert str(raised.value) == "spout is new: call open() (or use 'with KinesisSpout(...)') first"
-    assert spout.open() is spout
-    assert spout.open() is spout  # a second open changes nothing: one reader per shard, each record once
-    got = [next_tuple(spout) for _ in range(3)]
-    assert sorted(t.record.sequence_number for t in got) == sorted(seq for _, seq in placed)
-    for tup in got:
-        spout.ack(tup.message_id)
-    assert spout.next_batch(max_records=10, timeout_s=0.5) == []
-    spout.close()
-    spout.close()  # idempotent
-    for call in (spout.next_tuple, lambda: spout.fail(got[0].message_id)):
-        with pytest.raises(SpoutStateError) as raised:
-            call()
-        assert str(raised.value) == "spout is closed"
-    with pytest.raises(SpoutStateError) as raised:
-        spout.open()
-    assert str(raised.value) == "this spout was closed; create a new KinesisSpout to read again"
-
-
-def test_a_spout_left_open_warns_when_it_is_finalized_and_a_closed_or_half_made_one_does_not(
-        kinesalite: KinesisEndpoint) -> None:
-    stream = kinesalite.create_stream()
-    unraisable: list[Any] = []
-    previous, sys.unraisablehook = sys.unraisablehook, unraisable.append
-    try:
-        with pytest.raises(TypeError):
-            KinesisSpout(None)  # type: ignore[arg-type]
-        gc.collect()  # its finalizer runs on an object that never got a state
-        spout = KinesisSpout(make_config(kinesalite, stream), MemoryCheckpointStore()).open()
-        try:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                spout.__del__()  # what the garbage collector calls for a spout nobody closed
-        finally:
-            spout.close()
-        with warnings.catch_warnings(record=True) as after_close:
-            warnings.simplefilter("always")
-            spout.__del__()
-    finally:
-        sys.unraisablehook = previous
-    assert not unraisable, [u.exc_value for u in unraisable]
-    assert [(w.category, str(w.message)) for w in caught] == [
-        (ResourceWarning, f"KinesisSpout for {stream!r} was never closed; call close() or use "
-                          f"'with KinesisSpout(...)'")]
-    # reported where the spout's class is, not where it was collected
-    assert caught[0].filename == inspect.getsourcefile(KinesisSpout)
-    assert after_close == []
-
-
 # -- metrics: every figure of a shard, exactly --------------------------------------------------------------------
-
-
-def test_metrics_count_what_happened_to_each_record_and_the_age_of_the_stored_checkpoint(
-        kinesalite: KinesisEndpoint) -> None:
-    stream = kinesalite.create_stream()
-    placed = kinesalite.put(stream, [f"r{i}".encode() for i in range(5)], ["pk"] * 5)
-    shard, seqs = placed[0][0], [seq for _, seq in placed]
-    size = len(b"r0") + len("pk")
-    dead: list[str] = []
-    store = MemoryCheckpointStore()
-    config = make_config(kinesalite, stream, retry_limit=1, message_timeout_s=1.5, worker_id="worker-7",
-                         dead_letter=lambda record, reason: dead.append(record.message_id))
-    with KinesisSpout(config, store) as spout:
-        assert wait_until(lambda: spout.metrics()[0].buffered == 5, TIMEOUT_S), "the records were never read"
-        before = spout.metrics()[0]
-        assert (before.records_read, before.emitted, before.inflight, before.checkpoint) == (5, 0, 0, None)
-        first = [next_tuple(spout) for _ in range(5)]
-        taken = spout.metrics()[0]
-        assert (taken.inflight, taken.inflight_bytes, taken.emitted, taken.emitted_bytes, taken.buffered) == \
-            (5, 5 * size, 5, 5 * size, 0)
-        spout.ack_many([first[0].message_id, first[1].message_id, first[3].message_id])
-        spout.fail(first[2].message_id)
-        assert spout.metrics()[0].retry_queue == 1
-        again = next_tuple(spout)
-        assert (again.message_id, again.attempt) == (first[2].message_id, 2)
-        spout.fail(again.message_id)  # its last attempt: dead-lettered
-        assert wait_until(lambda: dead == [first[2].message_id], TIMEOUT_S)
-        late = next_tuple(spout)  # r4, never acked, times out and comes back
-        assert (late.message_id, late.attempt) == (first[4].message_id, 2)
-        spout.ack(late.message_id)
-        assert spout.flush_checkpoints()
-        metrics = spout.metrics()
-        assert len(metrics) == 1
-        m = metrics[0]
-        assert m.checkpoint_age_s == 0.0, "the stored checkpoint just moved"
-        assert m.millis_behind_latest is not None and m.getrecords_calls >= 1
-        assert m == ShardMetrics(
-            shard, seqs[-1], inflight=0, buffered=0, retry_queue=0, millis_behind_latest=m.millis_behind_latest,
-            emitted=5, acked=4, failed=3, dead_lettered=1, finished=False, read_to_end=False, corrupt_aggregates=0,
-            dead_letters_pending=0, inflight_bytes=0, emitted_bytes=5 * size, retried=2, timed_out=1,
-            records_read=5, getrecords_calls=m.getrecords_calls, getrecords_retried_errors=0,
-            expired_iterators=0, checkpoint_age_s=0.0)
-        time.sleep(0.2)
-        assert spout.metrics()[0].checkpoint_age_s >= 0.2, "the stored checkpoint has not moved since"
-        assert spout.checkpoint_writes >= 1 and spout.checkpoint_write_failures == 0
-    stored = store.load(shard)
-    assert stored is not None and (stored.sequence_number, stored.owner) == (seqs[-1], "worker-7")
-    with KinesisSpout(config, store) as restarted:  # a restart knows its checkpoint before reading anything
-        assert restarted.metrics()[0].checkpoint == seqs[-1]
-        assert restarted.next_batch(max_records=10, timeout_s=0.3) == []
 
 
 # -- KPL aggregates: a checkpoint inside an aggregate -------------------------------------------------------------
@@ -305,17 +166,6 @@ def test_a_checkpoint_inside_an_aggregate_names_its_user_record_until_the_aggreg
         rest = [next_tuple(again) for _ in range(2)]
         assert [(t.record.sequence_number, t.record.sub_sequence_number) for t in rest] == [(s2, 1), (s2, 2)]
         assert again.next_batch(max_records=10, timeout_s=0.5) == []
-
-
-def test_after_a_restart_inside_an_aggregate_the_metrics_show_the_stored_user_record(
-        kinesalite: KinesisEndpoint) -> None:
-    stream = kinesalite.create_stream()
-    placed = kinesalite.put(stream, [b"x"], ["pk"])
-    shard, seq = placed[0]
-    store = MemoryCheckpointStore()
-    store.save(Checkpoint(shard, seq, 0))  # inside an aggregate, after its user record 0
-    with KinesisSpout(make_config(kinesalite, stream), store) as spout:
-        assert spout.metrics()[0].checkpoint == f"{seq}:0"
 
 
 # -- dead letters: what a destination receives, and a destination that keeps failing -----------------------------
@@ -587,35 +437,6 @@ def test_a_latest_iterator_throttled_at_open_is_taken_by_the_reader_when_it_can(
         assert got.record.sequence_number == placed[0][1]
 
 
-def test_opening_an_open_spout_changes_nothing(moto_kinesis: KinesisEndpoint) -> None:
-    stream = moto_kinesis.create_stream(shards=2)
-    placed = moto_kinesis.put(stream, [f"r{i}".encode() for i in range(6)], [f"key-{i}" for i in range(6)])
-    with KinesisSpout(make_config(moto_kinesis, stream), MemoryCheckpointStore()) as spout:
-        threads = set(threading.enumerate())
-        assert spout.open() is spout
-        assert set(threading.enumerate()) == threads, "a second open() started threads"
-        got = [next_tuple(spout) for _ in range(6)]
-        assert sorted(t.message_id for t in got) == sorted(f"{shard}:{seq}" for shard, seq in placed)
-        spout.ack_many(t.message_id for t in got)
-        assert spout.next_batch(max_records=10, timeout_s=0.5) == [], "records read twice"
-
-
-def test_the_spout_reads_through_the_client_it_was_given_and_in_the_configured_region(
-        moto_kinesis: KinesisEndpoint) -> None:
-    """moto keeps each region's streams apart: a stream of eu-west-1 is found only by a client of that region
-    (the environment says us-east-1)."""
-    europe = KinesisEndpoint("moto", moto_kinesis.endpoint_url, region="eu-west-1", real_sequence_numbers=False)
-    stream = europe.create_stream()
-    placed = europe.put(stream, [b"r0", b"r1"])
-    with KinesisSpout(make_config(europe, stream), MemoryCheckpointStore()) as spout:
-        got = [next_tuple(spout) for _ in range(2)]
-        assert [t.record.sequence_number for t in got] == [seq for _, seq in placed]
-    nowhere = make_config(europe, stream, endpoint_url="http://127.0.0.1:9")  # nothing listens there
-    with KinesisSpout(nowhere, MemoryCheckpointStore(), client=europe.client()) as spout:
-        got = [next_tuple(spout) for _ in range(2)]
-        assert [t.record.sequence_number for t in got] == [seq for _, seq in placed]
-
-
 def test_children_of_a_shard_split_while_the_spout_runs_are_read_after_it(kinesalite: KinesisEndpoint) -> None:
     client = kinesalite.client()
     stream = kinesalite.create_stream()
@@ -636,61 +457,7 @@ def test_children_of_a_shard_split_while_the_spout_runs_are_read_after_it(kinesa
         assert {m.shard_id: m.finished for m in spout.metrics()}[parent] is True
 
 
-def test_close_ends_every_thread_the_spout_started_and_releases_the_store_only_if_it_was_opened(
-        kinesalite: KinesisEndpoint) -> None:
-    stream = kinesalite.create_stream(shards=2)
-    store = MemoryCheckpointStore()
-    KinesisSpout(make_config(kinesalite, stream), store).close()  # never opened: the shared store stays usable
-    assert not store.closed
-    before = set(threading.enumerate())
-    spout = KinesisSpout(make_config(kinesalite, stream, reader_threads=0), store).open()
-    started = {t.name for t in set(threading.enumerate()) - before}
-    assert {"kinesis-checkpoint-writer", "kinesis-dead-letters", f"kinesis-shard-sync-{stream}"} <= started
-    assert len([name for name in started if name.startswith("kinesis-reader-")]) == 2, started
-    spout.close()
-    assert store.closed
-    assert wait_until(lambda: not [t for t in set(threading.enumerate()) - before if t.is_alive()], TIMEOUT_S), \
-        [t.name for t in set(threading.enumerate()) - before]
-
-
-def test_metrics_port_serves_the_spout_s_metrics_until_close(kinesalite: KinesisEndpoint) -> None:
-    import urllib.request
-
-    stream = kinesalite.create_stream()
-    placed = kinesalite.put(stream, [b"m"], ["pk"])
-    with KinesisSpout(make_config(kinesalite, stream, metrics_port=0), MemoryCheckpointStore()) as served:
-        tup = next_tuple(served)
-        served.ack(tup.message_id)
-        port = served.metrics_server.port
-        assert port > 0
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
-            text = reply.read().decode()
-        assert f'shard="{placed[0][0]}"' in text and "kinesis_spout_inflight_records" in text
-    assert served.metrics_server is None
-    with pytest.raises(OSError):
-        urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2)
-    with KinesisSpout(make_config(kinesalite, stream), MemoryCheckpointStore()) as plain:
-        assert plain.metrics_server is None
-    missing = KinesisSpout(make_config(kinesalite, "no-such-stream", metrics_port=0), MemoryCheckpointStore())
-    with pytest.raises(Exception, match="no-such-stream"):
-        missing.open()
-    assert missing.metrics_server is None, "a failed open() left the metrics server running"
-
-
-
 # -- acks, fails and retries across shards -------------------------------------------------------------------------
-
-
-def put_into_shards(endpoint: KinesisEndpoint, counts: list[int]) -> tuple[str, list[str], list[list[str]]]:
-    """A stream with a shard per count and ``counts[i]`` records put into shard i (by explicit hash key): the
-    stream, its shard ids in order, and the sequence numbers of each shard's records."""
-    client = endpoint.client()
-    stream = endpoint.create_stream(shards=len(counts))
-    shards = sorted(client.list_shards(StreamName=stream)["Shards"], key=lambda s: s["ShardId"])
-    seqs = [[client.put_record(StreamName=stream, Data=f"{index}-{i}".encode(), PartitionKey="pk",
-                               ExplicitHashKey=shard["HashKeyRange"]["StartingHashKey"])["SequenceNumber"]
-             for i in range(count)] for index, (shard, count) in enumerate(zip(shards, counts))]
-    return stream, [shard["ShardId"] for shard in shards], seqs
 
 
 def test_ack_many_acks_every_known_id_around_unknown_ones_and_counts_those(kinesalite: KinesisEndpoint) -> None:
@@ -778,27 +545,6 @@ def test_unreliable_mode_acks_on_emit_and_moves_the_checkpoint_without_acks(kine
     assert store.load(placed[0][0]).sequence_number == placed[-1][1]  # type: ignore[union-attr]
 
 
-def test_a_stream_deleted_while_the_spout_reads_it_is_an_error_of_the_next_call(kinesalite: KinesisEndpoint) -> None:
-    stream = kinesalite.create_stream()
-    # the reader polls the idle shard rarely: the shard sync (every 0.2 s) notices the deletion first
-    config = make_config(kinesalite, stream, shard_sync_interval_s=0.2, empty_record_backoff_s=30.0)
-    with KinesisSpout(config, MemoryCheckpointStore()) as spout:
-        assert spout.next_tuple() is None
-        kinesalite.client().delete_stream(StreamName=stream)
-        errors: list[BaseException] = []
-
-        def raises() -> bool:
-            try:
-                spout.next_tuple()
-            except StreamNotFoundError as exc:
-                errors.append(exc)
-                return True
-            return False
-
-        assert wait_until(raises, TIMEOUT_S), "the deleted stream was never reported"
-        assert stream in str(errors[0])
-
-
 def test_batch_limits_hold_across_the_chunks_of_several_shards_and_for_due_retries(
         kinesalite: KinesisEndpoint) -> None:
     stream, shards, _ = put_into_shards(kinesalite, [1, 4])  # records of 5 bytes: "i-j" and the key "pk"
@@ -819,69 +565,3 @@ def test_batch_limits_hold_across_the_chunks_of_several_shards_and_for_due_retri
             spout.ack_many(t.message_id for t in batch + rest)
 
 
-def test_an_error_met_after_tuples_were_taken_comes_after_them_from_the_next_call(
-        fault_proxy: tuple[FaultProxy, KinesisEndpoint], kinesis_backend: KinesisEndpoint) -> None:
-    proxy, through = fault_proxy
-    stream, shards, _ = put_into_shards(kinesis_backend, [3, 0])
-    proxy.inject("GetRecords", "AccessDeniedException", shard_id=shards[1], message="no reading for you")
-    with KinesisSpout(make_config(through, stream), MemoryCheckpointStore()) as spout:
-        assert wait_until(lambda: proxy.pending() == 0 and spout.metrics()[0].buffered == 3, TIMEOUT_S)
-        time.sleep(0.2)  # the failed call's reader keeps its error for the consumer
-        taken = spout.next_batch(max_records=10, timeout_s=1.0)
-        assert [t.record.shard_id for t in taken] == [shards[0]] * 3, "tuples taken before the error were lost"
-        with pytest.raises(KinesisError, match="no reading for you"):
-            spout.next_batch(max_records=10, timeout_s=1.0)
-        spout.ack_many(t.message_id for t in taken)
-
-
-def test_metrics_of_a_closed_shard_count_corrupt_aggregates_retried_errors_expired_iterators_and_pending_letters(
-        kinesalite: KinesisEndpoint) -> None:
-    with FaultProxy(kinesalite.endpoint_url) as proxy:
-        through = KinesisEndpoint("kinesalite+faults", proxy.endpoint_url, region=kinesalite.region,
-                                  real_sequence_numbers=True)
-        _closed_shard_metrics(kinesalite, proxy, through)
-
-
-def _closed_shard_metrics(kinesalite: KinesisEndpoint, proxy: FaultProxy, through: KinesisEndpoint) -> None:
-    """The body of the test above: kinesalite (closed shards end), read through a fault-injecting proxy."""
-    import hashlib
-
-    from kinesis_spout.kinesis.aggregation import MAGIC
-
-    client = kinesalite.client()
-    stream = kinesalite.create_stream()
-    parent = kinesalite.shard_ids(stream)[0]
-    corrupt = MAGIC + b"\x0a\x01k" + hashlib.md5(b"something else").digest()
-    placed = kinesalite.put(stream, [corrupt, b"plain"], ["pk"] * 2)
-    client.split_shard(StreamName=stream, ShardToSplit=parent, NewStartingHashKey=str(2 ** 127))
-    wait_for_stream(client, stream)
-    proxy.inject("GetRecords", "ProvisionedThroughputExceededException", shard_id=parent)
-    proxy.inject("GetRecords", "ExpiredIteratorException", shard_id=parent)
-    release = threading.Event()
-    dead: list[str] = []
-
-    def blocked(record: Any, reason: str) -> None:
-        assert release.wait(TIMEOUT_S)
-        dead.append(record.message_id)
-
-    config = make_config(through, stream, retry_limit=0, dead_letter=blocked)
-    with KinesisSpout(config, MemoryCheckpointStore()) as spout:
-        first, second = next_tuple(spout), next_tuple(spout)
-        assert (first.record.data, second.record.data) == (corrupt, b"plain")
-        spout.ack(second.message_id)
-        spout.fail(first.message_id)  # no retries: its dead letter waits for the handler
-
-        def of_parent() -> Any:
-            return next(m for m in spout.metrics() if m.shard_id == parent)
-
-        assert wait_until(lambda: of_parent().read_to_end and of_parent().dead_letters_pending == 1, TIMEOUT_S)
-        m = of_parent()
-        assert (m.corrupt_aggregates, m.getrecords_retried_errors, m.expired_iterators) == (1, 1, 1)
-        assert (m.read_to_end, m.finished, m.inflight, m.dead_letters_pending, m.dead_lettered) == \
-            (True, False, 1, 1, 0)
-        release.set()
-        assert wait_until(lambda: spout.next_tuple() is None and of_parent().finished, TIMEOUT_S)
-        m = of_parent()
-        assert (m.finished, m.inflight, m.dead_letters_pending, m.dead_lettered, m.checkpoint) == \
-            (True, 0, 0, 1, placed[1][1])
-    assert dead == [first.message_id]
