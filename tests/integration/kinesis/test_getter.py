@@ -1,7 +1,7 @@
-"""The shard getter, exactly: start positions it refuses, LATEST pinned to a time, AT_TIMESTAMP reads, the end of
-a closed shard, expired iterators counted, errors that say what was read. Written against mutants of
-kinesis_spout/kinesis/getter.py the rest of the suite let survive (see benchmarks/results/mutation.md).
-kinesalite (real sequence numbers, closed shards end) and the fault-injecting proxy through the fixtures."""
+"""The shard getter: the start positions it refuses and takes, LATEST pinned to a time, AT_TIMESTAMP reads, the end
+of a closed shard, expired iterators counted, de-aggregation, a paced getter's interval, and errors that say what
+was read. kinesalite (real sequence numbers, closed shards end) and the fault-injecting proxy through the
+fixtures."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
-"""The buffered shard reader: records come out in order, one at a time or in chunks, and taking them frees the byte
-budget so prefetching goes on. Written against mutants of kinesis_spout/kinesis/reader.py the rest of the suite let
-survive (see benchmarks/results/mutation.md). kinesalite through the fixture (real sequence numbers)."""
+"""The buffered shard reader and the round-robin reader over several: records come out in order, one at a time or
+in chunks within a count and a byte budget, and taking them frees the budget so prefetching goes on; polling slows
+down on an idle shard and parks on a full buffer; throttles are retried after a backoff; the reader threads are
+named, shared and ended by close; a closed shard's reader ends after its last record; a poll's unexpected error is
+raised by take, naming the shard. kinesalite through the fixture (real sequence numbers)."""
 
 from __future__ import annotations
 
