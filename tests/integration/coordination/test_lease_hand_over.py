@@ -1,6 +1,6 @@
 """A hand-over (a shard given up for balance) racing the rest of the spout: a lease lost while the hand-over waits
 for the shard's records in flight, a give-back retried while the consumer keeps acking the shard the worker keeps.
-kinesalite and a real ZooKeeper through the fixtures; worker ``b`` is test_leases.py's lease worker."""
+kinesalite and a real ZooKeeper through the fixtures; worker ``b`` is a lease worker of the support module."""
 
 from __future__ import annotations
 

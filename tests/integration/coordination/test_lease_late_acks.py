@@ -1,6 +1,6 @@
 """Acks that arrive after their shard was handed over to another worker: they move no checkpoint of the old owner
 and count as unknown ids, and the new owner reads those records again. kinesalite and a real ZooKeeper through the
-fixtures; worker ``b`` is test_leases.py's lease worker."""
+fixtures; worker ``b`` is a lease worker of the support module."""
 
 from __future__ import annotations
 
