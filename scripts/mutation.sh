@@ -6,8 +6,8 @@
 # Two passes: every mutant against one fast test of its module, then the survivors against more of them.
 # mutmut keeps its results in mutants/: a second run tests only mutants of changed functions. `rm -rf mutants` for a
 # run from scratch; MUTATION_ARGS=--retest-survivors to test the survivors again after adding tests, and
-# MUTATION_ARGS="--retest-survivors --restat tests/integration/test_mutants_*" after editing tests recorded before
-# (words split on spaces, never globbed: no quotes inside).
+# MUTATION_ARGS="--retest-survivors --restat tests/integration/kinesis/test_reader.py::*" after editing tests recorded
+# before (a pattern per edited file; words split on spaces, never globbed: no quotes inside).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -43,8 +43,8 @@ INTEGRATION = "tests/integration/"
 #: its modules that have none of their own (``patterns_for``). Pure modules: the unit tests, all of those that reach
 #: the mutated function (they start no server; the module's own are in the folder of its layer: tests/unit/core for
 #: positions, records, the tracker and tracking/, retry and config/; tests/unit/checkpoint, coordination, kinesis,
-#: spark and spout for the others). I/O modules: the integration tests written for them, and their
-#: ``test_mutants_<module>.py``.
+#: spark and spout for the others). I/O modules: the integration test files of the module's behaviour (those written
+#: against its surviving mutants among them, ``WRITTEN_FOR_MUTANTS``).
 TESTS_BY_MODULE: dict[str, list[str]] = {
     "kinesis_spout.positions": UNIT,  # tests/unit/core/test_positions.py
     "kinesis_spout.records": UNIT,  # tests/unit/core/test_records.py
@@ -58,29 +58,179 @@ TESTS_BY_MODULE: dict[str, list[str]] = {
     "kinesis_spout.coordination.lineage": UNIT,
     "kinesis_spout.coordination.assignment": UNIT,
     "kinesis_spout.kinesis.aggregation": UNIT,
-    "kinesis_spout.spark.batches": UNIT + [INTEGRATION + "test_executor_reads.py::*"],
-    "kinesis_spout.spark.offsets": UNIT + [INTEGRATION + "test_spark_source.py::*"],
+    "kinesis_spout.spark.batches": UNIT + [INTEGRATION + "spark/test_executor_reads.py::*"],
+    "kinesis_spout.spark.offsets": UNIT + [INTEGRATION + "spark/test_spark_source.py::*"],
     "kinesis_spout.checkpoint.writer": [INTEGRATION + f + "::*" for f in (
-        "test_checkpoint_writer.py", "test_zookeeper_trouble.py", "test_mutants_writer.py")],
+        "checkpoint/test_checkpoint_writer.py", "zookeeper/test_zookeeper_trouble.py")],
     "kinesis_spout.checkpoint.zookeeper": [INTEGRATION + f + "::*" for f in (
-        "test_zookeeper_store.py", "test_zookeeper_trouble.py", "test_checkpoint_writer.py",
-        "test_mutants_zookeeper.py", "test_mutants_zookeeper_faults.py")],
+        "zookeeper/test_zookeeper_store.py", "zookeeper/test_zookeeper_trouble.py",
+        "checkpoint/test_checkpoint_writer.py")],
     "kinesis_spout.kinesis.getter": [INTEGRATION + f + "::*" for f in (
-        "test_reader_backoff.py", "test_faults.py", "test_mutants_getter.py")],
+        "kinesis/test_reader_backoff.py", "kinesis/test_faults.py", "kinesis/test_getter.py")],
     "kinesis_spout.kinesis.reader": [INTEGRATION + f + "::*" for f in (
-        "test_reader_backoff.py", "test_faults.py", "test_mutants_reader.py")],
+        "kinesis/test_reader_backoff.py", "kinesis/test_faults.py", "kinesis/test_reader.py")],
     "kinesis_spout.spout": [INTEGRATION + f + "::*" for f in (  # its modules but shards
-        "test_spout.py", "test_spout_loss_paths.py", "test_mutants_spout.py", "test_mutants_spout_more.py",
-        "test_leases.py", "test_mutants_leases.py")],
+        "spout/test_spout.py", "spout/test_spout_loss_paths.py", "spout/test_next_tuple.py",
+        "spout/test_spout_lifecycle.py", "coordination/test_leases.py")] + [
+        INTEGRATION + "spout/test_metrics.py::" + name + "*" for name in (  # not the endpoint's own tests
+            "test_metrics_count_what_happened_to_each_record_and_the_age_of_the_stored_checkpoint",
+            "test_after_a_restart_inside_an_aggregate_the_metrics_show_the_stored_user_record",
+            "test_metrics_port_serves_the_spout_s_metrics_until_close",
+            "test_metrics_of_a_closed_shard_count_corrupt_aggregates_retried_errors_expired_iterators_and_pending_letters")],
 }
 
 #: Test files outside mutmut's test selection (``pytest_add_cli_args_test_selection`` in pyproject.toml) whose calls
 #: this driver records itself at the start of every run, so that the modules listing them above can use them.
 #: (mutmut drops tests outside its selection from its records at every start; a change of the selection itself
-#: would make it test every mutant again.) The lease tests: nothing else reaches the spout's lease code;
-#: the other test_mutants_* files: until they join the selection (which resets mutmut's results once).
-EXTRA_TESTS = ["tests/integration/test_leases.py", "tests/integration/test_mutants_spout_more.py",
-               "tests/integration/test_mutants_leases.py", "tests/integration/test_mutants_zookeeper_faults.py"]
+#: would make it test every mutant again.) The lease tests: nothing else reaches the spout's lease code.
+EXTRA_TESTS = ["tests/integration/coordination/test_leases.py"]
+
+#: The tests written against the surviving mutants of a module, by function name (each lives in the test file of the
+#: behaviour it pins, named in the comments). They count as the module's own tests only (``narrow``: another
+#: module's file patterns may cover them), and with a budget a mutant runs against every one of them it reaches.
+WRITTEN_FOR_MUTANTS: dict[str, frozenset[str]] = {
+    "kinesis_spout.kinesis.getter": frozenset({
+        # in kinesis/test_getter.py
+        "test_start_positions_refused_and_accepted",
+        "test_a_new_getter_reads_10000_records_a_call_and_has_not_ended",
+        "test_latest_is_pinned_to_the_time_its_iterator_was_taken_less_the_margin",
+        "test_at_timestamp_reads_from_the_first_record_that_arrived_then",
+        "test_a_closed_shard_ends_and_stays_ended",
+        "test_each_expired_iterator_is_counted_and_a_second_in_a_row_is_an_error_naming_the_shard",
+        "test_an_iterator_refused_is_an_error_naming_the_shard_and_the_position",
+        "test_prepare_takes_one_iterator_however_often_it_is_called",
+        "test_a_getter_that_deaggregates_hands_out_each_user_record_and_keeps_a_corrupt_aggregate_whole",
+        "test_a_paced_getter_waits_its_interval_between_calls",
+        "test_a_connection_lost_while_reading_is_a_retriable_error_naming_the_shard_and_nothing_is_skipped",
+    }),
+    "kinesis_spout.kinesis.reader": frozenset({
+        # in kinesis/test_reader.py
+        "test_taking_one_record_at_a_time_hands_out_every_record_in_order_under_a_byte_budget_of_three_records",
+        "test_a_new_reader_has_not_ended_and_has_the_documented_defaults",
+        "test_the_get_records_backoff_doubles_its_ceiling_up_to_the_maximum_with_full_jitter",
+        "test_take_frees_the_byte_budget_so_prefetching_goes_on",
+        "test_poll_makes_one_call_buffers_and_counts_its_records_and_asks_for_the_next_call_soon",
+        "test_an_idle_shard_is_polled_ever_less_often_up_to_its_maximum_and_soon_again_once_records_come",
+        "test_a_full_buffer_parks_the_reader_without_a_call_until_records_are_taken",
+        "test_a_throttle_is_retried_after_a_backoff_and_the_reader_gives_up_after_max_retries_keeping_what_it_read",
+        "test_a_reader_on_a_pool_of_its_own_runs_one_named_thread_that_close_ends_and_then_makes_no_call",
+        "test_round_robin_takes_one_record_per_shard_in_turn_skipping_empty_and_full_shards",
+        "test_removing_a_shard_starts_the_turn_over_and_a_failed_shard_s_error_is_raised",
+        "test_wait_returns_at_once_for_a_signal_given_before_it_and_otherwise_waits_its_timeout",
+        "test_readers_share_the_round_robin_s_pool_of_threads_which_close_ends",
+        "test_a_closed_shard_s_reader_ends_after_its_last_record_and_says_so",
+        "test_a_one_record_buffer_is_parked_when_full_and_woken_by_each_take",
+        "test_take_upto_takes_oldest_first_within_a_count_and_a_byte_budget_and_always_one_record",
+        "test_next_records_takes_a_chunk_of_one_shard_in_turn_within_the_room_each_shard_has",
+        "test_an_unexpected_exception_of_a_poll_is_kept_and_raised_by_take_as_an_error_naming_the_shard",
+    }),
+    "kinesis_spout.checkpoint.writer": frozenset({
+        # in checkpoint/test_checkpoint_writer.py
+        "test_the_deadline_is_reached_at_the_first_failure_past_it_with_the_write_error_as_cause",
+        "test_no_error_before_the_deadline",
+        "test_a_lost_connection_past_the_deadline_is_an_error_without_a_cause_that_clears_when_it_is_back",
+        "test_close_with_the_store_down_gives_up_and_ends_the_writer_s_thread",
+        "test_after_a_lost_session_the_writer_reports_exactly_the_shards_another_owner_moved_past_it",
+        "test_the_writer_runs_on_one_named_daemon_thread_that_close_ends",
+        "test_a_shard_is_written_at_once_then_once_per_interval_with_its_newest_value_and_flush_writes_it_now",
+        "test_a_value_offered_within_the_interval_is_written_when_the_interval_is_up_without_a_flush",
+        "test_flush_waits_for_the_write_under_way_until_its_timeout_and_close_does_not_hang_on_a_stuck_store",
+        "test_close_writes_the_pending_value_of_a_shard_not_due_yet_even_when_its_flush_has_no_time_left",
+        "test_a_write_failing_after_earlier_successes_is_retried_too",
+        "test_a_failing_store_is_retried_with_a_growing_pause_not_in_a_tight_loop",
+        "test_concurrent_flushes_leave_the_interval_in_force_afterwards",
+        "test_a_conflict_is_reported_to_the_handler_and_its_value_dropped_not_retried",
+        "test_failed_writes_of_two_shards_are_both_kept_and_retried",
+        "test_the_deadline_counts_from_when_the_connection_was_first_seen_down",
+        "test_a_refused_write_is_an_error_at_once_its_value_stays_pending_and_the_error_clears_once_written",
+        "test_a_look_that_found_nothing_new_leaves_the_writer_writing_what_comes_next",
+    }),
+    "kinesis_spout.checkpoint.zookeeper": frozenset({
+        # in zookeeper/test_zookeeper_store.py
+        "test_list_returns_every_stored_checkpoint",
+        "test_errors_while_zookeeper_is_down_say_what_was_waited_for",
+        "test_a_bad_batch_id_is_an_error_naming_the_node_and_quoting_at_most_40_characters",
+        "test_a_lost_session_is_reported_once",
+        "test_waiting_for_the_connection_is_bounded",
+        "test_settings_taken_from_the_configuration",
+        "test_security_gives_kazoo_the_auth_acl_and_tls_files",
+        "test_a_new_store_has_the_documented_defaults_and_no_lost_session",
+        "test_a_server_that_is_not_there_is_a_clear_retriable_error",
+        "test_a_fenced_write_needs_the_lease_at_its_epoch_and_unfence_releases_or_revokes",
+        "test_a_fenced_write_never_overwrites_a_higher_checkpoint_written_after_its_read",
+        "test_batch_ends_are_recorded_once_listed_per_batch_and_deleted_below_a_batch",
+        "test_a_query_heartbeat_is_zookeeper_s_modification_time_in_seconds_and_the_node_version",
+        "test_a_query_s_batch_ends_are_deleted_only_at_the_version_they_were_judged_at",
+        "test_a_suspended_connection_is_no_lost_session_listeners_hear_each_state_and_close_is_silent",
+        "test_a_server_that_stops_answering_is_a_retriable_error_within_the_operation_timeout",
+        "test_the_errors_of_executor_read_bookkeeping_say_what_was_attempted",
+        # in zookeeper/test_zookeeper_trouble.py
+        "test_batch_ends_cut_mid_pipeline_reads_the_lost_ones_again_and_skips_one_deleted_while_away",
+        "test_batch_ends_skip_a_shard_deleted_between_the_listing_and_the_reads",
+        "test_query_heartbeats_cut_mid_pipeline_are_read_again",
+        "test_delete_query_lists_again_what_a_cut_lost_and_skips_a_batch_deleted_while_away",
+        "test_delete_query_skips_a_batch_deleted_between_the_listings",
+        "test_delete_query_counts_its_root_deleted_meanwhile_as_done",
+        "test_delete_batches_goes_on_past_a_batch_deleted_meanwhile",
+        "test_a_batch_end_deleted_between_its_create_and_its_read_is_a_clear_error",
+        "test_a_heartbeat_whose_node_another_query_created_meanwhile_is_written_over_it",
+        "test_a_heartbeat_that_keeps_racing_gives_up_with_a_retriable_error_naming_the_node",
+        "test_an_error_the_server_answers_with_is_a_retriable_error_that_names_it",
+        "test_a_time_out_the_server_answers_with_is_tried_again_as_many_times_as_configured",
+        "test_an_error_at_each_later_step_of_a_call_says_which_step_failed",
+        "test_the_batch_id_s_and_a_conflict_s_errors_name_what_they_are_about",
+    }),
+    "kinesis_spout.spout": frozenset({
+        # in spout/test_next_tuple.py, test_spout_lifecycle.py, test_metrics.py
+        "test_next_tuple_emits_a_failed_record_again_and_the_checkpoint_waits_for_it",
+        "test_an_empty_closed_shard_is_finished_once_with_no_sequence_number_and_its_children_are_read",
+        "test_failed_and_timed_out_records_reach_the_dead_letter_handler_with_their_reason_and_unknown_ids_are_counted",
+        "test_a_retry_waits_its_backoff_and_comes_back_with_the_scheme_s_values",
+        "test_a_spout_refuses_calls_before_open_and_after_close_and_open_and_close_are_idempotent",
+        "test_a_spout_left_open_warns_when_it_is_finalized_and_a_closed_or_half_made_one_does_not",
+        "test_metrics_count_what_happened_to_each_record_and_the_age_of_the_stored_checkpoint",
+        "test_a_checkpoint_inside_an_aggregate_names_its_user_record_until_the_aggregate_is_done",
+        "test_after_a_restart_inside_an_aggregate_the_metrics_show_the_stored_user_record",
+        "test_a_dead_letter_envelope_carries_the_reason_attempts_stream_app_and_time",
+        "test_a_dead_letter_handler_that_keeps_failing_is_an_error_of_next_tuple_until_it_works_again",
+        "test_a_store_that_keeps_failing_is_an_error_of_next_tuple_until_a_write_succeeds",
+        "test_a_checkpoint_behind_the_stored_one_is_a_conflict_passed_to_the_user_s_handler",
+        "test_next_batch_takes_at_most_max_records_500_by_default_and_stops_once_its_bytes_reach_max_bytes",
+        "test_in_flight_limits_of_records_and_of_bytes_hold_back_new_records_until_acks",
+        "test_a_retry_comes_back_as_soon_as_its_backoff_is_up_not_at_the_end_of_the_batch_wait",
+        "test_a_zero_backoff_emits_a_failed_record_again_at_once",
+        "test_the_shards_readers_share_reader_threads_threads_and_make_calls_of_max_records_per_call",
+        "test_an_idle_shard_is_polled_less_often_up_to_max_empty_record_backoff",
+        "test_latest_starts_at_the_tip_when_open_returns_and_deaggregate_false_delivers_aggregates_whole",
+        "test_latest_is_the_tip_when_open_returns_also_when_the_iterator_is_slow_to_come",
+        "test_a_latest_iterator_throttled_at_open_is_taken_by_the_reader_when_it_can",
+        "test_opening_an_open_spout_changes_nothing",
+        "test_the_spout_reads_through_the_client_it_was_given_and_in_the_configured_region",
+        "test_children_of_a_shard_split_while_the_spout_runs_are_read_after_it",
+        "test_close_ends_every_thread_the_spout_started_and_releases_the_store_only_if_it_was_opened",
+        "test_metrics_port_serves_the_spout_s_metrics_until_close",
+        "test_ack_many_acks_every_known_id_around_unknown_ones_and_counts_those",
+        "test_due_retries_are_taken_from_the_shards_in_turn",
+        "test_a_retry_the_scheme_refuses_is_a_poison_record_dead_lettered_with_the_scheme_s_error",
+        "test_unreliable_mode_acks_on_emit_and_moves_the_checkpoint_without_acks",
+        "test_a_stream_deleted_while_the_spout_reads_it_is_an_error_of_the_next_call",
+        "test_batch_limits_hold_across_the_chunks_of_several_shards_and_for_due_retries",
+        "test_an_error_met_after_tuples_were_taken_comes_after_them_from_the_next_call",
+        "test_metrics_of_a_closed_shard_count_corrupt_aggregates_retried_errors_expired_iterators_and_pending_letters",
+        # in spout/test_spout.py
+        "test_a_shard_listed_after_a_finished_one_is_read_at_open_and_the_finished_one_is_looked_up_once",
+        # in coordination/test_leases.py
+        "test_leases_with_a_store_other_than_zookeeper_s_is_an_error_naming_it_and_the_fix",
+        "test_a_static_spout_beside_lease_workers_names_them_all_and_alone_has_no_lease_epochs",
+        "test_while_zookeeper_is_down_nothing_is_emitted_no_shard_is_dropped_and_close_leaves_the_leases_alone",
+        "test_a_shard_whose_lease_moved_on_is_dropped_with_its_buffer_and_taken_again_once_free",
+        "test_a_worker_whose_registration_vanished_drops_its_shards_and_takes_them_again_under_a_new_epoch",
+        "test_a_lease_handed_over_waits_for_its_records_in_flight_and_the_next_owner_reads_none_of_them_again",
+        "test_a_lease_handed_over_with_records_never_acked_goes_after_message_timeout_and_they_are_read_again",
+        "test_a_lease_lost_during_its_hand_over_has_its_last_checkpoint_refused_and_reported_and_nothing_is_lost",
+    }),
+}
+
 
 
 #: Measured test time (seconds, fastest tests first) run against one mutant of an I/O module, beyond the tests
@@ -89,16 +239,26 @@ EXTRA_TESTS = ["tests/integration/test_leases.py", "tests/integration/test_mutan
 BUDGET_S = float(os.environ.get("MUTATION_BUDGET_S", "0"))
 
 
-def patterns_for(module: str) -> list[str] | None:
-    """The patterns of ``TESTS_BY_MODULE`` for ``module``: its own entry, else that of its closest package listed
+def listed_as(module: str) -> str | None:
+    """The entry of ``TESTS_BY_MODULE`` that stands for ``module``: its own, else that of its closest package listed
     (``kinesis_spout.config`` for ``kinesis_spout.config.groups``), else None (no narrowing)."""
     parts = module.split(".")
     while parts:
-        patterns = TESTS_BY_MODULE.get(".".join(parts))
-        if patterns is not None:
-            return patterns
+        if ".".join(parts) in TESTS_BY_MODULE:
+            return ".".join(parts)
         parts.pop()
     return None
+
+
+def patterns_for(module: str) -> list[str] | None:
+    """The patterns of ``TESTS_BY_MODULE`` for ``module`` (see ``listed_as``), None when it has none."""
+    listed = listed_as(module)
+    return None if listed is None else TESTS_BY_MODULE[listed]
+
+
+def test_name(node_id: str) -> str:
+    """The test function's name in a pytest node id (without its parameters)."""
+    return node_id.split("::")[-1].split("[")[0]
 
 
 def narrow(tests: set[str], module: str, duration: dict[str, float]) -> set[str]:
@@ -109,7 +269,9 @@ def narrow(tests: set[str], module: str, duration: dict[str, float]) -> set[str]
     patterns = patterns_for(module)
     if patterns is None:
         return tests
-    own = {t for t in tests if any(fnmatch.fnmatchcase(t, p) for p in patterns)}
+    listed = listed_as(module)
+    others = {name for key, names in WRITTEN_FOR_MUTANTS.items() if key != listed for name in names}
+    own = {t for t in tests if any(fnmatch.fnmatchcase(t, p) for p in patterns) and test_name(t) not in others}
     kept = own or set(tests)
     # a test run on both backends: keep the kinesalite run (real sequence numbers), drop the moto one
     kept = {t for t in kept if "[moto_kinesis" not in t or t.replace("[moto_kinesis", "[kinesalite", 1) not in kept}
@@ -119,7 +281,8 @@ def narrow(tests: set[str], module: str, duration: dict[str, float]) -> set[str]
     fastest = sorted(kept - unit, key=lambda t: (duration.get(t, 0.0), t))
     if BUDGET_S <= 0:
         return unit | set(fastest[:1])
-    chosen = unit | {t for t in kept if "/test_mutants_" in t}
+    written = {name for names in WRITTEN_FOR_MUTANTS.values() for name in names}
+    chosen = unit | {t for t in kept if test_name(t) in written}
     spent = 0.0
     for t in fastest:
         if t in chosen:

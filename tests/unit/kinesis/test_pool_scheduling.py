@@ -1,6 +1,6 @@
 """ReaderPool scheduling without Kinesis: due times are kept, a parked reader costs nothing until woken, threads
 stay bounded, close() stops them. The readers here are scripted Pollables (the pool's own interface); the pool
-driving real BufferedShardReaders on kinesalite is tested in tests/integration/test_reader_pool.py."""
+driving real BufferedShardReaders on kinesalite is tested in tests/integration/kinesis/test_reader_pool.py."""
 
 from __future__ import annotations
 

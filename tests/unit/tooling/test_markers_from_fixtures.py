@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
-SPARK_TEST = "tests/integration/test_spark_source.py::test_a_stream_that_does_not_exist_fails_at_load_naming_it"
-ZOOKEEPER_TEST = "tests/integration/test_zookeeper_store.py::test_save_load_list_delete"
+SPARK_TEST = "tests/integration/spark/test_spark_source.py::test_a_stream_that_does_not_exist_fails_at_load_naming_it"
+ZOOKEEPER_TEST = "tests/integration/zookeeper/test_zookeeper_store.py::test_save_load_list_delete"
 PURE_TEST = "tests/unit/core/test_tracker_checkpoints.py::test_nothing_emitted_checkpoint_is_initial"
-CRASH_TEST = "tests/integration/test_crash.py::test_sigkill_and_restart_lose_nothing"
+CRASH_TEST = "tests/integration/spout/test_crash.py::test_sigkill_and_restart_lose_nothing"
 
 #: Collects the node ids given in argv, then prints each collected test's markers as JSON (no test runs).
 COLLECT = """

@@ -1,0 +1,127 @@
+"""The examples and the demo run and print real results."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def no_aws_credentials_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """The environment of a machine with no AWS credentials at all (no variables, no ~/.aws, no instance role)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KINESIS_SPOUT_", "AWS_"))}
+    return {**env, "HOME": str(tmp_path), "AWS_EC2_METADATA_DISABLED": "true", **extra}
+
+
+def test_spout_wordcount_example_counts_words_and_never_a_failed_record(kinesalite, zookeeper) -> None:
+    """The poison sentence fails on each of its 4 attempts and is dead-lettered; none of its words is counted
+    (counting before failing counted them once per attempt)."""
+    stream = kinesalite.create_stream(shards=2)
+    kinesalite.put(stream, ["the cow jumped over the moon"] * 30 + ["four score and seven years ago"] * 10
+                   + ["this poison sentence always fails", "   "])
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "spout_wordcount.py"), "--stream", stream, "--zookeeper",
+         zookeeper.hosts, "--endpoint-url", kinesalite.endpoint_url, "--seconds", "4", "--top", "100"],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "AWS_ACCESS_KEY_ID": "test",
+                                                         "AWS_SECRET_ACCESS_KEY": "test"})
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert sum(line.startswith("dead letter ") for line in lines) == 2, out.stdout
+    assert "dead-lettered: 2" in lines
+    counts = {word: int(n) for word, n in (line.split() for line in lines if not line.startswith("dead"))}
+    assert counts == {"the": 60, "cow": 30, "jumped": 30, "over": 30, "moon": 30, "four": 10, "score": 10,
+                      "and": 10, "seven": 10, "years": 10, "ago": 10}
+
+
+def test_demo_against_an_emulator_needs_no_aws_credentials(kinesalite, zookeeper, tmp_path) -> None:
+    """`kinesis-spout demo --endpoint-url` used to fail with "Unable to locate credentials" after "using existing
+    stream": only the embedded servers got dummy credentials."""
+    stream = kinesalite.create_stream(shards=1)
+    out = subprocess.run([sys.executable, "-m", "kinesis_spout.cli", "demo", "--endpoint-url",
+                          kinesalite.endpoint_url, "--zookeeper", zookeeper.hosts, "--stream", stream,
+                          "--duration", "1", "--rate", "200"],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT, env=no_aws_credentials_env(tmp_path))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"[demo] using existing stream {stream!r}" in out.stdout
+    assert "no AWS credentials configured: using dummy ones" in out.stdout
+    final = [line.split() for line in out.stdout.splitlines() if line.startswith("[demo] read ")]
+    assert final and final[0][2] == final[0][4] and int(final[0][2]) > 0, out.stdout  # "read N of N sentences"
+
+
+def test_demo_runs_on_embedded_servers_and_reads_everything_it_produced() -> None:
+    out = subprocess.run([sys.executable, "-m", "kinesis_spout.demo", "--duration", "2", "--rate", "500"],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT,
+                         env={k: v for k, v in os.environ.items() if not k.startswith("KINESIS_SPOUT_")})
+    assert out.returncode == 0, out.stdout + out.stderr
+    final = [line for line in out.stdout.splitlines() if line.startswith("[demo] read ")]
+    assert final, out.stdout
+    words = final[0].split()
+    assert words[2] == words[4] and int(words[2]) > 0  # "read N of N sentences"
+    assert "[demo]   the" in out.stdout
+
+
+@pytest.mark.spark  # a Spark driver in a subprocess
+@pytest.mark.parametrize("engine", ["pipeline", "stream"])
+def test_spark_wordcount_demo_counts_everything_it_produced(engine: str) -> None:
+    """What ``make demo`` runs, shortened: embedded servers, a producer, Storm's word count on Spark."""
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / "wordcount.py"), "--demo", "--engine", engine,
+                          "--seconds", "3", "--rate", "500"],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT,
+                         env={k: v for k, v in os.environ.items() if not k.startswith("KINESIS_SPOUT_")})
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    final = [line.split() for line in out.stdout.splitlines() if " sentences of " in line]
+    assert final, out.stdout
+    processed, produced = int(final[0][1]), int(final[0][4])
+    assert produced > 0 and processed >= produced  # "[wordcount] N sentences of M produced"
+    if engine == "pipeline":  # the README promises the poison sentences are seen retried, then dead-lettered
+        poison = [line.split() for line in out.stdout.splitlines() if " poison sentences failed" in line]
+        assert poison and int(poison[0][1]) > 0 and poison[0][-1] == poison[0][1], out.stdout
+        assert (out.stdout + out.stderr).count("dead letter ") == int(poison[0][1]), out.stderr[-3000:]
+    counts = {parts[1]: int(parts[2]) for parts in (line.split() for line in out.stdout.splitlines())
+              if len(parts) == 3 and parts[0] == "[wordcount]" and parts[2].isdigit()}
+    assert counts.get("the", 0) > 0, out.stdout
+
+
+@pytest.mark.spark  # a Spark driver in a subprocess
+def test_make_demo_against_your_own_servers_needs_no_aws_credentials(kinesalite, zookeeper, tmp_path) -> None:
+    """`KINESIS_SPOUT_ENDPOINT_URL=... make demo` runs this command line (the Makefile's demo recipe) with the
+    variables in its environment: on an emulator, without AWS credentials."""
+    stream = kinesalite.create_stream(shards=2)
+    env = no_aws_credentials_env(tmp_path, KINESIS_SPOUT_ENDPOINT_URL=kinesalite.endpoint_url,
+                                 KINESIS_SPOUT_ZOOKEEPER=zookeeper.hosts, KINESIS_SPOUT_STREAM=stream)
+    assert "$(PY) examples/wordcount.py --demo $(DEMO_ARGS)" in (ROOT / "Makefile").read_text()
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / "wordcount.py"), "--demo", "--seconds", "2",
+                          "--rate", "200"], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert f"[demo] using existing stream {stream!r}" in out.stdout
+    final = [line.split() for line in out.stdout.splitlines() if " sentences of " in line]
+    assert final and int(final[0][4]) > 0 and int(final[0][1]) >= int(final[0][4]), out.stdout
+
+
+@pytest.mark.spark  # a Spark driver in a subprocess
+@pytest.mark.parametrize("engine, backend", [("pipeline", "redis"), ("stream", "memcached")])
+def test_spark_wordcount_demo_exactly_once(engine: str, backend: str) -> None:
+    """`make demo DEMO_ARGS="--exactly-once redis"`, shortened: the counts live in an OpaqueMap in a private Redis
+    (or memcached) server and are read back from it."""
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / "wordcount.py"), "--demo", "--engine", engine,
+                          "--exactly-once", backend, "--seconds", "3", "--rate", "500"],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT,
+                         env={k: v for k, v in os.environ.items() if not k.startswith("KINESIS_SPOUT_")})
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert f"exactly-once counts read back from {backend} at" in out.stdout, out.stdout
+    final = [line.split() for line in out.stdout.splitlines() if " sentences of " in line]
+    assert final and int(final[0][4]) > 0 and int(final[0][1]) >= int(final[0][4]), out.stdout
+    counts = {parts[1]: int(parts[2]) for parts in (line.split() for line in out.stdout.splitlines())
+              if len(parts) == 3 and parts[0] == "[wordcount]" and parts[2].isdigit()}
+    # words of one demo sentence each are counted alike ("four score and seven years ago", "snow white and the
+    # seven dwarfs": the only sentences with "and" and "seven"): the stored counts agree with each other
+    assert counts["and"] == counts["seven"] > 0, out.stdout
+    for sentence in ("four score years ago", "snow white dwarfs"):
+        assert len({counts[w] for w in sentence.split() if w in counts}) <= 1, out.stdout
+    if "four" in counts and "snow" in counts:
+        assert counts["and"] == counts["four"] + counts["snow"], out.stdout
