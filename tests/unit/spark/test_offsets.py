@@ -92,7 +92,7 @@ def test_errors_name_the_option_as_the_user_typed_it_and_list_the_source_options
     with pytest.raises(ConfigError, match=r"unknown option 'maxRecordsPerTriggr'; known options: .*"
                                           r"maxRecordsPerTrigger.*readMode.*startingTimestamp"):
         parse_source_options({**base, "maxRecordsPerTriggr": "5"})
-    with pytest.raises(ConfigError, match=r"^option 'readMode' must be one of driver, executors, got 'cluster'"):
+    with pytest.raises(ConfigError, match=r"^option 'readMode' must be one of auto, driver, executors, got 'cluster'"):
         parse_source_options({**base, "readMode": "cluster"})
 
 
@@ -379,12 +379,12 @@ def test_a_batch_ends_inside_an_aggregate_only_when_part_of_it_is_left() -> None
     assert end_after(keys[:1], SequenceKey(9, 0), start) == after("7")
 
 
-def test_read_mode_is_read_whatever_its_case_and_spacing_and_defaults_to_driver() -> None:
+def test_read_mode_is_read_whatever_its_case_and_spacing_and_defaults_to_auto() -> None:
     options = {"streamName": "s", "appName": "a"}
-    assert parse_source_options(options)[1].read_mode == "driver"
+    assert parse_source_options(options)[1].read_mode == "auto"
     assert parse_source_options({**options, "readMode": " Executors "})[1].read_mode == "executors"
     assert parse_source_options({**options, "readmode": "DRIVER"})[1].read_mode == "driver"
-    with pytest.raises(ConfigError, match=r"^option 'readMode' must be one of driver, executors, got 'both'$"):
+    with pytest.raises(ConfigError, match=r"^option 'readMode' must be one of auto, driver, executors, got 'both'$"):
         parse_source_options({**options, "readMode": "both"})
 
 
