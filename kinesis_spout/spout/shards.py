@@ -157,7 +157,9 @@ class ShardLifecycle:
     def _detach(self, rr: RoundRobinReader) -> None:
         if self.reader in rr.readers:
             rr.remove(self.reader)
-        self.reader.stop()  # stops fetching; the reader is closed by whoever forgets the shard
+        # stops fetching and lets a thread of the reader's own end after its call in progress, without waiting (the
+        # lock is held); whoever forgets the shard may close it again, waiting for that call
+        self.reader.close(timeout_s=0.0)
 
     # -- what a phase allows ----------------------------------------------------------------------------------
     @property

@@ -152,6 +152,30 @@ def test_a_spout_whose_lease_moved_on_stops_emitting_that_shard(kinesalite: Kine
         assert all(t.record.shard_id != shard for t in later)
 
 
+def test_a_dropped_shard_stops_its_reading_thread(kinesalite: KinesisEndpoint, zookeeper: Any) -> None:
+    """With a thread per reader (reader_threads=0), the thread of a shard whose lease was lost ends: a worker that
+    loses leases again and again does not pile up threads."""
+    stream = kinesalite.create_stream(shards=2)
+    spout = KinesisSpout(config(kinesalite, zookeeper, stream, "w", reader_threads=0))
+
+    def reading(shard: str) -> bool:
+        return any(shard in t.name for t in threading.enumerate())
+
+    with spout:
+        assert wait_until(lambda: len(spout.shard_ids) == 2, 10)
+        shard = sorted(spout.shard_ids)[0]
+        assert wait_until(lambda: reading(shard), 5), [t.name for t in threading.enumerate()]
+        zk = zookeeper.client()
+        lease = f"{zookeeper.prefix}/leases/{stream}/leases/{shard}"
+        moved = zk.transaction()
+        moved.create(f"{zookeeper.prefix}/leases/{stream}/workers/intruder", b"{}", ephemeral=True)
+        moved.set_data(lease, b'{"owner": "intruder"}')
+        assert not [r for r in moved.commit() if isinstance(r, Exception)]
+        assert wait_until(lambda: shard not in spout.shard_ids, 10), "the spout kept the shard"
+        assert wait_until(lambda: not reading(shard), 10), "the dropped shard's reading thread still runs"
+        assert reading(sorted(set(spout.shard_ids))[0]), "the other shard's thread was stopped too"
+
+
 @pytest.mark.parametrize("outage_s, session_s", [(1.0, SHORT_OUTAGE_SESSION_S), (10.0, SESSION_S)],
                          ids=["shorter-than-session", "longer-than-session"])
 def test_zookeeper_outages_move_no_shard_when_short_and_lose_nothing_when_long(
