@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, runtime_checkable
 
 from kinesis_spout.config.deadletters import DeadLetterDestination
-from kinesis_spout.errors import ConfigError, SpoutError
+from kinesis_spout.errors import ConfigError, DeadLetterError
 from kinesis_spout.records import Record, SequenceKey
 
 if TYPE_CHECKING:
@@ -43,18 +43,6 @@ class DeadLetter:
     stream_name: str
     app_name: str
     at: float
-
-
-class DeadLetterError(SpoutError):
-    """Dead letters could not be written. ``written`` holds the letters of the failed call that were written
-    nonetheless (a partial success); the others are retried. Raised by ``next_batch``/``next_tuple`` once writes
-    kept failing for ``dead_letter_deadline_s``; nothing is dropped meanwhile (the checkpoint waits)."""
-
-    retriable = True
-
-    def __init__(self, message: str, *, written: Sequence[DeadLetter] = ()) -> None:
-        super().__init__(message)
-        self.written = tuple(written)
 
 
 @runtime_checkable

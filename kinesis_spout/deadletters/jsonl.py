@@ -66,6 +66,10 @@ class JsonLinesWriter:
             self.close()  # the next attempt reopens and starts on a fresh line
             raise
 
+    def open(self) -> None:
+        """Open the file now (creating it, and fsyncing its folder), if it is not open. Raises ``OSError``."""
+        self._open()
+
     def _open(self) -> IO[bytes]:
         if self._file is None:
             f = open(self.path, "a+b")  # noqa: SIM115 - kept open across writes, closed by close()
