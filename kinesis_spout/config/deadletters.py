@@ -96,9 +96,10 @@ class DeadLetterSettings:
     Storms stop the spout (``DeadLetterStormError``): ``max_in_a_row`` (default 100) dead letters in a row (in the
     order records are read: a record its scheme decodes ends the run), or more than ``max_ratio`` (default 0.5) of
     the last ``window`` (default 1,000) records read dead-lettered while the window holds at least
-    ``min_in_window`` (default 100) dead letters. 0 (or None) disables a rule. Letters of the run in progress are
-    held (not written, their records not checkpointed past) until a decoded record ends the run, so a storm leaves
-    the checkpoint before its first letter.
+    ``min_in_window`` (default 100) dead letters. 0 (or None) disables a rule. The letters of records refused by
+    the scheme as they are read are held (not written, their records not checkpointed past) until a decoded record
+    ends their run (or ``flush_checkpoints()``/``close()`` is called), so a storm leaves the checkpoint before its
+    run's first letter.
     """
 
     target: DeadLetterTarget = LocalDeadLetters()

@@ -38,9 +38,9 @@ class DeadLetterWorker:
     a write succeeds again. Nothing queued is ever dropped while the worker runs; what is still queued at close is
     not done, so its records are not checkpointed and are read again by the next run.
 
-    Held letters (:meth:`hold`) wait apart, unwritten, until :meth:`release` queues them (or :meth:`close` does,
-    unless a storm stopped the spout); :meth:`stop_for_storm` drops them unwritten (their records stay pending, so
-    their checkpoints never pass them) and makes ``unreachable`` the storm's error for good.
+    Held letters (:meth:`hold`) wait apart, unwritten, until :meth:`release` queues them (or :meth:`flush` or
+    :meth:`close` does, unless a storm stopped the spout); :meth:`stop_for_storm` drops them unwritten (their records
+    stay pending, so their checkpoints never pass them) and makes ``unreachable`` the storm's error for good.
 
     State shared with other threads (``_queue``, ``_held``, ``_busy``, ``_stop``) is touched only under ``_cond``;
     the counters and the write error behind ``unreachable`` are written by the thread alone and read freely;
@@ -104,20 +104,14 @@ class DeadLetterWorker:
                 self._held = []
                 self._cond.notify_all()
 
-    def stop_for_storm(self, error: DeadLetterStormError) -> int:
+    def stop_for_storm(self, error: DeadLetterStormError) -> list[DeadLetter]:
         """A storm stopped the spout: drop the held letters unwritten (their records stay pending and hold their
         shards' checkpoints) and raise ``error`` from every later ``next_batch``/``next_tuple``. Letters already
-        queued are still written. Returns how many were dropped. Called once, by the spout's dead-letter glue."""
+        queued are still written. Returns the letters dropped. Called once, by the spout's dead-letter glue."""
         with self._cond:
-            dropped, self._held = len(self._held), []
+            dropped, self._held = self._held, []
             self.storm = error
             return dropped
-
-    @property
-    def held(self) -> int:
-        """Letters held apart, unwritten."""
-        with self._cond:
-            return len(self._held)
 
     @property
     def pending(self) -> int:
@@ -126,8 +120,10 @@ class DeadLetterWorker:
             return len(self._queue)
 
     def flush(self, timeout_s: float) -> bool:
-        """Wait up to ``timeout_s`` until every queued letter is written; True when none is left."""
+        """Release the held letters (a flush ends a run of dead letters: the caller wants its checkpoints), then
+        wait up to ``timeout_s`` until every queued letter is written; True when none is left."""
         deadline = time.monotonic() + timeout_s
+        self.release()
         with self._cond:
             while self._queue:
                 left = deadline - time.monotonic()
