@@ -37,9 +37,6 @@ class DeadLetterDestination(Protocol):
     def open_writer(self, config: SpoutConfig) -> Any: ...
 
 
-#: What ``SpoutConfig.dead_letter`` takes: a handler, or a destination of :mod:`kinesis_spout.deadletters`.
-DeadLetterTarget = Union[DeadLetterHandler, DeadLetterDestination]
-
 #: The environment variable that moves the default dead-letter folder.
 DEAD_LETTER_DIR_ENV = "KINESIS_SPOUT_DEAD_LETTER_DIR"
 #: The default dead-letter folder, relative to the working directory of the process that opens the spout.
@@ -61,7 +58,8 @@ class LocalDeadLetters:
     ``folder`` defaults to ``$KINESIS_SPOUT_DEAD_LETTER_DIR``, else ``./kinesis-spout-dead-letters`` (both read when
     the spout opens; a relative folder is taken from the working directory then). Where the file cannot be written
     (a read-only folder), each letter is logged whole instead (its data in base64) and a WARNING says which folder
-    failed and how to choose another. The writer is :class:`kinesis_spout.deadletters.local.LocalDeadLetterWriter`.
+    failed and how to choose another. The writer, :class:`kinesis_spout.deadletters.local.LocalDeadLetterWriter`, is
+    made by :func:`kinesis_spout.deadletters.open_writer` (the I/O layer), not here.
     """
 
     folder: str | None = None
@@ -71,10 +69,10 @@ class LocalDeadLetters:
         folder = self.folder or os.environ.get(DEAD_LETTER_DIR_ENV) or DEFAULT_DEAD_LETTER_DIR
         return os.path.abspath(os.path.join(folder, _safe(config.app_name), _safe(config.stream_name) + ".jsonl"))
 
-    def open_writer(self, config: SpoutConfig) -> Any:
-        from kinesis_spout.deadletters.local import LocalDeadLetterWriter  # the I/O layer, loaded when used
 
-        return LocalDeadLetterWriter(self.path(config))
+#: What ``SpoutConfig.dead_letter`` takes: a handler, or a destination of :mod:`kinesis_spout.deadletters` (the
+#: default, :class:`LocalDeadLetters`, included).
+DeadLetterTarget = Union[DeadLetterHandler, DeadLetterDestination, LocalDeadLetters]
 
 
 def _safe(name: str) -> str:
@@ -110,7 +108,8 @@ class DeadLetterSettings:
     min_in_window: int | None = 100
 
     def __post_init__(self) -> None:
-        if not callable(self.target) and not callable(getattr(self.target, "open_writer", None)):
+        if not callable(self.target) and not callable(getattr(self.target, "open_writer", None)) and \
+                not isinstance(self.target, LocalDeadLetters):
             raise fail("dead_letters", "target",
                        f"must be a callable (record, reason) -> None or a destination such as "
                        f"kinesis_spout.deadletters.KinesisDeadLetters, got {self.target!r}")

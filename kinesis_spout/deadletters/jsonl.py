@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Sequence
 
-from kinesis_spout.deadletters.base import DeadLetter, envelope_bytes
+from kinesis_spout.deadletters.envelope import DeadLetter, envelope_bytes
 from kinesis_spout.errors import ConfigError
 
 if TYPE_CHECKING:

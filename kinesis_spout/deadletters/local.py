@@ -15,7 +15,7 @@ from collections import Counter
 from typing import Callable, Sequence
 
 from kinesis_spout.config.deadletters import DEAD_LETTER_DIR_ENV
-from kinesis_spout.deadletters.base import DeadLetter, envelope_bytes
+from kinesis_spout.deadletters.envelope import DeadLetter, envelope_bytes
 from kinesis_spout.deadletters.jsonl import JsonLinesWriter
 
 __all__ = ["SUMMARY_EVERY_S", "LocalDeadLetterWriter"]
