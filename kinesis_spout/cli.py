@@ -9,6 +9,7 @@
   checkpoint, parents and whether it is open, closed or finished; and the live workers.
 - ``kinesis-spout dev-servers``: ZooKeeper and kinesalite on local ports with a stream created; prints the
   ``export`` lines that point the examples at them; Ctrl-C or SIGTERM stops both.
+- ``kinesis-spout dead-letters {list,replay} FILE|stream:NAME``: see ``kinesis_spout.deadletters.replay``.
 - ``kinesis-spout install-emulators [--dir DIR]``: installs kinesalite and kinesis-local with npm into the user
   cache, where the test fixtures find them (see ``kinesis_spout.testing.emulators``).
 
@@ -268,7 +269,30 @@ def _parser() -> argparse.ArgumentParser:
                                                     "test fixtures")
     inst.add_argument("--dir", type=Path, default=None,
                       help="node_modules folder to install into (default: the user cache, found without settings)")
+    dl = sub.add_parser("dead-letters", help="count dead letters, or put them back onto a stream (at least once)")
+    dl.add_argument("action", choices=["list", "replay"])
+    dl.add_argument("source", help="a JSON Lines file of dead letters, or stream:NAME for a dead-letter stream")
+    dl.add_argument("--to-stream", help="replay onto this stream (default: each letter's own stream)")
+    dl.add_argument("--journal", help="positions replayed: skipped, then added to (default SOURCE.replayed)")
+    dl.add_argument("--no-journal", action="store_true", help="replay every letter and keep no journal")
+    dl.add_argument("--endpoint-url", default=os.environ.get(ENDPOINT_ENV))
+    dl.add_argument("--region")
     return parser
+
+
+def _dead_letters(args: argparse.Namespace) -> int:
+    from kinesis_spout.deadletters import replay
+
+    letters = replay.load_letters(args.source, region=args.region, endpoint_url=args.endpoint_url)
+    if args.action == "list":
+        for shard, reason, n in replay.count_letters(letters):
+            print(f"{n:>8}  {shard}  {reason}")
+        print(f"{len(letters):>8}  letters in all")
+        return 0
+    journal = None if args.no_journal else args.journal or replay.journal_of(args.source)
+    done = replay.replay_to_kinesis(letters, args.to_stream, journal, args.region, args.endpoint_url)
+    print(f"put {done.put} records" + (f"; skipped {done.skipped} already in {journal}" if journal else ""))
+    return 0
 
 
 def _check_port_free(port: int, what: str, flag: str) -> None:
@@ -361,6 +385,8 @@ def main(argv: list[str] | None = None) -> int:
             return _status(args)
         if args.command == "dev-servers":
             return _dev_servers(args)
+        if args.command == "dead-letters":
+            return _dead_letters(args)
         if args.command == "install-emulators":
             return _install_emulators(args)
         return _reset(args) if args.action == "reset" else _list(args)

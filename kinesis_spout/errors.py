@@ -8,6 +8,8 @@ of times.
 
 from __future__ import annotations
 
+from typing import Any, Sequence
+
 
 class SpoutError(Exception):
     """Base class of every error raised by kinesis_spout."""
@@ -52,6 +54,36 @@ class CheckpointError(SpoutError):
 
 class CheckpointConflict(CheckpointError):
     """Another writer stored a checkpoint at or beyond ours; our (lower) write lost and was not applied."""
+
+
+class DeadLetterError(SpoutError):
+    """Dead letters could not be written. ``written`` holds the letters of the failed call that were written
+    nonetheless (a partial success); the others are retried. Raised by ``next_batch``/``next_tuple`` once writes
+    kept failing for ``dead_letter_deadline_s``; nothing is dropped meanwhile (the checkpoint waits)."""
+
+    retriable = True
+
+    def __init__(self, message: str, *, written: Sequence[Any] = ()) -> None:
+        super().__init__(message)
+        self.written = tuple(written)
+
+
+class DeadLetterStormError(DeadLetterError):
+    """The spout stopped: too many records were dead-lettered (``max_dead_letters_in_a_row`` in a row, or more
+    than ``max_dead_letter_ratio`` of the last ``dead_letter_window`` records read). Raised by every later
+    ``next_batch``/``next_tuple``. The message names the likely cause (the scheme, when the letters are records it
+    could not decode), the stream and shards, the counts, the setting to change and where the restart resumes: the
+    letters of the run that tripped the rule were not written and their records are not checkpointed past, so a
+    restart reads them again. ``rule`` names the setting that tripped; not retriable (the same records trip it
+    again until the scheme or the setting changes)."""
+
+    retriable = False
+
+    def __init__(self, message: str, *, rule: str, letters: int, shard_ids: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.rule = rule
+        self.letters = letters
+        self.shard_ids = tuple(shard_ids)
 
 
 class ServerStartError(SpoutError):

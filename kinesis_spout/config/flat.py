@@ -73,7 +73,10 @@ class FlatSettings(TypedDict, total=False):
     task_count: int
     coordination: str
     worker_id: str
-
+    max_dead_letters_in_a_row: int | None
+    max_dead_letter_ratio: float | None
+    dead_letter_window: int | None
+    min_dead_letters_in_window: int | None
 
 
 class ConfigChanges(FlatSettings, total=False):
@@ -298,3 +301,23 @@ class FlatView:
     def worker_id(self) -> str:
         """``worker.worker_id`` (WorkerSettings)."""
         return self.worker.worker_id
+
+    @cached_property
+    def max_dead_letters_in_a_row(self) -> int | None:
+        """``dead_letters.max_in_a_row`` (DeadLetterSettings)."""
+        return self.dead_letters.max_in_a_row
+
+    @cached_property
+    def max_dead_letter_ratio(self) -> float | None:
+        """``dead_letters.max_ratio`` (DeadLetterSettings)."""
+        return self.dead_letters.max_ratio
+
+    @cached_property
+    def dead_letter_window(self) -> int | None:
+        """``dead_letters.window`` (DeadLetterSettings)."""
+        return self.dead_letters.window
+
+    @cached_property
+    def min_dead_letters_in_window(self) -> int | None:
+        """``dead_letters.min_in_window`` (DeadLetterSettings)."""
+        return self.dead_letters.min_in_window

@@ -69,6 +69,10 @@ FLAT_FIELDS: dict[str, tuple[str, str]] = {
     "task_count": ("worker", "task_count"),
     "coordination": ("worker", "coordination"),
     "worker_id": ("worker", "worker_id"),
+    "max_dead_letters_in_a_row": ("dead_letters", "max_in_a_row"),
+    "max_dead_letter_ratio": ("dead_letters", "max_ratio"),
+    "dead_letter_window": ("dead_letters", "window"),
+    "min_dead_letters_in_window": ("dead_letters", "min_in_window"),
 }
 
 _FLAT_OF: dict[tuple[str, str], str] = {target: flat for flat, target in FLAT_FIELDS.items()}

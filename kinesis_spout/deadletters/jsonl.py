@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Sequence
 
-from kinesis_spout.deadletters.base import DeadLetter, envelope_bytes
+from kinesis_spout.deadletters.envelope import DeadLetter, envelope_bytes
 from kinesis_spout.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -65,6 +65,10 @@ class JsonLinesWriter:
         except BaseException:
             self.close()  # the next attempt reopens and starts on a fresh line
             raise
+
+    def open(self) -> None:
+        """Open the file now (creating it, and fsyncing its folder), if it is not open. Raises ``OSError``."""
+        self._open()
 
     def _open(self) -> IO[bytes]:
         if self._file is None:

@@ -145,21 +145,32 @@ class KinesisDeadLetterWriter:
             if id(letter) in bigs:
                 data = stub_envelope_bytes(letter, full)
             entries.append((letter, {"Data": data, "PartitionKey": letter.record.partition_key}))
-        written: list[DeadLetter] = []
         try:
-            for chunk in _chunks(entries):
-                written += self._put(chunk)
+            written: list[DeadLetter] = self.put_entries(entries)
         except DeadLetterError as exc:
-            raise DeadLetterError(str(exc), written=self._done(written + list(exc.written), bigs)) \
-                from exc.__cause__
-        except Exception as exc:  # noqa: BLE001 - a failed call: wrapped, retried by the dead-letter thread
-            raise DeadLetterError(f"putting dead letters into stream {self.stream_name!r} failed: {exc}",
-                                  written=self._done(written, bigs)) from exc
+            raise DeadLetterError(str(exc), written=self._done(list(exc.written), bigs)) from exc.__cause__
         self._done(written, bigs)
         if fallback_error is not None:
             raise DeadLetterError(f"{len(held)} dead letters too large for stream {self.stream_name!r} could not be "
                                   f"written whole to {full}: {fallback_error}; they are retried",
                                   written=written) from fallback_error
+
+    def put_entries(self, entries: list[tuple[Any, dict[str, Any]]]) -> list[Any]:
+        """Put ``(item, {"Data": ..., "PartitionKey": ...})`` entries into ``stream_name`` in PutRecords calls of at
+        most 500 records and 5 MiB, refused entries put again up to ``put_attempts`` times; returns the items
+        accepted, in order. Raises :class:`DeadLetterError` (``written``: the items accepted) when entries stay
+        refused or a call fails. The one PutRecords path: dead letters (:meth:`write`) and replays
+        (:mod:`kinesis_spout.deadletters.replay`) both put through it. Changes the stream and ``puts``."""
+        written: list[Any] = []
+        try:
+            for chunk in _chunks(entries):
+                written += self._put(chunk)
+        except DeadLetterError as exc:
+            raise DeadLetterError(str(exc), written=written + list(exc.written)) from exc.__cause__
+        except Exception as exc:  # noqa: BLE001 - a failed call: wrapped, retried by the caller
+            raise DeadLetterError(f"putting records into stream {self.stream_name!r} failed: {exc}",
+                                  written=written) from exc
+        return written
 
     def _to_fallback(self, big: list[DeadLetter]) -> tuple[set[int], BaseException | None]:
         """Log the oversized letters and write those not yet there to the fallback, if any. Returns the ids of the
@@ -197,10 +208,10 @@ class KinesisDeadLetterWriter:
                 self._in_fallback.discard(letter.record.message_id)
         return written
 
-    def _put(self, chunk: list[tuple[DeadLetter, dict[str, Any]]]) -> list[DeadLetter]:
+    def _put(self, chunk: list[tuple[Any, dict[str, Any]]]) -> list[Any]:
         """Put one PutRecords-sized chunk; refused entries are put again (alone) up to ``put_attempts`` times, after
         :data:`PUT_RETRY`'s delays. A failed call is raised at once (the dead-letter thread retries the write)."""
-        written: list[DeadLetter] = []
+        written: list[Any] = []
         todo = chunk
         codes: set[str] = set()
 
@@ -250,9 +261,9 @@ class KinesisDeadLetterWriter:
             self.oversized[0].close()
 
 
-def _chunks(entries: list[tuple[DeadLetter, dict[str, Any]]]) -> list[list[tuple[DeadLetter, dict[str, Any]]]]:
+def _chunks(entries: list[tuple[Any, dict[str, Any]]]) -> list[list[tuple[Any, dict[str, Any]]]]:
     """Split entries into PutRecords calls of at most 500 records and 5 MiB."""
-    out: list[list[tuple[DeadLetter, dict[str, Any]]]] = []
+    out: list[list[tuple[Any, dict[str, Any]]]] = []
     size = 0
     for item in entries:
         n = _record_size(item[1]["Data"], item[1]["PartitionKey"])

@@ -8,6 +8,7 @@ import time
 from typing import Callable, Sequence
 
 from kinesis_spout.deadletters.base import DeadLetter, DeadLetterError, DeadLetterWriter
+from kinesis_spout.errors import DeadLetterStormError
 from kinesis_spout.retry import Backoff, RetryPolicy
 from kinesis_spout.tracker import RetryBackoff
 
@@ -37,8 +38,13 @@ class DeadLetterWorker:
     a write succeeds again. Nothing queued is ever dropped while the worker runs; what is still queued at close is
     not done, so its records are not checkpointed and are read again by the next run.
 
-    State shared with other threads (``_queue``, ``_busy``, ``_stop``) is touched only under ``_cond``; the counters
-    and ``unreachable`` are written by the thread alone and read freely; ``_backoff`` is the thread's alone.
+    Held letters (:meth:`hold`) wait apart, unwritten, until :meth:`release` queues them (or :meth:`flush` or
+    :meth:`close` does, unless a storm stopped the spout); :meth:`stop_for_storm` drops them unwritten (their records
+    stay pending, so their checkpoints never pass them) and makes ``unreachable`` the storm's error for good.
+
+    State shared with other threads (``_queue``, ``_held``, ``_busy``, ``_stop``) is touched only under ``_cond``;
+    the counters and the write error behind ``unreachable`` are written by the thread alone and read freely;
+    ``storm`` is set once by the spout's caller thread; ``_backoff`` is the thread's alone.
     """
 
     def __init__(self, writer: DeadLetterWriter, on_written: Callable[[Sequence[DeadLetter]], None], *,
@@ -50,6 +56,7 @@ class DeadLetterWorker:
         self._backoff = Backoff(backoff.policy() if isinstance(backoff, RetryBackoff) else backoff)
         self._cond = threading.Condition()
         self._queue: list[DeadLetter] = []
+        self._held: list[DeadLetter] = []
         self._busy = False
         self._stop = False
         self._give_up_at: float | None = None  # set by close(): stop retrying after this moment
@@ -58,7 +65,14 @@ class DeadLetterWorker:
         self.written = 0
         self.failures = 0
         self.last_error: BaseException | None = None
-        self.unreachable: DeadLetterError | None = None
+        self._unreachable: DeadLetterError | None = None
+        self.storm: DeadLetterStormError | None = None
+
+    @property
+    def unreachable(self) -> DeadLetterError | None:
+        """The error the spout raises from ``next_batch``/``next_tuple``: the storm that stopped it (for good), or
+        the write error once writes kept failing for ``deadline_s`` (until a write succeeds), or None."""
+        return self.storm or self._unreachable
 
     def start(self) -> None:
         if self._thread is None and not self._stop:
@@ -73,6 +87,32 @@ class DeadLetterWorker:
             self._queue.extend(letters)
             self._cond.notify_all()
 
+    def hold(self, letters: Sequence[DeadLetter]) -> None:
+        """Keep letters unwritten until :meth:`release` (any thread; never blocks). Nothing is held after a storm:
+        the letters are dropped unwritten, their records stay pending."""
+        if not letters:
+            return
+        with self._cond:
+            if self.storm is None:
+                self._held.extend(letters)
+
+    def release(self) -> None:
+        """Queue the held letters for writing, in order (any thread; never blocks)."""
+        with self._cond:
+            if self._held:
+                self._queue.extend(self._held)
+                self._held = []
+                self._cond.notify_all()
+
+    def stop_for_storm(self, error: DeadLetterStormError) -> list[DeadLetter]:
+        """A storm stopped the spout: drop the held letters unwritten (their records stay pending and hold their
+        shards' checkpoints) and raise ``error`` from every later ``next_batch``/``next_tuple``. Letters already
+        queued are still written. Returns the letters dropped. Called once, by the spout's dead-letter glue."""
+        with self._cond:
+            dropped, self._held = self._held, []
+            self.storm = error
+            return dropped
+
     @property
     def pending(self) -> int:
         """Letters queued or being written."""
@@ -80,8 +120,10 @@ class DeadLetterWorker:
             return len(self._queue)
 
     def flush(self, timeout_s: float) -> bool:
-        """Wait up to ``timeout_s`` until every queued letter is written; True when none is left."""
+        """Release the held letters (a flush ends a run of dead letters: the caller wants its checkpoints), then
+        wait up to ``timeout_s`` until every queued letter is written; True when none is left."""
         deadline = time.monotonic() + timeout_s
+        self.release()
         with self._cond:
             while self._queue:
                 left = deadline - time.monotonic()
@@ -96,6 +138,9 @@ class DeadLetterWorker:
         with self._cond:
             if self._stop and self._thread is None:
                 return
+            if self._held:  # no storm: a run of dead letters that did not trip a rule is written as usual
+                self._queue.extend(self._held)
+                self._held = []
             self._stop = True
             self._give_up_at = time.monotonic() + timeout_s
             self._cond.notify_all()
@@ -139,7 +184,7 @@ class DeadLetterWorker:
                 if self._failing_since is not None:
                     log.info("dead letters are written again")
                 self._failing_since = None
-                self.unreachable = None
+                self._unreachable = None
                 continue
             self._failed(error, len(batch) - len(written))
             delay = self._backoff.next_delay()
@@ -171,11 +216,11 @@ class DeadLetterWorker:
             self._failing_since = now
         log.warning("could not write %d dead letters (%s: %s); retrying, the shards' checkpoints wait for them",
                     left, type(error).__name__, error)
-        if now - self._failing_since >= self.deadline_s and self.unreachable is None:
+        if now - self._failing_since >= self.deadline_s and self._unreachable is None:
             unreachable = DeadLetterError(
                 f"dead letters could not be written for {now - self._failing_since:.0f} s "
                 f"(dead_letter_deadline_s={self.deadline_s:g}): {type(error).__name__}: {error}. Nothing was "
                 f"dropped: the records stay pending and their shards' checkpoints wait; check the dead-letter "
                 f"destination. This error clears once a write succeeds")
             unreachable.__cause__ = error
-            self.unreachable = unreachable
+            self._unreachable = unreachable

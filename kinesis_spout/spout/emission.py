@@ -40,6 +40,8 @@ class Emitter:
         self.dead_letters = dead_letters
         self.poison_records = 0
         self._retry_cursor = 0
+        self._out: list[SpoutTuple] | None = None  # the tuples of the chunk being emitted (see _emit)
+        self._reported = 0  # how many of them were reported decoded to the dead-letter glue
 
     def maintain(self, now: float) -> None:
         """Fail the records whose message timeout passed, and finish the shards read to their end with nothing in
@@ -130,6 +132,9 @@ class Emitter:
             return self.config.scheme(record)
         except Exception as exc:  # noqa: BLE001 - any scheme error makes the record a poison record
             self.poison_records += 1
+            if self._out is not None:  # the records decoded before this one end the run of dead letters first
+                self.dead_letters.decoded(len(self._out) - self._reported)
+                self._reported = len(self._out)
             reason = f"poison record: {exc}" if isinstance(exc, ValueError) else \
                 f"poison record: the scheme raised {type(exc).__name__}: {exc}"
             self.dead_letters.give_up(state, record, reason)
@@ -149,6 +154,7 @@ class Emitter:
         else:
             kept = list(zip(records[skip:], sizes[skip:]))
         out: list[SpoutTuple] = []
+        self._out, self._reported = out, 0  # records decoded are reported before each poison one, in read order
         reliable = self.config.reliable
         new = tuple.__new__  # a SpoutTuple with every field given, without its named-tuple __new__
         for record, size in kept:
@@ -161,4 +167,6 @@ class Emitter:
             out.append(new(SpoutTuple, (record.message_id, record, values, 1)))
         if not reliable and kept:
             self.registry.offer_checkpoint(state)
+        self.dead_letters.decoded(len(out) - self._reported)  # ends a run of dead letters in a row
+        self._out = None
         return out

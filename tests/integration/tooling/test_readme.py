@@ -7,6 +7,8 @@ pasted them would run it.
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import queue
 import re
@@ -214,11 +216,13 @@ def test_dev_servers_refuse_a_taken_port_naming_the_flag(zookeeper) -> None:
 
 
 def test_quickstart_reads_acks_dead_letters_and_stops_cleanly_on_ctrl_c(dev_env, tmp_path) -> None:
-    """The blank sentence fails every attempt: dead-lettered after its retries, the others printed once each;
-    SIGINT (Ctrl-C) ends the loop without a traceback and the checkpoints cover every record."""
+    """The blank sentence fails every attempt: dead-lettered after its retries (kept whole in the default dead-letter
+    file of the working directory, one log line naming it), the others printed once each; SIGINT (Ctrl-C) ends the
+    loop without a traceback and the checkpoints cover every record."""
     stderr_path = tmp_path / "stderr"
     with open(stderr_path, "w") as stderr:
-        proc = subprocess.Popen([sys.executable, "-c", snippets()["quickstart"]], env=dev_env, text=True,
+        proc = subprocess.Popen([sys.executable, "-c", snippets()["quickstart"]], text=True, cwd=tmp_path,
+                                env={**dev_env, "PYTHONPATH": str(ROOT)},  # this checkout, from another folder
                                 stdout=subprocess.PIPE, stderr=stderr)
     assert proc.stdout is not None
     output = Lines(proc.stdout)
@@ -237,6 +241,10 @@ def test_quickstart_reads_acks_dead_letters_and_stops_cleanly_on_ctrl_c(dev_env,
                                  "8 words: an apple a day keeps the doctor away\n"]
     assert lines[2:] == ["stopped; the next run resumes after the checkpoints\n"]
     assert err.count("dead letter") == 1 and "failed on attempt 4 of 4" in err
+    kept = tmp_path / "kinesis-spout-dead-letters" / "quickstart" / f"{dev_env['KINESIS_SPOUT_STREAM']}.jsonl"
+    assert str(kept) in err
+    letters = [json.loads(line) for line in kept.read_text().splitlines()]
+    assert [(d["reason"], base64.b64decode(d["data"]).strip()) for d in letters] == [("failed on attempt 4 of 4", b"")]
     listing = subprocess.run([sys.executable, "-m", "kinesis_spout.cli", "checkpoints", "--stream",
                               dev_env["KINESIS_SPOUT_STREAM"], "--app", "quickstart"],
                              env=dev_env, capture_output=True, text=True, timeout=60)

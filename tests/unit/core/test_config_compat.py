@@ -27,8 +27,8 @@ from kinesis_spout.config import (
     TrackingSettings,
     WorkerSettings,
     ZooKeeperSettings,
-    log_dead_letter,
 )
+from kinesis_spout.deadletters import LocalDeadLetters
 from kinesis_spout.spark.aliases import ALIASES, resolve_aliases
 
 GROUPS: dict[str, type[Any]] = {"kinesis": KinesisSettings, "reading": ReadingSettings, "tracking": TrackingSettings,
@@ -72,7 +72,7 @@ OLD_FLAT: dict[str, tuple[str, str, Any]] = {
     "deaggregate": ("reading", "deaggregate", True),
     "drop_foreign_user_records": ("reading", "drop_foreign_user_records", True),
     "scheme": ("reading", "scheme", RawScheme),  # a fresh RawScheme(): compared by type
-    "dead_letter": ("dead_letters", "target", log_dead_letter),
+    "dead_letter": ("dead_letters", "target", LocalDeadLetters),  # whole letters in a local file (was: the log)
     "dead_letter_deadline_s": ("dead_letters", "deadline_s", 60.0),
     "metrics_port": ("metrics", "port", None),
     "task_index": ("worker", "task_index", 0),
@@ -80,7 +80,14 @@ OLD_FLAT: dict[str, tuple[str, str, Any]] = {
     # changed on purpose: leases where the checkpoints are in ZooKeeper (WorkerSettings.mode), static otherwise
     "coordination": ("worker", "coordination", "auto"),
     "worker_id": ("worker", "worker_id", f"{socket.gethostname()}:{os.getpid()}"),
+    # added with the dead-letter storm rules (new keywords, appended)
+    "max_dead_letters_in_a_row": ("dead_letters", "max_in_a_row", 100),
+    "max_dead_letter_ratio": ("dead_letters", "max_ratio", 0.5),
+    "dead_letter_window": ("dead_letters", "window", 1000),
+    "min_dead_letters_in_window": ("dead_letters", "min_in_window", 100),
 }
+#: the string options of the storm rules: named, but parsed by config/options.py only once it knows their types
+STORM_OPTIONS = {"maxDeadLettersInARow", "maxDeadLetterRatio", "deadLetterWindow", "minDeadLettersInWindow"}
 
 
 def samples(tmp_path) -> dict[str, Any]:
@@ -100,7 +107,8 @@ def samples(tmp_path) -> dict[str, Any]:
         "prefetch_records": 99, "prefetch_bytes": 1 << 21, "reader_threads": 0, "reliable": False,
         "deaggregate": False, "drop_foreign_user_records": False, "scheme": JSON, "dead_letter": print,
         "dead_letter_deadline_s": 5.0, "metrics_port": 9108, "task_index": 0, "task_count": 1,
-        "coordination": "leases", "worker_id": "worker-7",
+        "coordination": "leases", "worker_id": "worker-7", "max_dead_letters_in_a_row": 7,
+        "max_dead_letter_ratio": 0.25, "dead_letter_window": 50, "min_dead_letters_in_window": 5,
     }
 
 
@@ -198,7 +206,7 @@ def test_every_string_option_and_connector_alias_lands_in_its_group_field(tmp_pa
     aws = {"awsProfile": "etl", "awsRoleArn": ROLE, "awsRoleSessionName": "job-1", "awsExternalId": "ext",
            "awsRoleDurationS": "7200", "awsStsEndpointUrl": "https://sts.example"}
     static_keys = {"awsAccessKeyId": "AKIAEXAMPLE", "awsSecretAccessKey": "secret", "awsSessionToken": "token"}
-    assert set(OPTION_NAMES) == {*options, *backoff, *aws, *static_keys, "scheme"}
+    assert set(OPTION_NAMES) == {*options, *backoff, *aws, *static_keys, "scheme", *STORM_OPTIONS}
 
     config = SpoutConfig.from_options({**{o: t for o, (t, *_) in options.items()}, **backoff, **aws,
                                        "scheme": "json"})

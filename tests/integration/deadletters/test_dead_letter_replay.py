@@ -1,0 +1,116 @@
+"""`kinesis-spout dead-letters replay`: the letters a spout kept go back onto a stream with their data and partition
+keys, refused entries are put again, a second replay puts nothing, and bad input puts nothing and names the line."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kinesis_spout import InitialPosition, JsonScheme, KinesisSpout, MemoryCheckpointStore, SpoutConfig
+from kinesis_spout.cli import main
+from kinesis_spout.deadletters import JsonLinesDeadLetters, KinesisDeadLetters
+from kinesis_spout.testing.faults import FaultProxy
+from kinesis_spout.testing.kinesis import KinesisEndpoint
+from kinesis_spout.testing.spout import drain
+
+PTEE = "ProvisionedThroughputExceededException"
+
+
+def read_all(endpoint: KinesisEndpoint, stream: str) -> list[dict[str, Any]]:
+    client = endpoint.client()
+    out: list[dict[str, Any]] = []
+    for shard in endpoint.shard_ids(stream):
+        iterator = client.get_shard_iterator(StreamName=stream, ShardId=shard,
+                                             ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+        out += client.get_records(ShardIterator=iterator, Limit=10_000)["Records"]
+    return out
+
+
+def spout_letters(endpoint: KinesisEndpoint, stream: str, dead_letter: Any) -> list[tuple[bytes, str]]:
+    """Run a JsonScheme spout over 6 poison records among good ones; returns the poison (data, partition key)."""
+    data: list[str] = []
+    keys: list[str] = []
+    for i in range(6):
+        data += [json.dumps({"n": i}), f"poison {i}"]
+        keys += [f"good-{i}", f"pk-{i}"]
+    data.append("{}")
+    keys.append("end")
+    endpoint.put(stream, data, partition_keys=keys)
+    config = SpoutConfig(stream_name=stream, app_name="replay", endpoint_url=endpoint.endpoint_url,
+                         region=endpoint.region, initial_position=InitialPosition.TRIM_HORIZON,
+                         empty_record_backoff_s=0.2, scheme=JsonScheme(), dead_letter=dead_letter)
+    with KinesisSpout(config, MemoryCheckpointStore()) as spout:
+        got = drain(spout, 7)
+        deadline = time.monotonic() + 20
+        while spout.poison_records < 6 and time.monotonic() < deadline:  # a shard may end with a poison record
+            got += drain(spout, 1, timeout_s=0.5)
+        assert len(got) == 7 and spout.poison_records == 6
+        assert spout.flush_checkpoints()
+    return sorted((d.encode(), k) for d, k in zip(data, keys) if d.startswith("poison"))
+
+
+def test_letters_of_a_spout_go_back_with_their_keys_a_refusal_is_put_again_and_a_second_replay_puts_nothing(
+        fault_proxy: tuple[FaultProxy, KinesisEndpoint], kinesis_backend: KinesisEndpoint, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    proxy, through = fault_proxy
+    source = kinesis_backend.create_stream(shards=2)
+    target = kinesis_backend.create_stream(shards=1)
+    letters = tmp_path / "letters.jsonl"
+    poison = spout_letters(kinesis_backend, source, JsonLinesDeadLetters(str(letters)))
+    proxy.refuse_records({0: PTEE, 3: PTEE})  # the first PutRecords call: two entries refused
+    argv = ["dead-letters", "replay", str(letters), "--to-stream", target, "--endpoint-url", through.endpoint_url,
+            "--region", through.region]
+    assert main(argv) == 0
+    assert "put 6 records; skipped 0" in capsys.readouterr().out
+    assert proxy.injected == {f"PutRecords:{PTEE}": 2}
+    assert sorted((r["Data"], r["PartitionKey"]) for r in read_all(kinesis_backend, target)) == poison
+
+    assert main(argv) == 0  # the journal: nothing is put twice
+    assert "put 0 records; skipped 6" in capsys.readouterr().out
+    assert len(read_all(kinesis_backend, target)) == 6
+    assert len((tmp_path / "letters.jsonl.replayed").read_text().splitlines()) == 6
+
+    assert main(["dead-letters", "list", str(letters)]) == 0
+    listing = capsys.readouterr().out
+    assert "6  letters in all" in listing and "poison record" in listing
+
+
+def test_letters_of_a_dead_letter_stream_go_back_to_the_stream_they_came_from(
+        kinesis_backend: KinesisEndpoint, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)  # the journal of a stream source goes to the working directory
+    source = kinesis_backend.create_stream(shards=1)
+    dlq = kinesis_backend.create_stream(shards=1)
+    poison = spout_letters(kinesis_backend, source, KinesisDeadLetters(dlq))
+    before = len(read_all(kinesis_backend, source))
+    argv = ["dead-letters", "replay", f"stream:{dlq}", "--endpoint-url", kinesis_backend.endpoint_url,
+            "--region", kinesis_backend.region]
+    assert main(argv) == 0
+    assert "put 6 records" in capsys.readouterr().out
+    again = read_all(kinesis_backend, source)[before:]
+    assert sorted((r["Data"], r["PartitionKey"]) for r in again) == poison
+    assert (tmp_path / f"{dlq}.replayed").exists()
+
+
+def test_a_line_that_is_not_a_letter_is_named_and_nothing_is_put(
+        moto_kinesis: KinesisEndpoint, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = moto_kinesis.create_stream(shards=1)
+    target = moto_kinesis.create_stream(shards=1)
+    letters = tmp_path / "letters.jsonl"
+    spout_letters(moto_kinesis, source, JsonLinesDeadLetters(str(letters)))
+    lines = letters.read_text().splitlines()
+    letters.write_text("\n".join([lines[0], '{"version": 1, "torn', *lines[1:]]) + "\n")
+    argv = ["dead-letters", "replay", str(letters), "--to-stream", target, "--endpoint-url",
+            moto_kinesis.endpoint_url, "--region", moto_kinesis.region]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert f"{letters}, line 2: not a dead letter" in err
+    assert read_all(moto_kinesis, target) == [] and not (tmp_path / "letters.jsonl.replayed").exists()
+    assert len(letters.read_text().splitlines()) == 7  # the file is left as it was
+
+    assert main(["dead-letters", "replay", str(tmp_path / "missing.jsonl"), "--to-stream", target]) == 1
+    assert "cannot read the dead-letter file" in capsys.readouterr().err
