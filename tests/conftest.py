@@ -20,6 +20,9 @@ test-fast``). Under pytest-xdist the slow tests are queued first, so that no lon
 
 from __future__ import annotations
 
+import os
+import tempfile
+
 import pytest
 
 #: The markers each fixture implies (fixtures of the kinesis_spout plugin and of the test modules).
@@ -73,3 +76,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             slow.add(item.nodeid)
     if hasattr(config, "workerinput"):
         items.sort(key=lambda item: item.nodeid not in slow)  # stable: the order within each group is kept
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Dead letters of spouts that name no destination go to a temporary folder, not to the working directory
+    (tests that look at the default folder set ``KINESIS_SPOUT_DEAD_LETTER_DIR`` themselves, or run a child
+    process without it)."""
+    os.environ.setdefault("KINESIS_SPOUT_DEAD_LETTER_DIR", tempfile.mkdtemp(prefix="kinesis-spout-dead-letters-"))

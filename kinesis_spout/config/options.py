@@ -43,6 +43,8 @@ _INT_FIELDS = {"credentials.role_duration_s", "max_records_per_call", "retry_lim
                "max_inflight_bytes", "prefetch_records", "reader_threads", "prefetch_bytes", "task_index", "task_count"}
 _FLOAT_FIELDS = {"zookeeper_session_timeout_s", "zookeeper_deadline_s", "empty_record_backoff_s",
                  "checkpoint_interval_s", "shard_sync_interval_s", "dead_letter_deadline_s"}
+_STORM_FIELDS = {"max_dead_letters_in_a_row", "max_dead_letter_ratio", "dead_letter_window",
+                 "min_dead_letters_in_window"}
 _BOOL_FIELDS = {"reliable", "zookeeper_world_readable", "zookeeper_tls", "deaggregate",
                 "drop_foreign_user_records"}
 
@@ -116,6 +118,16 @@ def _convert(name: str, option: str, raw: str) -> Any:
         return _to_float(option, raw)
     if name in ("message_timeout_s", "max_empty_record_backoff_s"):
         return None if raw.strip().lower() in ("", "none", "off") else _to_float(option, raw)
+    if name in _STORM_FIELDS:  # the dead-letter storm rules: 'off' (or 0) disables one
+        if raw.strip().lower() in ("", "none", "off"):
+            return None
+        if name == "max_dead_letter_ratio":
+            return _to_float(option, raw)
+        try:
+            return int(raw.replace("_", ""))
+        except ValueError:
+            raise ConfigError(f"option {option!r} must be a whole number, or 'off' to disable the rule, "
+                              f"got {raw!r}") from None
     if name == "metrics_port":
         if raw.strip().lower() in ("", "none", "off"):
             return None

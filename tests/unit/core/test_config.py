@@ -147,3 +147,15 @@ def test_auto_coordination_is_leases_with_zookeeper_checkpoints_and_static_other
         config = SpoutConfig(stream_name="s", app_name="a", coordination=chosen)
         assert {config.worker.mode(True), config.worker.mode(False)} == {chosen}
 
+
+
+def test_the_dead_letter_storm_rules_parse_from_options_and_off_disables_one() -> None:
+    base = {"streamName": "s", "appName": "a"}
+    cfg = SpoutConfig.from_options({**base, "maxDeadLettersInARow": "50", "maxDeadLetterRatio": "0.25",
+                                    "deadLetterWindow": "2_000", "minDeadLettersInWindow": "20"})
+    assert (cfg.max_dead_letters_in_a_row, cfg.max_dead_letter_ratio, cfg.dead_letter_window,
+            cfg.min_dead_letters_in_window) == (50, 0.25, 2000, 20)
+    off = SpoutConfig.from_options({**base, "maxDeadLettersInARow": "off", "maxDeadLetterRatio": "none"})
+    assert off.max_dead_letters_in_a_row is None and off.max_dead_letter_ratio is None
+    with pytest.raises(ConfigError, match="option 'maxDeadLettersInARow' must be a whole number, or 'off'"):
+        SpoutConfig.from_options({**base, "maxDeadLettersInARow": "many"})
