@@ -196,12 +196,15 @@ def test_a_batch_that_fails_twice_then_succeeds_keeps_its_records_and_id(
     assert checkpoints(config) == {placed[0][0]: placed[-1][1]}
 
 
+@pytest.mark.parametrize("mode", ["at_least_once", "exactly_once"])
 def test_stop_during_the_wait_between_tries_ends_the_run_promptly_without_acking(
-        spark: Any, kinesalite: KinesisEndpoint, zookeeper: Any) -> None:
+        spark: Any, kinesalite: KinesisEndpoint, zookeeper: Any, mode: str) -> None:
+    from kinesis_spout.state import MemoryBackingMap
+
     stream = kinesalite.create_stream(shards=1)
     kinesalite.put(stream, [f"record-{i}" for i in range(5)])
     dead: list[str] = []
-    config = make_config(kinesalite, zookeeper, stream, "sink-stop",
+    config = make_config(kinesalite, zookeeper, stream, f"sink-stop-{mode}",
                          dead_letter=lambda record, reason: dead.append(record.message_id))
     failed = threading.Event()
     tries = Tries()
@@ -211,7 +214,8 @@ def test_stop_during_the_wait_between_tries_ends_the_run_promptly_without_acking
         failed.set()
         raise RuntimeError("the sink is down")
 
-    pipeline = SpoutPipeline(spark, config, broken, trigger_interval_s=0.0, batch_retry_limit=3,
+    log = MemoryBackingMap.factory(f"sink-stop-{uuid.uuid4().hex[:10]}") if mode == "exactly_once" else None
+    pipeline = SpoutPipeline(spark, config, broken, trigger_interval_s=0.0, batch_retry_limit=3, exactly_once=log,
                              batch_retry_backoff=RetryBackoff(initial_s=60.0, multiplier=1.0, max_s=60.0))
     join = in_background(lambda: pipeline.run(timeout_s=120), timeout_s=150, what="pipeline.run")
     assert failed.wait(60), "process() was never called"
@@ -264,3 +268,51 @@ def test_exactly_once_a_txid_that_raises_twice_is_replayed_with_its_records_and_
     for txid, calls in by_txid.items():
         assert [a for a, _ in calls] == [1, 2, 3] and len({m for _, m in calls}) == 1, f"txid {txid}: {calls}"
     assert counted() == dict(Counter(words))
+
+
+def test_exactly_once_a_txid_that_fails_every_try_is_replayed_by_the_next_run(
+        spark: Any, kinesalite: KinesisEndpoint, zookeeper: Any, redis: Any) -> None:
+    """Exactly-once, the sink refuses every try of txid 1: run() ends with BatchFailedError naming txid 1 and
+    acks nothing; the next run, its sink fixed, replays txid 1 with the same records and counts each word once."""
+    from pyspark.sql import functions as F
+
+    from kinesis_spout.errors import BatchFailedError
+    from kinesis_spout.state import Count, TransactionalMap, persistent_aggregate
+    from kinesis_spout.state.redis import RedisBackingMap
+
+    words = [f"w{i % 3}" for i in range(9)]
+    stream = kinesalite.create_stream(shards=1)
+    placed = kinesalite.put(stream, words)
+    ns = f"sink-eo-down-{uuid.uuid4().hex[:10]}"
+    counts = TransactionalMap.factory(RedisBackingMap.factory(redis.url, namespace=ns))
+    log = RedisBackingMap.factory(redis.url, namespace=f"{ns}-log")
+    config = make_config(kinesalite, zookeeper, stream, "sink-eo-down")
+    tries = Tries()
+    sink_up = {"yes": False}
+
+    def count(df: Any, batch: Any) -> None:
+        tries.see(df, batch)
+        persistent_aggregate(df.select(F.col("data").cast("string").alias("word")), batch, counts,
+                             group_by=["word"], aggregator=Count(), partitions=1)
+        if not sink_up["yes"]:
+            raise RuntimeError("the sink is down")
+
+    pipeline = SpoutPipeline(spark, config, count, trigger_interval_s=0.0, exactly_once=log, **FAST)
+    with pytest.raises(BatchFailedError, match=r"txid 1 failed 3 tries .*batch_retry_limit=2.*no record of it was "
+                                               r"acked or dead-lettered") as raised:
+        pipeline.run(timeout_s=60)
+    assert (raised.value.batch_id, raised.value.tries) == (1, 3) and pipeline.metrics.acked == 0
+    assert all(seq is None for seq in checkpoints(config).values())
+    [(txid, failed_tries)] = tries.by_batch().items()
+    assert txid == 1 and [a for a, _ in failed_tries] == [1, 2, 3]
+
+    sink_up["yes"] = True
+    pipeline.run(until=lambda: pipeline.metrics.acked == len(words), timeout_s=60)
+    replay = tries.by_batch()[1][3:]
+    assert replay and all(mids == failed_tries[0][1] for _, mids in replay), "txid 1 replayed with its records"
+    state = counts.make_state()
+    try:
+        assert state.multi_get([("w0",), ("w1",), ("w2",)]) == [3, 3, 3]
+    finally:
+        state.close()
+    assert checkpoints(config) == {placed[0][0]: placed[-1][1]}
