@@ -18,6 +18,8 @@ from __future__ import annotations
 import logging
 import math
 import time
+from random import random as _uniform
+from typing import Callable
 
 from kinesis_spout.errors import BatchFailedError, ConfigError
 from kinesis_spout.retry import Backoff, RetryPolicy
@@ -56,7 +58,8 @@ def batch_retry_policy(limit: int, deadline_s: float | None, backoff: RetryBacko
 
 def summary(exc: BaseException) -> str:
     """An exception in one line: its type and the first line of its message, at most 300 characters."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    message = str(exc).strip()
+    text = message.splitlines()[0] if message else ""
     if len(text) > SUMMARY_CHARS:
         text = text[:SUMMARY_CHARS - 3] + "..."
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
@@ -70,11 +73,13 @@ class BatchRetry:
     them (for the final error). Who calls: a runner, on the run
     thread only, which makes a new BatchRetry for each batch it takes (so the tries of a batch count from 1 and
     a success never leaves a count behind) and calls :meth:`failed` after each try that raised. Not thread-safe.
+    ``clock`` and ``random`` go to its :class:`~kinesis_spout.retry.Backoff` (the deadline's clock, the jitter).
     """
 
     def __init__(self, policy: RetryPolicy, loop: RunLoop, batch_id: int, records: int, next_run: str, *,
-                 kind: str = "batch") -> None:
-        self._backoff = Backoff(policy)
+                 kind: str = "batch", clock: Callable[[], float] = time.monotonic,
+                 random: Callable[[], float] = _uniform) -> None:
+        self._backoff = Backoff(policy, clock=clock, random=random)
         self._loop = loop
         self.batch_id = batch_id
         self.label = f"{kind} {batch_id}"

@@ -146,7 +146,9 @@ class SpoutPipeline:
         ``until`` is called between batches and while waiting for records (every 0.2 s); the run ends when it
         returns True. ``max_batches`` counts processed batches (empty triggers do not count); ``timeout_s``
         bounds the run's wall-clock time. On the main thread, SIGINT and SIGTERM handlers are installed for the
-        run and the previous ones restored afterwards. Returns the final :attr:`metrics`.
+        run and the previous ones restored afterwards. Returns the final :attr:`metrics`. Raises
+        :class:`~kinesis_spout.errors.BatchFailedError` when a batch's ``process`` raised on every try (see
+        ``batch_retry_limit``), and the pipeline's own errors (see the runners' modules).
         """
         if max_batches is not None and (isinstance(max_batches, bool) or not isinstance(max_batches, int)
                                         or max_batches < 0):
