@@ -237,7 +237,7 @@ def test_exactly_once_a_txid_that_raises_twice_is_replayed_with_its_records_and_
     from kinesis_spout.state import Count, TransactionalMap, persistent_aggregate
     from kinesis_spout.state.redis import RedisBackingMap
 
-    words = [f"w{i % 4}" for i in range(30)]
+    words = [f"w{i % 4}" for i in range(16)]
     stream = kinesalite.create_stream(shards=2)
     kinesalite.put(stream, words)
     ns = f"sink-eo-{uuid.uuid4().hex[:10]}"
