@@ -19,6 +19,7 @@ from kinesis_spout.config import (
 )
 from kinesis_spout.deadletters import DeadLetterError, JsonLinesDeadLetters, KinesisDeadLetters
 from kinesis_spout.errors import (
+    BatchFailedError,
     CheckpointConflict,
     CheckpointError,
     ConfigError,
@@ -41,6 +42,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AwsCredentials",
+    "BatchFailedError",
     "Checkpoint",
     "CheckpointConflict",
     "CheckpointError",

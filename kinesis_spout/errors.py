@@ -56,6 +56,22 @@ class CheckpointConflict(CheckpointError):
     """Another writer stored a checkpoint at or beyond ours; our (lower) write lost and was not applied."""
 
 
+class BatchFailedError(SpoutError):
+    """A batch of ``SpoutPipeline`` failed every try: ``process()`` (or the write of its output) raised, or answered
+    in a form it does not accept, ``tries`` times in a row, and its ``batch_retry_limit`` or
+    ``batch_retry_deadline_s`` ran out, so ``run()`` ended. None of the batch's records was acked, failed or
+    dead-lettered: the checkpoints stay before them and the next run reads them again. ``batch_id`` is the batch's
+    id (its txid in exactly-once mode), ``elapsed_s`` the time from its first failure to its last; the last try's
+    error is the ``__cause__``, and ``retriable`` is that error's own flag (False for errors without one)."""
+
+    def __init__(self, message: str, *, batch_id: int, tries: int, elapsed_s: float,
+                 retriable: bool | None = None) -> None:
+        super().__init__(message, retriable=retriable)
+        self.batch_id = batch_id
+        self.tries = tries
+        self.elapsed_s = elapsed_s
+
+
 class DeadLetterError(SpoutError):
     """Dead letters could not be written. ``written`` holds the letters of the failed call that were written
     nonetheless (a partial success); the others are retried. Raised by ``next_batch``/``next_tuple`` once writes

@@ -24,18 +24,24 @@ class Batch:
     - ids only increase, across restarts too. The stored id is the id of the last batch handed to
       ``process``; a number is skipped only when the run ends (a crash, a Spark error) between storing an id
       and calling ``process``;
-    - an id is handed to ``process`` at most once, ever, for this app and stream (there must be one pipeline
-      per app and stream): a crash or an exception in ``process`` never makes a later batch reuse it. A sink
-      that stores ``(batch.id, value)`` therefore never wrongly skips new data as "already applied"; it may
-      skip its own repeated write of the same batch;
-    - it is not a transactional replay: the records of a batch that failed or was cut short by a crash come
-      back in a *later* batch, under a new id, possibly mixed with other records (at-least-once). To drop
-      those duplicates, key the sink on ``message_id`` (unique per record), not on the batch id.
+    - an id stands for one set of records, ever, for this app and stream (there must be one pipeline per app
+      and stream). When ``process`` raises (or answers in a form it does not accept), the pipeline tries the
+      *same* batch again: the same records, the same ``id``, with ``attempt`` 2, 3, ... (after a backoff, up to
+      ``batch_retry_limit`` more tries within ``batch_retry_deadline_s``). A sink that stores ``(batch.id,
+      value)`` may therefore skip what an earlier try of the batch already wrote: the retry holds exactly those
+      records. A batch that fails every try ends ``run()`` with
+      :class:`~kinesis_spout.errors.BatchFailedError`; its records are neither acked nor failed, and the next run
+      reads them again under a *new* id. A crash, too, never makes a later batch reuse an id;
+    - it is not a transactional replay across runs: the records of a batch that failed for good or was cut short
+      by a crash, and records that ``process`` failed by name (they go through the spout's retry queue), come
+      back in a *later* batch, under a new id, possibly mixed with other records (at-least-once). To drop those
+      duplicates, key the sink on ``message_id`` (unique per record), not on the batch id.
 
     ``records`` and ``bytes`` count the batch (bytes are data plus partition keys); ``retries`` counts its
     records that are emitted again after a failure (``attempt`` > 1), ``max_attempt`` is their highest
     attempt; ``shards`` are the shards the batch has records of; ``started_at`` is when its first record was
-    taken from the spout (UTC).
+    taken from the spout (UTC). ``attempt`` is the try of this batch (1 first; each try gets a new Batch object),
+    not the records' own ``attempt`` column, which counts their re-emissions by the spout.
     """
 
     id: int
@@ -45,6 +51,7 @@ class Batch:
     max_attempt: int
     shards: tuple[str, ...]
     started_at: datetime
+    attempt: int = 1
 
 
 def failed_message_ids(result: Any) -> set[str]:

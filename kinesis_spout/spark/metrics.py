@@ -27,10 +27,11 @@ LATENCY_WINDOW = 1000
 class BatchMetrics:
     """What one batch did and how long it took.
 
-    ``acked`` and ``failed`` count records (``failed`` includes every record of a batch whose ``process``
-    raised; ``error`` then names the exception). ``dataframe_s`` is the time spent building the DataFrame
-    through Arrow, ``process_s`` the time in ``process`` and collecting its failed ids; ``latency_s`` runs from
-    the batch's first record taken to its last ack or fail; ``records_per_s`` is ``records / latency_s``.
+    ``acked`` and ``failed`` count records; a try whose ``process`` raised is recorded too, with ``error`` naming
+    the exception and none of its records acked or failed (they are held, and the batch is tried again).
+    ``dataframe_s`` is the time spent building the DataFrame through Arrow, ``process_s`` the time in ``process``
+    and collecting its failed ids; ``latency_s`` runs from the batch's first record taken to its last ack or
+    fail; ``records_per_s`` is ``records / latency_s``.
     ``lag_ms`` is each owned shard's MillisBehindLatest after the batch (None while a shard has not been read yet).
     """
 
@@ -65,8 +66,9 @@ class BatchMetrics:
 class PipelineMetrics:
     """Totals of a pipeline since its current (or last) ``run()`` started, and the last batch.
 
-    ``batches`` counts processed batches (empty triggers are not batches), ``failed_batches`` those whose
-    ``process`` raised. ``records_per_s`` is ``records`` over the time ``run()`` has been running.
+    ``batches`` counts processed batches, each try of a batch once (empty triggers are not batches),
+    ``failed_batches`` the tries whose ``process`` raised. ``records_per_s`` is ``records`` over the time
+    ``run()`` has been running.
     ``latency_p50_s``/``latency_p95_s`` cover the last 1,000 batches; ``latency_buckets`` is a histogram of every
     batch's latency since the run started: for each bound of :data:`LATENCY_BUCKETS_S`, the batches at or under
     it (cumulative, as Prometheus wants), with ``latency_sum_s`` their total. ``batch_id`` is the id of the last

@@ -4,14 +4,19 @@ Each batch is taken from a :class:`~kinesis_spout.KinesisSpout`, turned into a D
 of :data:`kinesis_spout.spark.schema.COLUMNS`) and handed to ``process(df, batch)``. Its answer decides each
 record's fate: ``None`` acks them all; a list of message ids, or a DataFrame with a ``message_id`` column, fails
 those records (rows derived from a record keep its ``message_id``, so failing a derived row fails its root
-record: anchoring, Spark style) and acks the rest; an exception fails the whole batch. Failed records go
-through the spout's retry queue (``retry_limit``, ``retry_backoff``) and then to its dead-letter handler, and
-come back in later batches with ``attempt`` 2, 3, ...
+record: anchoring, Spark style) and acks the rest. Failed records go through the spout's retry queue
+(``retry_limit``, ``retry_backoff``) and then to its dead-letter handler, and come back in later batches with
+``attempt`` 2, 3, ...
 
-- **Batch ids** are stored before ``process`` runs; see :class:`~kinesis_spout.spark.batch.Batch` for the
-  guarantee that gives a sink (increasing, never reused, not a transactional replay).
-- **Errors**: an exception of ``process`` (or a malformed answer) fails the batch and the pipeline goes on.
-  Errors of the pipeline itself (the stream is gone, Spark cannot build the DataFrame, the checkpoint store
+- **An exception of** ``process`` (or a malformed answer) fails the BATCH, not its records
+  (:mod:`~kinesis_spout.spark.pipeline.batch_retry`): the batch is tried again with the same tuples under the
+  same batch id (``batch.attempt`` 2, 3, ...) after a jittered backoff; past ``batch_retry_limit`` or
+  ``batch_retry_deadline_s``, ``run()`` ends with :class:`~kinesis_spout.errors.BatchFailedError`, the batch's
+  records neither acked nor failed (the next run reads them again), the acks of earlier batches kept. While a
+  batch waits for its next try the spout is not polled: no record is taken and no message timeout fires.
+- **Batch ids** are stored before ``process`` runs, once per batch (its tries share it); see
+  :class:`~kinesis_spout.spark.batch.Batch` for the guarantee that gives a sink.
+- **Errors** of the pipeline itself (the stream is gone, Spark cannot build the DataFrame, the checkpoint store
   refuses for good) end ``run()`` with that error; records in flight are then not acked and are read again.
   While ZooKeeper cannot store the next batch id, the batch waits (its records held) and the write is retried,
   for at most ``zookeeper_deadline_s`` (then ``run()`` ends with a ``CheckpointError``) and never past the run's
@@ -28,6 +33,7 @@ from kinesis_spout.errors import CheckpointConflict, CheckpointError
 from kinesis_spout.records import SpoutTuple
 from kinesis_spout.spark.batch import Batch, failed_message_ids
 from kinesis_spout.spark.batch_store import BatchIds, batch_store_for
+from kinesis_spout.spark.pipeline.batch_retry import BatchRetry, summary
 from kinesis_spout.spark.pipeline.loop import RunLoop
 from kinesis_spout.spark.pipeline.settings import PipelineSettings
 from kinesis_spout.spark.schema import records_to_arrow
@@ -74,8 +80,9 @@ class AtLeastOnceRunner:
                 batch_id = self._store_batch_id(batch_ids, last_id)
                 if batch_id is None:
                     break  # the run ends while the id cannot be stored: these records are read again next run
-                self._run_batch(spout, batch_id, tuples, started)
                 last_id = batch_id
+                if not self._run_batch(spout, batch_id, tuples, started):
+                    break  # the run ends while the batch waits for its next try: its records are read again
                 loop.processed += 1
             loop.log_stop_reason(cfg.app_name)
         finally:
@@ -119,32 +126,39 @@ class AtLeastOnceRunner:
                 if not self.loop.wait_until(time.monotonic() + backoff):
                     return None
 
-    def _run_batch(self, spout: KinesisSpout, batch_id: int, tuples: list[SpoutTuple], started: float) -> None:
-        """Build the DataFrame, call ``process``, ack or fail every record, record and log the figures."""
+    def _run_batch(self, spout: KinesisSpout, batch_id: int, tuples: list[SpoutTuple], started: float) -> bool:
+        """Process one batch until ``process`` returns, then ack or fail each record as it answered; record and log
+        the figures of each try. True once done; False if the run ends while the batch waits for another try (its
+        records neither acked nor failed). Raises BatchFailedError when its tries run out (nothing acked or
+        failed). Every try hands ``process`` a new DataFrame of the same ``tuples`` under ``batch_id``."""
         records = [t.record for t in tuples]
         attempts = [t.attempt for t in tuples]
-        batch = Batch(id=batch_id, records=len(records), bytes=sum(r.size for r in records),
-                      retries=sum(1 for a in attempts if a > 1), max_attempt=max(attempts),
-                      shards=tuple(sorted({r.shard_id for r in records})),
-                      started_at=datetime.now(timezone.utc) - timedelta(seconds=time.monotonic() - started))
-        t0 = time.monotonic()
-        df = self.settings.spark.createDataFrame(records_to_arrow(self.config.stream_name, records, attempts))
-        t1 = time.monotonic()
-        error: str | None = None
-        try:
-            failed = failed_message_ids(self.settings.process(df, batch))
-        except Exception as exc:  # noqa: BLE001 - any error of user code fails the batch, which is retried
-            error = f"{type(exc).__name__}: {exc}"
-            log.error("batch %d: process() raised; its %d records failed and will be retried", batch_id,
-                      len(tuples), exc_info=True)
-            failed = {t.message_id for t in tuples}
+        retry = BatchRetry(self.settings.batch_retry, self.loop, batch_id, len(tuples),
+                           "the next run reads them again")
+        while True:
+            batch = Batch(id=batch_id, records=len(records), bytes=sum(r.size for r in records),
+                          retries=sum(1 for a in attempts if a > 1), max_attempt=max(attempts),
+                          shards=tuple(sorted({r.shard_id for r in records})),
+                          started_at=datetime.now(timezone.utc) - timedelta(seconds=time.monotonic() - started),
+                          attempt=retry.attempt)
+            t0 = time.monotonic()
+            df = self.settings.spark.createDataFrame(records_to_arrow(self.config.stream_name, records, attempts))
+            t1 = time.monotonic()
+            try:
+                failed = failed_message_ids(self.settings.process(df, batch))
+            except Exception as exc:  # noqa: BLE001 - user code failed: the batch is tried again, no record failed
+                self.loop.record(spout, batch, 0, 0, summary(exc), t1 - t0, time.monotonic() - t1, started)
+                if not retry.failed(exc):
+                    return False
+                continue
+            break
         process_s = time.monotonic() - t1
         to_fail = [t.message_id for t in tuples if t.message_id in failed]
         spout.fail_many(to_fail)
         spout.ack_many(t.message_id for t in tuples if t.message_id not in failed)
-        acked = len(tuples) - len(to_fail)
-        if error is None and len(failed) > len(tuples) - acked:
+        if len(failed) > len(to_fail):
             strays = sorted(failed - {t.message_id for t in tuples})
             log.warning("batch %d: process() returned %d failed message ids that are not in the batch (e.g. %s); "
                         "ignored", batch_id, len(strays), ", ".join(strays[:3]))
-        self.loop.record(spout, batch, acked, error, t1 - t0, process_s, started)
+        self.loop.record(spout, batch, len(tuples) - len(to_fail), len(to_fail), None, t1 - t0, process_s, started)
+        return True

@@ -11,12 +11,18 @@ the pipeline is a **transactional** Trident spout.
 - Why transactional and not opaque: Kinesis records are immutable and addressed by sequence number, so the same
   records can always be read again while the stream retains them; the spout never acks a record of an
   uncommitted txid, so its checkpoints never pass one. TransactionalMap and OpaqueMap are both exactly-once.
-- Per-record fail/retry, folded in: a failed record (or an exception) fails its whole batch, as in Trident, and
-  the batch is processed again under the same txid with the same records (``attempt`` 2, 3, ...; after
-  ``retry_backoff``), up to ``retry_limit`` times. Records are never dead-lettered in this mode (dropping one
-  would change the txid's records, which a transactional spout must not): after the last retry ``run()`` ends
-  with a :class:`~kinesis_spout.state.StateError`, the records are not acked, and the next run replays the txid.
-  The message timeout does not apply (a batch holds its records until it commits).
+- An exception of ``process`` (or a malformed answer) fails the batch, not its records
+  (:mod:`~kinesis_spout.spark.pipeline.batch_retry`): the txid is processed again with the same records after a
+  jittered backoff (``batch_retry_backoff``), up to ``batch_retry_limit`` more tries within
+  ``batch_retry_deadline_s``; then ``run()`` ends with :class:`~kinesis_spout.errors.BatchFailedError`, the records
+  are not acked, and the next run replays the txid.
+- Per-record fail/retry, folded in: a failed record fails its whole batch, as in Trident, and the batch is
+  processed again under the same txid with the same records after ``retry_backoff``, up to ``retry_limit`` times.
+  Records are never dead-lettered in this mode (dropping one would change the txid's records, which a
+  transactional spout must not): after the last retry ``run()`` ends with a
+  :class:`~kinesis_spout.state.StateError`, the records are not acked, and the next run replays the txid. Both
+  kinds of failed try count in ``batch.attempt`` (2, 3, ...), each against its own limit. The message timeout
+  does not apply (a batch holds its records until it commits).
 - One pipeline per app and stream (``coordination="static"``, ``task_count=1``): state updates must follow one
   txid order. Batch ids are not stored in ZooKeeper in this mode; the log holds the txid. The ownership of the
   app and stream, and the replay after a restart, are in :mod:`kinesis_spout.spark.pipeline.batch_log`.
@@ -40,6 +46,7 @@ from kinesis_spout.records import SpoutTuple
 from kinesis_spout.spark.batch import Batch, failed_message_ids
 from kinesis_spout.spark.ownership import ownership_for
 from kinesis_spout.spark.pipeline.batch_log import RunOwnership, collect_replay, split_committed
+from kinesis_spout.spark.pipeline.batch_retry import BatchRetry, summary
 from kinesis_spout.spark.pipeline.loop import RunLoop
 from kinesis_spout.spark.pipeline.settings import PipelineSettings
 from kinesis_spout.spark.schema import records_to_arrow
@@ -55,12 +62,12 @@ log = logging.getLogger("kinesis_spout.spark")
 @dataclass(frozen=True)
 class TransactionalBatch(Batch):
     """A batch of the exactly-once mode: ``id`` is its txid (the same on every replay, also after a crash),
-    ``kind`` the spout kind the state operations check, ``attempt`` how many times this txid was processed in
-    this run (1 first). ``retries`` counts the batch's records when ``attempt`` > 1. ``run_id`` is the identity of
-    the batch log the txid belongs to: the same across restarts that resume the log, another for a new log."""
+    ``kind`` the spout kind the state operations check, ``attempt`` (inherited) how many times this txid was
+    processed in this run (1 first, also for a replay after a restart). ``retries`` counts the batch's records
+    when ``attempt`` > 1. ``run_id`` is the identity of the batch log the txid belongs to: the same across
+    restarts that resume the log, another for a new log."""
 
     kind: str = "transactional"
-    attempt: int = 1
     run_id: str | None = None
 
 
@@ -166,17 +173,22 @@ class ExactlyOnceRunner:
                       tuples: list[SpoutTuple], started: float) -> bool:
         """Process txid ``entry.txid`` until it succeeds, then mark it committed and ack its records.
 
-        A failed record or an exception processes the same records again under the same txid, after the
-        retry backoff, up to ``retry_limit`` times; then StateError (nothing acked). False if the run ends
-        (stop, signal, limits) between two attempts: nothing acked, the next run replays the txid.
+        Every try processes the same records under the same txid. An exception of ``process`` is tried again
+        under ``batch_retry`` (then BatchFailedError); failed records after ``retry_backoff``, up to
+        ``retry_limit`` times (then StateError). Nothing is acked unless the txid commits. False if the run ends
+        (stop, signal, limits) between two tries: nothing acked, the next run replays the txid.
         """
         records = [t.record for t in tuples]
         ids = [t.message_id for t in tuples]
         in_batch = set(ids)
         backoff = self.config.retry_backoff
-        attempts = self.config.retry_limit + 1
-        error: str | None = None
-        for attempt in range(1, attempts + 1):
+        record_tries = self.config.retry_limit + 1
+        record_failures = 0
+        raised = BatchRetry(self.settings.batch_retry, self.loop, entry.txid, len(records),
+                            "the next run replays them under the same txid", kind="txid")
+        attempt = 0
+        while True:
+            attempt += 1
             batch = TransactionalBatch(
                 id=entry.txid, records=len(records), bytes=sum(r.size for r in records),
                 retries=len(records) if attempt > 1 else 0, max_attempt=attempt,
@@ -188,31 +200,37 @@ class ExactlyOnceRunner:
             df = self.settings.spark.createDataFrame(records_to_arrow(self.config.stream_name, records,
                                                                       [attempt] * len(records)))
             t1 = time.monotonic()
+            error: BaseException | None = None
             try:
                 failed = failed_message_ids(self.settings.process(df, batch)) & in_batch
-                error = None if not failed else f"{len(failed)} records failed"
-            except Exception as exc:  # noqa: BLE001 - any error of user code fails the batch, which is replayed
-                error = f"{type(exc).__name__}: {exc}"
-                log.error("txid %d attempt %d: process() raised", entry.txid, attempt, exc_info=True)
-                failed = in_batch
+            except Exception as exc:  # noqa: BLE001 - user code failed: the txid is tried again, as it is
+                error, failed = exc, in_batch
             process_s = time.monotonic() - t1
             if not failed:
                 ownership.ensure(f"the commit of txid {entry.txid}")
                 txlog.save(replace(entry, committed=True))  # before the acks: checkpoints never pass an open txid
                 spout.ack_many(ids)
-            self.loop.record(spout, batch, 0 if failed else len(records), error, t1 - t0, process_s, started)
-            if not failed:
+                self.loop.record(spout, batch, len(records), 0, None, t1 - t0, process_s, started)
                 return True
-            # an attempt may fail because the ownership was lost (the state refused the write of a txid that a
-            # new owner moved past): then that is the error, not the failure of process()
+            what = summary(error) if error is not None else f"{len(failed)} records failed"
+            self.loop.record(spout, batch, 0, 0 if error is not None else len(records), what, t1 - t0, process_s,
+                             started)
+            # a try may fail because the ownership was lost (the state refused the write of a txid that a new owner
+            # moved past): then that is the error, not the failure of process()
             ownership.ensure(f"another attempt of txid {entry.txid} (attempt {attempt} failed)", txlog)
-            if attempt == attempts:
-                break
-            wait_s = min(backoff.max_s, backoff.initial_s * backoff.multiplier ** (attempt - 1))
+            if error is not None:
+                if not raised.failed(error):
+                    return False
+                continue
+            record_failures += 1
+            if record_failures >= record_tries:
+                raise StateError(f"txid {entry.txid} failed {record_failures} times with failed records (last: "
+                                 f"{what}); its {len(records)} records are not acked and the next run replays them "
+                                 f"under the same txid. A record cannot be dead-lettered in exactly-once mode: fix "
+                                 f"the cause, or raise retry_limit")
+            wait_s = min(backoff.max_s, backoff.initial_s * backoff.multiplier ** (record_failures - 1))
             log.warning("txid %d: %s; processing its %d records again under the same txid in %.2f s (attempt "
-                        "%d of %d)", entry.txid, error, len(records), wait_s, attempt + 1, attempts)
+                        "%d; failed records %d of %d times)", entry.txid, what, len(records), wait_s, attempt + 1,
+                        record_failures, record_tries)
             if not self.loop.wait_until(time.monotonic() + wait_s):
                 return False
-        raise StateError(f"txid {entry.txid} failed {attempts} times (last: {error}); its {len(records)} records are "
-                         f"not acked and the next run replays them under the same txid. A record cannot be "
-                         f"dead-lettered in exactly-once mode: fix the cause, or raise retry_limit")

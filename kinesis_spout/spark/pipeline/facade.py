@@ -23,6 +23,11 @@ share:
   and the spout is closed. Records waiting for a retry are not checkpointed: the next run reads them again
   (their attempt count starts over). A second SIGINT/SIGTERM aborts at once: the running batch is neither
   acked nor failed, the Spark jobs are cancelled, and its records are read again by the next run.
+- **A process() that raises** fails its batch, not its records: the batch is tried again with the same records
+  (``batch.attempt`` 2, 3, ...) after ``batch_retry_backoff`` (jittered), up to ``batch_retry_limit`` more tries
+  within ``batch_retry_deadline_s``; then ``run()`` ends with :class:`~kinesis_spout.errors.BatchFailedError` and
+  the batch's records, neither acked nor failed, are read again by the next run. A stop ends the wait between two
+  tries the same way. See :mod:`kinesis_spout.spark.pipeline.batch_retry`.
 """
 
 from __future__ import annotations
@@ -39,10 +44,12 @@ from kinesis_spout.errors import ConfigError, SpoutStateError
 from kinesis_spout.spark.metrics import MetricsRecorder, PipelineMetrics
 from kinesis_spout.spark.ownership import ownership_for
 from kinesis_spout.spark.pipeline.at_least_once import AtLeastOnceRunner
+from kinesis_spout.spark.pipeline.batch_retry import batch_retry_policy
 from kinesis_spout.spark.pipeline.exactly_once import ExactlyOnceRunner
 from kinesis_spout.spark.pipeline.loop import RunLoop
 from kinesis_spout.spark.pipeline.settings import PipelineSettings, ProcessFunction
 from kinesis_spout.state.base import BackingMapFactory
+from kinesis_spout.tracker import RetryBackoff
 
 __all__ = ["SpoutPipeline"]
 
@@ -59,12 +66,19 @@ class SpoutPipeline:
 
     Batch ids live in one znode per app and stream and each is taken once (compare-and-set): pipelines of one
     app on one stream (``coordination="leases"`` workers, or Storm-style tasks) never use the same id.
+
+    When ``process`` raises, the batch (not its records) failed: ``batch_retry_limit`` (4: five tries in all) is how
+    many more times the same batch is tried, ``batch_retry_deadline_s`` (300 s, from its first failure; None: no
+    deadline) how long, and ``batch_retry_backoff`` the delays between tries (default 1 s, doubling, at most 30 s;
+    half of each drawn at random). Then ``run()`` ends with :class:`~kinesis_spout.errors.BatchFailedError`.
     """
 
     def __init__(self, spark: Any, config: SpoutConfig, process: ProcessFunction, *,
                  trigger_interval_s: float = 1.0, max_batch_records: int = 10_000, max_batch_bytes: int = 8 << 20,
                  checkpoint_store: CheckpointStore | None = None,
-                 exactly_once: BackingMapFactory | None = None) -> None:
+                 exactly_once: BackingMapFactory | None = None, batch_retry_limit: int = 4,
+                 batch_retry_deadline_s: float | None = 300.0,
+                 batch_retry_backoff: RetryBackoff | None = None) -> None:
         if not isinstance(config, SpoutConfig):
             raise TypeError(f"config must be a SpoutConfig, got {type(config).__name__}")
         if not callable(process):
@@ -76,6 +90,7 @@ class SpoutPipeline:
         for name, value in (("max_batch_records", max_batch_records), ("max_batch_bytes", max_batch_bytes)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be a whole number >= 1, got {value!r}")
+        self.batch_retry = batch_retry_policy(batch_retry_limit, batch_retry_deadline_s, batch_retry_backoff)
         if exactly_once is not None:
             if not callable(getattr(exactly_once, "make_backing_map", None)):
                 raise ConfigError(f"exactly_once must be a backing map factory where the pipeline keeps its batch "
@@ -131,7 +146,9 @@ class SpoutPipeline:
         ``until`` is called between batches and while waiting for records (every 0.2 s); the run ends when it
         returns True. ``max_batches`` counts processed batches (empty triggers do not count); ``timeout_s``
         bounds the run's wall-clock time. On the main thread, SIGINT and SIGTERM handlers are installed for the
-        run and the previous ones restored afterwards. Returns the final :attr:`metrics`.
+        run and the previous ones restored afterwards. Returns the final :attr:`metrics`. Raises
+        :class:`~kinesis_spout.errors.BatchFailedError` when a batch's ``process`` raised on every try (see
+        ``batch_retry_limit``), and the pipeline's own errors (see the runners' modules).
         """
         if max_batches is not None and (isinstance(max_batches, bool) or not isinstance(max_batches, int)
                                         or max_batches < 0):
@@ -147,7 +164,8 @@ class SpoutPipeline:
                 deadline = None if timeout_s is None else time.monotonic() + timeout_s
                 loop = RunLoop(self._recorder, self._stop, lambda: self._signalled, until, max_batches, deadline)
                 settings = PipelineSettings(self.spark, self.config, self.process, self.trigger_interval_s,
-                                            self.max_batch_records, self.max_batch_bytes, self._store_given)
+                                            self.max_batch_records, self.max_batch_bytes, self._store_given,
+                                            self.batch_retry)
                 if self.exactly_once is not None:
                     ExactlyOnceRunner(settings, loop, self.exactly_once).run()
                 else:

@@ -86,12 +86,13 @@ class RunLoop:
                                       max_bytes=max_bytes - size)
         return taken, started
 
-    def record(self, spout: KinesisSpout, batch: Batch, acked: int, error: str | None, dataframe_s: float,
-               process_s: float, started: float) -> None:
-        """Record and log the figures of a processed batch (``acked`` of its records; the rest failed)."""
+    def record(self, spout: KinesisSpout, batch: Batch, acked: int, failed: int, error: str | None,
+               dataframe_s: float, process_s: float, started: float) -> None:
+        """Record and log the figures of one try of a batch: ``acked`` and ``failed`` of its records (both 0 for a
+        try whose ``process`` raised, ``error``: its records are held, neither acked nor failed)."""
         shards = spout.metrics()
         figures = BatchMetrics(batch_id=batch.id, records=batch.records, bytes=batch.bytes, retries=batch.retries,
-                               acked=acked, failed=batch.records - acked, error=error, started_at=batch.started_at,
+                               acked=acked, failed=failed, error=error, started_at=batch.started_at,
                                dataframe_s=dataframe_s, process_s=process_s, latency_s=time.monotonic() - started,
                                lag_ms={s.shard_id: s.millis_behind_latest for s in shards})
         self.recorder.record(figures, shards)

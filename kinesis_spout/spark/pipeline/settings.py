@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 from kinesis_spout.checkpoint.base import CheckpointStore
 from kinesis_spout.config import SpoutConfig
+from kinesis_spout.retry import RetryPolicy
 from kinesis_spout.spark.batch import Batch
 
 __all__ = ["PipelineSettings", "ProcessFunction"]
@@ -17,7 +18,12 @@ ProcessFunction = Callable[[Any, Batch], Any]
 
 @dataclass(frozen=True)
 class PipelineSettings:
-    """The pipeline's settings as its constructor validated them (read-only, shared by the runs)."""
+    """The pipeline's settings as its constructor validated them (read-only, shared by the runs).
+
+    ``batch_retry`` is how a batch whose ``process`` raised is tried again: its delays (jittered), its
+    ``max_attempts`` (``batch_retry_limit`` + 1 tries in all) and its ``deadline_s`` (``batch_retry_deadline_s``,
+    from the batch's first failure); see :mod:`kinesis_spout.spark.pipeline.batch_retry`.
+    """
 
     spark: Any
     config: SpoutConfig
@@ -26,6 +32,7 @@ class PipelineSettings:
     max_batch_records: int
     max_batch_bytes: int
     checkpoint_store: CheckpointStore | None
+    batch_retry: RetryPolicy
 
     def make_store(self, config: SpoutConfig) -> CheckpointStore:
         """The given checkpoint store, else ``ZooKeeperCheckpointStore.from_config(config)``."""

@@ -1,7 +1,7 @@
 """SpoutPipeline on the shared local[2] SparkSession, moto's Kinesis server and the real ZooKeeper.
 
-Retries and dead letters through a derived DataFrame, a process() that raises, stop/resume with batch limits,
-SIGINT, and (slow) SIGKILL of a driver process mid-run.
+Retries and dead letters through a derived DataFrame, a process() that raises once (its batch is tried again),
+stop/resume with batch limits, SIGINT, and (slow) SIGKILL of a driver process mid-run.
 """
 
 from __future__ import annotations
@@ -155,8 +155,10 @@ def test_failed_derived_rows_fail_their_records_which_retry_then_dead_letter(
     assert all("records/s" in line and "lag ms: shardId-" in line for line in batch_lines)
 
 
-def test_an_exception_fails_the_whole_batch_which_comes_back_in_a_later_batch(
+def test_an_exception_fails_the_batch_which_is_tried_again_with_the_same_records_and_id(
         spark: Any, moto_kinesis: KinesisEndpoint, zookeeper: Any) -> None:
+    """process() raises once: no record is failed (nothing goes to the retry queue); the same batch is tried again
+    at once (after a short backoff) under the same id with batch.attempt 2, and the run goes on."""
     stream = moto_kinesis.create_stream(shards=2)
     placed = moto_kinesis.put(stream, [f"record-{i}" for i in range(20)])
     config = make_config(moto_kinesis, zookeeper, stream)
@@ -167,20 +169,22 @@ def test_an_exception_fails_the_whole_batch_which_comes_back_in_a_later_batch(
         if len(seen.calls) == 1:
             raise RuntimeError("the sink is down")
 
-    pipeline = SpoutPipeline(spark, config, flaky, trigger_interval_s=0.0, max_batch_records=8)
-    metrics = pipeline.run(until=lambda: len(seen.ids) == 20 and pipeline.metrics.acked == 20, timeout_s=90)
+    pipeline = SpoutPipeline(spark, config, flaky, trigger_interval_s=0.0, max_batch_records=8,
+                             batch_retry_backoff=RetryBackoff(initial_s=0.01, multiplier=2.0, max_s=0.05))
+    metrics = pipeline.run(until=lambda: pipeline.metrics.acked == 20, timeout_s=90)
 
-    first_batch, first_rows = seen.calls[0]
-    failed_ids = {mid for mid, _, _ in first_rows}
-    assert first_batch.id == 1 and 1 <= len(failed_ids) == first_batch.records <= 8
-    again = {mid: batch.id for batch, rows in seen.calls[1:] for mid, attempt, _ in rows if attempt == 2}
-    assert set(again) == failed_ids, "every record of the failed batch is retried"
-    assert min(again.values()) > first_batch.id, "a retried record never comes back under the same batch id"
-    assert all(len(rows) <= 8 for _, rows in seen.calls)
-    assert sum(1 for _, a in seen.deliveries if a == 1) == 20
-    assert metrics.failed_batches == 1 and metrics.failed == len(failed_ids) and metrics.dead_lettered == 0
+    (first_batch, first_rows), (again_batch, again_rows) = seen.calls[:2]
+    assert (first_batch.id, first_batch.attempt, again_batch.id, again_batch.attempt) == (1, 1, 1, 2)
+    assert 1 <= len(first_rows) == first_batch.records <= 8 and sorted(again_rows) == sorted(first_rows), \
+        "the failed batch is tried again with the same records"
+    assert all(batch.attempt == 1 for batch, _ in seen.calls[2:])
+    assert seen.batch_ids == [1] + list(range(1, len(seen.calls))), "the next batches go on from id 2"
+    assert all(attempt == 1 for _, attempt in seen.deliveries), "no record went through the retry queue"
+    assert Counter(mid for mid, _ in seen.deliveries) == Counter(
+        [mid for mid, _, _ in first_rows] + [f"{shard}:{seq}" for shard, seq in placed])
+    assert metrics.failed_batches == 1 and metrics.failed == 0 and metrics.acked == 20 and metrics.dead_lettered == 0
     assert metrics.last is not None and metrics.last.error is None
-    assert stored(config)[0] == last_by_shard(placed)
+    assert stored(config) == (last_by_shard(placed), metrics.batch_id)
 
 
 def test_a_record_the_scheme_cannot_decode_is_dead_lettered_and_the_run_goes_on(
