@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Callable
 
 from benchmarks.soak.cycle import PathContext
-from benchmarks.soak.paths import spout
+from benchmarks.soak.paths import leases, spout
 from benchmarks.soak.report import PathResult
 
 #: path name -> its run(ctx) function, in the order ``make soak`` runs them
 PATHS: dict[str, Callable[[PathContext], PathResult]] = {
     "spout": spout.run,
+    "leases": leases.run,
 }
