@@ -51,7 +51,8 @@ class PathContext:
 
 @dataclass
 class FaultStats:
-    """The faults done, by kind, with how long each cycle took (progress wait + moment + fault + recovery)."""
+    """The faults done, by kind, with how long each cycle took (random moment + fault + recovery: the time until
+    the consumers delivered something new)."""
 
     done: Counter[str] = field(default_factory=Counter)
     seconds: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
@@ -68,19 +69,33 @@ def progressed(ledger: DeliveryLedger) -> Callable[[], bool]:
     return lambda: ledger.refresh() > base
 
 
+def recovery(target: Target, ledger: DeliveryLedger, events: list[str]) -> Callable[[], bool]:
+    """A predicate: whether a new id was delivered since this call; each call first starts again any consumer
+    that died on its own (noted in ``events``)."""
+    delivered = progressed(ledger)
+
+    def check() -> bool:
+        events.extend(target.revive())
+        return delivered()
+
+    return check
+
+
 def run_faults(ctx: PathContext, target: Target, kinds: list[str], ledger: DeliveryLedger,
                sampler: CheckpointSampler) -> FaultStats:
-    """Do each fault of ``kinds`` in order, each once the consumers delivered something new (or ``progress_s``
-    passed) and a random moment later; sample the checkpoints before each fault and revive consumers that died."""
+    """Do each fault of ``kinds`` in order: once the consumers delivered something (the start), then each a random
+    moment after the consumers recovered from the one before (delivered something new since it, or ``progress_s``
+    passed). A cycle's time, noted under its kind, runs from the moment it began waiting to that recovery.
+    The checkpoints are sampled before each fault; consumers that died on their own are started again."""
     stats = FaultStats()
+    if not wait_until(progressed(ledger), ctx.progress_s, interval_s=0.1):
+        stats.no_progress += 1
+        stats.events.append(f"no delivery within {ctx.progress_s:g} s of the start")
     for number, kind in enumerate(kinds, 1):
         began = time.monotonic()
-        stats.events += target.revive()
-        if not wait_until(progressed(ledger), ctx.progress_s, interval_s=0.1):
-            stats.no_progress += 1
-            stats.events.append(f"fault {number}: no delivery within {ctx.progress_s:g} s before it")
         time.sleep(ctx.rng.uniform(0.0, ctx.gap_s))  # a random moment, not synchronisation
         sampler.sample()
+        recovered = recovery(target, ledger, stats.events)
         if kind == ZOOKEEPER_RESTART:
             what = restart_zookeeper(ctx.servers, ctx.rng)
         elif kind == THROTTLE:
@@ -88,8 +103,12 @@ def run_faults(ctx: PathContext, target: Target, kinds: list[str], ledger: Deliv
         else:
             what = target.fault(kind, ctx.rng)
         stats.done[kind] += 1
+        if not wait_until(recovered, ctx.progress_s, interval_s=0.1):
+            stats.no_progress += 1
+            stats.events.append(f"fault {number} ({kind}): no delivery within {ctx.progress_s:g} s after it")
         stats.seconds[kind].append(time.monotonic() - began)
-        log.info("fault %d/%d %s: %s (%.1f s)", number, len(kinds), kind, what, time.monotonic() - began)
+        log.info("fault %d/%d %s: %s (%.1f s with the recovery)", number, len(kinds), kind, what,
+                 time.monotonic() - began)
     return stats
 
 
