@@ -38,10 +38,12 @@ class PathResult:
     wall_s: float = 0.0
     findings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    error: str | None = None  # the harness's own failure (a server that would not start), with its traceback
 
     @property
     def ok(self) -> bool:
-        return not self.built or (self.lost == 0 and self.exact is not False and not self.checkpoints_backwards)
+        return not self.built or (self.error is None and self.lost == 0 and self.exact is not False
+                                  and not self.checkpoints_backwards)
 
     def count_deliveries(self, produced: dict[str, int], delivered: Counter[str]) -> None:
         """Fill produced, delivered, lost (with the first lost ids as ``#number shard:sequence``) and duplicates."""
@@ -65,6 +67,8 @@ class PathResult:
 def verdict(result: PathResult) -> str:
     if not result.built:
         return "not built yet"
+    if result.error is not None:
+        return "COULD NOT RUN"
     return "ok" if result.ok else "FAILED"
 
 
@@ -78,8 +82,8 @@ def markdown(results: list[PathResult], seed: int, argv: list[str], wall_s: floa
              "| longest stall | faults | wall |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
-        if not r.built:
-            lines.append(f"| {r.path} | not built yet | | | | | | | | | |")
+        if not r.built or r.error is not None:
+            lines.append(f"| {r.path} | {verdict(r)} | | | | | | | | | |")
             continue
         exact = "n/a" if r.exact is None else ("yes" if r.exact else "**NO**")
         faults = ", ".join(f"{k} {n}" for k, n in sorted(r.faults.items()))
@@ -90,6 +94,9 @@ def markdown(results: list[PathResult], seed: int, argv: list[str], wall_s: floa
         lines += ["", f"## {r.path}", ""]
         if not r.built:
             lines += [f"- {note}" for note in r.notes] or ["- not built yet"]
+            continue
+        if r.error is not None:
+            lines += ["- the path could not run:", "  ```", *("  " + line for line in r.error.splitlines()), "  ```"]
             continue
         lines.append(f"- mean seconds per fault cycle by kind: {r.mean_cycle_s}; drain {r.drain_s:.1f} s")
         if r.lost_ids:

@@ -16,6 +16,7 @@ import random
 import sys
 import tempfile
 import time
+import traceback
 import zlib
 from pathlib import Path
 
@@ -70,7 +71,11 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.paths.split(","):
             print(f"soak: {name} ...", flush=True)
             ctx = PathContext(servers, path_rng(seed, name), kills, Path(tmp), drain_s=args.drain_s)
-            result = PATHS[name](ctx)
+            try:
+                result = PATHS[name](ctx)
+            except Exception:  # noqa: BLE001 - one path's failure is reported, and the other paths still run
+                result = PathResult(name, error=traceback.format_exc(limit=8))
+                print(f"soak: {name} could not run:\n{result.error}", flush=True)
             results.append(result)
             print(f"soak: {name}: {verdict(result)}; produced {result.produced}, delivered {result.delivered}, "
                   f"lost {result.lost} {result.lost_ids[:3]}, duplicates {result.duplicates}, exact "
