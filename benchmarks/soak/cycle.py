@@ -45,7 +45,7 @@ class PathContext:
     kills: int
     workdir: Path
     progress_s: float = 60.0
-    gap_s: float = 2.0
+    gap_s: float = 1.0
     drain_s: float = 180.0
 
 

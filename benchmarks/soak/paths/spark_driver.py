@@ -29,11 +29,12 @@ EXECUTOR = "sigkill-executor-jvm"
 PYTHON_WORKER = "sigkill-python-worker"
 SESSION_EXPIRY = "session-expiry"
 JVM_EXIT_S = 15.0
-#: a driver kill in one fault of five (the share asked for; ten of fifty), the other faults mostly the quicker ones
-MIX = FaultMix(weights={DRIVER: 0.5, JVM: 1, PYTHON_WORKER: 4, SESSION_EXPIRY: 1, ZOOKEEPER_RESTART: 1.5,
-                        THROTTLE: 1.5}, at_least={DRIVER: 0.2})
-CLUSTER_MIX = FaultMix(weights={DRIVER: 0.5, EXECUTOR: 3, PYTHON_WORKER: 3, SESSION_EXPIRY: 1, ZOOKEEPER_RESTART: 1,
-                                THROTTLE: 1}, at_least={DRIVER: 0.2})
+#: a driver kill in exactly one fault of five (the share asked for: ten of fifty); a driver restart costs the most
+#: (15-45 s to the next delivery on a busy 2-core machine), so the other faults are mostly the quicker ones
+MIX = FaultMix(weights={JVM: 0.5, PYTHON_WORKER: 4, SESSION_EXPIRY: 1, ZOOKEEPER_RESTART: 1, THROTTLE: 1.5},
+               at_least={DRIVER: 0.2})
+CLUSTER_MIX = FaultMix(weights={EXECUTOR: 3, PYTHON_WORKER: 3, SESSION_EXPIRY: 1, ZOOKEEPER_RESTART: 1, THROTTLE: 1},
+                       at_least={DRIVER: 0.2})
 
 
 class SparkDriverTarget:
