@@ -25,7 +25,15 @@ from benchmarks.soak.environment import CHECKOUT, SoakServers
 from benchmarks.soak.paths import PATHS
 from benchmarks.soak.report import PathResult, verdict, write
 
-#: faults per path of a full soak (``make soak``) and of ``--quick``; see benchmarks/results/soak.md for timings
+#: faults per path of a full soak (``make soak``) and of ``--quick``.
+#: Sizing, from runs of 6 faults per path on 2 cores with a load average of 8 to 10 (a busy machine), the mean
+#: seconds of a cycle (random moment + fault + recovery to the next delivery): spout SIGKILL 2.0, session expiry
+#: 8.2, throttling burst 2-15 (the readers back off), ZooKeeper restart 4; lease worker SIGKILL 1.2, session expiry
+#: 8.2; local Spark drivers (pipeline, exactly-once) SIGKILL 20, JVM SIGKILL 21, Python worker 1.7-3.3; readStream
+#: driver SIGKILL 33 (readMode=driver) and 42 (executors, standalone cluster), executor JVM 1.5. With each path's
+#: mix of faults that makes 50 faults about 3 (spout), 3 (leases), 7 (pipeline), 8 (exactly-once), 11
+#: (readstream-driver) and 12 (readstream-executors) minutes with start-up and drain: about 45 minutes in all there,
+#: less on a quiet machine, where Spark drivers start faster.
 DEFAULT_KILLS = 50
 QUICK_KILLS = 3
 DEFAULT_OUT = CHECKOUT / "benchmarks" / "results" / "soak.md"

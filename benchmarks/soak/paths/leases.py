@@ -100,8 +100,8 @@ def run(ctx: PathContext) -> PathResult:
                             f"one lease epoch: {shared[:5] if shared else 'none'}")
         if shared:
             result.findings.append(f"FINDING: {len(shared)} shard epochs delivered by two workers: {shared[:5]}")
-        lease_lost = sum(1 for c in workers.slots + workers.retired
-                         for line in (soak.ledger.directory / f"{c.name}.log").read_text().splitlines()
-                         if line.startswith("LEASE_LOST"))
+        logs = [soak.ledger.directory / f"{c.name}.log" for c in workers.slots + workers.retired]
+        lease_lost = sum(1 for log in logs if log.exists()  # a worker killed as it started may have written none
+                         for line in log.read_text().splitlines() if line.startswith("LEASE_LOST"))
         result.notes.append(f"{lease_lost} checkpoint writes refused by the lease fence")
         return result
