@@ -1,4 +1,5 @@
-"""A static KinesisSpout consumer (ZooKeeper checkpoints, no leases): delivers, logs (fsynced), then acks.
+"""A static KinesisSpout consumer (ZooKeeper checkpoints, ``coordination="static"``: it owns every shard, and a
+new consumer takes over at once after a SIGKILL): delivers, logs (fsynced), then acks.
 
     python -m benchmarks.soak.children.spout_consumer --stream S --endpoint-url URL --zookeeper HOSTS \
         --prefix P --app A --log FILE [--session-timeout 4]
@@ -26,7 +27,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
     config = SpoutConfig(stream_name=args.stream, app_name=args.app, zookeeper=args.zookeeper,
                          zookeeper_prefix=args.prefix, endpoint_url=args.endpoint_url, region="us-east-1",
-                         zookeeper_session_timeout_s=args.session_timeout,
+                         zookeeper_session_timeout_s=args.session_timeout, coordination="static",
                          initial_position=InitialPosition.TRIM_HORIZON, checkpoint_interval_s=0.2,
                          empty_record_backoff_s=0.2, max_records_per_call=100, max_inflight_records=200,
                          retry_backoff=RetryBackoff(initial_s=0.01, multiplier=2.0, max_s=0.2))

@@ -1,6 +1,6 @@
-"""Path ``pipeline``: a SpoutPipeline (at least once) in a Spark driver process
-(:mod:`benchmarks.soak.children.pipeline_consumer`), with the faults of :mod:`~.spark_driver`.
-Checks: nothing lost, checkpoints never backwards."""
+"""Path ``pipeline``: a SpoutPipeline (at least once, the default coordination: leases, as ZooKeeper is configured)
+in a Spark driver process (:mod:`benchmarks.soak.children.pipeline_consumer`), with the faults of
+:mod:`~.spark_driver`. Checks: nothing lost, checkpoints never backwards."""
 
 from __future__ import annotations
 
