@@ -10,6 +10,7 @@ Runs until SIGTERM (then closes the spout: checkpoints flushed).
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 
@@ -23,6 +24,7 @@ def main() -> int:
         p.add_argument(f"--{name}", required=True)
     p.add_argument("--session-timeout", type=float, default=4.0)
     args = p.parse_args()
+    pid = str(os.getpid())
     stop: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
     config = SpoutConfig(stream_name=args.stream, app_name=args.app, zookeeper=args.zookeeper,
@@ -34,7 +36,7 @@ def main() -> int:
     with KinesisSpout(config) as spout, open(args.log, "a") as log:
         while not stop:
             batch = spout.next_batch(max_records=100, timeout_s=0.2)
-            append_ids(log, (t.message_id for t in batch))
+            append_ids(log, (t.message_id for t in batch), pid)
             spout.ack_many(t.message_id for t in batch)
     return 0
 
