@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test test-fast test-unit test-spark test-crash lint bench bench-smoke mutation clean
+.PHONY: setup demo test test-fast test-unit test-spark test-crash lint bench bench-smoke soak mutation clean
 
 setup:
 	@scripts/setup.sh
@@ -53,6 +53,14 @@ bench:
 # A few seconds of every benchmark with tiny sizes, results in a temporary directory (the test suite does this too)
 bench-smoke: setup
 	$(PY) -m benchmarks --smoke --no-chart
+
+# The chaos soak, on demand (not part of `make test`): every path (spout, leases, pipeline, exactly-once,
+# readstream-driver, readstream-executors) under a live producer, with SIGKILLs, ZooKeeper restarts, sessions
+# expired by SIGSTOP and throttling bursts at seeded random moments; exit code 1 if a record was lost, a count is
+# inexact or a checkpoint moved backwards. Results: benchmarks/results/soak.md (and soak.json). Any selection:
+# make soak SOAK_ARGS="--paths spout,leases --kills 5", SOAK_ARGS=--quick (3 faults per path), --seed N replays.
+soak: setup
+	$(PY) -m benchmarks.soak $(SOAK_ARGS)
 
 # Mutation testing of the modules where a mistake loses data, on demand (not part of `make test`): its own venv
 # (.venv-mutation), mutmut at nice 19 with MUTATION_JOBS workers; prints the score per module and the survivors.

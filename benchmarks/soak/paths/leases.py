@@ -1,0 +1,107 @@
+"""Path ``leases``: three lease workers (``coordination="leases"``, :mod:`kinesis_spout.testing.lease_worker`).
+
+Faults: a worker SIGKILLed and replaced by a new one (a new worker id, as a restarted container gets), a worker
+paused past its ZooKeeper session (SIGSTOP, then SIGCONT: a zombie that must not write a checkpoint its lease no
+longer allows), ZooKeeper restarts and throttling bursts. Checks: nothing lost, checkpoints never backwards, and
+(reported) no shard delivered by two workers under one lease epoch.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from collections import defaultdict
+
+from benchmarks.soak.cycle import PathContext
+from benchmarks.soak.environment import CHECKOUT, child_env
+from benchmarks.soak.faults import THROTTLE, ZOOKEEPER_RESTART, FaultMix
+from benchmarks.soak.ledger import DeliveryLedger
+from benchmarks.soak.paths.common import PAUSE_S, SESSION_S, soak_of
+from benchmarks.soak.processes import Consumer
+from benchmarks.soak.report import PathResult
+
+WORKERS = 3
+SHARDS = 6
+SIGKILL = "sigkill-worker"
+SESSION_EXPIRY = "session-expiry"
+MIX = FaultMix(weights={SIGKILL: 5, SESSION_EXPIRY: 2, ZOOKEEPER_RESTART: 1.5, THROTTLE: 1.5},
+               at_least={SIGKILL: 0.4, SESSION_EXPIRY: 0.1})
+
+
+class LeaseWorkers:
+    """``WORKERS`` slots, each running one lease worker process; a killed worker's slot gets a new worker id.
+
+    Who calls: the fault cycle, on the path's thread (it owns ``slots``).
+    """
+
+    def __init__(self, ctx: PathContext, stream: str, prefix: str, app: str, ledger: DeliveryLedger) -> None:
+        self.ctx = ctx
+        self.argv = [sys.executable, "-m", "kinesis_spout.testing.lease_worker", "--stream", stream,
+                     "--endpoint-url", ctx.servers.endpoint_url, "--zookeeper", ctx.servers.zookeeper.hosts,
+                     "--prefix", prefix, "--app", app, "--session-timeout", str(SESSION_S)]
+        self.directory = ledger.directory
+        self.slots: list[Consumer] = []
+        self.generation = 0
+        self.retired: list[Consumer] = []
+
+    def _new(self, slot: int) -> Consumer:
+        self.generation += 1
+        worker = f"w{slot}-{self.generation}"
+        consumer = Consumer(worker, self.argv + ["--worker", worker, "--log", str(self.directory / f"{worker}.log")],
+                            self.directory / f"{worker}.out", child_env(), CHECKOUT)
+        consumer.start()
+        return consumer
+
+    def start(self) -> None:
+        self.slots = [self._new(slot) for slot in range(WORKERS)]
+
+    def revive(self) -> list[str]:
+        return [c.exits[-1] for c in self.slots if c.revive()]
+
+    def fault(self, kind: str, rng: random.Random) -> str:
+        slot = rng.randrange(WORKERS)
+        worker = self.slots[slot]
+        if kind == SIGKILL:
+            worker.kill()
+            self.retired.append(worker)
+            self.slots[slot] = self._new(slot)
+            return f"worker {worker.name} SIGKILLed, {self.slots[slot].name} started in its place"
+        if kind == SESSION_EXPIRY:
+            worker.pause(PAUSE_S)
+            return f"worker {worker.name} paused {PAUSE_S:g} s (session {SESSION_S:g} s)"
+        raise ValueError(f"the leases path has no fault {kind!r}")
+
+    def stop(self) -> None:
+        for worker in self.slots:
+            worker.stop()
+
+
+def shared_epochs(lines: list[list[str]]) -> list[str]:
+    """The ``shard@epoch`` delivered by more than one worker (lease worker lines: ``message_id worker epoch``)."""
+    readers: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for parts in lines:
+        if len(parts) == 3 and parts[2].lstrip("-").isdigit() and int(parts[2]) >= 0:
+            readers[(parts[0].rsplit(":", 1)[0], parts[2])].add(parts[1])
+    return [f"{shard}@{epoch}: {sorted(w)}" for (shard, epoch), w in sorted(readers.items()) if len(w) > 1]
+
+
+def run(ctx: PathContext) -> PathResult:
+    """Run the leases path; see the module's docstring."""
+    with soak_of(ctx, "leases", shards=SHARDS) as soak:
+        workers = LeaseWorkers(ctx, soak.stream, soak.prefix, soak.app, soak.ledger)
+        workers.start()
+        try:
+            stats = soak.soak(workers, MIX)
+        finally:
+            workers.stop()
+        result = soak.finish(stats)
+        shared = shared_epochs(soak.ledger.lines)
+        result.notes.append(f"{workers.generation} worker processes in all; shards delivered by two workers under "
+                            f"one lease epoch: {shared[:5] if shared else 'none'}")
+        if shared:
+            result.findings.append(f"FINDING: {len(shared)} shard epochs delivered by two workers: {shared[:5]}")
+        logs = [soak.ledger.directory / f"{c.name}.log" for c in workers.slots + workers.retired]
+        lease_lost = sum(1 for log in logs if log.exists()  # a worker killed as it started may have written none
+                         for line in log.read_text().splitlines() if line.startswith("LEASE_LOST"))
+        result.notes.append(f"{lease_lost} checkpoint writes refused by the lease fence")
+        return result

@@ -1,0 +1,60 @@
+"""Path ``spout``: one static KinesisSpout consumer process (:mod:`benchmarks.soak.children.spout_consumer`).
+
+Faults: SIGKILL of the consumer (started again at once), a pause past its ZooKeeper session (SIGSTOP, then
+SIGCONT), ZooKeeper restarts and throttling bursts. Checks: nothing lost, checkpoints never backwards.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+
+from benchmarks.soak.cycle import PathContext
+from benchmarks.soak.environment import CHECKOUT, child_env
+from benchmarks.soak.faults import THROTTLE, ZOOKEEPER_RESTART, FaultMix
+from benchmarks.soak.paths.common import PAUSE_S, SESSION_S, soak_of
+from benchmarks.soak.processes import Consumer
+from benchmarks.soak.report import PathResult
+
+SIGKILL = "sigkill-consumer"
+SESSION_EXPIRY = "session-expiry"
+MIX = FaultMix(weights={SIGKILL: 5, SESSION_EXPIRY: 1.5, ZOOKEEPER_RESTART: 1.5, THROTTLE: 2},
+               at_least={SIGKILL: 0.4})
+
+
+class SpoutTarget:
+    """The one consumer process. Who calls: the fault cycle, on the path's thread."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        self.consumer = consumer
+
+    def revive(self) -> list[str]:
+        return self.consumer.exits[-1:] if self.consumer.revive() else []
+
+    def fault(self, kind: str, rng: random.Random) -> str:
+        if kind == SIGKILL:
+            self.consumer.kill()
+            self.consumer.start()
+            return "consumer SIGKILLed and started again"
+        if kind == SESSION_EXPIRY:
+            self.consumer.pause(PAUSE_S)
+            return f"consumer paused {PAUSE_S:g} s (session {SESSION_S:g} s)"
+        raise ValueError(f"the spout path has no fault {kind!r}")
+
+
+def run(ctx: PathContext) -> PathResult:
+    """Run the spout path; see the module's docstring."""
+    with soak_of(ctx, "spout") as soak:
+        argv = [sys.executable, "-m", "benchmarks.soak.children.spout_consumer", "--stream", soak.stream,
+                "--endpoint-url", ctx.servers.endpoint_url, "--zookeeper", ctx.servers.zookeeper.hosts,
+                "--prefix", soak.prefix, "--app", soak.app, "--log", str(soak.ledger.directory / "delivered.log"),
+                "--session-timeout", str(SESSION_S)]
+        consumer = Consumer("spout-consumer", argv, ctx.workdir / "spout" / "consumer.out", child_env(), CHECKOUT)
+        consumer.start()
+        try:
+            stats = soak.soak(SpoutTarget(consumer), MIX)
+        finally:
+            consumer.stop()
+        result = soak.finish(stats)
+        result.notes.append(f"consumer started {consumer.starts} times")
+        return result

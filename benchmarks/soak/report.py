@@ -1,0 +1,122 @@
+"""The results of a soak: one :class:`PathResult` per path, written to ``soak.md`` and ``soak.json``."""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.soak.checkpoints import CheckpointSampler
+from benchmarks.soak.cycle import FaultStats
+
+
+@dataclass
+class PathResult:
+    """What one path found. ``ok`` is False when anything was lost, a count is inexact or a checkpoint went
+    backwards; ``built`` is False for a path not built yet (it then passes nothing and fails nothing)."""
+
+    path: str
+    built: bool = True
+    produced: int = 0
+    delivered: int = 0
+    lost: int = 0
+    lost_ids: list[str] = field(default_factory=list)
+    duplicates: int = 0
+    exact: bool | None = None  # None: not an exactly-once path
+    inexact_keys: dict[str, list[int]] = field(default_factory=dict)  # key -> [expected, stored]
+    checkpoints_backwards: list[str] = field(default_factory=list)
+    checkpoint_samples: int = 0
+    checkpoint_samples_missed: int = 0
+    longest_stall_s: float = 0.0
+    faults: dict[str, int] = field(default_factory=dict)
+    mean_cycle_s: dict[str, float] = field(default_factory=dict)
+    drain_s: float = 0.0
+    wall_s: float = 0.0
+    findings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None  # the harness's own failure (a server that would not start), with its traceback
+
+    @property
+    def ok(self) -> bool:
+        return not self.built or (self.error is None and self.lost == 0 and self.exact is not False
+                                  and not self.checkpoints_backwards)
+
+    def count_deliveries(self, produced: dict[str, int], delivered: Counter[str]) -> None:
+        """Fill produced, delivered, lost (with the first lost ids as ``#number shard:sequence``) and duplicates."""
+        self.produced = len(produced)
+        self.delivered = len(delivered.keys() & produced.keys())
+        missing = sorted(produced.keys() - delivered.keys(), key=lambda m: produced[m])
+        self.lost = len(missing)
+        self.lost_ids = [f"#{produced[m]} {m}" for m in missing[:10]]
+        self.duplicates = sum(n - 1 for n in delivered.values())
+
+    def take_faults(self, stats: FaultStats, sampler: CheckpointSampler) -> None:
+        """Fill the fault counts, cycle times, events and checkpoint checks."""
+        self.faults = dict(stats.done)
+        self.mean_cycle_s = stats.mean_cycle_s()
+        self.findings += stats.events
+        self.checkpoints_backwards = list(sampler.backwards)
+        self.checkpoint_samples = sampler.samples
+        self.checkpoint_samples_missed = sampler.failed
+
+
+def verdict(result: PathResult) -> str:
+    if not result.built:
+        return "not built yet"
+    if result.error is not None:
+        return "COULD NOT RUN"
+    return "ok" if result.ok else "FAILED"
+
+
+def markdown(results: list[PathResult], seed: int, argv: list[str], wall_s: float) -> str:
+    """The report as Markdown: a summary table, then each path's details."""
+    lines = ["# Chaos soak", "",
+             f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.node()} "
+             f"({platform.machine()}), seed **{seed}**, `python -m benchmarks.soak {' '.join(argv)}`, "
+             f"{wall_s / 60:.1f} min in all. Replay with `--seed {seed}`.", "",
+             "| path | verdict | produced | delivered | lost | duplicates | exact | checkpoints backwards "
+             "| longest stall | faults | wall |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        if not r.built or r.error is not None:
+            lines.append(f"| {r.path} | {verdict(r)} | | | | | | | | | |")
+            continue
+        exact = "n/a" if r.exact is None else ("yes" if r.exact else "**NO**")
+        faults = ", ".join(f"{k} {n}" for k, n in sorted(r.faults.items()))
+        lines.append(f"| {r.path} | {verdict(r)} | {r.produced} | {r.delivered} | {r.lost} | {r.duplicates} | "
+                     f"{exact} | {len(r.checkpoints_backwards)} ({r.checkpoint_samples} samples) | "
+                     f"{r.longest_stall_s:.1f} s | {faults} | {r.wall_s:.0f} s |")
+    for r in results:
+        lines += ["", f"## {r.path}", ""]
+        if not r.built:
+            lines += [f"- {note}" for note in r.notes] or ["- not built yet"]
+            continue
+        if r.error is not None:
+            lines += ["- the path could not run:", "  ```", *("  " + line for line in r.error.splitlines()), "  ```"]
+            continue
+        lines.append(f"- mean seconds per fault cycle by kind: {r.mean_cycle_s}; drain {r.drain_s:.1f} s")
+        if r.lost_ids:
+            lines.append(f"- first lost ids: {', '.join(r.lost_ids)}")
+        if r.inexact_keys:
+            lines.append(f"- inexact counts (key: [expected, stored]): {r.inexact_keys}")
+        if r.checkpoints_backwards:
+            lines.append(f"- checkpoints moved backwards: {r.checkpoints_backwards[:10]}")
+        lines += [f"- {note}" for note in r.notes]
+        if r.findings:
+            lines.append(f"- events ({len(r.findings)}):")
+            lines += ["  ```", *("  " + line for f in r.findings[:20] for line in f.splitlines()), "  ```"]
+    return "\n".join(lines) + "\n"
+
+
+def write(results: list[PathResult], out: Path, seed: int, argv: list[str], wall_s: float) -> None:
+    """Write ``out`` (Markdown) and the same results as JSON beside it (``.json``)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(markdown(results, seed, argv, wall_s))
+    doc: dict[str, Any] = {"seed": seed, "argv": argv, "wall_s": round(wall_s, 1),
+                           "ok": all(r.ok for r in results),
+                           "paths": [{**asdict(r), "ok": r.ok} for r in results]}
+    out.with_suffix(".json").write_text(json.dumps(doc, indent=2) + "\n")

@@ -1,0 +1,87 @@
+"""The chaos soak's own bookkeeping: the seeded fault plan (required shares, replay), the ledger of delivered ids
+(torn last lines, lines that are not deliveries, duplicates), the checkpoint sampler on a real ZooKeeper (a
+checkpoint moved backwards or deleted is caught) and the verdict of a path (a loss, an inexact count)."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[3]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.soak.checkpoints import CheckpointSampler  # noqa: E402
+from benchmarks.soak.faults import FaultMix, plan  # noqa: E402
+from benchmarks.soak.ledger import DeliveryLedger, append_ids  # noqa: E402
+from benchmarks.soak.report import PathResult  # noqa: E402
+
+MIX = FaultMix(weights={"driver": 1, "worker": 4, "throttle": 1}, at_least={"driver": 0.2})
+
+
+def test_the_plan_keeps_the_required_share_and_replays_with_its_seed() -> None:
+    for kills in (1, 3, 5, 50, 51):
+        kinds = plan(random.Random(kills), kills, MIX)
+        assert len(kinds) == kills
+        assert kinds.count("driver") >= max(1, -(-kills // 5)), kinds
+    assert plan(random.Random(9), 50, MIX) == plan(random.Random(9), 50, MIX)
+    assert plan(random.Random(9), 50, MIX) != plan(random.Random(10), 50, MIX)
+
+
+def test_the_ledger_counts_whole_delivery_lines_only(tmp_path: Path) -> None:
+    ledger = DeliveryLedger(tmp_path)
+    with open(tmp_path / "a.log", "a") as log:
+        append_ids(log, ["shardId-000000000000:1", "shardId-000000000001:7"], "w1", "3")
+        log.write("LEASE_LOST shardId-000000000000\nshardId-000000000000:2")  # the last line cut by a SIGKILL
+        log.flush()
+        assert ledger.refresh() == 2
+        log.write("\n")  # ... and completed: read once, whole
+        log.flush()
+    with open(tmp_path / "b.log", "a") as log:
+        append_ids(log, ["shardId-000000000001:7"])
+    assert ledger.refresh() == 3
+    assert ledger.counts() == Counter({"shardId-000000000000:1": 1, "shardId-000000000000:2": 1,
+                                       "shardId-000000000001:7": 2})
+
+
+def test_a_checkpoint_moved_backwards_or_deleted_is_reported(zookeeper: Any) -> None:
+    zk = zookeeper.client()
+    base = f"{zookeeper.prefix}/app/stream/checkpoints"
+
+    def store(shard: str, seq: int) -> None:
+        data = json.dumps({"sequence_number": str(seq)}).encode()
+        if zk.exists(f"{base}/{shard}"):
+            zk.set(f"{base}/{shard}", data)
+        else:
+            zk.create(f"{base}/{shard}", data, makepath=True)
+
+    sampler = CheckpointSampler(zk, base)
+    sampler.sample()  # nothing stored yet
+    store("shardId-0", 100)
+    store("shardId-1", 5)
+    sampler.sample()
+    store("shardId-0", 200)
+    sampler.sample()
+    assert sampler.backwards == []
+    store("shardId-0", 150)
+    zk.delete(f"{base}/shardId-1")
+    sampler.sample()
+    assert sorted(sampler.backwards) == ["shardId-0: 200 -> 150", "shardId-1: 5 -> (deleted)"]
+    assert sampler.samples == 4
+
+
+def test_a_path_fails_on_a_loss_an_inexact_count_or_a_checkpoint_backwards() -> None:
+    produced = {"shardId-0:1": 0, "shardId-0:2": 1, "shardId-1:1": 2}
+    result = PathResult("spout")
+    result.count_deliveries(produced, Counter({"shardId-0:1": 2, "shardId-1:1": 1}))
+    assert (result.produced, result.delivered, result.lost, result.duplicates) == (3, 2, 1, 1)
+    assert result.lost_ids == ["#1 shardId-0:2"] and not result.ok
+    result.count_deliveries(produced, Counter(produced))
+    assert result.ok
+    assert not PathResult("exactly-once", exact=False).ok
+    assert not PathResult("leases", checkpoints_backwards=["shardId-0: 2 -> 1"]).ok
+    assert PathResult("readstream-executors", built=False).ok
