@@ -94,7 +94,8 @@ SPOUT_METRICS: tuple[MetricSpec, ...] = (
 #: Per pipeline, from ``SpoutPipeline.metrics`` (counted since the current run started).
 PIPELINE_METRICS: tuple[MetricSpec, ...] = (
     _spout("kinesis_spout_pipeline_batches_total", "counter", "batches", "Batches processed"),
-    _spout("kinesis_spout_pipeline_failed_batches_total", "counter", "failed_batches", "Batches whose process raised"),
+    _spout("kinesis_spout_pipeline_failed_batches_total", "counter", "failed_batches",
+           "Tries of a batch whose process raised (each try counts)"),
     _spout("kinesis_spout_pipeline_records_total", "counter", "records", "Records in processed batches"),
     _spout("kinesis_spout_pipeline_bytes_total", "counter", "bytes", "Bytes in processed batches"),
     _spout("kinesis_spout_pipeline_acked_records_total", "counter", "acked", "Records acked by the pipeline"),
