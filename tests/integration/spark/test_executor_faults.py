@@ -641,7 +641,8 @@ SPECULATION = {"spark.speculation": "true", "spark.speculation.interval": "100ms
 @pytest.mark.slow
 def test_a_speculative_copy_on_another_executor_yields_the_rows_its_slow_original_recorded(
         spark_cluster: SparkCluster, kinesalite: KinesisEndpoint, zookeeper: Any, start_driver: Any) -> None:
-    """The first attempt of a's task reads 30 records and records its end, but ZooKeeper's answer never reaches it:
+    """Under the default readMode (auto: the executors, on a cluster), the first attempt of a's task reads 30 records
+    and records its end, but ZooKeeper's answer never reaches it:
     it is slow. Spark runs a copy on the other executor, whose read is let through only once that end is
     recorded; 5 more records arrived before, yet the copy, which completes the batch, yields exactly the 30."""
     stream = kinesalite.create_stream(shards=2)
@@ -651,8 +652,9 @@ def test_a_speculative_copy_on_another_executor_yields_the_rows_its_slow_origina
     with HoldingProxy(kinesalite.endpoint_url) as proxy, FreezingProxy(zookeeper.hosts) as zk_proxy:
         slow = proxy.hold(a)  # the first read of a: its reply is held
         copy = proxy.hold(a, 1, early=True)  # the second: its request is held (the first attempt reads no more)
-        driver = start_driver(spark_cluster.master_url, options(proxy.endpoint_url, zk_proxy.hosts, zookeeper,
-                                                                stream), zookeeper, stream, SPECULATION)
+        on_cluster = options(proxy.endpoint_url, zk_proxy.hosts, zookeeper, stream)
+        del on_cluster["readMode"]  # the default, auto, reads on the executors of a cluster
+        driver = start_driver(spark_cluster.master_url, on_cluster, zookeeper, stream, SPECULATION)
         try:
             assert slow.arrived.wait(240), driver.tail()
             original = executor_jvm(slow.pid)  # type: ignore[arg-type]
@@ -682,7 +684,8 @@ def test_a_speculative_copy_on_another_executor_yields_the_rows_its_slow_origina
 
 # -- the driver (this module as a script) ----------------------------------------------------------------------------
 def driver_main(argv: list[str]) -> int:
-    """Run one ``readMode=executors`` query with foreachBatch until the stop file appears; log each batch."""
+    """Run one query reading on the executors (``readMode=executors``, or ``auto`` on a cluster) with foreachBatch until
+    the stop file appears; log each batch."""
     p = argparse.ArgumentParser(prog="test_executor_faults.py driver")
     p.add_argument("--master", required=True)
     p.add_argument("--conf", action="append", default=[])
@@ -697,7 +700,7 @@ def driver_main(argv: list[str]) -> int:
     from kazoo.client import KazooClient
     from pyspark.sql import SparkSession
 
-    from kinesis_spout.spark.source import KinesisSpoutDataSource
+    from kinesis_spout.spark import register
 
     builder = (SparkSession.builder.master(args.master).appName("executor-faults")
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
@@ -707,7 +710,7 @@ def driver_main(argv: list[str]) -> int:
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(KinesisSpoutDataSource)
+    register(spark)  # records the master: readMode=auto reads on the executors of a cluster
     zk = KazooClient(hosts=args.zookeeper)
     zk.start(15)
     log = open(args.log, "a")  # noqa: SIM115 - open for the life of the process
