@@ -59,6 +59,7 @@ class ZooKeeperHandle:
     server: ZooKeeperServer
     prefix: str
     _clients: list[Any] = field(default_factory=list, repr=False)
+    _reader: Any = field(default=None, repr=False)
 
     @property
     def hosts(self) -> str:
@@ -77,7 +78,17 @@ class ZooKeeperHandle:
         self._clients.append(client)
         return client
 
+    def reader(self) -> Any:
+        """This test's one shared kazoo client (:meth:`client` on first use, the same one afterwards; closed after
+        the test): for looking at what the code under test wrote from polling loops, without opening a ZooKeeper
+        session per look (a server takes a bounded number of connections from one address: 200 for the test
+        server, 60 by default)."""
+        if self._reader is None:
+            self._reader = self.client()
+        return self._reader
+
     def close(self) -> None:
+        self._reader = None
         for client in self._clients:
             try:
                 client.stop()

@@ -47,12 +47,12 @@ def handing_back(caplog: Any, shard: str) -> bool:
 
 def lease(zookeeper: Any, stream: str, shard: str) -> tuple[str | None, int]:
     """The owner named by ``shard``'s lease and the version of its node."""
-    data, stat = zookeeper.client().get(lease_node(zookeeper, stream, shard))
+    data, stat = zookeeper.reader().get(lease_node(zookeeper, stream, shard))
     return json.loads(data)["owner"], stat.version
 
 
 def stored(zookeeper: Any, stream: str, shard: str) -> str | None:
     """The sequence number of ``shard``'s stored checkpoint (app "leases"), None when there is none."""
     node = f"{zookeeper.prefix}/leases/{stream}/checkpoints/{shard}"
-    client = zookeeper.client()
+    client = zookeeper.reader()
     return json.loads(client.get(node)[0])["sequence_number"] if client.exists(node) else None

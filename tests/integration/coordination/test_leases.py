@@ -503,7 +503,7 @@ def test_a_lease_lost_during_its_hand_over_has_its_last_checkpoint_refused_and_r
         assert len(held) == 40
         mine = [t for t in held if t.record.shard_id == second]
         a.ack(mine[0].message_id)  # the shard's first write, at once; its next one would be a minute away
-        assert wait_until(lambda: zookeeper.client().exists(checkpoint) is not None, 10)
+        assert wait_until(lambda: zookeeper.reader().exists(checkpoint) is not None, 10)
         held = [t for t in held if t is not mine[0]]
         b.start()
         assert wait_until(lambda: handing_back(caplog, second), 15, interval_s=0.01)

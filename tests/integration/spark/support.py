@@ -42,7 +42,7 @@ def last_by_shard(placed: list[tuple[str, str]]) -> dict[str, str]:
 
 def stored_checkpoints(zookeeper: Any, stream: str) -> dict[str, dict[str, Any]]:
     """The checkpoints app APP stored in ZooKeeper for ``stream``, by shard (decoded JSON)."""
-    client = zookeeper.client()
+    client = zookeeper.reader()
     base = f"{zookeeper.prefix}/{APP}/{stream}/checkpoints"
     if not client.exists(base):
         return {}
