@@ -12,6 +12,7 @@ from __future__ import annotations
 import http.client
 import logging
 import socket
+import sys
 import threading
 import urllib.parse
 from collections.abc import Callable
@@ -89,6 +90,15 @@ class ProxyServer(ThreadingHTTPServer):
         finally:
             with self._lock:
                 self._connections.pop(threading.current_thread(), None)
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A client that went away mid-request (killed, timed out, cut by a fault) is logged at DEBUG, not printed
+        as a traceback; any other error of a connection's thread is logged with its traceback."""
+        error = sys.exc_info()[1]
+        if isinstance(error, (ConnectionError, TimeoutError)):
+            log.debug("fault proxy: client %s went away: %s", client_address, error)
+        else:
+            log.exception("fault proxy: error serving client %s", client_address)
 
     def close_connections(self, timeout_s: float = 10.0) -> None:
         """Shut down the client connections still open and join their threads. Called by the proxy's close(),
