@@ -66,6 +66,9 @@ MSG
 
 setup_emulators() {
   local stamp=emulators/node_modules/.installed
+  if [ -L emulators/node_modules ]; then  # another checkout's install, shared: never reinstalled from here
+    log "emulators: emulators/node_modules links to $(readlink emulators/node_modules); left as it is"; return
+  fi
   if [ -f "$stamp" ] && [ "$stamp" -nt emulators/package.json ]; then
     log "emulators: up to date (emulators/node_modules)"; return
   fi
