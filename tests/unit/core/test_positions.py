@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -213,3 +214,41 @@ def test_after_record_and_finished() -> None:
     assert shard_end(then=at_timestamp(T)).finished() == SHARD_END
     assert after(SEQ, 7).is_beyond(after(SEQ, 6)) and not after(SEQ, 6).is_beyond(after(SEQ, 6))
     assert after("1", 0).is_beyond(LATEST) and not TRIM_HORIZON.is_beyond(TRIM_HORIZON)
+
+
+# -- the order's laws, the order among shard ends, and keys that are not whole numbers -------------------------------
+@given(positions)
+def test_a_position_is_equal_to_itself_in_the_order(p: Position) -> None:
+    assert p >= p and p <= p and not p > p and not p < p
+    same = Position(p.kind, p.key, p.timestamp, p.then)
+    assert same == p and same >= p and same <= p
+
+
+def test_ends_that_read_nothing_come_before_ends_that_read_a_record_and_are_ordered_by_what_they_hand_down() -> None:
+    ladder = [SHARD_END, shard_end(then=at_timestamp(T)), shard_end(then=at_timestamp(T + timedelta(seconds=1))),
+              shard_end(then=LATEST), shard_end(SequenceKey(1, WHOLE)), shard_end(SequenceKey(2, WHOLE))]
+    assert sorted(reversed(ladder)) == ladder
+    assert all(a < b and b > a and not b <= a for a, b in zip(ladder, ladder[1:]))
+
+
+@pytest.mark.parametrize("key", [SequenceKey(5.0, 0), SequenceKey(5, 0.0), SequenceKey(-1, 0),  # type: ignore[arg-type]
+                                 SequenceKey(5, WHOLE + 1)])
+def test_a_key_that_is_not_a_pair_of_whole_numbers_in_range_is_refused(key: SequenceKey) -> None:
+    with pytest.raises(ValueError, match=r"^bad key .*: expected ints, the sub-sequence number in 0 \.\. WHOLE$"):
+        Position(Kind.AFTER, key)
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: Position(Kind.LATEST, timestamp=T), "LATEST: a timestamp belongs to AT_TIMESTAMP and nothing else"),
+    (lambda: Position(Kind.AT_TIMESTAMP), "AT_TIMESTAMP: a timestamp belongs to AT_TIMESTAMP and nothing else"),
+    (lambda: Position(Kind.LATEST, key=SequenceKey(1, WHOLE)), "LATEST has no sequence number"),
+    (lambda: Position(Kind.AFTER), "AFTER needs a key"),
+    (lambda: Position(Kind.SHARD_END, SequenceKey(1, WHOLE), then=LATEST),
+     "only an end that read nothing hands down a start, LATEST or AT_TIMESTAMP"),
+    (lambda: Position(Kind.SHARD_END, then=TRIM_HORIZON),
+     "only an end that read nothing hands down a start, LATEST or AT_TIMESTAMP"),
+])
+def test_a_combination_no_position_has_is_refused_saying_why(make: Any, message: str) -> None:
+    with pytest.raises(ValueError) as raised:
+        make()
+    assert str(raised.value) == message

@@ -248,3 +248,32 @@ def test_the_error_gives_long_waits_in_plain_seconds() -> None:
     with pytest.raises(RetryError, match=r"^x: gave up after 1 try in 1234.5 s \(max_attempts=1\); last error: "
                                          r"TimeoutError: no answer$"):
         call(hung, RetryPolicy(max_attempts=1), what="x", sleep=t.sleep, clock=t.clock)
+
+
+def test_a_deadline_under_a_second_is_kept_and_no_sleep_ends_at_it() -> None:
+    t = FakeTime()
+    fn = always(TimeoutError("no answer"))
+    short = RetryPolicy(initial_s=0.1, multiplier=2.0, max_s=1.0, deadline_s=0.5)  # a session's operation timeout
+    with pytest.raises(RetryError, match=r"gave up after 3 tries in 0\.3 s \(deadline_s=0\.5\)"):
+        call(fn, short, what="x", sleep=t.sleep, clock=t.clock)
+    assert t.sleeps == pytest.approx([0.1, 0.2]), "tries at 0, 0.1, 0.3 s; a sleep of 0.4 s would pass 0.5 s"
+    t, fn = FakeTime(), always(OSError("down"))
+    with pytest.raises(RetryError):
+        call(fn, RetryPolicy(initial_s=1.0, multiplier=1.0, max_s=1.0, deadline_s=2.0), what="x", sleep=t.sleep,
+             clock=t.clock)
+    assert t.sleeps == [1.0] and fn.calls == 2, "a sleep that would end at the deadline is not made"
+
+
+@pytest.mark.parametrize(("waited", "said"), [(0.25, "0.25"), (0.125, "0.125"), (9.87, "9.87"), (10.04, "10"),
+                                              (12.0, "12"), (0.0, "0")])
+def test_the_error_says_short_waits_to_three_significant_digits_and_long_ones_in_tenths(waited: float,
+                                                                                         said: str) -> None:
+    t = FakeTime()
+
+    def hung() -> None:
+        t.now += waited
+        raise TimeoutError("no answer")
+
+    with pytest.raises(RetryError) as raised:
+        call(hung, RetryPolicy(max_attempts=1), what="x", sleep=t.sleep, clock=t.clock)
+    assert f" in {said} s (" in str(raised.value)
