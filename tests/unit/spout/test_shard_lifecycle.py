@@ -207,3 +207,33 @@ def test_a_finished_shard_writes_its_end_and_ignores_repeated_acks(rr: RoundRobi
     assert state.checkpoint_to_write() == end
     state.hand_back()
     assert state.phase is P.HANDED_BACK
+
+
+def test_a_record_failed_while_reading_with_retries_left_comes_back_after_its_backoff(rr: RoundRobinReader) -> None:
+    state = emitted(rr, 1)
+    state.tracker.backoff = RetryBackoff(initial_s=2.0, multiplier=2.0, max_s=10.0)
+    assert state.fail(key(1).rank, 100.0) is FailOutcome.RETRY
+    assert state.tracker.next_retry(101.9) is None, "due 2 s after the failure, not before"
+    again = state.tracker.next_retry(102.0)
+    assert again is not None and again[0] == key(1)
+
+
+def test_a_checkpoint_inside_a_kpl_aggregate_keeps_its_user_record_and_the_aggregate_done_stores_none(
+        rr: RoundRobinReader) -> None:
+    """An aggregate of three user records: acking the first two stores the second's sub-sequence (a restart reads
+    the aggregate again and skips up to it); acking the last stores the Kinesis record as done."""
+    from datetime import datetime, timezone
+
+    from kinesis_spout.records import Record
+    from kinesis_spout.spout.kpl import note_aggregates
+
+    state = at(P.READING, rr)
+    users = [Record(SHARD, str(SEQ), sub, f"pk{sub}", b"x", datetime.now(timezone.utc), SequenceKey(SEQ, sub),
+                    aggregated=3) for sub in range(3)]
+    note_aggregates(state.aggregates, users)
+    for user in users:
+        assert state.tracker.emit(user.key, 0.0)
+    assert state.ack_many([users[0].key.rank, users[1].key.rank])
+    assert state.checkpoint_to_write() == Checkpoint(SHARD, str(SEQ), 1)
+    assert state.ack(users[2].key.rank)
+    assert state.checkpoint_to_write() == Checkpoint(SHARD, str(SEQ), None)
