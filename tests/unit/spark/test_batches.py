@@ -39,8 +39,10 @@ def test_a_planned_batch_round_trips_and_rejects_a_driver_mode_offset() -> None:
 
 
 def test_a_recorded_end_round_trips_and_a_corrupt_one_names_its_node() -> None:
-    end = ShardEnd(after("9", 1), 5, at_tip=False, past_cutoff=True)
-    assert ShardEnd.from_json(end.to_json(), "node") == end
+    for end in (ShardEnd(after("9", 1), 5, at_tip=False, past_cutoff=True),
+                ShardEnd(after("9", 1), 5, at_tip=True, past_cutoff=False),
+                ShardEnd(after("12"), 0, at_tip=True, past_cutoff=True)):
+        assert ShardEnd.from_json(end.to_json(), "node") == end
     with pytest.raises(CheckpointError, match="unreadable batch end at ZooKeeper node /x/batches/q/3/s"):
         ShardEnd.from_json(b"{not json", "/x/batches/q/3/s")
     with pytest.raises(CheckpointError, match="/n"):
