@@ -328,8 +328,9 @@ def from_checkpoint_fields(fields: CheckpointFields, where: str = "checkpoint") 
         stamp = timestamp.isoformat() if isinstance(timestamp, datetime) else timestamp
         raise CheckpointError(f"checkpoint at {where}: reset_to AT_TIMESTAMP needs a timestamp, and a timestamp "
                               f"needs reset_to AT_TIMESTAMP (got reset_to {reset_to!r}, timestamp {stamp!r})")
-    if sub is not None and (isinstance(sub, bool) or not isinstance(sub, int) or sub < 0):
-        raise CheckpointError(f"checkpoint at {where} has a bad sub_sequence_number {sub!r}")
+    if sub is not None and (isinstance(sub, bool) or not isinstance(sub, int) or not 0 <= sub < WHOLE):
+        raise CheckpointError(f"checkpoint at {where} has a bad sub_sequence_number {sub!r} (expected a user "
+                              f"record's number, 0 .. {WHOLE - 1})")
     start = None if reset_to is None else (at_timestamp(timestamp) if timestamp is not None
                                            else LATEST if reset_to == LATEST_NAME else TRIM_HORIZON)
     if ended:

@@ -93,6 +93,8 @@ def test_a_naive_stored_timestamp_is_read_as_utc() -> None:
     (b'{"version": 1}', "has no sequence_number"),
     (b'{"version": 1, "sequence_number": "1", "shard_end": "yes"}', "non-boolean shard_end"),
     (b'{"version": 1, "sequence_number": "1", "sub_sequence_number": -1}', "bad sub_sequence_number"),
+    (b'{"version": 1, "sequence_number": "5", "sub_sequence_number": 4611686018427387905}',
+     "bad sub_sequence_number 4611686018427387905"),
     (b'{"version": 1, "sequence_number": null, "reset_to": "EARLIEST"}', "bad reset_to"),
     (b'{"version": 1, "sequence_number": "5", "reset_to": "LATEST"}', "bad reset_to"),
 ])
