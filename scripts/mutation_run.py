@@ -65,6 +65,9 @@ TESTS_BY_MODULE: dict[str, list[str]] = {
     "kinesis_spout.checkpoint.zookeeper": [INTEGRATION + f + "::*" for f in (
         "zookeeper/test_zookeeper_store.py", "zookeeper/test_zookeeper_trouble.py",
         "checkpoint/test_checkpoint_writer.py")],
+    "kinesis_spout.zookeeper.session": [INTEGRATION + f + "::*" for f in (  # the ownership tests read its session id
+        "zookeeper/test_zookeeper_session.py", "zookeeper/test_zookeeper_store.py",
+        "zookeeper/test_zookeeper_trouble.py", "zookeeper/test_zookeeper_ownership.py")],
     "kinesis_spout.kinesis.getter": [INTEGRATION + f + "::*" for f in (
         "kinesis/test_reader_backoff.py", "kinesis/test_faults.py", "kinesis/test_getter.py")],
     "kinesis_spout.kinesis.reader": [INTEGRATION + f + "::*" for f in (
@@ -82,8 +85,10 @@ TESTS_BY_MODULE: dict[str, list[str]] = {
 #: Test files outside mutmut's test selection (``pytest_add_cli_args_test_selection`` in pyproject.toml) whose calls
 #: this driver records itself at the start of every run, so that the modules listing them above can use them.
 #: (mutmut drops tests outside its selection from its records at every start; a change of the selection itself
-#: would make it test every mutant again.) The lease tests: nothing else reaches the spout's lease code.
-EXTRA_TESTS = ["tests/integration/coordination/test_leases.py"]
+#: would make it test every mutant again.) The lease tests: nothing else reaches the spout's lease code; the
+#: ownership tests: nothing else reaches the session's ``delete_once`` and the session-id bookkeeping they rely on.
+EXTRA_TESTS = ["tests/integration/coordination/test_leases.py",
+               "tests/integration/zookeeper/test_zookeeper_ownership.py"]
 
 #: The tests written against the surviving mutants of a module, by function name (each lives in the test file of the
 #: behaviour it pins, named in the comments). They count as the module's own tests only (``narrow``: another
