@@ -25,7 +25,7 @@ SHARDS = 6
 SIGKILL = "sigkill-worker"
 SESSION_EXPIRY = "session-expiry"
 MIX = FaultMix(weights={SIGKILL: 5, SESSION_EXPIRY: 2, ZOOKEEPER_RESTART: 1.5, THROTTLE: 1.5},
-               at_least={SIGKILL: 0.4, SESSION_EXPIRY: 0.1})
+               at_least={SIGKILL: 0.7, SESSION_EXPIRY: 0.1})  # 51 SIGKILLs of 72 faults
 
 
 class LeaseWorkers:

@@ -19,7 +19,7 @@ from benchmarks.soak.report import PathResult
 SIGKILL = "sigkill-consumer"
 SESSION_EXPIRY = "session-expiry"
 MIX = FaultMix(weights={SIGKILL: 5, SESSION_EXPIRY: 1.5, ZOOKEEPER_RESTART: 1.5, THROTTLE: 2},
-               at_least={SIGKILL: 0.4})
+               at_least={SIGKILL: 0.7})  # 51 SIGKILLs of 72 faults
 
 
 class SpoutTarget:

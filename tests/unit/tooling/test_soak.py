@@ -32,6 +32,18 @@ def test_the_plan_keeps_the_required_share_and_replays_with_its_seed() -> None:
     assert plan(random.Random(9), 50, MIX) != plan(random.Random(10), 50, MIX)
 
 
+def test_a_full_soak_kills_every_path_s_processes_at_least_fifty_times_and_ten_spark_drivers() -> None:
+    from benchmarks.soak.paths import leases, spark_driver, spout
+    from benchmarks.soak.runner import DEFAULT_KILLS
+
+    for mix in (spout.MIX, leases.MIX, spark_driver.MIX, spark_driver.CLUSTER_MIX):
+        for seed in range(20):
+            kinds = plan(random.Random(seed), DEFAULT_KILLS, mix)
+            assert sum(kind.startswith("sigkill") for kind in kinds) >= 50, Counter(kinds)
+            if mix in (spark_driver.MIX, spark_driver.CLUSTER_MIX):
+                assert kinds.count(spark_driver.DRIVER) >= 10, Counter(kinds)
+
+
 def test_the_ledger_counts_whole_delivery_lines_only(tmp_path: Path) -> None:
     ledger = DeliveryLedger(tmp_path)
     with open(tmp_path / "a.log", "a") as log:
