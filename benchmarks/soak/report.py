@@ -58,7 +58,8 @@ class PathResult:
         """Fill the fault counts, cycle times, events and checkpoint checks."""
         self.faults = dict(stats.done)
         self.mean_cycle_s = stats.mean_cycle_s()
-        self.findings += stats.events
+        checkout = str(Path(__file__).resolve().parents[2]) + "/"  # paths in tracebacks, relative to the checkout
+        self.findings += [event.replace(checkout, "") for event in stats.events]
         self.checkpoints_backwards = list(sampler.backwards)
         self.checkpoint_samples = sampler.samples
         self.checkpoint_samples_missed = sampler.failed
