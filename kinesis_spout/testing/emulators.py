@@ -145,6 +145,16 @@ class _NodeEmulator:
     def running(self) -> bool:
         return self._process is not None and self._process.running
 
+    @property
+    def pid(self) -> int | None:
+        """The emulator's process id (None when not started): for tests that kill it as a crash would."""
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def argv(self) -> list[str]:
+        """The command the emulator was started with (empty when not started)."""
+        return list(self._process.argv) if self._process is not None else []
+
     def _argv_env(self, package_dir: Path) -> tuple[list[str], dict[str, str]]:
         raise NotImplementedError
 

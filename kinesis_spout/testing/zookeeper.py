@@ -101,6 +101,11 @@ class ZooKeeperServer:
     def running(self) -> bool:
         return self._process is not None and self._process.running
 
+    @property
+    def pid(self) -> int | None:
+        """The server's process id (None when not started): for tests that stop or kill it as a fault would."""
+        return self._process.pid if self._process is not None else None
+
     def _write_config(self, data_dir: Path) -> Path:
         cfg = data_dir / "zoo.cfg"
         cfg.write_text(

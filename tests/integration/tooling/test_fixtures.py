@@ -212,7 +212,7 @@ def test_install_emulators_puts_them_where_the_fixtures_find_them(tmp_path, monk
     installed = tmp_path / "cache" / "kinesis-spout" / "emulators" / "node_modules" / "kinesalite"
     assert emulators.find_package("kinesalite") == installed
     with KinesaliteServer() as server:
-        assert server.running and str(installed) in " ".join(server._process.argv)  # type: ignore[union-attr]
+        assert server.running and str(installed) in " ".join(server.argv)
 
 
 def test_an_emulator_that_died_is_started_again_on_its_port_and_reported(kinesalite_server) -> None:
@@ -224,7 +224,7 @@ def test_an_emulator_that_died_is_started_again_on_its_port_and_reported(kinesal
     from kinesis_spout.testing.plugin import _alive
 
     url = kinesalite_server.endpoint_url
-    os.kill(kinesalite_server._process.pid, signal.SIGKILL)  # as a crash would: not through the fixture's stop
+    os.kill(kinesalite_server.pid, signal.SIGKILL)  # as a crash would: not through the fixture's stop
     assert wait_until(lambda: not kinesalite_server.running, 10) and not http_answers(url)
     with pytest.warns(RuntimeWarning, match=r"kinesalite died during the test session \(exit code -9\); started "
                                             r"again on port \d+"):

@@ -654,7 +654,8 @@ def test_a_server_that_stops_answering_is_a_retriable_error_within_the_operation
 
     store = open_store(operation_timeout_s=1.0, session_timeout_s=10.0)
     store.save(Checkpoint("a", "7"))
-    pid = zookeeper.server._process.pid
+    pid = zookeeper.server.pid
+    assert pid is not None
     outcome: list[BaseException | Checkpoint | None] = []
 
     def load() -> None:

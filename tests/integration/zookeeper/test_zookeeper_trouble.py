@@ -76,9 +76,10 @@ def test_writes_wait_while_suspended_and_the_latest_lands_after_reconnect(moto_k
         zookeeper.server.stop()
         assert wait_until(lambda: store.state == "SUSPENDED", 20), "the store to see the connection suspended"
         read_some(spout, 10)  # acks keep working; their checkpoint waits for ZooKeeper
-        failures_before = spout._writer.failures
-        assert wait_until(lambda: spout._writer.failures > failures_before, 10), "the writer to wait on the connection"
-        assert spout._writer.unreachable is None  # within the deadline: no error
+        failures_before = spout.checkpoint_write_failures
+        assert wait_until(lambda: spout.checkpoint_write_failures > failures_before, 10), \
+            "the writer to wait on the connection"
+        assert spout.next_tuple() is None  # within the deadline: no error (and all 20 records were read)
         zookeeper.server.start()
         assert wait_until(lambda: stored(zookeeper, config) == {first[0].record.shard_id: 20}, 30), \
             "the latest checkpoint to be written after the reconnect"
@@ -153,7 +154,7 @@ def test_zookeeper_down_past_the_deadline_is_a_clear_error_that_clears_when_it_r
         spout.ack(f"{shard}:999")  # acks (even unknown ones) still work while it is down
         zookeeper.server.start()
         assert wait_until(lambda: stored(zookeeper, config) == {shard: 10}, 30), "the pending checkpoint to be written"
-        assert wait_until(lambda: spout._writer.unreachable is None, 10), "the error to clear"
+        assert wait_until(lambda: not raises(), 10), "the error to clear"
         for tup in polled:
             spout.ack(tup.message_id)
         assert len(read_some(spout, 10 - len(polled))) == 10 - len(polled)
