@@ -1,0 +1,79 @@
+"""What the command groups of ``kinesis-spout`` share: the environment variables, the ZooKeeper arguments of the
+commands that read an app's nodes, the config and store they build from them, and the table printer.
+
+Who calls: the group modules (``checkpoints``, ``status``, ...) when they register their arguments and when they run.
+Nothing here keeps state between calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from kinesis_spout.errors import CheckpointError
+from kinesis_spout.positions import AT_TIMESTAMP_NAME
+
+AUTH_ENV = "KINESIS_SPOUT_ZOOKEEPER_AUTH"
+ZOOKEEPER_ENV = "KINESIS_SPOUT_ZOOKEEPER"
+ENDPOINT_ENV = "KINESIS_SPOUT_ENDPOINT_URL"
+STREAM_ENV = "KINESIS_SPOUT_STREAM"
+#: What ``dev-servers`` exports besides the servers: the emulator accepts any credentials, boto3 needs some.
+EMULATOR_AWS_ENV = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+def add_zookeeper_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--stream``, ``--app``, ``--zookeeper``, ``--prefix`` and ``--timeout`` of a command that reads an app's nodes.
+    Who calls: ``register`` of the ``checkpoints`` and ``status`` groups, on their own sub-parser."""
+    parser.add_argument("--stream", required=True)
+    parser.add_argument("--app", required=True)
+    parser.add_argument("--zookeeper", default=os.environ.get(ZOOKEEPER_ENV, "127.0.0.1:2181"))
+    parser.add_argument("--prefix", default="/kinesis_spout", help="zookeeper_prefix of the app")
+    parser.add_argument("--timeout", type=float, default=15.0, help="seconds to wait for ZooKeeper (default 15)")
+
+
+def spout_config(args: argparse.Namespace) -> Any:
+    """The app's ``SpoutConfig`` from the parsed arguments (credentials from ``$KINESIS_SPOUT_ZOOKEEPER_AUTH``)."""
+    from kinesis_spout.config import SpoutConfig
+
+    return SpoutConfig(stream_name=args.stream, app_name=args.app, zookeeper=args.zookeeper,
+                       zookeeper_prefix=args.prefix, zookeeper_auth=os.environ.get(AUTH_ENV) or None,
+                       zookeeper_tls=args.tls or bool(args.tls_ca or args.tls_cert), zookeeper_tls_ca_file=args.tls_ca,
+                       zookeeper_tls_cert_file=args.tls_cert, zookeeper_tls_key_file=args.tls_key,
+                       zookeeper_deadline_s=args.timeout)
+
+
+def open_store(args: argparse.Namespace, config: Any) -> Any:
+    """The app's checkpoint store, opened; a ZooKeeper that does not answer is reported with the CLI's flag.
+    The caller closes it."""
+    from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
+
+    store = ZooKeeperCheckpointStore.from_config(config)
+    try:
+        store.open()
+    except CheckpointError as exc:
+        if not exc.retriable:  # not a connection time-out: the store's own message says what is wrong
+            raise
+        tls = " over TLS (check --tls-ca, --tls-cert and --tls-key)" if config.zookeeper_tls else ""
+        raise CheckpointError(f"cannot connect to ZooKeeper at {config.zookeeper}{tls} within {args.timeout:g} s: is "
+                              f"it running and reachable? (pass --zookeeper HOST:PORT or set ${ZOOKEEPER_ENV}; "
+                              f"--timeout SECONDS waits longer)", retriable=True) from exc
+    return store
+
+
+def describe(cp: Any) -> str:
+    """A checkpoint as one table cell: its sequence number (``SEQ:SUB`` inside an aggregate), its reset or ``-``."""
+    if cp.reset_to == AT_TIMESTAMP_NAME and cp.timestamp is not None:
+        return f"(start at {cp.timestamp.isoformat(timespec='milliseconds')})"
+    if cp.reset_to:
+        return f"(reset to {cp.reset_to})"
+    if cp.sequence_number is None:
+        return "-"
+    return cp.sequence_number + (f":{cp.sub_sequence_number}" if cp.sub_sequence_number else "")
+
+
+def print_table(rows: list[tuple[str, ...]]) -> None:
+    """Print rows (the first is the header) in aligned columns; the last column is not padded."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1])

@@ -1,0 +1,39 @@
+"""The ``kinesis-spout`` parser and ``main``: each command group is a module of this package with a
+``register(sub)`` that adds its sub-parser(s) and sets ``run`` (a function of the parsed arguments returning the exit
+code). Adding a group: a new module and one line in ``GROUPS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from types import ModuleType
+
+from kinesis_spout.cli import checkpoints, dead_letters, demo, dev_servers, status
+from kinesis_spout.errors import SpoutError
+
+#: The command groups, in the order ``--help`` lists them.
+GROUPS: tuple[ModuleType, ...] = (demo, checkpoints, status, dev_servers, dead_letters)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole parser; built on each call, so defaults read from the environment are the current ones."""
+    parser = argparse.ArgumentParser(prog="kinesis-spout", description="Read Amazon Kinesis into Spark.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for group in GROUPS:
+        group.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The console entry point: parse, run the command, print a ``SpoutError`` as one line and exit 1."""
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if rest and not getattr(args, "passes_rest", False):
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    args.rest = rest
+    try:
+        return int(args.run(args))
+    except SpoutError as exc:
+        print(f"kinesis-spout: error: {exc}", file=sys.stderr)
+        return 1
