@@ -18,18 +18,32 @@ AUTH_ENV = "KINESIS_SPOUT_ZOOKEEPER_AUTH"
 ZOOKEEPER_ENV = "KINESIS_SPOUT_ZOOKEEPER"
 ENDPOINT_ENV = "KINESIS_SPOUT_ENDPOINT_URL"
 STREAM_ENV = "KINESIS_SPOUT_STREAM"
+APP_ENV = "KINESIS_SPOUT_APP"
 #: What ``dev-servers`` exports besides the servers: the emulator accepts any credentials, boto3 needs some.
 EMULATOR_AWS_ENV = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
 
 
 def add_zookeeper_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--stream``, ``--app``, ``--zookeeper``, ``--prefix`` and ``--timeout`` of a command that reads an app's nodes.
-    Who calls: ``register`` of the ``checkpoints`` and ``status`` groups, on their own sub-parser."""
-    parser.add_argument("--stream", required=True)
-    parser.add_argument("--app", required=True)
-    parser.add_argument("--zookeeper", default=os.environ.get(ZOOKEEPER_ENV, "127.0.0.1:2181"))
+    """``--stream``, ``--app``, ``--zookeeper``, ``--prefix`` and ``--timeout`` of a command that reads an app's nodes;
+    the first three default to ``$KINESIS_SPOUT_STREAM``, ``$KINESIS_SPOUT_APP`` and ``$KINESIS_SPOUT_ZOOKEEPER``
+    (read when the parser is built). Who calls: ``register`` of the ``checkpoints`` and ``status`` groups."""
+    parser.add_argument("--stream", default=os.environ.get(STREAM_ENV) or None,
+                        help=f"the stream (default ${STREAM_ENV})")
+    parser.add_argument("--app", default=os.environ.get(APP_ENV) or None,
+                        help=f"the app name (default ${APP_ENV})")
+    parser.add_argument("--zookeeper", default=os.environ.get(ZOOKEEPER_ENV) or "127.0.0.1:2181",
+                        help=f"ZooKeeper HOST:PORT[,...] (default ${ZOOKEEPER_ENV}, else 127.0.0.1:2181)")
     parser.add_argument("--prefix", default="/kinesis_spout", help="zookeeper_prefix of the app")
     parser.add_argument("--timeout", type=float, default=15.0, help="seconds to wait for ZooKeeper (default 15)")
+    parser.set_defaults(required_from_env=(("stream", STREAM_ENV), ("app", APP_ENV)))
+
+
+def missing_from_env(args: argparse.Namespace) -> str | None:
+    """What is missing among the arguments a group takes from flags or the environment (None: nothing), as the
+    parser's error text. Who calls: ``kinesis_spout.cli.parser.main``, after parsing."""
+    missing = [f"--{name} (or ${variable})" for name, variable in getattr(args, "required_from_env", ())
+               if not getattr(args, name, None)]
+    return f"the following arguments are required: {', '.join(missing)}" if missing else None
 
 
 def spout_config(args: argparse.Namespace) -> Any:

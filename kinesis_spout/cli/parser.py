@@ -9,7 +9,9 @@ import argparse
 import sys
 from types import ModuleType
 
+import kinesis_spout
 from kinesis_spout.cli import checkpoints, dead_letters, demo, dev_servers, status
+from kinesis_spout.cli.common import missing_from_env
 from kinesis_spout.errors import SpoutError
 
 #: The command groups, in the order ``--help`` lists them.
@@ -19,6 +21,7 @@ GROUPS: tuple[ModuleType, ...] = (demo, checkpoints, status, dev_servers, dead_l
 def build_parser() -> argparse.ArgumentParser:
     """The whole parser; built on each call, so defaults read from the environment are the current ones."""
     parser = argparse.ArgumentParser(prog="kinesis-spout", description="Read Amazon Kinesis into Spark.")
+    parser.add_argument("--version", action="version", version=f"kinesis-spout {kinesis_spout.__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for group in GROUPS:
         group.register(sub)
@@ -31,6 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     args, rest = parser.parse_known_args(argv)
     if rest and not getattr(args, "passes_rest", False):
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    missing = missing_from_env(args)
+    if missing:
+        parser.error(missing)
     args.rest = rest
     try:
         return int(args.run(args))
