@@ -19,6 +19,7 @@ from kinesis_spout.cli.common import (
     AUTH_ENV,
     ENDPOINT_ENV,
     add_zookeeper_arguments,
+    check_app_and_stream,
     describe,
     open_store,
     print_table,
@@ -38,7 +39,8 @@ def register(sub: Any) -> None:
     cps.add_argument("--to", help="reset: trim-horizon, latest, or a sequence number to resume after")
     cps.add_argument("--yes", action="store_true", help="reset: really rewrite the checkpoint")
     cps.add_argument("--force", action="store_true",
-                     help="reset: write a checkpoint also for a shard that neither has one nor is listed by Kinesis")
+                     help="reset: write it without the checks (app and stream names in ZooKeeper, the shard and "
+                          "the sequence number with Kinesis)")
     cps.add_argument("--endpoint-url", default=os.environ.get(ENDPOINT_ENV),
                      help="reset: Kinesis endpoint, to check that a shard without a checkpoint exists")
     cps.add_argument("--region", default=None, help="reset: AWS region of the stream")
@@ -61,6 +63,7 @@ def list_checkpoints(args: argparse.Namespace) -> int:
     config = spout_config(args)
     store = open_store(args, config)
     try:
+        check_app_and_stream(store, config)
         checkpoints = store.list()
         batch_id = ZooKeeperBatchStore.on_store(store).load_batch_id()
     finally:
@@ -122,6 +125,8 @@ def reset(args: argparse.Namespace) -> int:
     new = Checkpoint.at(args.shard, position)
     store = open_store(args, config)
     try:
+        if not args.force:
+            check_app_and_stream(store, config)
         try:
             old = store.load(args.shard)
             has_node, old_text = old is not None, describe(old or Checkpoint(args.shard, None, reset_to="-"))

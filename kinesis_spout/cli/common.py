@@ -8,10 +8,11 @@ Nothing here keeps state between calls.
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 from typing import Any
 
-from kinesis_spout.errors import CheckpointError
+from kinesis_spout.errors import CheckpointError, ConfigError
 from kinesis_spout.positions import AT_TIMESTAMP_NAME
 
 AUTH_ENV = "KINESIS_SPOUT_ZOOKEEPER_AUTH"
@@ -73,6 +74,37 @@ def open_store(args: argparse.Namespace, config: Any) -> Any:
                               f"it running and reachable? (pass --zookeeper HOST:PORT or set ${ZOOKEEPER_ENV}; "
                               f"--timeout SECONDS waits longer)", retriable=True) from exc
     return store
+
+
+def check_app_and_stream(store: Any, config: Any) -> None:
+    """Refuse an ``--app`` (or ``--stream``) that has no node under the ZooKeeper root while others have: a typo,
+    which would otherwise show an empty table (or, for a reset, write under a new name). The ``ConfigError`` lists
+    the names there and the nearest one. Nothing under the root at all is no error (no app has run yet).
+    Who calls: the ``checkpoints`` and ``status`` commands, on their opened store (reads only)."""
+    from kazoo.exceptions import NoNodeError
+
+    def children(path: str) -> list[str]:
+        try:
+            return sorted(store.session.get_children(path))
+        except NoNodeError:
+            return []
+
+    root = config.checkpoint_path.rsplit("/", 3)[0]
+    apps = children(root or "/")
+    if apps and config.app_name not in apps:
+        raise ConfigError(f"no app {config.app_name!r} under {root or '/'} on ZooKeeper {config.zookeeper}"
+                          f"{_nearest(config.app_name, apps)}; apps there: {', '.join(apps)} (pass --app NAME or set "
+                          f"${APP_ENV}; --prefix and --zookeeper say where to look)")
+    streams = children(f"{root}/{config.app_name}")
+    if streams and config.stream_name not in streams:
+        raise ConfigError(f"app {config.app_name!r} has nothing of stream {config.stream_name!r} under "
+                          f"{root}/{config.app_name}{_nearest(config.stream_name, streams)}; its streams: "
+                          f"{', '.join(streams)} (pass --stream NAME or set ${STREAM_ENV})")
+
+
+def _nearest(name: str, names: list[str]) -> str:
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    return f": did you mean {close[0]!r}?" if close else ""
 
 
 def describe(cp: Any) -> str:

@@ -11,6 +11,7 @@ from kinesis_spout.cli.common import (
     AUTH_ENV,
     ENDPOINT_ENV,
     add_zookeeper_arguments,
+    check_app_and_stream,
     describe,
     open_store,
     print_table,
@@ -47,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
         kinesis_note = f"(Kinesis not asked: {exc}; open/closed and parents are not shown)"
     store = open_store(args, config)
     try:
+        check_app_and_stream(store, config)
         leases = ZooKeeperLeases(store, "status")
         checkpoints = store.list()
         workers = leases.workers()
