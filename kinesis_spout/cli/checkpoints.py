@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
+import shlex
 import socket
 import sys
 from typing import Any
@@ -25,7 +26,7 @@ from kinesis_spout.cli.common import (
     print_table,
     spout_config,
 )
-from kinesis_spout.errors import ConfigError, SpoutError
+from kinesis_spout.errors import CheckpointError, ConfigError, SpoutError
 from kinesis_spout.positions import LATEST, TRIM_HORIZON, Position, after
 
 
@@ -57,29 +58,79 @@ def run(args: argparse.Namespace) -> int:
 
 
 def list_checkpoints(args: argparse.Namespace) -> int:
-    """Print the app's checkpoints of the stream and its last Spark batch id (read only)."""
+    """Print the app's checkpoints of the stream and its last Spark batch id (read only). Every shard is shown: an
+    unreadable checkpoint with its stored bytes and the reset command that replaces it (then exit 1)."""
     from kinesis_spout.spark.batch_store import ZooKeeperBatchStore
 
     config = spout_config(args)
     store = open_store(args, config)
     try:
         check_app_and_stream(store, config)
-        checkpoints = store.list()
+        checkpoints, unreadable = read_all(store)
         batch_id = ZooKeeperBatchStore.on_store(store).load_batch_id()
     finally:
         store.close()
     print(f"checkpoints of app {args.app!r} on stream {args.stream!r} at {config.checkpoint_path}")
     if batch_id:
         print(f"last batch id: {batch_id}")
-    if not checkpoints:
+    if not checkpoints and not unreadable:
         print("(none)")
         return 0
     rows: list[tuple[str, ...]] = [("shard", "checkpoint", "shard_end", "owner", "updated_at")]
-    for shard_id, cp in checkpoints.items():
+    for shard_id in sorted({*checkpoints, *unreadable}):
+        cp = checkpoints.get(shard_id)
+        if cp is None:
+            rows.append((shard_id, "unreadable", "-", "-", "-"))
+            continue
         rows.append((shard_id, describe(cp), str(cp.shard_end).lower(), cp.owner or "-",
                      cp.updated_at.isoformat(timespec="seconds") if cp.updated_at else "-"))
     print_table(rows)
-    return 0
+    for shard_id, (why, raw) in sorted(unreadable.items()):
+        shown = repr(raw[:300]) + (f" ... ({len(raw)} bytes)" if len(raw) > 300 else "")
+        print(f"\nunreadable checkpoint of {shard_id}: {why}\n  stored bytes: {shown}\n  replace it (stop the app "
+              f"first; --to latest skips the shard's records, --to SEQUENCE_NUMBER resumes after one):\n"
+              f"  {reset_command(args, shard_id)}")
+    return 1 if unreadable else 0
+
+
+def read_all(store: Any) -> tuple[dict[str, Any], dict[str, tuple[str, bytes]]]:
+    """Every checkpoint node of the store: the readable ones, and the unreadable ones as (why, stored bytes).
+    Who calls: ``list_checkpoints`` (one bad node must not hide the others, as ``store.list()`` would)."""
+    from kazoo.exceptions import NoNodeError
+
+    try:
+        shard_ids = sorted(store.session.get_children(store.path))
+    except NoNodeError:
+        return {}, {}
+    readable: dict[str, Any] = {}
+    unreadable: dict[str, tuple[str, bytes]] = {}
+    for shard_id in shard_ids:
+        try:
+            cp = store.load(shard_id)
+        except CheckpointError as exc:
+            cause = exc.__cause__ if isinstance(exc.__cause__, CheckpointError) else exc
+            try:
+                raw = store.session.get(f"{store.path}/{shard_id}")[0] or b""
+            except NoNodeError:
+                continue  # deleted meanwhile
+            unreadable[shard_id] = (str(cause), raw)
+            continue
+        if cp is not None:
+            readable[shard_id] = cp
+    return readable, unreadable
+
+
+def reset_command(args: argparse.Namespace, shard_id: str, to: str = "trim-horizon") -> str:
+    """The complete ``kinesis-spout checkpoints reset`` command line for ``shard_id`` with this run's flags."""
+    words = ["kinesis-spout", "checkpoints", "reset", "--stream", args.stream, "--app", args.app, "--zookeeper",
+             args.zookeeper, "--prefix", args.prefix]
+    for flag in ("tls_ca", "tls_cert", "tls_key"):
+        if getattr(args, flag, None):
+            words += [f"--{flag.replace('_', '-')}", getattr(args, flag)]
+    if getattr(args, "tls", False):
+        words.append("--tls")
+    words += ["--shard", shard_id, "--to", to, "--yes"]
+    return " ".join(shlex.quote(word) for word in words)
 
 
 def parse_target(raw: str) -> Position:
@@ -114,6 +165,26 @@ def unknown_shard(args: argparse.Namespace) -> str | None:
     return f"stream {args.stream!r} has no shard {args.shard!r} (its shards: {listed or 'none'})"
 
 
+def foreign_sequence_number(args: argparse.Namespace, sequence: str) -> str | None:
+    """Why ``sequence`` is not a sequence number of ``--shard`` (None when the shard has it): Kinesis is asked for a
+    shard iterator AT_SEQUENCE_NUMBER, which it refuses for a number of another shard or one it never gave. Who
+    calls: ``reset``, before writing, unless ``--force`` (a wrong number would make the app fail at its start)."""
+    from kinesis_spout.kinesis.client import make_client, translate
+
+    try:
+        make_client(args.region, args.endpoint_url).get_shard_iterator(
+            StreamName=args.stream, ShardId=args.shard, ShardIteratorType="AT_SEQUENCE_NUMBER",
+            StartingSequenceNumber=sequence)
+    except Exception as exc:  # noqa: BLE001 - every botocore error is mapped by translate
+        error = translate(exc, "GetShardIterator AT_SEQUENCE_NUMBER")
+        if error.code in ("InvalidArgumentException", "ResourceNotFoundException"):
+            return (f"sequence number {sequence!r} is not one of shard {args.shard!r} of stream {args.stream!r} "
+                    f"({error}); `kinesis-spout checkpoints` shows the stored ones")
+        return (f"cannot check sequence number {sequence!r} with shard {args.shard!r} of stream {args.stream!r}: "
+                f"{error} (pass --endpoint-url and --region of the stream)")
+    return None
+
+
 def reset(args: argparse.Namespace) -> int:
     """Rewrite one shard's checkpoint (``--yes``), or print what would change (exit 2)."""
     from kinesis_spout.checkpoint.base import Checkpoint
@@ -137,6 +208,11 @@ def reset(args: argparse.Namespace) -> int:
             if why is not None:
                 print(f"kinesis-spout: error: not changed: {why}; add --force to write a checkpoint for it anyway",
                       file=sys.stderr)
+                return 1
+        if position.key is not None and not args.force:  # a sequence number: one of the shard's?
+            why = foreign_sequence_number(args, args.to.strip().partition(":")[0])
+            if why is not None:
+                print(f"kinesis-spout: error: not changed: {why}; add --force to write it anyway", file=sys.stderr)
                 return 1
         print(f"{config.checkpoint_path}/{args.shard}: {old_text} -> {describe(new)}")
         if not args.yes:
