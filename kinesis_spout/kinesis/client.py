@@ -10,6 +10,8 @@ from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
     HTTPClientError,
     NoCredentialsError,
     PartialCredentialsError,
@@ -68,6 +70,11 @@ def make_client(region: str | None, endpoint_url: str | None, *, read_timeout_s:
     return lean.enable(client)  # GetRecords of the readers: see kinesis_spout.kinesis.lean
 
 
+def asked(client: Any) -> str:
+    """``"region us-east-1 at endpoint http://..."``: where a client sends its calls, for error messages."""
+    return f"region {client.meta.region_name} at endpoint {client.meta.endpoint_url}"
+
+
 def _default_region(session: Any) -> str:
     return session.get_config_variable("region") or "us-east-1"
 
@@ -96,6 +103,13 @@ def translate(exc: Exception, what: str) -> KinesisError:
         return KinesisError(f"{what}: {exc}; configure AWS credentials: SpoutConfig.credentials (options "
                             f"awsProfile / awsAccessKeyId / awsRoleArn), or the default chain (environment, shared "
                             f"files, instance role)", code=type(exc).__name__, retriable=False)
+    if isinstance(exc, EndpointConnectionError | ConnectTimeoutError):  # nothing answers there (yet)
+        url = exc.kwargs.get("endpoint_url", "?")
+        return KinesisError(f"{what}: cannot connect to Kinesis at {url} ({exc}): is it running and reachable there? "
+                            f"The endpoint is the setting endpoint_url (KinesisSettings.endpoint_url, option "
+                            f"'endpointUrl'; the examples and the kinesis-spout command read "
+                            f"$KINESIS_SPOUT_ENDPOINT_URL); leave it unset for AWS", code=type(exc).__name__,
+                            retriable=True)
     if isinstance(exc, BotoCoreError):
         # connection loss and time-outs may pass; anything else (bad parameters, no region...) will not
         retriable = isinstance(exc, _TRANSIENT)
