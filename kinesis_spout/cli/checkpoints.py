@@ -43,7 +43,8 @@ def register(sub: Any) -> None:
                      help="reset: write it without the checks (app and stream names in ZooKeeper, the shard and "
                           "the sequence number with Kinesis)")
     cps.add_argument("--endpoint-url", default=os.environ.get(ENDPOINT_ENV),
-                     help="reset: Kinesis endpoint, to check that a shard without a checkpoint exists")
+                     help=f"reset: Kinesis endpoint, to check the shard and the sequence number "
+                          f"(default ${ENDPOINT_ENV}; none: AWS)")
     cps.add_argument("--region", default=None, help="reset: AWS region of the stream")
     cps.add_argument("--tls", action="store_true", help="connect to ZooKeeper over TLS")
     cps.add_argument("--tls-ca", help="PEM file of the CA that signed ZooKeeper's certificate")

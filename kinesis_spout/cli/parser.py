@@ -1,21 +1,20 @@
-"""The ``kinesis-spout`` parser and ``main``: each command group is a module of this package with a
-``register(sub)`` that adds its sub-parser(s) and sets ``run`` (a function of the parsed arguments returning the exit
-code). Adding a group: a new module and one line in ``GROUPS``.
+"""The ``kinesis-spout`` parser and ``main``. Each command group is a module of this package with a
+``register(sub)`` that adds its sub-parser(s) and sets ``run`` (a function of the parsed arguments that returns the
+exit code). Adding a group: a new module, and its name in ``GROUPS``.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
-from types import ModuleType
 
 import kinesis_spout
-from kinesis_spout.cli import checkpoints, dead_letters, demo, dev_servers, status
 from kinesis_spout.cli.common import missing_from_env
 from kinesis_spout.errors import SpoutError
 
-#: The command groups, in the order ``--help`` lists them.
-GROUPS: tuple[ModuleType, ...] = (demo, checkpoints, status, dev_servers, dead_letters)
+#: The command group modules of this package, in the order ``--help`` lists their commands.
+GROUPS: tuple[str, ...] = ("demo", "checkpoints", "status", "dev_servers", "dead_letters")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,8 +22,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kinesis-spout", description="Read Amazon Kinesis into Spark.")
     parser.add_argument("--version", action="version", version=f"kinesis-spout {kinesis_spout.__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in GROUPS:
-        group.register(sub)
+    for name in GROUPS:
+        importlib.import_module(f"kinesis_spout.cli.{name}").register(sub)
     return parser
 
 

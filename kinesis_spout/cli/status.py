@@ -26,7 +26,7 @@ def register(sub: Any) -> None:
                                            "workers", description=f"ZooKeeper credentials: ${AUTH_ENV}.")
     add_zookeeper_arguments(status)
     status.add_argument("--endpoint-url", default=os.environ.get(ENDPOINT_ENV),
-                        help="Kinesis endpoint (for open/closed and parents)")
+                        help=f"Kinesis endpoint, for open/closed and parents (default ${ENDPOINT_ENV}; none: AWS)")
     status.add_argument("--region", default=None, help="AWS region of the stream")
     status.set_defaults(tls=False, tls_ca=None, tls_cert=None, tls_key=None, run=run)
 

@@ -48,3 +48,16 @@ def test_the_spark_source_load_check_names_the_region_and_the_endpoint(kinesalit
     with pytest.raises(StreamNotFoundError, match=f"stream 'no-such-stream' does not exist at endpoint "
                                                   f"{kinesalite.endpoint_url} \\(region eu-west-1\\)"):
         check_stream_exists(config)
+
+
+def test_a_spout_whose_endpoint_does_not_answer_says_so_at_open(zookeeper: Any,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    url = f"http://127.0.0.1:{free_port()}"
+    config = SpoutConfig(stream_name="clicks", app_name="a", zookeeper=zookeeper.hosts,
+                         zookeeper_prefix=zookeeper.prefix, endpoint_url=url, region="us-east-1")
+    with pytest.raises(KinesisError, match=f"cannot connect to Kinesis at {url}.*endpoint_url.*"
+                                           f"KINESIS_SPOUT_ENDPOINT_URL"):
+        with KinesisSpout(config):
+            pass
