@@ -36,7 +36,7 @@ def add_zookeeper_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"ZooKeeper HOST:PORT[,...] (default ${ZOOKEEPER_ENV}, else 127.0.0.1:2181)")
     parser.add_argument("--prefix", default="/kinesis_spout", help="zookeeper_prefix of the app")
     parser.add_argument("--timeout", type=float, default=15.0, help="seconds to wait for ZooKeeper (default 15)")
-    parser.set_defaults(required_from_env=(("stream", STREAM_ENV), ("app", APP_ENV)))
+    parser.set_defaults(required_from_env=(("stream", STREAM_ENV), ("app", APP_ENV)), usage_error=parser.error)
 
 
 def missing_from_env(args: argparse.Namespace) -> str | None:

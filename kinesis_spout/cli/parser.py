@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     missing = missing_from_env(args)
     if missing:
-        parser.error(missing)
+        getattr(args, "usage_error", parser.error)(missing)  # the sub-command's usage, when it gave its own
     args.rest = rest
     try:
         return int(args.run(args))
