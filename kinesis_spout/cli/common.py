@@ -104,7 +104,7 @@ def check_app_and_stream(store: Any, config: Any) -> None:
 
 def _nearest(name: str, names: list[str]) -> str:
     close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
-    return f": did you mean {close[0]!r}?" if close else ""
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def describe(cp: Any) -> str:
