@@ -21,6 +21,7 @@ from botocore.exceptions import (
     ConnectionError as BotoConnectionError,
 )
 
+from kinesis_spout.config.groups import check_endpoint_url
 from kinesis_spout.errors import KinesisError, StreamNotFoundError, ThrottledError
 from kinesis_spout.kinesis import lean
 from kinesis_spout.kinesis.credentials import AwsCredentials, apply_credentials
@@ -57,9 +58,12 @@ def make_client(region: str | None, endpoint_url: str | None, *, read_timeout_s:
     """A Kinesis client whose retries are left to the caller (botocore's own retries are off).
 
     ``credentials`` (optional) say where this client's AWS credentials come from; None: boto's default chain.
+    An ``endpoint_url`` without http:// or https:// is a ``ConfigError`` naming the fix.
     Who calls: the spout on open(), the CLI and the benchmarks. The reader threads share one client (boto3
     clients are thread-safe).
     """
+    if endpoint_url is not None:
+        check_endpoint_url(endpoint_url)  # botocore's own refusal is a bare ValueError
     session = botocore.session.get_session()
     apply_credentials(session, credentials, region)
     session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=_fast_timestamp)

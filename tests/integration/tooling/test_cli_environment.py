@@ -57,3 +57,16 @@ def test_without_stream_in_flags_or_environment_the_error_names_both(capsys: Any
     assert done.value.code == 2
     err = capsys.readouterr().err
     assert "--stream" in err and "KINESIS_SPOUT_STREAM" in err
+
+
+@pytest.mark.parametrize("command", [["dead-letters", "list", "stream:letters"],
+                                     ["checkpoints", "--stream", "s", "--app", "a", "reset", "--shard",
+                                      "shardId-000000000000", "--to", "latest", "--yes"]])
+def test_an_endpoint_without_a_scheme_is_an_error_with_the_fix(command: list[str], zookeeper: Any, capsys: Any,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KINESIS_SPOUT_ZOOKEEPER", zookeeper.hosts)
+    where = ["--prefix", zookeeper.prefix] if command[0] == "checkpoints" else []
+    assert main(command + where + ["--endpoint-url", "localhost:4567", "--region", "us-east-1"]) == 1
+    err = capsys.readouterr().err
+    assert "endpoint_url 'localhost:4567' has no scheme: write 'http://localhost:4567'" in err
+    assert "KINESIS_SPOUT_ENDPOINT_URL" in err
