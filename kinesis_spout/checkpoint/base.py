@@ -108,12 +108,19 @@ class Checkpoint:
 
     @classmethod
     def from_json(cls, shard_id: str, raw: bytes, where: str) -> "Checkpoint":
-        """Parse the stored form; any problem is a ``CheckpointError`` naming ``where`` (never a silent default)."""
+        """Parse the stored form; any problem is a ``CheckpointError`` naming ``where`` (never a silent default)
+        and the commands that show and replace it."""
+        try:
+            return cls._parse(shard_id, raw, where)
+        except CheckpointError as exc:
+            raise CheckpointError(f"{exc}; {repair_hint(shard_id, where)}") from exc
+
+    @classmethod
+    def _parse(cls, shard_id: str, raw: bytes, where: str) -> "Checkpoint":
         try:
             doc = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise CheckpointError(f"checkpoint at {where} is not valid UTF-8 JSON ({exc}); inspect it with "
-                                  f"`kinesis-spout checkpoints`, fix or reset it") from exc
+            raise CheckpointError(f"checkpoint at {where} is not valid UTF-8 JSON ({exc})") from exc
         if not isinstance(doc, dict) or doc.get("version") != FORMAT_VERSION:
             version = doc.get("version") if isinstance(doc, dict) else None
             raise CheckpointError(f"checkpoint at {where} has version {version!r}; this kinesis_spout reads "
@@ -144,6 +151,27 @@ class Checkpoint:
         except ValueError:
             updated_at = None
         return cls(shard_id, seq, sub, shard_end, str(doc.get("owner", "")), updated_at, reset_to, timestamp)
+
+
+def repair_hint(shard_id: str, where: str) -> str:
+    """How to see and replace an unreadable checkpoint: the ``kinesis-spout`` commands, complete when ``where`` is
+    ``"ZooKeeper HOSTS {prefix}/{app}/{stream}/checkpoints/{shard}"`` (the ZooKeeper store's). Who calls:
+    :meth:`Checkpoint.from_json`, for its errors."""
+    import shlex
+
+    _, hosts, node = (where.split(" ", 2) + ["", ""])[:3] if where.startswith("ZooKeeper ") else ("", "", "")
+    parts = node.rsplit("/", 4)
+    if len(parts) != 5 or parts[3] != "checkpoints":
+        return (f"`kinesis-spout checkpoints` (with the app's --stream, --app, --zookeeper and --prefix) shows it, "
+                f"and `kinesis-spout checkpoints reset --shard {shard_id} --to trim-horizon --yes` with the same "
+                f"flags replaces it")
+    prefix, app, stream = parts[0] or "/", parts[1], parts[2]
+    flags = " ".join(shlex.quote(v) for v in ("--zookeeper", hosts, "--prefix", prefix, "--app", app, "--stream",
+                                               stream))
+    return (f"`kinesis-spout checkpoints {flags}` shows it; stop the app, then "
+            f"`kinesis-spout checkpoints reset {flags} --shard {shlex.quote(shard_id)} --to trim-horizon --yes` "
+            f"replaces it (--to latest skips the shard's records instead, --to SEQUENCE_NUMBER resumes after one; "
+            f"add --tls* flags and $KINESIS_SPOUT_ZOOKEEPER_AUTH if the app uses them)")
 
 
 @runtime_checkable

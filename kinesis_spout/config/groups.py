@@ -55,6 +55,27 @@ def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+def check_endpoint_url(url: object) -> None:
+    """Refuse an ``endpoint_url`` that boto3 would refuse only at ``open()`` (with a bare ``ValueError``): one
+    without ``http://`` or ``https://``, or without a host. The error names the setting and the URL to write.
+    Who calls: :class:`KinesisSettings` on construction."""
+    from urllib.parse import urlsplit
+
+    if not isinstance(url, str) or not url.strip():
+        raise fail("kinesis", "endpoint_url", f"must be a URL such as 'http://localhost:4567', or None for AWS, "
+                                              f"got {url!r}")
+    env = "the examples and the kinesis-spout command read it from $KINESIS_SPOUT_ENDPOINT_URL"
+    parts = urlsplit(url.strip())
+    if "://" not in url:
+        host = url.strip().split("/", 1)[0].split(":", 1)[0]
+        scheme = "https" if host.endswith((".amazonaws.com", ".amazonaws.com.cn")) else "http"
+        raise fail("kinesis", "endpoint_url", f"{url!r} has no scheme: write {f'{scheme}://{url.strip()}'!r} "
+                                              f"(boto3 needs http:// or https://; {env})")
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise fail("kinesis", "endpoint_url", f"{url!r} must be an http:// or https:// URL with a host, such as "
+                                              f"'http://localhost:4567' ({env})")
+
+
 @dataclass(frozen=True)
 class KinesisSettings:
     """Where the stream is (``SpoutConfig.kinesis``): ``region`` (None: the AWS default chain, else us-east-1),
@@ -67,6 +88,8 @@ class KinesisSettings:
     credentials: AwsCredentials | None = None
 
     def __post_init__(self) -> None:
+        if self.endpoint_url is not None:
+            check_endpoint_url(self.endpoint_url)
         if self.credentials is not None and not isinstance(self.credentials, AwsCredentials):
             raise fail("kinesis", "credentials", f"must be a kinesis_spout.AwsCredentials or None, got "
                                                  f"{type(self.credentials).__name__}")

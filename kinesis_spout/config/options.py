@@ -8,6 +8,7 @@ PURE. Every setting with a string form has an option name, the camelCase of its 
 
 from __future__ import annotations
 
+import difflib
 from datetime import datetime
 from typing import Any, Iterable, Mapping
 
@@ -65,8 +66,7 @@ def parse_options(options: Mapping[str, str], *, also_known: Iterable[str] = ())
     for option, raw in options.items():
         name = _name(option)
         if name is None:
-            known = sorted({*OPTION_NAMES, *also_known}, key=str.lower)
-            raise ConfigError(f"unknown option {option!r}; known options: {', '.join(known)}")
+            raise ConfigError(unknown_option(option, {*OPTION_NAMES, *also_known}))
         if name.startswith("retry_backoff."):
             backoff[name.split(".", 1)[1]] = _to_float(option, raw)
         elif name.startswith("credentials."):
@@ -90,6 +90,21 @@ def parse_options(options: Mapping[str, str], *, also_known: Iterable[str] = ())
                     text = text.replace(target, f"option {typed.get(target, option)!r}")
             raise ConfigError(text) from exc
     return values
+
+
+def unknown_option(option: str, known: Iterable[str]) -> str:
+    """The error text for an unknown option name: the nearest known name first (compared without case and
+    underscores: Spark lower-cases the names), then all of them. Who calls: ``parse_options``."""
+    def squash(name: str) -> str:
+        return name.lower().replace("_", "").replace("-", "")
+
+    names = sorted(set(known), key=str.lower)
+    by_squashed = {squash(name): name for name in names}
+    close = difflib.get_close_matches(squash(option), list(by_squashed), n=1, cutoff=0.6)
+    listing = ", ".join(names)
+    if not close:
+        return f"unknown option {option!r}; known options: {listing}"
+    return f"unknown option {option!r}: did you mean {by_squashed[close[0]]!r}? Known options: {listing}"
 
 
 def restate_error(exc: ConfigError, options: Mapping[str, str]) -> ConfigError | None:

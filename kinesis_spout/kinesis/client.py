@@ -10,6 +10,8 @@ from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
     HTTPClientError,
     NoCredentialsError,
     PartialCredentialsError,
@@ -19,6 +21,7 @@ from botocore.exceptions import (
     ConnectionError as BotoConnectionError,
 )
 
+from kinesis_spout.config.groups import check_endpoint_url
 from kinesis_spout.errors import KinesisError, StreamNotFoundError, ThrottledError
 from kinesis_spout.kinesis import lean
 from kinesis_spout.kinesis.credentials import AwsCredentials, apply_credentials
@@ -55,9 +58,12 @@ def make_client(region: str | None, endpoint_url: str | None, *, read_timeout_s:
     """A Kinesis client whose retries are left to the caller (botocore's own retries are off).
 
     ``credentials`` (optional) say where this client's AWS credentials come from; None: boto's default chain.
+    An ``endpoint_url`` without http:// or https:// is a ``ConfigError`` naming the fix.
     Who calls: the spout on open(), the CLI and the benchmarks. The reader threads share one client (boto3
     clients are thread-safe).
     """
+    if endpoint_url is not None:
+        check_endpoint_url(endpoint_url)  # botocore's own refusal is a bare ValueError
     session = botocore.session.get_session()
     apply_credentials(session, credentials, region)
     session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=_fast_timestamp)
@@ -66,6 +72,11 @@ def make_client(region: str | None, endpoint_url: str | None, *, read_timeout_s:
     client = session.create_client("kinesis", region_name=region or _default_region(session),
                                    endpoint_url=endpoint_url, config=config)
     return lean.enable(client)  # GetRecords of the readers: see kinesis_spout.kinesis.lean
+
+
+def asked(client: Any) -> str:
+    """``"region us-east-1 at endpoint http://..."``: where a client sends its calls, for error messages."""
+    return f"region {client.meta.region_name} at endpoint {client.meta.endpoint_url}"
 
 
 def _default_region(session: Any) -> str:
@@ -96,6 +107,13 @@ def translate(exc: Exception, what: str) -> KinesisError:
         return KinesisError(f"{what}: {exc}; configure AWS credentials: SpoutConfig.credentials (options "
                             f"awsProfile / awsAccessKeyId / awsRoleArn), or the default chain (environment, shared "
                             f"files, instance role)", code=type(exc).__name__, retriable=False)
+    if isinstance(exc, EndpointConnectionError | ConnectTimeoutError):  # nothing answers there (yet)
+        url = exc.kwargs.get("endpoint_url", "?")
+        return KinesisError(f"{what}: cannot connect to Kinesis at {url} ({exc}): is it running and reachable there? "
+                            f"The endpoint is the setting endpoint_url (KinesisSettings.endpoint_url, option "
+                            f"'endpointUrl'; the examples and the kinesis-spout command read "
+                            f"$KINESIS_SPOUT_ENDPOINT_URL); leave it unset for AWS", code=type(exc).__name__,
+                            retriable=True)
     if isinstance(exc, BotoCoreError):
         # connection loss and time-outs may pass; anything else (bad parameters, no region...) will not
         retriable = isinstance(exc, _TRANSIENT)

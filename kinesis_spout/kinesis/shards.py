@@ -11,7 +11,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from kinesis_spout.errors import StreamNotFoundError
-from kinesis_spout.kinesis.client import translate
+from kinesis_spout.kinesis.client import asked, translate
 
 log = logging.getLogger("kinesis_spout.kinesis")
 
@@ -112,8 +112,8 @@ def list_shards(client: Any, stream_name: str) -> list[Shard]:
         err = translate(exc, f"listing the shards of stream {stream_name!r}")
         if isinstance(err, StreamNotFoundError):
             raise StreamNotFoundError(
-                f"stream {stream_name!r} not found: create it, or check stream_name, region and endpoint_url",
-                code=err.code) from exc
+                f"stream {stream_name!r} not found: create it, or check stream_name, region and endpoint_url "
+                f"(asked {asked(client)})", code=err.code) from exc
         raise err from exc
     return sorted(shards, key=lambda s: (s.number, s.shard_id))
 

@@ -22,6 +22,9 @@ connector option                         here                     note
 ``kinesis.stsEndpointUrl``               ``awsStsEndpointUrl``
 ``kinesis.consumerType``                 (none)                   ``GetRecords`` only (no enhanced fan-out yet)
 =======================================  =======================  ==================================================
+
+Options of Spark's Kafka source (``startingOffsets``, ``maxOffsetsPerTrigger``, ``failOnDataLoss``, ``subscribe``,
+``kafka.bootstrap.servers``...) are refused with the option that does the job here (:data:`KAFKA`).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from typing import Mapping
 
 from kinesis_spout.errors import ConfigError
 
-__all__ = ["ALIASES", "REFUSED", "resolve_aliases"]
+__all__ = ["ALIASES", "KAFKA", "REFUSED", "resolve_aliases"]
 
 #: connector option (lower case) -> this source's option
 ALIASES: dict[str, str] = {
@@ -59,6 +62,29 @@ REFUSED: dict[str, str] = {
     "kinesis.metadatapath": "batch metadata lives in Spark's checkpoint location; checkpoints in ZooKeeper "
                             "(options zookeeper, appName)",
     "kinesis.consumername": "enhanced fan-out (SubscribeToShard) is not supported yet",
+}
+
+
+#: options of Spark's Kafka source (lower case) -> what does the job here. Refused, never taken: their values do not
+#: carry over (offsets are not sequence numbers, brokers are not an endpoint URL).
+KAFKA: dict[str, str] = {
+    "startingoffsets": "use initialPosition: 'earliest' is TRIM_HORIZON, 'latest' is LATEST, and AT_TIMESTAMP with "
+                       "initialTimestamp starts at a time (a restarted query resumes from its checkpoint location)",
+    "startingoffsetsbytimestamp": "use initialPosition AT_TIMESTAMP with initialTimestamp (one time for every shard)",
+    "endingoffsets": "a stream read has no end; a batch read (spark.read) ends at endingTimestamp",
+    "maxoffsetspertrigger": "use maxRecordsPerTrigger (records per micro-batch, shared fairly across the shards; "
+                            "maxBytesPerTrigger limits the bytes)",
+    "failondataloss": "there is no such switch here: records that expired before they were read are reported as an "
+                      "error, always, and the query stops (restart it with a new checkpoint location, or reset the "
+                      "checkpoints with `kinesis-spout checkpoints reset`, to go on without them)",
+    "subscribe": "use streamName (one stream per query)",
+    "subscribepattern": "use streamName (one stream per query; no patterns)",
+    "assign": "use streamName (a query reads every shard of its stream)",
+    "kafka.bootstrap.servers": "use endpointUrl (an http:// or https:// URL, for an emulator or a VPC endpoint; leave "
+                               "it out for AWS) and region",
+    "kafka.group.id": "use appName (the app whose checkpoints in ZooKeeper the query shares)",
+    "groupidprefix": "use appName (the app whose checkpoints in ZooKeeper the query shares)",
+    "minpartitions": "a micro-batch has one partition per shard with records",
 }
 
 
@@ -97,6 +123,8 @@ def resolve_aliases(options: Mapping[str, str]) -> dict[str, str]:
         lowered = name.lower()
         if lowered in REFUSED:
             raise ConfigError(f"option {name!r} of the AWS Scala connector has no equivalent here: {REFUSED[lowered]}")
+        if lowered in KAFKA:
+            raise ConfigError(f"option {name!r} is Kafka's, not this source's: {KAFKA[lowered]}")
         if lowered == "kinesis.consumertype":
             if str(value).strip().lower() != "getrecords":
                 raise ConfigError(f"option {name!r}: only GetRecords is supported (enhanced fan-out with "

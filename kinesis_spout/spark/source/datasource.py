@@ -113,7 +113,7 @@ def check_stream_exists(config: SpoutConfig) -> None:
     except Exception as exc:  # noqa: BLE001 - only "not found" is an answer; the rest is checked when reading
         err = translate(exc, f"describing stream {config.stream_name!r}")
         if isinstance(err, StreamNotFoundError):
-            where = f"endpoint {config.endpoint_url}" if config.endpoint_url else f"region {config.region or 'default'}"
+            where = f"endpoint {client.meta.endpoint_url} (region {client.meta.region_name})"
             raise StreamNotFoundError(
                 f"stream {config.stream_name!r} does not exist at {where}; check the options streamName, region "
                 f"and endpointUrl; if the stream was deleted, this query's checkpoint location and the app's "

@@ -93,7 +93,8 @@ def test_from_options_parses_every_kind_of_value() -> None:
 
 
 @pytest.mark.parametrize("options, message", [
-    ({"streamName": "s", "appName": "a", "maxRecords": "5"}, "unknown option 'maxRecords'; known options: "),
+    ({"streamName": "s", "appName": "a", "maxRecords": "5"},
+     "unknown option 'maxRecords': did you mean 'maxRecordsPerCall'\\? Known options: "),
     ({"streamName": "s", "appName": "a", "retryLimit": "three"}, "option 'retryLimit' must be a whole number"),
     ({"streamName": "s", "appName": "a", "reliable": "maybe"}, "option 'reliable' must be true or false"),
     ({"streamName": "s", "appName": "a", "scheme": "avro"}, "option 'scheme' must be one of raw, text, json"),

@@ -89,7 +89,8 @@ def test_errors_name_the_option_as_the_user_typed_it_and_list_the_source_options
         parse_source_options({**base, "maxRecordsPerCall": "0"})
     with pytest.raises(ConfigError, match=r"^option 'retryBackoffMaxS': RetryBackoff.max_s must be"):
         parse_source_options({**base, "retryBackoffMaxS": "-1"})
-    with pytest.raises(ConfigError, match=r"unknown option 'maxRecordsPerTriggr'; known options: .*"
+    with pytest.raises(ConfigError, match=r"unknown option 'maxRecordsPerTriggr': did you mean "
+                                          r"'maxRecordsPerTrigger'\? Known options: .*"
                                           r"maxRecordsPerTrigger.*readMode.*startingTimestamp"):
         parse_source_options({**base, "maxRecordsPerTriggr": "5"})
     with pytest.raises(ConfigError, match=r"^option 'readMode' must be one of auto, driver, executors, got 'cluster'"):

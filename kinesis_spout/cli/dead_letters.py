@@ -1,0 +1,38 @@
+"""``kinesis-spout dead-letters {list,replay} FILE|stream:NAME``: see ``kinesis_spout.deadletters.replay``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from kinesis_spout.cli.common import ENDPOINT_ENV
+
+
+def register(sub: Any) -> None:
+    """Add the ``dead-letters`` sub-parser. Who calls: ``kinesis_spout.cli.parser.build_parser``."""
+    dl = sub.add_parser("dead-letters", help="count dead letters, or put them back onto a stream (at least once)")
+    dl.add_argument("action", choices=["list", "replay"])
+    dl.add_argument("source", help="a JSON Lines file of dead letters, or stream:NAME for a dead-letter stream")
+    dl.add_argument("--to-stream", help="replay onto this stream (default: each letter's own stream)")
+    dl.add_argument("--journal", help="positions replayed: skipped, then added to (default SOURCE.replayed)")
+    dl.add_argument("--no-journal", action="store_true", help="replay every letter and keep no journal")
+    dl.add_argument("--endpoint-url", default=os.environ.get(ENDPOINT_ENV))
+    dl.add_argument("--region")
+    dl.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Count the letters by shard and reason, or put them onto Kinesis (journal first: at least once)."""
+    from kinesis_spout.deadletters import replay
+
+    letters = replay.load_letters(args.source, region=args.region, endpoint_url=args.endpoint_url)
+    if args.action == "list":
+        for shard, reason, n in replay.count_letters(letters):
+            print(f"{n:>8}  {shard}  {reason}")
+        print(f"{len(letters):>8}  letters in all")
+        return 0
+    journal = None if args.no_journal else args.journal or replay.journal_of(args.source)
+    done = replay.replay_to_kinesis(letters, args.to_stream, journal, args.region, args.endpoint_url)
+    print(f"put {done.put} records" + (f"; skipped {done.skipped} already in {journal}" if journal else ""))
+    return 0

@@ -1,0 +1,80 @@
+"""``kinesis-spout status --stream S --app A [--endpoint-url URL --region R]``: per shard its lease owner and epoch,
+checkpoint, parents and whether it is open, closed or finished; and the live workers."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from kinesis_spout.cli.common import (
+    AUTH_ENV,
+    ENDPOINT_ENV,
+    add_zookeeper_arguments,
+    check_app_and_stream,
+    describe,
+    open_store,
+    print_table,
+    spout_config,
+)
+from kinesis_spout.errors import SpoutError
+
+
+def register(sub: Any) -> None:
+    """Add the ``status`` sub-parser. Who calls: ``kinesis_spout.cli.parser.build_parser``."""
+    status = sub.add_parser("status", help="shards with their lease owners, epochs, checkpoints and lineage; live "
+                                           "workers", description=f"ZooKeeper credentials: ${AUTH_ENV}.")
+    add_zookeeper_arguments(status)
+    status.add_argument("--endpoint-url", default=os.environ.get(ENDPOINT_ENV),
+                        help=f"Kinesis endpoint, for open/closed and parents (default ${ENDPOINT_ENV}; none: AWS)")
+    status.add_argument("--region", default=None, help="AWS region of the stream")
+    status.set_defaults(tls=False, tls_ca=None, tls_cert=None, tls_key=None, run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the status table (read only: ZooKeeper, and Kinesis's shard list when it answers)."""
+    from kinesis_spout.coordination.leases import ZooKeeperLeases
+
+    config = spout_config(args)
+    listed: dict[str, Any] = {}
+    kinesis_note = ""
+    try:
+        from kinesis_spout.kinesis.client import make_client
+        from kinesis_spout.kinesis.shards import list_shards
+
+        client = make_client(args.region, args.endpoint_url)
+        listed = {s.shard_id: s for s in list_shards(client, args.stream)}
+    except SpoutError as exc:
+        kinesis_note = f"(Kinesis not asked: {exc}; open/closed and parents are not shown)"
+    store = open_store(args, config)
+    try:
+        check_app_and_stream(store, config)
+        leases = ZooKeeperLeases(store, "status")
+        checkpoints = store.list()
+        workers = leases.workers()
+        shard_ids = sorted(set(listed) | set(checkpoints) | set(leases.lease_ids()))
+        states = leases.read(shard_ids)
+    finally:
+        store.close()
+    print(f"app {args.app!r} on stream {args.stream!r} at {config.checkpoint_path.rsplit('/', 1)[0]}")
+    print(f"live workers: {', '.join(workers) if workers else '(none)'}")
+    if kinesis_note:
+        print(kinesis_note)
+    rows: list[tuple[str, ...]] = [("shard", "state", "parents", "owner", "epoch", "checkpoint")]
+    for shard_id in shard_ids:
+        cp = checkpoints.get(shard_id)
+        shard = listed.get(shard_id)
+        if cp is not None and cp.shard_end:
+            state = "finished"
+        elif shard is None:
+            state = "not listed" if listed else "?"
+        else:
+            state = "closed" if shard.closed else "open"
+        owner, epoch = states[shard_id]
+        owner_text = owner or "-"
+        if owner and owner not in workers:
+            owner_text += " (gone)"
+        rows.append((shard_id, state, ",".join(shard.parents) if shard and shard.parents else "-", owner_text,
+                     str(epoch) if epoch >= 0 else "-", describe(cp) if cp else "-"))
+    print_table(rows)
+    return 0
