@@ -2,6 +2,8 @@
 # Both set up what they need first (scripts/setup.sh), and skip what is already there.
 PY := .venv/bin/python
 PYTEST_ARGS ?=
+# Quiets mkdocs-material's banner about its successor, printed on every build
+export NO_MKDOCS_2_WARNING := 1
 
 .PHONY: setup demo test test-fast test-unit test-spark test-crash lint docs docs-check docs-serve bench bench-smoke soak \
 	mutation clean

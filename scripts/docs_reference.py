@@ -34,8 +34,8 @@ CLI_PAGE = ROOT / "docs" / "reference" / "cli.md"
 #: What each setting means, by flat ``SpoutConfig`` keyword. ``None:`` in front of a text says what None (the
 #: default) stands for.
 MEANINGS: dict[str, str] = {
-    "stream_name": "the Kinesis stream (required)",
-    "app_name": "the application (Storm's topology name); scopes checkpoints (required)",
+    "stream_name": "the Kinesis stream",
+    "app_name": "the application (Storm's topology name); scopes checkpoints",
     "zookeeper": "ZooKeeper connect string for checkpoints",
     "zookeeper_prefix": "root path of this library's znodes",
     "zookeeper_session_timeout_s": "ZooKeeper session timeout (1 to 3600; the server bounds it by its min/max)",
@@ -48,8 +48,8 @@ MEANINGS: dict[str, str] = {
     "zookeeper_tls_cert_file": "PEM client certificate, when the server asks for one",
     "zookeeper_tls_key_file": "PEM key of the client certificate",
     "region": "None: the AWS default chain, else `us-east-1`. the AWS region",
-    "endpoint_url": "None: AWS. Kinesis endpoint (emulators, LocalStack, VPC endpoints)",
-    "credentials": "None: the AWS default chain. This spout's or source's own AWS identity, an `AwsCredentials`: "
+    "endpoint_url": "None: AWS. the Kinesis endpoint (emulators, LocalStack, VPC endpoints)",
+    "credentials": "None: the AWS default chain. this spout's or source's own AWS identity, an `AwsCredentials`: "
                    "see [AWS credentials](../guides/credentials.md)",
     "initial_position": "`TRIM_HORIZON`, `LATEST` or `AT_TIMESTAMP`, for shards without a checkpoint whose parents "
                         "hand down no start (see [the lineage rule](../concepts.md#the-lineage-rule))",
