@@ -2,8 +2,11 @@
 # Both set up what they need first (scripts/setup.sh), and skip what is already there.
 PY := .venv/bin/python
 PYTEST_ARGS ?=
+# Quiets mkdocs-material's banner about its successor, printed on every build
+export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup demo test test-fast test-unit test-spark test-crash lint bench bench-smoke soak mutation clean
+.PHONY: setup demo test test-fast test-unit test-spark test-crash lint docs docs-check docs-serve bench bench-smoke soak \
+	mutation clean
 
 setup:
 	@scripts/setup.sh
@@ -11,7 +14,7 @@ setup:
 demo: setup
 	$(PY) examples/wordcount.py --demo $(DEMO_ARGS)
 
-# The whole suite on two pytest-xdist workers (-n 2; --dist worksteal: an idle worker takes tests queued for the
+# The whole suite on two pytest-xdist workers (all but the browser check of the site: addopts in pyproject.toml) (-n 2; --dist worksteal: an idle worker takes tests queued for the
 # other). Each worker starts its own servers on free ports, in temporary directories of its own.
 test: setup lint
 	$(PY) -m pytest -n 2 --dist worksteal $(PYTEST_ARGS)
@@ -30,7 +33,7 @@ lint: setup
 # sessions, the standalone cluster, the crash loops (-m 'not slow') and the moto runs of the tests also run on
 # kinesalite (backend_twin); `make test` runs those too. Four workers: these tests mostly wait on servers and clocks.
 test-fast: setup
-	$(PY) -m pytest -n 4 --dist worksteal -m 'not slow and not backend_twin' $(PYTEST_ARGS)
+	$(PY) -m pytest -n 4 --dist worksteal -m 'not slow and not backend_twin and not browser' $(PYTEST_ARGS)
 
 # The tests in tests/unit (pure logic, a few use a server), in one process
 test-unit: setup
@@ -43,6 +46,23 @@ test-spark: setup
 # The crash tests: consumers, drivers and workers SIGKILLed or SIGSTOPped in loops, and nothing lost (-m crash)
 test-crash: setup
 	$(PY) -m pytest -n 2 --dist worksteal -m crash $(PYTEST_ARGS)
+
+# The documentation site (mkdocs.yml, docs/) into site/: the generated reference pages are checked against the code
+# first (scripts/docs_reference.py; `--write` renders them again), and --strict fails on any broken link or reference.
+docs: setup
+	$(PY) scripts/docs_reference.py --check
+	.venv/bin/mkdocs build --strict
+
+# The site as a reader sees it: build it, serve it on a free loopback port, open every page in headless Chromium
+# (Debian's chromium and chromium-driver, installed by `scripts/setup.sh browser` for this target only) and check
+# that no page logs a console error and that the search finds "checkpoint".
+docs-check: setup
+	@scripts/setup.sh browser
+	$(PY) -m pytest -p no:cacheprovider -m browser tests/integration/tooling/test_docs_site.py $(PYTEST_ARGS)
+
+# The site with live reload while writing: http://127.0.0.1:8000
+docs-serve: setup
+	.venv/bin/mkdocs serve
 
 # Benchmarks in their own venv (benchmarks/setup.sh), results in benchmarks/results/ (make bench BENCH_ARGS=--quick)
 bench:
@@ -69,4 +89,4 @@ mutation:
 	@scripts/mutation.sh
 
 clean:
-	rm -rf .venv .venv-mutation mutants emulators/node_modules .pytest_cache .hypothesis build *.egg-info
+	rm -rf .venv .venv-mutation mutants emulators/node_modules .pytest_cache .hypothesis build site *.egg-info

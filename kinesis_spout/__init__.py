@@ -38,7 +38,25 @@ from kinesis_spout.schemes import JsonScheme, RawScheme, RecordScheme, TextSchem
 from kinesis_spout.spout import KinesisSpout
 from kinesis_spout.tracker import FailOutcome, InflightRecordTracker, RetryBackoff
 
-__version__ = "0.1.0"
+
+def _version() -> str:
+    """The installed distribution's version (pyproject.toml ``version``, the one place it is written); from a source
+    tree that was never installed, the ``version`` line of its pyproject.toml; else ``0+unknown``."""
+    from importlib import metadata
+    from pathlib import Path
+
+    try:
+        return metadata.version("kinesis-spout")
+    except metadata.PackageNotFoundError:
+        pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+        if pyproject.is_file():
+            for line in pyproject.read_text().splitlines():
+                if line.startswith("version = "):
+                    return line.split("=", 1)[1].strip().strip('"')
+        return "0+unknown"
+
+
+__version__ = _version()
 
 __all__ = [
     "AwsCredentials",

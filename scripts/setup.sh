@@ -3,7 +3,9 @@
 #   venv      a .venv with the package (editable) and its test extras
 #   servers   Debian's zookeeper, redis-server and memcached packages (the servers the fixtures start)
 #   emulators the npm Kinesis emulators (kinesalite, kinesis-local) in emulators/node_modules
-# Usage: scripts/setup.sh [venv] [servers] [emulators]   (no argument: all three; "zookeeper" = "servers")
+#   browser   Debian's chromium and chromium-driver, for `make docs-check` only (never part of the default steps)
+# Usage: scripts/setup.sh [venv] [servers] [emulators] [browser]
+#        (no argument: venv, servers and emulators; "zookeeper" = "servers")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,10 +23,26 @@ setup_venv() {
     log "venv: creating .venv with $($PYTHON --version)"
     "$PYTHON" -m venv .venv
   fi
-  log "venv: installing kinesis-spout[test] (the first pyspark build takes about a minute)"
+  # [test] is what a user's tests need; [dev] adds the contributor's tools (ruff, mypy, import-linter, mkdocs,
+  # selenium), which `make test` (lint first) and `make docs` need in this checkout.
+  log "venv: installing kinesis-spout[test,dev] (the first pyspark build takes about a minute)"
   .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e '.[test]'
+  .venv/bin/python -m pip install --quiet -e '.[test,dev]'
   touch "$stamp"
+}
+
+# Sets SUDO to "" (root) or "sudo" (password-less sudo), or explains what to install by hand and exits 1.
+need_root() {
+  local what=$1; shift
+  if [ "$(id -u)" = 0 ]; then SUDO=; return; fi
+  if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then SUDO=sudo; return; fi
+  cat >&2 <<MSG
+[setup] Missing Debian packages: $*, and this user cannot install packages.
+[setup] Install them as root, then run make again:
+[setup]     sudo apt-get update && sudo apt-get install -y $*
+[setup] ($what)
+MSG
+  exit 1
 }
 
 # Debian packages for the servers the fixtures start: ZooKeeper (checkpoints, leases), Redis and Memcached (the
@@ -37,21 +55,7 @@ setup_servers() {
   if [ ${#missing[@]} -eq 0 ]; then
     log "servers: present (zookeeper, redis-server, memcached)"; return
   fi
-  if [ "$(id -u)" != 0 ]; then
-    if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
-      SUDO=sudo
-    else
-      cat >&2 <<MSG
-[setup] Missing Debian packages: ${missing[*]}, and this user cannot install packages.
-[setup] Install them as root, then run make again:
-[setup]     sudo apt-get update && sudo apt-get install -y ${missing[*]}
-[setup] (or point the tests and the demo at your own servers: see README.md, "Using your own servers")
-MSG
-      exit 1
-    fi
-  else
-    SUDO=
-  fi
+  need_root 'or point the tests and the demo at your own servers: see docs/testing.md, "Using your own servers"' "${missing[@]}"
   log "servers: installing Debian packages: ${missing[*]}"
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
@@ -82,6 +86,21 @@ setup_emulators() {
   touch "$stamp"
 }
 
+# Debian's chromium and chromium-driver: the headless browser `make docs-check` opens every page of the site in.
+# Only that target asks for this step; `make test` never needs a browser.
+setup_browser() {
+  local missing=()
+  command -v chromium >/dev/null || missing+=(chromium)
+  command -v chromedriver >/dev/null || missing+=(chromium-driver)
+  if [ ${#missing[@]} -eq 0 ]; then
+    log "browser: present (chromium, chromedriver)"; return
+  fi
+  need_root 'only make docs-check needs them' "${missing[@]}"
+  log "browser: installing Debian packages: ${missing[*]}"
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(venv servers emulators)
 for step in "${steps[@]}"; do
@@ -89,6 +108,7 @@ for step in "${steps[@]}"; do
     venv) setup_venv ;;
     servers|zookeeper) setup_servers ;;
     emulators) setup_emulators ;;
-    *) echo "[setup] unknown step: $step (expected venv, servers or emulators)" >&2; exit 2 ;;
+    browser) setup_browser ;;
+    *) echo "[setup] unknown step: $step (expected venv, servers, emulators or browser)" >&2; exit 2 ;;
   esac
 done

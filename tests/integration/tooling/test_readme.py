@@ -1,8 +1,10 @@
-"""Every Python snippet of README.md runs as printed, against the servers `kinesis-spout dev-servers` starts.
+"""Every Python snippet of README.md runs as printed, against the servers `kinesis-spout dev-servers` starts, and
+every link of README.md leads to a page and a heading that exist.
 
-Snippets are the ```python blocks that follow a ``<!-- readme-snippet: NAME -->`` line. Each runs in a process of
-its own with only the exports that `dev-servers` printed (plus a PATH that finds this interpreter), as a reader who
-pasted them would run it.
+Snippets are the ```python blocks that follow a ``<!-- readme-snippet: NAME -->`` line, in README.md and in the
+documentation site (docs/: the snippets the README shows are there too, and the site's snippets that need a process
+of their own, a signal or a pytest run are named this way). Each runs in a process of its own with only the exports
+that `dev-servers` printed (plus a PATH that finds this interpreter), as a reader who pasted them would run it.
 """
 
 from __future__ import annotations
@@ -25,21 +27,25 @@ import pytest
 
 from kinesis_spout.testing.process import wait_until
 
-ROOT = Path(__file__).resolve().parents[3]
-README = ROOT / "README.md"
-SNIPPET = re.compile(r"<!-- readme-snippet: ([\w-]+) -->\n```python\n(.*?)^```", re.S | re.M)
+from .snippets import README, ROOT, all_blocks, blocks
+
 #: Every snippet and the test that runs it.
 TESTED = {"put": "dev_env", "quickstart": "test_quickstart_reads_acks_dead_letters_and_stops_cleanly_on_ctrl_c",
           "pipeline": "test_pipeline_snippet_counts_each_record_once_and_stops_on_sigterm",
           "readstream": "test_readstream_snippet_reads_what_is_there_and_ends",
-          "fixtures": "test_fixture_example_is_a_complete_passing_test_file"}
+          "fixtures": "test_fixture_example_is_a_complete_passing_test_file",
+          "memory-store": "test_memory_store_example_is_a_complete_passing_test_file_without_zookeeper"}
 
 
 def snippets() -> dict[str, str]:
+    """Each readme-snippet's code by name; a name shown in several places must show the same code everywhere."""
     found: dict[str, str] = {}
-    for name, code in SNIPPET.findall(README.read_text()):
-        assert name not in found, f"two README snippets are named {name!r}"
-        found[name] = code
+    for block in all_blocks():
+        name = block.readme_snippet
+        if name is None:
+            continue
+        assert found.get(name, block.code) == block.code, f"{block.id}: snippet {name!r} differs from its other copy"
+        found[name] = block.code
     return found
 
 
@@ -157,9 +163,9 @@ class Lines:
 
 def test_every_python_block_of_the_readme_is_a_snippet_that_a_test_runs() -> None:
     text = README.read_text()
-    blocks = text.count("```python\n")
     found = snippets()
-    assert blocks == len(found), "a ```python block of README.md has no <!-- readme-snippet: NAME --> line"
+    named = [b for b in blocks(README) if b.readme_snippet]
+    assert text.count("```python\n") == len(named), "a ```python block of README.md has no readme-snippet line"
     assert set(found) == set(TESTED), f"snippets without a test: {set(found) - set(TESTED)}"
     assert all(name in globals() for name in TESTED.values())
 
@@ -315,11 +321,47 @@ def test_fixture_example_is_a_complete_passing_test_file(tmp_path) -> None:
     assert "2 passed" in done.stdout, done.stdout
 
 
-def test_the_readme_sections_that_other_files_point_to_exist() -> None:
-    headings = {line.lstrip("#").strip() for line in README.read_text().splitlines() if line.startswith("#")}
-    pointed = re.findall(r'README\.md, "([^"]+)"', (ROOT / "scripts" / "setup.sh").read_text())
-    assert pointed == ["Using your own servers"]
-    assert set(pointed) <= headings
-    anchors = re.findall(r"\]\(#([\w-]+)\)", README.read_text())
-    slugs = {re.sub(r"[^\w -]", "", h.lower()).replace(" ", "-") for h in headings}
-    assert anchors and set(anchors) <= slugs, set(anchors) - slugs
+def test_memory_store_example_is_a_complete_passing_test_file_without_zookeeper(tmp_path) -> None:
+    """The testing page's MemoryCheckpointStore example passes with moto alone: no Java on the PATH, no ZooKeeper."""
+    (tmp_path / "test_memory_store.py").write_text(snippets()["memory-store"])
+    env = clean_env(PATH=os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
+                                         if not (Path(p) / "java").exists()), JAVA_HOME="/nonexistent")
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_memory_store.py"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=180, env=env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "1 passed" in done.stdout, done.stdout
+
+
+def slug(heading: str) -> str:
+    """The anchor MkDocs (Python-Markdown's toc) and GitHub give a heading: lower case, punctuation dropped,
+    spaces as dashes."""
+    text = re.sub(r"[^\w\s-]", "", heading.replace("`", "")).strip().lower()
+    return re.sub(r"[-\s]+", "-", text)
+
+
+def anchors_of(page: Path) -> set[str]:
+    text = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.S | re.M)  # no headings inside code blocks
+    return {slug(line.lstrip("#").strip()) for line in text.splitlines() if re.match(r"#{1,6} ", line)}
+
+
+def test_every_link_of_the_readme_leads_to_a_page_and_a_heading_that_exist() -> None:
+    """Relative links of README.md (into the site's pages and the repository) name files that exist, and their
+    #anchors name headings of those pages."""
+    links = re.findall(r"\]\(([^)\s]+)\)", README.read_text())
+    local = [link for link in links if not re.match(r"[a-z]+:", link)]
+    assert local, "README.md links to no page of the site"
+    for link in local:
+        path, _, anchor = link.partition("#")
+        target = (ROOT / path) if path else README
+        assert target.is_file(), f"README.md links to {link!r}: {target.relative_to(ROOT)} does not exist"
+        if anchor:
+            assert anchor in anchors_of(target), f"README.md links to {link!r}: no heading of that page has it"
+    assert any(link.startswith("docs/") for link in local)
+
+
+def test_the_sections_that_other_files_point_to_exist() -> None:
+    pointed = re.findall(r'see (docs/[\w/.-]+\.md), "([^"]+)"', (ROOT / "scripts" / "setup.sh").read_text())
+    assert pointed == [("docs/testing.md", "Using your own servers")]
+    for page, heading in pointed:
+        assert slug(heading) in anchors_of(ROOT / page), f"{page} has no heading {heading!r}"
