@@ -163,7 +163,9 @@ POISON = {"failed": 0, "dead_lettered": 0}
 
 
 def dead_letter(record: Record, reason: str) -> None:
-    logging.getLogger("wordcount").warning("dead letter %s (%r): %s", record.message_id, record.data[:40], reason)
+    """Count a dead letter. The spout logs each batch of them in one WARNING line (how many, why, where), and each
+    one at DEBUG: ``--verbose`` shows them."""
+    logging.getLogger("wordcount").debug("dead letter %s (%r): %s", record.message_id, record.data[:40], reason)
     POISON["dead_lettered"] += 1
 
 
