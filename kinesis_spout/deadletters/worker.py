@@ -54,8 +54,8 @@ def written_summary(letters: Sequence[DeadLetter], where: str) -> str:
     rest = len(reasons) - len(named)
     if rest:
         why += f"; {sum(reasons.values()) - sum(n for _r, n in named)} more with {rest} other reasons"
-    return (f"{len(letters)} dead letters written to {where} ({why}) from {shards} "
-            f"shard{'s' if shards != 1 else ''}; each one is logged at DEBUG")
+    return (f"{len(letters)} dead letter{'s' if len(letters) != 1 else ''} written to {where} ({why}) from "
+            f"{shards} shard{'s' if shards != 1 else ''}; each one is logged at DEBUG")
 
 
 class DeadLetterWorker:
