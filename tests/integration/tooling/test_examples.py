@@ -51,6 +51,21 @@ def test_spout_wordcount_example_counts_words_and_never_a_failed_record(kinesali
                       "and": 10, "seven": 10, "years": 10, "ago": 10}
 
 
+def test_lease_worker_example_splits_the_shards_between_two_workers_and_reads_everything() -> None:
+    """examples/lease_worker.py --demo: two worker processes share a 4-shard stream through leases; a takes every
+    lease, gives two back when b joins, and every record produced is read by one of them."""
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / "lease_worker.py"), "--demo", "--seconds", "8"],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT,
+                         env=this_checkout({k: v for k, v in os.environ.items() if not k.startswith("KINESIS_SPOUT_")}))
+    assert out.returncode == 0, out.stdout + out.stderr[-3000:]
+    summary = [line for line in out.stdout.splitlines() if line.startswith("[lease-demo] ")]
+    assert summary and summary[0].endswith("every record read"), out.stdout
+    for name in ("a", "b"):
+        read = re.search(rf"^\[worker {name}\] read (\d+) records", out.stdout, re.MULTILINE)
+        assert read and int(read.group(1)) > 0, out.stdout
+    assert "worker a: 2 live workers, 4 shards to read; took none, gave back [" in out.stderr, out.stderr[-3000:]
+
+
 def test_demo_against_an_emulator_needs_no_aws_credentials(kinesalite, zookeeper, tmp_path) -> None:
     """`kinesis-spout demo --endpoint-url` used to fail with "Unable to locate credentials" after "using existing
     stream": only the embedded servers got dummy credentials."""
