@@ -18,6 +18,7 @@ Ctrl-C or SIGTERM stops it cleanly: the checkpoints are flushed, and the next ru
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import threading
@@ -44,7 +45,13 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--retry-limit", type=int, default=3, help="retries of a bad record before its dead letter")
     parser.add_argument("--top", type=int, default=10, help="how many of the most frequent words to print")
+    parser.add_argument("--verbose", action="store_true", help="the spout's DEBUG lines too (each dead letter...)")
     args = parser.parse_args()
+    # the spout says what it reads and what went wrong through logging: warnings from everything, the spout's INFO
+    # lines (opened, shards finished, closed) too, or its DEBUG lines with --verbose
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kinesis_spout").setLevel(logging.DEBUG if args.verbose else logging.INFO)
+    logging.getLogger("kinesis_spout.kazoo").setLevel(logging.WARNING)  # ZooKeeper's client: each connection
 
     dead: list[str] = []
 

@@ -163,7 +163,9 @@ POISON = {"failed": 0, "dead_lettered": 0}
 
 
 def dead_letter(record: Record, reason: str) -> None:
-    logging.getLogger("wordcount").warning("dead letter %s (%r): %s", record.message_id, record.data[:40], reason)
+    """Count a dead letter. The spout logs each batch of them in one WARNING line (how many, why, where), and each
+    one at DEBUG: ``--verbose`` shows them."""
+    logging.getLogger("wordcount").debug("dead letter %s (%r): %s", record.message_id, record.data[:40], reason)
     POISON["dead_lettered"] += 1
 
 
@@ -186,12 +188,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--namespace", default="wordcount", help="--exactly-once: the keys' prefix")
     parser.add_argument("--checkpoint-location", help="--engine stream: Spark's checkpoint folder (default: a "
                         "temporary one); keep one across runs with --exactly-once")
+    parser.add_argument("--verbose", action="store_true", help="DEBUG lines of the spout and of this example (each "
+                                                               "dead letter, each shard's lag per batch)")
     args = parser.parse_args(argv)
     if args.exactly_once and not args.state_url and not args.demo:
         parser.error("--exactly-once needs --state-url (or --demo, which starts a private server)")
+    # warnings from everything; the pipeline's batch lines and this example's at INFO; --verbose: DEBUG of both
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for name in ("kinesis_spout.spark", "wordcount"):
         logging.getLogger(name).setLevel(logging.INFO)
+    if args.verbose:
+        for name in ("kinesis_spout", "wordcount"):
+            logging.getLogger(name).setLevel(logging.DEBUG)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 

@@ -75,12 +75,26 @@ def use_dummy_credentials_if_none() -> bool:
     return True
 
 
+#: The loggers of moto's web server: werkzeug logs each request moto fails (a 500) with its whole traceback.
+MOTO_SERVER_LOGGERS = ("werkzeug", "moto", "flask")
+
+
+def silence_moto_server_logs() -> None:
+    """Silence the loggers of moto's web server for the rest of the process. Who calls: :func:`embedded_servers`,
+    once moto's server started (the demo is a process of its own). moto's request log is not the demo's business:
+    the spout's own lines say what a failed request did to it ("retrying ..."), and werkzeug logs a request that
+    moto fails after its reply is sent, so a silence that ended with the server would miss the last ones."""
+    for name in MOTO_SERVER_LOGGERS:
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+
+
 @contextlib.contextmanager
 def embedded_servers(endpoint_url: str | None, zookeeper: str | None) -> Iterator[tuple[str, str]]:
     """Yield (endpoint_url, zookeeper hosts), starting embedded servers for whatever was not given.
 
     For an ``endpoint_url`` of the user's, dummy AWS credentials are set when none are configured (see
-    :func:`use_dummy_credentials_if_none`).
+    :func:`use_dummy_credentials_if_none`). The embedded moto server's request log is silenced (see
+    :func:`silence_moto_server_logs`).
     """
     with contextlib.ExitStack() as stack:
         endpoint = endpoint_url
@@ -94,6 +108,7 @@ def embedded_servers(endpoint_url: str | None, zookeeper: str | None) -> Iterato
             for name, value in DUMMY_AWS_ENV.items():
                 os.environ.setdefault(name, value)
             endpoint = stack.enter_context(MotoKinesisServer()).endpoint_url
+            silence_moto_server_logs()  # after start(), which sets werkzeug's level
             print(f"[demo] embedded Kinesis (moto server) at {endpoint}", flush=True)
         zk = zookeeper
         if not zk:

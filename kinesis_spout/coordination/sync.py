@@ -74,6 +74,9 @@ class ShardSync:
         self.owner = owner
         self._first_start_done = False  # the first listing was checked for the app's first start
         self._fresh_pins: dict[str, datetime] = {}  # pins the first start wrote, until take_fresh_pins()
+        #: The shards of the last round held back by their parents: shard id -> the parents not read to their end
+        #: yet (listed, not finished). Replaced whole by each round (the sync thread); read freely (the open line).
+        self.waiting: dict[str, tuple[str, ...]] = {}
 
     def take_fresh_pins(self) -> dict[str, datetime]:
         """The pins this sync's first listing wrote (shard id -> time), once. Called by the spout's ``open()``."""
@@ -104,6 +107,9 @@ class ShardSync:
         candidates = [s for s in listed if s.shard_id not in done]
         blocked = waiting_for_parents({s.shard_id: s.parents for s in candidates}, {s.shard_id for s in listed},
                                       done)
+        listed_ids = {s.shard_id for s in listed}
+        self.waiting = {s.shard_id: tuple(p for p in s.parents if p in listed_ids and p not in done)
+                        for s in candidates if s.shard_id in blocked}
         if blocked:
             log.debug("shards waiting for their parents to be read to their end: %s", ", ".join(sorted(blocked)))
         return [s for s in candidates if s.shard_id not in blocked]

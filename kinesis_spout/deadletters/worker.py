@@ -5,9 +5,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from typing import Callable, Sequence
 
-from kinesis_spout.deadletters.base import DeadLetter, DeadLetterError, DeadLetterWriter
+from kinesis_spout.deadletters.base import DeadLetter, DeadLetterError, DeadLetterWriter, HandlerWriter
+from kinesis_spout.deadletters.local import LocalDeadLetterWriter
 from kinesis_spout.errors import DeadLetterStormError
 from kinesis_spout.retry import Backoff, RetryPolicy
 from kinesis_spout.tracker import RetryBackoff
@@ -21,6 +23,39 @@ __all__ = ["DEAD_LETTER_BACKOFF", "DeadLetterWorker"]
 DEAD_LETTER_BACKOFF = RetryPolicy(initial_s=0.1, multiplier=2.0, max_s=5.0)
 #: Dead letters handed to one ``write`` call at most.
 MAX_LETTERS_PER_WRITE = 500
+
+
+#: The longest reason quoted in a log line, and how many reasons a summary names.
+MAX_REASON_CHARS = 120
+SUMMARY_REASONS = 3
+
+
+def describe_writer(writer: DeadLetterWriter) -> str:
+    """Where a writer puts its letters, for a log line: the handler's name, the file or the stream."""
+    if isinstance(writer, HandlerWriter):
+        name = getattr(writer.handler, "__qualname__", None) or type(writer.handler).__name__
+        return f"the dead-letter handler {name}"
+    path = getattr(writer, "path", None)
+    if path:
+        return str(path)
+    stream = getattr(writer, "stream_name", None)
+    if stream:
+        return f"the Kinesis stream {stream!r}"
+    return type(writer).__name__
+
+
+def written_summary(letters: Sequence[DeadLetter], where: str) -> str:
+    """One line for a batch of letters written: how many, to where, from how many shards, and their reasons
+    grouped (the :data:`SUMMARY_REASONS` most frequent, with their counts)."""
+    reasons = Counter(letter.reason[:MAX_REASON_CHARS] for letter in letters)
+    shards = len({letter.record.shard_id for letter in letters})
+    named = reasons.most_common(SUMMARY_REASONS)
+    why = ", ".join(f"{n} {reason}" for reason, n in named)
+    rest = len(reasons) - len(named)
+    if rest:
+        why += f"; {sum(reasons.values()) - sum(n for _r, n in named)} more with {rest} other reasons"
+    return (f"{len(letters)} dead letter{'s' if len(letters) != 1 else ''} written to {where} ({why}) from "
+            f"{shards} shard{'s' if shards != 1 else ''}; each one is logged at DEBUG")
 
 
 class DeadLetterWorker:
@@ -169,6 +204,7 @@ class DeadLetterWorker:
                 self._busy = True
             written, error = self._write(batch)
             if written:
+                self._log_written(written)
                 try:
                     self.on_written(written)
                 except Exception:  # noqa: BLE001 - a bug on the spout's side must not kill the thread
@@ -193,6 +229,17 @@ class DeadLetterWorker:
                     delay = min(delay, max(0.0, self._give_up_at - time.monotonic()))
                 if not self._stop or self._give_up_at is not None:
                     self._cond.wait(delay)
+
+    def _log_written(self, letters: Sequence[DeadLetter]) -> None:
+        """Log a batch of letters written (the thread only): one DEBUG line per letter, and one WARNING for the batch
+        (how many, their reasons, where they went), unless the writer logs its letters itself (the default
+        :class:`~kinesis_spout.deadletters.local.LocalDeadLetterWriter` names its file and summarises)."""
+        if log.isEnabledFor(logging.DEBUG):
+            for letter in letters:
+                log.debug("dead letter %s (attempt %d): %s", letter.record.message_id, letter.attempts,
+                          letter.reason[:MAX_REASON_CHARS])
+        if not isinstance(self.writer, LocalDeadLetterWriter):
+            log.warning("%s", written_summary(letters, describe_writer(self.writer)))
 
     def _gave_up(self) -> bool:
         return self._give_up_at is not None and time.monotonic() >= self._give_up_at

@@ -25,6 +25,7 @@ from kinesis_spout.config.groups import check_endpoint_url
 from kinesis_spout.errors import KinesisError, StreamNotFoundError, ThrottledError
 from kinesis_spout.kinesis import lean
 from kinesis_spout.kinesis.credentials import AwsCredentials, apply_credentials
+from kinesis_spout.kinesis.error_text import error_message
 
 THROTTLING_CODES = frozenset({
     "ProvisionedThroughputExceededException", "ThrottlingException", "LimitExceededException",
@@ -100,8 +101,7 @@ def translate(exc: Exception, what: str) -> KinesisError:
         if status in (401, 403) or code in AUTH_CODES:
             hint = ("; check the AWS credentials (SpoutConfig.credentials, options awsProfile / awsAccessKeyId / "
                     "awsRoleArn, or the default chain) and their IAM permissions for Kinesis")
-        if len(message) > 300:
-            message = message[:300] + "..."
+        message = error_message(message, status)  # an HTML error page: its status and title
         return KinesisError(f"{what}: {message} ({code}){hint}", code=code, retriable=retriable)
     if isinstance(exc, NoCredentialsError | PartialCredentialsError):
         return KinesisError(f"{what}: {exc}; configure AWS credentials: SpoutConfig.credentials (options "

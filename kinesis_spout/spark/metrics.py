@@ -53,13 +53,30 @@ class BatchMetrics:
         return self.records / self.latency_s if self.latency_s > 0 else float(self.records)
 
     def describe(self) -> str:
-        """The INFO log line of the batch."""
-        lags = ", ".join(f"{shard} {'?' if ms is None else ms}" for shard, ms in sorted(self.lag_ms.items()))
-        text = (f"batch {self.batch_id}: {self.records} records ({self.retries} retried, {self.bytes} B) in "
-                f"{self.latency_s:.3f} s ({self.records_per_s:.0f} records/s; DataFrame {self.dataframe_s:.3f} s, "
-                f"process {self.process_s:.3f} s), "
-                f"{self.acked} acked, {self.failed} failed; lag ms: {lags or 'no shards'}")
+        """The INFO log line of the batch: its figures and the lag summed up (the largest, how many shards are
+        behind, how many not read yet); :meth:`describe_lags` gives each shard's."""
+        text = (f"batch {self.batch_id}: {self.records} records ({self.retries} retried, {self.bytes} B), "
+                f"{self.acked} acked, {self.failed} failed in {self.latency_s:.3f} s ({self.records_per_s:.0f}/s; "
+                f"DataFrame {self.dataframe_s:.3f} s, process {self.process_s:.3f} s); {self.lag_summary()}")
         return text + (f"; process() raised {self.error}" if self.error else "")
+
+    def lag_summary(self) -> str:
+        """``lag max 1400 ms, 10 of 16 shards behind`` (``lag 0 ms, ...`` when none is behind; shards not read yet
+        are counted apart)."""
+        if not self.lag_ms:
+            return "lag: no shards"
+        known = [ms for ms in self.lag_ms.values() if ms is not None]
+        behind = sum(1 for ms in known if ms > 0)
+        largest = max(known, default=0)
+        text = (f"lag max {largest} ms" if largest else "lag 0 ms") + f", {behind} of {len(self.lag_ms)} shards behind"
+        unread = len(self.lag_ms) - len(known)
+        return text + (f", {unread} not read yet" if unread else "")
+
+    def describe_lags(self) -> str:
+        """The DEBUG log line of the batch: each shard's MillisBehindLatest, in shard order."""
+        lags = ", ".join(f"{shard} {'? (not read yet)' if ms is None else ms}"
+                         for shard, ms in sorted(self.lag_ms.items()))
+        return f"batch {self.batch_id} lag ms by shard: {lags or 'no shards'}"
 
 
 @dataclass(frozen=True)

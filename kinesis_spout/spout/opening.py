@@ -122,7 +122,18 @@ def start(parts: SpoutParts, cfg: SpoutConfig, registry: ShardRegistry, membersh
                  cfg.worker_id, len(sync.listed), cfg.coordination, reading)
         return
     mine = statically_owned(cfg, sync.listed)
-    waiting = sorted({s.shard_id for s in mine} - registry.known() - sync.finished)
-    log.info("spout %s opened stream %r: task %d/%d owns %d of %d shards (%s)%s", cfg.app_name,
-             cfg.stream_name, cfg.task_index, cfg.task_count, len(mine), len(sync.listed), reading,
-             f"; waiting for their parents: {', '.join(waiting)}" if waiting else "")
+    log.info("spout %s opened stream %r: task %d/%d owns %d of %d shards%s", cfg.app_name, cfg.stream_name,
+             cfg.task_index, cfg.task_count, len(mine), len(sync.listed), static_reading(registry, sync, mine))
+
+
+def static_reading(registry: ShardRegistry, sync: ShardSync, mine: list[Shard]) -> str:
+    """The end of a static spout's open line: the shards it reads (with their starts), those of its shards that
+    wait for a parent to be read to its end (with those parents), or that it owns none."""
+    if not mine:
+        return ": nothing to read (a task reads the shards whose number modulo task_count is its task_index)"
+    reading = ", ".join(f"{s.shard_id} {s.start.describe()}" for s in registry.shards.values())
+    waiting = ", ".join(f"{shard_id} (after {' and '.join(sync.waiting[shard_id])})"
+                        for shard_id in sorted({s.shard_id for s in mine} & set(sync.waiting)))
+    parts = ([f"reading {reading}"] if reading else []) + ([f"waiting for their parents: {waiting}"]
+                                                          if waiting else [])
+    return "; " + "; ".join(parts) if parts else ""

@@ -8,8 +8,14 @@ be used directly as well::
     from kinesis_spout.testing import ZooKeeperServer
     with ZooKeeperServer() as zk:
         print(zk.hosts)
+
+For crash-and-resume tests: :func:`kill_at` runs a consumer of yours in a child process and SIGKILLs it right after
+the ack you choose (:mod:`kinesis_spout.testing.crash`), and :func:`stored_checkpoints` reads where an app resumes,
+per shard (:mod:`kinesis_spout.testing.checkpoints`).
 """
 
+from kinesis_spout.testing.checkpoints import SHARD_END, StoredCheckpoint, stored_checkpoints
+from kinesis_spout.testing.crash import CrashPoint, CrashRun, kill_at
 from kinesis_spout.testing.emulators import KinesaliteServer, KinesisLocalServer
 from kinesis_spout.testing.kinesis import KinesisEndpoint, put_records, wait_for_stream
 from kinesis_spout.testing.memcached import MemcachedServer
@@ -19,14 +25,20 @@ from kinesis_spout.testing.spout import drain
 from kinesis_spout.testing.zookeeper import ZooKeeperServer
 
 __all__ = [
+    "SHARD_END",
+    "CrashPoint",
+    "CrashRun",
     "KinesaliteServer",
     "KinesisEndpoint",
     "KinesisLocalServer",
     "MemcachedServer",
     "MotoKinesisServer",
     "RedisServer",
+    "StoredCheckpoint",
     "ZooKeeperServer",
     "drain",
+    "kill_at",
     "put_records",
+    "stored_checkpoints",
     "wait_for_stream",
 ]

@@ -1,4 +1,5 @@
-"""A local Spark session for tests: one per test session, because each start costs seconds."""
+"""A local Spark session for tests: one per test session, because each start costs seconds (a JVM starts, then
+Python workers at the first job)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,17 @@ def local_spark_session(app_name: str = "kinesis-spout-tests", cores: int = 2) -
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    """A ``local[2]`` SparkSession shared by the whole test session (stopped at the end).
+    """A ``local[2]`` SparkSession, session-scoped: started by the first test that asks for it, shared by every
+    later test of the run (of the pytest-xdist worker), stopped at the end.
+
+    The start is the slow part: the JVM takes about 5 s on an idle 2-core machine and up to ~30 s on a busy one,
+    and the first job some seconds more (its Python workers start); later tests pay nothing. So mark tests that use
+    it ``slow`` or run them apart (``-m spark``), and do not stop it in a test (``spark.stop()`` would leave the
+    later tests a stopped session). Tables and views a test registers stay for the later ones: give them names of
+    the test's own. Quiet and small: see :func:`local_spark_session`.
+
+        def test_counts(spark):
+            assert spark.range(3).count() == 3
 
     Its Python workers inherit the environment of the moment the JVM starts, which may come before any Kinesis
     fixture ran: the dummy credentials those fixtures set for the local servers are set here first (never over

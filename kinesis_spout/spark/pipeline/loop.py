@@ -97,6 +97,7 @@ class RunLoop:
                                lag_ms={s.shard_id: s.millis_behind_latest for s in shards})
         self.recorder.record(figures, shards)
         log.info("%s", figures.describe())
+        log.debug("%s", figures.describe_lags())
 
     def log_stop_reason(self, app_name: str) -> None:
         """Log why the run ends (called once the loop left)."""

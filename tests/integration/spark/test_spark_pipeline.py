@@ -130,7 +130,7 @@ def test_failed_derived_rows_fail_their_records_which_retry_then_dead_letter(
         words = df.select("message_id", F.explode(F.split(F.col("data").cast("string"), " ")).alias("word"))
         return words.filter(F.col("word") == "bad")  # derived rows; failing them fails their root records
 
-    caplog.set_level(logging.INFO, logger="kinesis_spout.spark")
+    caplog.set_level(logging.DEBUG, logger="kinesis_spout.spark")
     pipeline = SpoutPipeline(spark, config, word_check, trigger_interval_s=0.05)
     metrics = pipeline.run(until=lambda: len(dead) == 2 and len(seen.ids) == 30, timeout_s=90)
 
@@ -150,9 +150,15 @@ def test_failed_derived_rows_fail_their_records_which_retry_then_dead_letter(
     assert metrics.dead_lettered == 2 and metrics.batch_id == ids[-1] and metrics.failed_batches == 0
     assert set(metrics.lag_ms) == set(moto_kinesis.shard_ids(stream))
     assert metrics.latency_p50_s is not None and metrics.latency_p95_s >= metrics.latency_p50_s
-    batch_lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("batch ")]
+    batch_lines = [r.getMessage() for r in caplog.records
+                   if r.levelno == logging.INFO and r.getMessage().startswith("batch ")]
     assert len(batch_lines) == len(ids)
-    assert all("records/s" in line and "lag ms: shardId-" in line for line in batch_lines)
+    shards = len(metrics.lag_ms)  # INFO: the lag summed up; DEBUG: each shard's
+    assert all("/s; DataFrame" in line and f" of {shards} shards behind" in line and "shardId-" not in line
+               for line in batch_lines), batch_lines
+    lag_lines = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG and " lag ms by shard: " in
+                 r.getMessage()]
+    assert len(lag_lines) == len(ids) and all(line.count("shardId-") == shards for line in lag_lines), lag_lines
 
 
 def test_an_exception_fails_the_batch_which_is_tried_again_with_the_same_records_and_id(

@@ -84,7 +84,8 @@ def test_an_empty_closed_shard_is_finished_once_with_no_sequence_number_and_its_
     assert sorted(t.message_id for t in got) == sorted(f"{shard}:{seq}" for shard, seq in placed)
     children = sorted({shard for shard, _ in placed})
     opened = [r.getMessage() for r in caplog.records if "opened stream" in r.getMessage()]
-    assert len(opened) == 1 and opened[0].endswith(f"; waiting for their parents: {', '.join(children)}"), opened
+    assert len(opened) == 1 and opened[0].endswith(
+        "; waiting for their parents: " + ", ".join(f"{child} (after {parent})" for child in children)), opened
     with KinesisSpout(make_config(kinesalite, stream), store) as again:  # the parent is done: not read again
         assert sorted(again.shard_ids) == children
         assert again.next_batch(max_records=10, timeout_s=0.5) == []

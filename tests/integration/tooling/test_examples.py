@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,10 +13,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[3]
 
 
+def this_checkout(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with this checkout's package first on the path (an example runs from its own folder, where the
+    installed package would be imported otherwise)."""
+    return {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))}
+
+
 def no_aws_credentials_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     """The environment of a machine with no AWS credentials at all (no variables, no ~/.aws, no instance role)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KINESIS_SPOUT_", "AWS_"))}
-    return {**env, "HOME": str(tmp_path), "AWS_EC2_METADATA_DISABLED": "true", **extra}
+    return this_checkout({**env, "HOME": str(tmp_path), "AWS_EC2_METADATA_DISABLED": "true", **extra})
 
 
 def test_spout_wordcount_example_counts_words_and_never_a_failed_record(kinesalite, zookeeper) -> None:
@@ -27,15 +34,36 @@ def test_spout_wordcount_example_counts_words_and_never_a_failed_record(kinesali
     out = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "spout_wordcount.py"), "--stream", stream, "--zookeeper",
          zookeeper.hosts, "--endpoint-url", kinesalite.endpoint_url, "--seconds", "4", "--top", "100"],
-        capture_output=True, text=True, timeout=60, env={**os.environ, "AWS_ACCESS_KEY_ID": "test",
-                                                         "AWS_SECRET_ACCESS_KEY": "test"})
+        capture_output=True, text=True, timeout=60, env=this_checkout({**os.environ, "AWS_ACCESS_KEY_ID": "test",
+                                                                       "AWS_SECRET_ACCESS_KEY": "test"}))
     assert out.returncode == 0, out.stderr
+    # logging is configured: the spout says what it opened, and sums its dead letters up in one line
+    assert f"INFO kinesis_spout: spout wordcount-example opened stream {stream!r}" in out.stderr, out.stderr
+    summaries = re.findall(r"WARNING kinesis_spout\.deadletters: (\d+) dead letters? written to the dead-letter "
+                           r"handler", out.stderr)
+    assert sum(map(int, summaries)) == 2, out.stderr
+    assert "INFO kinesis_spout.kazoo" not in out.stderr, out.stderr
     lines = out.stdout.splitlines()
     assert sum(line.startswith("dead letter ") for line in lines) == 2, out.stdout
     assert "dead-lettered: 2" in lines
     counts = {word: int(n) for word, n in (line.split() for line in lines if not line.startswith("dead"))}
     assert counts == {"the": 60, "cow": 30, "jumped": 30, "over": 30, "moon": 30, "four": 10, "score": 10,
                       "and": 10, "seven": 10, "years": 10, "ago": 10}
+
+
+def test_lease_worker_example_splits_the_shards_between_two_workers_and_reads_everything() -> None:
+    """examples/lease_worker.py --demo: two worker processes share a 4-shard stream through leases; a takes every
+    lease, gives two back when b joins, and every record produced is read by one of them."""
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / "lease_worker.py"), "--demo", "--seconds", "8"],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT,
+                         env=this_checkout({k: v for k, v in os.environ.items() if not k.startswith("KINESIS_SPOUT_")}))
+    assert out.returncode == 0, out.stdout + out.stderr[-3000:]
+    summary = [line for line in out.stdout.splitlines() if line.startswith("[lease-demo] ")]
+    assert summary and summary[0].endswith("every record read"), out.stdout
+    for name in ("a", "b"):
+        read = re.search(rf"^\[worker {name}\] read (\d+) records", out.stdout, re.MULTILINE)
+        assert read and int(read.group(1)) > 0, out.stdout
+    assert "worker a: 2 live workers, 4 shards to read; took none, gave back [" in out.stderr, out.stderr[-3000:]
 
 
 def test_demo_against_an_emulator_needs_no_aws_credentials(kinesalite, zookeeper, tmp_path) -> None:
@@ -56,7 +84,7 @@ def test_demo_against_an_emulator_needs_no_aws_credentials(kinesalite, zookeeper
 def test_demo_runs_on_embedded_servers_and_reads_everything_it_produced() -> None:
     out = subprocess.run([sys.executable, "-m", "kinesis_spout.demo", "--duration", "2", "--rate", "500"],
                          capture_output=True, text=True, timeout=120, cwd=ROOT,
-                         env={k: v for k, v in os.environ.items() if not k.startswith("KINESIS_SPOUT_")})
+                         env=this_checkout({k: v for k, v in os.environ.items() if not k.startswith("KINESIS_SPOUT_")}))
     assert out.returncode == 0, out.stdout + out.stderr
     final = [line for line in out.stdout.splitlines() if line.startswith("[demo] read ")]
     assert final, out.stdout
@@ -72,7 +100,7 @@ def test_spark_wordcount_demo_counts_everything_it_produced(engine: str) -> None
     out = subprocess.run([sys.executable, str(ROOT / "examples" / "wordcount.py"), "--demo", "--engine", engine,
                           "--seconds", "3", "--rate", "500"],
                          capture_output=True, text=True, timeout=300, cwd=ROOT,
-                         env={k: v for k, v in os.environ.items() if not k.startswith("KINESIS_SPOUT_")})
+                         env=this_checkout({k: v for k, v in os.environ.items() if not k.startswith("KINESIS_SPOUT_")}))
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     final = [line.split() for line in out.stdout.splitlines() if " sentences of " in line]
     assert final, out.stdout
@@ -81,10 +109,20 @@ def test_spark_wordcount_demo_counts_everything_it_produced(engine: str) -> None
     if engine == "pipeline":  # the README promises the poison sentences are seen retried, then dead-lettered
         poison = [line.split() for line in out.stdout.splitlines() if " poison sentences failed" in line]
         assert poison and int(poison[0][1]) > 0 and poison[0][-1] == poison[0][1], out.stdout
-        assert (out.stdout + out.stderr).count("dead letter ") == int(poison[0][1]), out.stderr[-3000:]
+        # summarised: a WARNING line per batch of letters written ("N dead letters written to ..."), none per letter
+        written = [int(n) for n in re.findall(r"WARNING kinesis_spout\.deadletters: (\d+) dead letters? written "
+                                              r"to the dead-letter handler dead_letter \(", out.stderr)]
+        assert sum(written) == int(poison[0][1]) and len(written) <= 3, out.stderr[-3000:]
+        assert "dead letter shardId" not in out.stdout + out.stderr, out.stderr[-3000:]
     counts = {parts[1]: int(parts[2]) for parts in (line.split() for line in out.stdout.splitlines())
               if len(parts) == 3 and parts[0] == "[wordcount]" and parts[2].isdigit()}
     assert counts.get("the", 0) > 0, out.stdout
+    # output a person reads: no server's traceback or HTML page, batch lines that sum the lag up
+    assert "Traceback" not in out.stderr and "<!doctype" not in out.stderr.lower(), out.stderr[-3000:]
+    if engine == "pipeline":
+        batches = [line for line in out.stderr.splitlines() if "INFO kinesis_spout.spark: batch " in line]
+        assert batches and all(len(line) < 230 and "shardId-" not in line and " of 4 shards behind" in line
+                               for line in batches), batches
 
 
 @pytest.mark.spark  # a Spark driver in a subprocess
@@ -111,7 +149,7 @@ def test_spark_wordcount_demo_exactly_once(engine: str, backend: str) -> None:
     out = subprocess.run([sys.executable, str(ROOT / "examples" / "wordcount.py"), "--demo", "--engine", engine,
                           "--exactly-once", backend, "--seconds", "3", "--rate", "500"],
                          capture_output=True, text=True, timeout=300, cwd=ROOT,
-                         env={k: v for k, v in os.environ.items() if not k.startswith("KINESIS_SPOUT_")})
+                         env=this_checkout({k: v for k, v in os.environ.items() if not k.startswith("KINESIS_SPOUT_")}))
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert f"exactly-once counts read back from {backend} at" in out.stdout, out.stdout
     final = [line.split() for line in out.stdout.splitlines() if " sentences of " in line]
