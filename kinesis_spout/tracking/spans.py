@@ -214,20 +214,20 @@ class SpanTracker:
         Keys at or below the greatest emitted so far are replays, a prefix of ``keys``: ignored and counted in
         ``duplicates_ignored``. Raises ``ValueError`` when the keys do not increase or the lengths differ (nothing
         is emitted then). Called by the spout for one batch of one shard."""
-        return self._emit_run(keys, now, items, sizes)[0]
+        return self._emit_run(keys, now, items, sizes, "emit_span")[0]
 
     def emit_many(self, keys: Sequence[Key], now: float, items: Sequence[object] | None = None,
                   sizes: Sequence[int] | None = None) -> int:
         """:meth:`emit_span`, answering as ``InflightRecordTracker.emit_many``: how many leading keys were replays."""
-        return self._emit_run(keys, now, items, sizes)[1]
+        return self._emit_run(keys, now, items, sizes, "emit_many")[1]
 
     def _emit_run(self, keys: Sequence[Key], now: float, items: Sequence[object] | None,
-                  sizes: Sequence[int] | None) -> tuple[Span | None, int]:
+                  sizes: Sequence[int] | None, what: str) -> tuple[Span | None, int]:
         n = len(keys)
         if not n:
             return None, 0
         if (items is not None and len(items) != n) or (sizes is not None and len(sizes) != n):
-            raise ValueError(f"emit_span needs as many items and sizes as keys ({n}), got "
+            raise ValueError(f"{what} needs as many items and sizes as keys ({n}), got "
                              f"{None if items is None else len(items)} and {None if sizes is None else len(sizes)}")
         ranks = cast("Sequence[int]", keys)
         if keys[0].__class__ is not int or keys[-1].__class__ is not int:
@@ -238,7 +238,7 @@ class SpanTracker:
             ranks = [rank_of_key(key) for key in keys]
             increasing = all(map(lt, ranks, islice(ranks, 1, None)))
         if not increasing:
-            raise ValueError("emit_span needs strictly increasing keys (the records of one shard in read order); "
+            raise ValueError(f"{what} needs strictly increasing keys (the records of one shard in read order); "
                              "emit them one by one otherwise")
         last = self._last
         skip = bisect_right(ranks, last) if ranks[0] <= last else 0
