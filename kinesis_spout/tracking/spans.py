@@ -11,9 +11,10 @@ retries, timeouts and dead letters; it adds :meth:`SpanTracker.emit_span`, which
 ONE :class:`Span` and returns it, and :meth:`SpanTracker.ack_span`, which acks a whole span in O(1).
 
 A span holds its records' keys as one list of ranks (see :mod:`kinesis_spout.tracking.keys`), and beside it, only
-when needed: the items (one list), the sizes (one array of prefix sums, so any run's bytes cost O(1)), the emission
-times (one array; a span emitted in one call has one time) and the records' states (one bytearray, one byte a
-record: made on the first record that fails, times out or is acked alone). A record that fails or is acked alone
+when needed: the items (one list), the sizes (one array), the emission times (one array; a span emitted in one call
+has one time) and the records' states (one bytearray, one byte a record: made on the first record that fails,
+times out or is acked alone). Counts and byte sums per state are kept per span, so a whole span's ack needs no
+pass over its records. A record that fails or is acked alone
 splits its span into the records before it, itself, and the records after it: the span stays one object, its byte
 for that record changes, and the records around it remain in their first emission. There is no per-record object:
 a record in flight costs 8 bytes of key pointer plus what the caller passes (an item pointer, 8 bytes of size, 8 of
@@ -37,7 +38,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
-from itertools import accumulate, compress, islice
+from itertools import compress, islice
 from operator import lt, or_
 from typing import Any, cast
 
@@ -72,23 +73,25 @@ class Span:
     :attr:`first_key`, :attr:`last_key`, :attr:`pending` and ``len()`` only, and never changes it.
     """
 
-    __slots__ = ("owner", "ranks", "items", "cum", "times", "at", "before", "state", "head", "live", "first",
-                 "first_bytes", "open")
+    __slots__ = ("owner", "ranks", "items", "sizes", "times", "at", "before", "state", "head", "hint", "first",
+                 "other", "first_bytes", "other_bytes", "open")
 
-    def __init__(self, owner: SpanTracker, ranks: list[int], at: float, before: int, is_open: bool) -> None:
+    def __init__(self, owner: SpanTracker, ranks: list[int], at: float, before: int) -> None:
         self.owner: SpanTracker | None = owner  # None once dropped (every record done)
         self.ranks = ranks  # the keys as ranks, strictly increasing (after a compaction: pending ones + predecessors)
         self.items: list[Any] | None = None  # aligned with ranks; None: every item is None
-        self.cum: array[int] | None = None  # prefix sums of the sizes (len(ranks) + 1); None: every size is 0
+        self.sizes: array[int] | None = None  # aligned with ranks; None: every size is 0
         self.times: array[float] | None = None  # first emission times aligned with ranks; None: all are ``at``
         self.at = at
         self.before = before  # the greatest rank emitted before ranks[0] (or the initial checkpoint, or NO_KEY)
         self.state: bytearray | None = None  # one byte a record (DONE/FIRST/FAILED/DEAD); None: all FIRST
         self.head = 0  # every record before ranks[head] is done
-        self.live = 0  # records not done
+        self.hint = 0  # the index after the last record acked alone: where an ack in emission order looks first
         self.first = 0  # records in their first emission (FIRST)
+        self.other = 0  # records FAILED or DEAD (not done, not in their first emission)
         self.first_bytes = 0  # sum of the sizes of the FIRST records
-        self.open = is_open  # one-by-one emits may append to it
+        self.other_bytes = 0  # sum of the sizes of the FAILED and DEAD records
+        self.open = False  # one-by-one emits append to it (it then has every array, and state bytes)
 
     def __len__(self) -> int:
         """Keys the span holds (its records, or after a compaction its pending ones and their predecessors)."""
@@ -107,10 +110,10 @@ class Span:
     @property
     def pending(self) -> int:
         """Records of the span not done yet (in flight, failed and not done, or pending dead letters)."""
-        return self.live
+        return self.first + self.other
 
     def __repr__(self) -> str:
-        return f"Span({self.first_key}..{self.last_key}, pending={self.live}, first_emission={self.first})"
+        return f"Span({self.first_key}..{self.last_key}, pending={self.pending}, first_emission={self.first})"
 
 
 class SpanTracker:
@@ -119,9 +122,9 @@ class SpanTracker:
     Who calls: the spout (or a Spark reader), from one thread, which owns the tracker, its spans and their state.
     The same methods and answers as :class:`~kinesis_spout.tracker.InflightRecordTracker`, plus
     :meth:`emit_span` and :meth:`ack_span`. Costs: :meth:`emit_span` O(n) in C (a list copy and an order check),
-    :meth:`ack_span` O(1) for a span none of whose records failed or was acked alone (O(n) in C otherwise);
-    per-record calls O(log) (two bisections, in C) and O(1) amortized for the checkpoint. ``backoff`` is any
-    :class:`~kinesis_spout.retry.Delays` (a :class:`~kinesis_spout.tracker.RetryBackoff`); the default has the
+    :meth:`ack_span` O(1) for a span none of whose records failed or was acked alone (one pass in C over its state
+    bytes otherwise); per-record calls two bisections (in C) and O(1) amortized for the checkpoint. ``backoff`` is
+    any :class:`~kinesis_spout.retry.Delays` (a :class:`~kinesis_spout.tracker.RetryBackoff`); the default has the
     delays of ``RetryBackoff()`` (0.1 s, doubling, at most 10 s).
     """
 
@@ -145,16 +148,14 @@ class SpanTracker:
         initial = NO_KEY if checkpoint is None else rank_of_key(checkpoint)
         self._spans: list[Span] = []  # spans with records not done, in emission (= key) order
         self._starts: list[int] = []  # ranks[0] of each span, aligned with _spans, for bisection
+        self._tail: Span | None = None  # the open span one-by-one emits append to, while it is the last span
         self._last = initial  # the greatest rank emitted (or the initial checkpoint)
         self._retries = RetryQueue()
         self._attempts: dict[int, int] = {}  # records FAILED (waiting or re-emitted): current attempt number
         self._letters: list[tuple[SequenceKey, Any, int]] = []  # dead letters not yet taken by the caller
         self._stats = TrackerStats()
         self._emitted = 0
-        self._live = 0  # records not done, in all spans
-        self._bytes = 0
         self._dead = 0  # pending dead letters
-        self._slots = 0  # keys held by all spans
         self._budget = COMPACT_SLACK  # records that may be done before the spans' size needs a look
         self._tcur = NO_KEY  # timeout cursor: no record below this rank is in its first emission
         self._checkpoint = (initial, None if checkpoint is None else key_of_rank(initial))
@@ -171,40 +172,30 @@ class SpanTracker:
         if key <= self._last:
             self._stats.duplicates_ignored += 1
             return False
-        spans = self._spans
-        span = spans[-1] if spans else None
-        if span is None or not span.open or len(span.ranks) >= OPEN_SPAN_LIMIT:
-            span = Span(self, [], now, self._last, True)
-            spans.append(span)
-            self._starts.append(key)
-        ranks = span.ranks
-        n = len(ranks)
-        ranks.append(key)
-        if item is not None or span.items is not None:
-            if span.items is None:
-                span.items = [None] * n
-            span.items.append(item)
-        if size or span.cum is not None:
-            cum = span.cum
-            if cum is None:
-                cum = span.cum = array("q", bytes(8 * (n + 1)))
-            cum.append(cum[-1] + size)
-        if span.times is not None:
-            span.times.append(now)
-        elif now != span.at:
-            span.times = array("d", (span.at,)) * n
-            span.times.append(now)
-        if span.state is not None:
-            span.state.append(FIRST)
-        span.live += 1
+        span = self._tail
+        if span is None or len(span.ranks) >= OPEN_SPAN_LIMIT:
+            span = self._open_span(key, now)
+        span.ranks.append(key)
+        span.items.append(item)  # type: ignore[union-attr]
+        span.sizes.append(size)  # type: ignore[union-attr]
+        span.times.append(now)  # type: ignore[union-attr]
+        span.state.append(FIRST)  # type: ignore[union-attr]
         span.first += 1
-        span.first_bytes += size
+        if size:
+            span.first_bytes += size
         self._last = key
         self._emitted += 1
-        self._live += 1
-        self._slots += 1
-        self._bytes += size
         return True
+
+    def _open_span(self, key: int, now: float) -> Span:
+        """Start the open span at the tail for one-by-one emits, its first key ``key``."""
+        span = Span(self, [], now, self._last)
+        span.items, span.sizes, span.times, span.state = [], array("q"), array("d"), bytearray()
+        span.open = True
+        self._spans.append(span)
+        self._starts.append(key)
+        self._tail = span
+        return span
 
     def emit_span(self, keys: Sequence[Key], now: float, items: Sequence[object] | None = None,
                   sizes: Sequence[int] | None = None) -> Span | None:
@@ -248,22 +239,18 @@ class SpanTracker:
                 return None, skip
         run = list(ranks[skip:]) if skip else list(ranks)
         m = len(run)
-        span = Span(self, run, now, last, False)
+        span = Span(self, run, now, last)
         if items is not None:
             span.items = list(items[skip:]) if skip else list(items)
-        total = 0
         if sizes is not None:
-            cum = span.cum = array("q", accumulate(sizes[skip:] if skip else sizes, initial=0))
-            total = cum[-1]
-        span.live = span.first = m
-        span.first_bytes = total
+            span.sizes = array("q", sizes[skip:] if skip else sizes)
+            span.first_bytes = sum(span.sizes)
+        span.first = m
         self._spans.append(span)
         self._starts.append(run[0])
+        self._tail = None  # one-by-one emits after it start a new open span
         self._last = run[-1]
         self._emitted += m
-        self._live += m
-        self._slots += m
-        self._bytes += total
         return span, skip
 
     # ------------------------------------------------------------------ completion
@@ -281,29 +268,25 @@ class SpanTracker:
         held_bytes = 0
         if exclude:
             state = self._state_of(span)
-            ranks, cum = span.ranks, span.cum
+            ranks, sizes = span.ranks, span.sizes
             for key in exclude:
                 rank = key if key.__class__ is int else rank_of_key(key)
                 j = bisect_left(ranks, rank, span.head)
                 if j < len(ranks) and ranks[j] == rank and state[j] == FIRST:
                     state[j] = _HOLD
                     held.append(j)
-                    if cum is not None:
-                        held_bytes += cum[j + 1] - cum[j]
+                    if sizes is not None:
+                        held_bytes += sizes[j]
         count = span.first - len(held)
-        if not count:
-            for j in held:
-                span.state[j] = FIRST  # type: ignore[index]
-            return 0
         if span.state is not None:
             acked_state = span.state = span.state.translate(_ACK_FIRST)
             for j in held:
                 acked_state[j] = FIRST
-        acked_bytes = span.first_bytes - held_bytes
+        if not count:
+            return 0
         span.first = len(held)
         span.first_bytes = held_bytes
-        self._bytes -= acked_bytes
-        self._finish(span, count)
+        self._done(span, count)
         return count
 
     def ack(self, key: Key) -> bool:
@@ -312,26 +295,33 @@ class SpanTracker:
         counted in ``unknown_acks``. Called by the spout for a record acked alone: it splits its span."""
         rank = key if key.__class__ is int else rank_of_key(key)
         starts = self._starts
-        i = bisect_right(starts, rank) - 1
+        i = len(starts) - 1 if starts and rank >= starts[-1] else bisect_right(starts, rank) - 1
         if i >= 0:
             span = self._spans[i]
             ranks = span.ranks
-            j = bisect_left(ranks, rank, span.head)
+            j = span.hint  # acks in emission order find their record here, without a bisection
+            if j >= len(ranks) or ranks[j] != rank:
+                j = bisect_left(ranks, rank, span.head)
             if j < len(ranks) and ranks[j] == rank:
+                span.hint = j + 1
                 state = span.state if span.state is not None else self._state_of(span)
                 code = state[j]
-                if code == FIRST or code == FAILED:
-                    cum = span.cum
-                    size = 0 if cum is None else cum[j + 1] - cum[j]
-                    if code == FIRST:
-                        span.first -= 1
-                        span.first_bytes -= size
-                    else:
-                        del self._attempts[rank]
-                        self._retries.forget(rank)
+                if code == FIRST:
                     state[j] = DONE
-                    self._bytes -= size
-                    self._finish(span, 1)
+                    span.first -= 1
+                    if span.sizes is not None:
+                        span.first_bytes -= span.sizes[j]
+                    if not span.first and not span.other:
+                        self._drop(span)
+                    self._budget -= 1
+                    if self._budget < 0:
+                        self._check_compaction()
+                    return True
+                if code == FAILED:
+                    state[j] = DONE
+                    del self._attempts[rank]
+                    self._retries.forget(rank)
+                    self._other_done(span, j)
                     return True
         self._stats.unknown_acks += 1
         return False
@@ -339,8 +329,7 @@ class SpanTracker:
     def ack_many(self, keys: Iterable[Key]) -> int:
         """:meth:`ack` for many keys, in order; returns how many were acked (as ``InflightRecordTracker.ack_many``).
         Called by the spout with keys of one shard acked together that are not a whole span."""
-        ack = self.ack
-        return sum(map(ack, keys))
+        return sum(map(self.ack, keys))
 
     def fail(self, key: Key, now: float) -> FailOutcome:
         """Handle the failure of a record in flight, as ``InflightRecordTracker.fail``: ``RETRY`` (queued for
@@ -395,8 +384,7 @@ class SpanTracker:
         state[j] = DONE
         self._dead -= 1
         self._stats.dead_lettered += 1
-        self._bytes -= self._size(span, j)
-        self._finish(span, 1)
+        self._other_done(span, j)
         return True
 
     # ------------------------------------------------------------------ retries and timeouts
@@ -427,12 +415,12 @@ class SpanTracker:
         if timeout is None:
             return []
         out: list[tuple[int, FailOutcome]] = []
-        overdue: list[tuple[Span, int]] = []
         found = self._first_emission_head()
-        if found is not None:
+        if found is not None and (found[0].at if found[0].times is None else found[0].times[found[1]]) + timeout <= now:
+            overdue: list[tuple[Span, int]] = []
             span, j = found
             spans = self._spans
-            i = spans.index(span) if spans[0] is not span else 0
+            i = spans.index(span)
             stopped = False
             while i < len(spans) and not stopped:
                 span = spans[i]
@@ -519,18 +507,18 @@ class SpanTracker:
         """The counters, as ``InflightRecordTracker.stats`` (the same object each time, brought up to date)."""
         stats = self._stats
         stats.emitted = self._emitted
-        stats.acked = self._emitted - stats.dead_lettered - self._live
+        stats.acked = self._emitted - stats.dead_lettered - self.inflight_count
         return stats
 
     @property
     def inflight_count(self) -> int:
         """Records emitted and not yet done (waiting for a retry and pending dead letters included)."""
-        return self._live
+        return sum(span.first + span.other for span in self._spans)
 
     @property
     def inflight_bytes(self) -> int:
         """Sum of the ``size`` of the records counted by :attr:`inflight_count`."""
-        return self._bytes
+        return sum(span.first_bytes + span.other_bytes for span in self._spans)
 
     @property
     def dead_letters_pending(self) -> int:
@@ -544,10 +532,10 @@ class SpanTracker:
 
     @property
     def retained_count(self) -> int:
-        """Keys the spans hold: the records not done, plus done ones until their span is dropped or compacted. At
-        most ``COMPACT_FACTOR * inflight_count + COMPACT_SLACK`` once records are done. A figure for metrics and
-        memory checks."""
-        return self._slots
+        """Keys the spans hold: the records not done, plus done ones until their span is dropped or compacted. Once
+        records are done, at most ``COMPACT_FACTOR * inflight_count + COMPACT_SLACK`` plus what the last 16 done
+        records left (the spans' size is looked at every 16 done records at least). A figure for memory checks."""
+        return sum(len(span.ranks) for span in self._spans)
 
     @property
     def span_count(self) -> int:
@@ -555,7 +543,7 @@ class SpanTracker:
         return len(self._spans)
 
     def __repr__(self) -> str:
-        return (f"SpanTracker({self.shard_id!r}, inflight={self._live}, spans={len(self._spans)}, "
+        return (f"SpanTracker({self.shard_id!r}, inflight={self.inflight_count}, spans={len(self._spans)}, "
                 f"retry={len(self._retries)})")
 
     # ------------------------------------------------------------------ internals
@@ -581,14 +569,14 @@ class SpanTracker:
         return state
 
     @staticmethod
-    def _size(span: Span, j: int) -> int:
-        cum = span.cum
-        return 0 if cum is None else cum[j + 1] - cum[j]
-
-    def _leave_first(self, span: Span, j: int) -> None:
-        """Record ``j`` of ``span`` leaves its first emission (fails, times out or is given up)."""
+    def _leave_first(span: Span, j: int) -> None:
+        """Record ``j`` of ``span`` leaves its first emission (fails, times out or is given up) and stays pending."""
         span.first -= 1
-        span.first_bytes -= self._size(span, j)
+        span.other += 1
+        if span.sizes is not None:
+            size = span.sizes[j]
+            span.first_bytes -= size
+            span.other_bytes += size
 
     def _fail_at(self, span: Span, j: int, rank: int, now: float) -> FailOutcome:
         """Fail record ``j`` of ``span`` (FIRST, or FAILED and re-emitted): retry or dead letter. Called by
@@ -616,12 +604,17 @@ class SpanTracker:
         self._dead += 1
         self._letters.append((key_of_rank(rank), None if span.items is None else span.items[j], attempt))
 
-    def _finish(self, span: Span, count: int) -> None:
+    def _other_done(self, span: Span, j: int) -> None:
+        """Record ``j`` of ``span``, FAILED or DEAD, was just marked done."""
+        span.other -= 1
+        if span.sizes is not None:
+            span.other_bytes -= span.sizes[j]
+        self._done(span, 1)
+
+    def _done(self, span: Span, count: int) -> None:
         """``count`` records of ``span`` just became done: drop the span when none is left, and look at the spans'
         size once enough records were done since the last look."""
-        span.live -= count
-        self._live -= count
-        if not span.live:
+        if not span.first and not span.other:
             self._drop(span)
         self._budget -= count
         if self._budget < 0:
@@ -634,10 +627,10 @@ class SpanTracker:
         i = 0 if spans[0] is span else bisect_left(starts, span.ranks[0])
         del spans[i]
         del starts[i]
-        self._slots -= len(span.ranks)
+        if span is self._tail:
+            self._tail = None
         span.owner = None
-        span.ranks, span.items, span.cum, span.times, span.state = [], None, None, None, None
-        span.open = False
+        span.ranks, span.items, span.sizes, span.times, span.state = [], None, None, None, None
 
     def _first_emission_head(self) -> tuple[Span, int] | None:
         """The oldest record still in its first emission, as ``(span, index)``; moves the timeout cursor to it.
@@ -670,29 +663,28 @@ class SpanTracker:
         more than ``COMPACT_FACTOR * pending + COMPACT_SLACK`` keys; then set how many records may be done before
         the next look."""
         factor, slack = COMPACT_FACTOR, COMPACT_SLACK
-        if self._slots > factor * self._live + slack:
+        live, slots = self.inflight_count, self.retained_count
+        if slots > factor * live + slack:
             for i, span in enumerate(self._spans):
-                if len(span.ranks) > 2 * span.live + 1:
+                if len(span.ranks) > 2 * (span.first + span.other) + 1:
                     self._compact(span)
                     self._starts[i] = span.ranks[0]
-        self._budget = max((factor * self._live + slack - self._slots) // factor, 16)
+            slots = self.retained_count
+        self._budget = max((factor * live + slack - slots) // factor, 16)
 
-    def _compact(self, span: Span) -> None:
+    @staticmethod
+    def _compact(span: Span) -> None:
         """Keep only the span's pending records, each with the record emitted just before it (the checkpoint if
         everything before it is done). The span stays the same object; its indices change."""
         state = cast(bytearray, span.state)  # a span with done records has state bytes
         keep = list(map(or_, state, islice(state, 1, None)))  # record j or j + 1 is not done
         keep.append(state[-1])
-        ranks = span.ranks
-        new_ranks = list(compress(ranks, keep))
+        span.ranks = list(compress(span.ranks, keep))
         if span.items is not None:
             span.items = list(compress(span.items, keep))
-        cum = span.cum
-        if cum is not None:
-            sizes = compress(map(int.__sub__, islice(cum, 1, None), cum), keep)
-            span.cum = array("q", accumulate(sizes, initial=0))
+        if span.sizes is not None:
+            span.sizes = array("q", compress(span.sizes, keep))
         if span.times is not None:
             span.times = array("d", compress(span.times, keep))
         span.state = bytearray(compress(state, keep))
-        self._slots -= len(ranks) - len(new_ranks)
-        span.ranks, span.head = new_ranks, 0
+        span.head = span.hint = 0
