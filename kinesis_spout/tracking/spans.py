@@ -123,9 +123,10 @@ class SpanTracker:
     The same methods and answers as :class:`~kinesis_spout.tracker.InflightRecordTracker`, plus
     :meth:`emit_span` and :meth:`ack_span`. Costs: :meth:`emit_span` O(n) in C (a list copy and an order check),
     :meth:`ack_span` O(1) for a span none of whose records failed or was acked alone (one pass in C over its state
-    bytes otherwise); per-record calls two bisections (in C) and O(1) amortized for the checkpoint. ``backoff`` is
-    any :class:`~kinesis_spout.retry.Delays` (a :class:`~kinesis_spout.tracker.RetryBackoff`); the default has the
-    delays of ``RetryBackoff()`` (0.1 s, doubling, at most 10 s).
+    bytes otherwise); per-record acks in emission order O(1), other per-record calls two bisections (in C); the
+    checkpoint O(1) amortized. ``backoff`` is any :class:`~kinesis_spout.retry.Delays` (a
+    :class:`~kinesis_spout.tracker.RetryBackoff`); the default has the delays of ``RetryBackoff()`` (0.1 s,
+    doubling, at most 10 s).
     """
 
     def __init__(
@@ -149,6 +150,7 @@ class SpanTracker:
         self._spans: list[Span] = []  # spans with records not done, in emission (= key) order
         self._starts: list[int] = []  # ranks[0] of each span, aligned with _spans, for bisection
         self._tail: Span | None = None  # the open span one-by-one emits append to, while it is the last span
+        self._hot = Span(self, [], 0.0, NO_KEY)  # the span of the last record acked alone (its hint: where next)
         self._last = initial  # the greatest rank emitted (or the initial checkpoint)
         self._retries = RetryQueue()
         self._attempts: dict[int, int] = {}  # records FAILED (waiting or re-emitted): current attempt number
@@ -294,35 +296,39 @@ class SpanTracker:
         may advance :attr:`checkpoint`. Unknown or done keys, and pending dead letters, return ``False`` and are
         counted in ``unknown_acks``. Called by the spout for a record acked alone: it splits its span."""
         rank = key if key.__class__ is int else rank_of_key(key)
-        starts = self._starts
-        i = len(starts) - 1 if starts and rank >= starts[-1] else bisect_right(starts, rank) - 1
-        if i >= 0:
-            span = self._spans[i]
-            ranks = span.ranks
-            j = span.hint  # acks in emission order find their record here, without a bisection
-            if j >= len(ranks) or ranks[j] != rank:
+        span = self._hot  # acks in emission order find their record where the last one left off, with no bisection
+        ranks = span.ranks
+        j = span.hint
+        if j >= len(ranks) or ranks[j] != rank:
+            starts = self._starts
+            i = len(starts) - 1 if starts and rank >= starts[-1] else bisect_right(starts, rank) - 1
+            if i >= 0:
+                span = self._hot = self._spans[i]
+                ranks = span.ranks
                 j = bisect_left(ranks, rank, span.head)
-            if j < len(ranks) and ranks[j] == rank:
-                span.hint = j + 1
-                state = span.state if span.state is not None else self._state_of(span)
-                code = state[j]
-                if code == FIRST:
-                    state[j] = DONE
-                    span.first -= 1
-                    if span.sizes is not None:
-                        span.first_bytes -= span.sizes[j]
-                    if not span.first and not span.other:
-                        self._drop(span)
-                    self._budget -= 1
-                    if self._budget < 0:
-                        self._check_compaction()
-                    return True
-                if code == FAILED:
-                    state[j] = DONE
-                    del self._attempts[rank]
-                    self._retries.forget(rank)
-                    self._other_done(span, j)
-                    return True
+            else:
+                j = len(ranks)
+        if j < len(ranks) and ranks[j] == rank:
+            span.hint = j + 1
+            state = span.state if span.state is not None else self._state_of(span)
+            code = state[j]
+            if code == FIRST:
+                state[j] = DONE
+                span.first -= 1
+                if span.sizes is not None:
+                    span.first_bytes -= span.sizes[j]
+                if not span.first and not span.other:
+                    self._drop(span)
+                self._budget -= 1
+                if self._budget < 0:
+                    self._check_compaction()
+                return True
+            if code == FAILED:
+                state[j] = DONE
+                del self._attempts[rank]
+                self._retries.forget(rank)
+                self._other_done(span, j)
+                return True
         self._stats.unknown_acks += 1
         return False
 
