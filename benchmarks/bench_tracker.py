@@ -19,6 +19,18 @@ Memory. tracemalloc measures what the trackers hold for N in-flight records: the
 size is given apart), the payload is one shared object (not counted), emission times are distinct floats (counted).
 ``all in flight``: N records emitted, none acked. ``after random acks``: 2N emitted, a random half acked.
 ``after compaction``: 4N emitted, a random three quarters acked (compactions ran while they were).
+
+Span tracker (``SpanTracker``: a batch of one shard's records is one span, acked whole in O(1)), in the same run,
+each row beside today's per-record tracker with the ratio span / per-record. ``span, keys counted, batched
+calls``: each cycle emits one span per shard (``emit_span`` of the ranks built from strings in a list
+comprehension, as above), fails 1% one by one, and acks each span whole (``ack_span``: the failed records are left
+to their retries); the per-record row it is compared with is ``keys counted, batched calls``. ``span, keys
+counted``: one ``emit``/``fail``/``ack`` call per record, against ``keys counted``. Memory: the same three states,
+records emitted one by one (one open span) and in spans of 1,000 records. ``whole batch``: one batch of 10,000
+records dealt round-robin over the shards, acked whole: ``ack_many`` of each shard's keys (per-record tracker) or
+``ack_span`` of each shard's span, in microseconds per batch; the span tracker's own work is O(1) a span, and what
+grows with the batch is CPython freeing the span's key list when it is done (a decref per key): the row "key lists
+still held by the caller" leaves that out.
 """
 
 from __future__ import annotations
@@ -31,9 +43,10 @@ import tracemalloc
 from typing import Any
 
 from benchmarks.context import BenchContext
-from benchmarks.stats import summary
+from benchmarks.stats import ratio, summary
 from kinesis_spout.records import RANK_BASE, SequenceKey, parse_message_id_rank
 from kinesis_spout.tracker import InflightRecordTracker
+from kinesis_spout.tracking.spans import SpanTracker
 
 TITLE = "In-flight record tracker: emit+ack pairs/s and memory per in-flight record"
 GOAL_PAIRS_PER_S = 2_000_000
@@ -61,9 +74,15 @@ COLUMNS = [
     ("pairs_per_s", "emit+ack pairs/s", "fig0"),
     ("bytes_per_inflight_record", "B/in-flight record", "fig0"),
     ("bytes_per_inflight_record_with_key", "with key", "fig0"),
+    ("us_per_batch", "µs per 10,000-record batch acked whole", "fig1"),
+    ("ratio_to_per_record", "span / per-record", "x"),
 ]
 
 Tracker = InflightRecordTracker
+SPAN = "span"  # the kind of tracker of a row: per-record (today's) or span
+SPAN_EMITS = 1000  # records per span in the span memory rows emitted in spans
+WHOLE_BATCH = 10_000
+BATCHES_TIMED = 20
 Ops = list[tuple[int, Any]]  # (shard index, key, sequence-number string or message id)
 Cycle = tuple[Ops, Ops, Ops]  # emits, fails, acks
 
@@ -179,15 +198,43 @@ def check_done(trackers: list[Tracker], pairs: int) -> None:
         raise AssertionError(f"tracker benchmark lost count: {acked} acked of {pairs}, {inflight} still in flight")
 
 
-def throughput_runs(shards: int, order: str, pairs: int, repeats: int, keys: str = MADE) -> list[float]:
-    """Pairs per second of ``repeats`` runs of the same plan, each on fresh trackers."""
+def run_span_cycles(trackers: list[Any], cycles: list[Cycle]) -> float:
+    """The batched cycles on span trackers: one ``emit_span`` per shard and cycle, the failures one by one, then
+    ``ack_span`` of each span (its failed records are left to their retries, acked as they come back)."""
+    base = RANK_BASE
+    emit = [t.emit_span for t in trackers]
+    fail = [t.fail for t in trackers]
+    ack_span = [t.ack_span for t in trackers]
+    now = 1_000.0
+    t0 = time.perf_counter()
+    for emits, fails, _ in cycles:
+        spans = [(ack_span[shard], emit[shard]([int(s) * base for s in texts], now)) for shard, texts in emits]
+        for shard, s in fails:
+            fail[shard](int(s) * base, now)
+        for ack, span in spans:
+            ack(span)
+        now += 0.2
+        for tracker in trackers:
+            if tracker.retry_queue_len:
+                while (got := tracker.next_retry(now)) is not None:
+                    tracker.ack(got[0])
+            tracker.checkpoint  # noqa: B018 - read as the spout does after acks
+            tracker.expire(now)
+    return time.perf_counter() - t0
+
+
+def throughput_runs(shards: int, order: str, pairs: int, repeats: int, keys: str = MADE,
+                    kind: type = Tracker) -> list[float]:
+    """Pairs per second of ``repeats`` runs of the same plan, each on fresh trackers of ``kind``."""
     cycles = plan(shards, pairs, order, keys)
     rates = []
     for _ in range(repeats):
-        trackers = [Tracker(shard_id(i)) for i in range(shards)]
-        bound = bind(trackers, cycles, keys)
+        trackers = [kind(shard_id(i)) for i in range(shards)]
         gc.collect()
-        wall = run_cycles(trackers, bound, keys)
+        if kind is SpanTracker and keys == BATCHED:
+            wall = run_span_cycles(trackers, cycles)
+        else:
+            wall = run_cycles(trackers, bind(trackers, cycles, keys), keys)
         check_done(trackers, pairs)
         rates.append(pairs / wall)
     return rates
@@ -198,10 +245,12 @@ def key_bytes() -> int:
     return sys.getsizeof((BASE_SEQUENCE + STEP) * RANK_BASE)
 
 
-def bytes_per_inflight(inflight: int, shards: int, with_acks: bool = True, seed: int = 0) -> list[float]:
+def bytes_per_inflight(inflight: int, shards: int, with_acks: bool = True, seed: int = 0, kind: type = Tracker,
+                       spans_of: int = 0) -> list[float]:
     """Bytes the trackers hold per in-flight record: with ``inflight`` records emitted and none acked; then (if
     ``with_acks``) after ``inflight`` more were emitted and a random half of all of them acked; then, on fresh
-    trackers, after ``4 * inflight`` were emitted and a random three quarters acked."""
+    trackers, after ``4 * inflight`` were emitted and a random three quarters acked. ``kind``: the tracker class;
+    ``spans_of`` > 0 emits each shard's records in runs of that many with ``emit_span`` (span trackers)."""
     def measure(emitted: int, acked: int) -> float:
         keys = [(shard, seq * RANK_BASE) for shard, seq in sequence_numbers(emitted, shards)]
         to_ack = random.Random(seed).sample(keys, acked)
@@ -210,12 +259,20 @@ def bytes_per_inflight(inflight: int, shards: int, with_acks: bool = True, seed:
         tracemalloc.start()
         try:
             before = tracemalloc.get_traced_memory()[0]
-            trackers = [Tracker(shard_id(i)) for i in range(shards)]
+            trackers = [kind(shard_id(i)) for i in range(shards)]
             emit = [t.emit for t in trackers]
             start = 1_000.0
-            for i in range(emitted):
-                shard, key = keys[i]
-                emit[shard](key, start + i * 1e-6, payload, 100)
+            if spans_of:
+                for begin in range(0, emitted, spans_of * shards):
+                    chunk = keys[begin:begin + spans_of * shards]
+                    for shard, tracker in enumerate(trackers):
+                        mine = [key for s, key in chunk if s == shard]
+                        if mine:
+                            tracker.emit_span(mine, start + begin * 1e-6, [payload] * len(mine), [100] * len(mine))
+            else:
+                for i in range(emitted):
+                    shard, key = keys[i]
+                    emit[shard](key, start + i * 1e-6, payload, 100)
             for shard, key in to_ack:
                 trackers[shard].ack(key)
             gc.collect()
@@ -232,21 +289,101 @@ def bytes_per_inflight(inflight: int, shards: int, with_acks: bool = True, seed:
     return out
 
 
-def memory_rows(inflight: int, shards: int, repeats: int, with_random_acks: bool = True) -> list[dict[str, Any]]:
+def memory_rows(inflight: int, shards: int, repeats: int, with_random_acks: bool = True, kind: type = Tracker,
+                spans_of: int = 0) -> list[dict[str, Any]]:
     """Rows for the memory figures of ``inflight`` records on ``shards`` shards (median of ``repeats`` runs): kind
     ``memory`` for the states all in flight and (with ``with_random_acks``) after random acks, kind
     ``memory after compaction`` for the third state."""
-    runs = [bytes_per_inflight(inflight, shards, with_random_acks, seed) for seed in range(repeats)]
+    runs = [bytes_per_inflight(inflight, shards, with_random_acks, seed, kind, spans_of) for seed in range(repeats)]
     rows = []
     for i, state in enumerate(STATES[:len(runs[0])]):
         per = summary([r[i] for r in runs])
         median = float(per["median"])  # type: ignore[arg-type]
-        rows.append({"case": f"{shards} shard{'s' if shards > 1 else ''}, {inflight:,} in flight, {state}",
-                     "kind": "memory after compaction" if state == "after compaction" else "memory",
+        case = f"{shards} shard{'s' if shards > 1 else ''}, {inflight:,} in flight, {state}"
+        kind_of_row = "memory after compaction" if state == "after compaction" else "memory"
+        if kind is SpanTracker:
+            how = f"emitted in spans of {spans_of:,}" if spans_of else "emitted one by one"
+            case, kind_of_row = f"span, {case}, {how}", "span memory"
+        rows.append({"case": case, "kind": kind_of_row, "tracker": SPAN if kind is SpanTracker else "per-record",
                      "shards": shards, "inflight_records": inflight, "state": state,
                      "repeats": repeats, "bytes_per_inflight_record": per, "key_bytes": key_bytes(),
                      "bytes_per_inflight_record_with_key": round(median + key_bytes(), 1)})
     return rows
+
+
+def whole_batch_us(shards: int, kind: type, repeats: int, keep_keys: bool = False) -> list[float]:
+    """Microseconds to ack one batch of ``WHOLE_BATCH`` records dealt round-robin over ``shards`` shards, whole:
+    ``ack_many`` of each shard's keys (per-record tracker) or ``ack_span`` of each shard's span (span tracker). The
+    keys are made before. Each figure is the mean over ``BATCHES_TIMED`` batches, each on fresh trackers, timed
+    together (one batch alone is below the clock's resolution for the span tracker). ``keep_keys``: the caller
+    still holds each span's key list, so that what is timed is the tracker's own work, without CPython freeing the
+    list (a decref per key) when the span is done."""
+    keys: list[list[int]] = [[] for _ in range(shards)]
+    for shard, seq in sequence_numbers(WHOLE_BATCH, shards):
+        keys[shard].append(seq * RANK_BASE)
+    out = []
+    for _ in range(repeats):
+        batches = []
+        for _ in range(BATCHES_TIMED):
+            trackers = [kind(shard_id(i)) for i in range(shards)]
+            if kind is SpanTracker:
+                handles = [t.emit_span(k, 1_000.0) for t, k in zip(trackers, keys)]
+                kept = [span.ranks for span in handles] if keep_keys else []
+                batches.append((trackers, [t.ack_span for t in trackers], handles, kept))
+            else:
+                for tracker, k in zip(trackers, keys):
+                    tracker.emit_many(k, 1_000.0)
+                batches.append((trackers, [t.ack_many for t in trackers], keys, []))
+        gc.collect()
+        t0 = time.perf_counter()
+        for _, acks, args, _ in batches:
+            for ack, arg in zip(acks, args):
+                ack(arg)
+        wall = time.perf_counter() - t0
+        for trackers, _, _, _ in batches:
+            check_done(trackers, WHOLE_BATCH)
+        out.append(wall / BATCHES_TIMED * 1e6)
+    return out
+
+
+def span_rows(ctx: BenchContext, size: dict[str, int], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The span tracker's rows, each with its ratio to the per-record row of the same case in ``rows``."""
+    out: list[dict[str, Any]] = []
+    for keys, order in [(BATCHED, o) for o in ORDERS] + [(RANK, o) for o in ORDERS]:
+        rates = throughput_runs(4, order, size["pairs"], size["repeats"], keys, SpanTracker)
+        case = f"4 shards, {order} acks, {keys}"
+        fig = summary(rates)
+        same = [r for r in rows if r["kind"] == "throughput" and r["case"] == case]
+        ratio_ = ratio(fig, same[0]["pairs_per_s"]) if same else None
+        ctx.progress(f"tracker: span, {case}: {fig['median']:,.0f} pairs/s ({ratio_}x the per-record tracker)")
+        out.append({"case": f"span, {case}", "kind": "span throughput", "tracker": SPAN, "shards": 4,
+                    "ack_order": order, "fail_rate": FAIL_RATE, "key_creation_counted": True, "keys": keys,
+                    "pairs": size["pairs"], "repeats": size["repeats"], "pairs_per_s": fig,
+                    "ratio_to_per_record": ratio_})
+    for spans_of in (0, SPAN_EMITS):
+        for mem in memory_rows(size["inflight"], 4, size["memory_repeats"], True, SpanTracker, spans_of):
+            same = [r for r in rows if r["kind"].startswith("memory") and r["shards"] == 4
+                    and r["state"] == mem["state"]]
+            mem["ratio_to_per_record"] = ratio(mem["bytes_per_inflight_record"],
+                                               same[0]["bytes_per_inflight_record"]) if same else None
+            ctx.progress(f"tracker: {mem['case']}: {mem['bytes_per_inflight_record']['median']:.0f} B per record "
+                         f"({mem['ratio_to_per_record']}x the per-record tracker)")
+            out.append(mem)
+    for shards in SHARDS:
+        per_record = summary(whole_batch_us(shards, Tracker, size["repeats"]))
+        span = summary(whole_batch_us(shards, SpanTracker, size["repeats"]))
+        work = summary(whole_batch_us(shards, SpanTracker, size["repeats"], keep_keys=True))
+        where = f"whole batch of {WHOLE_BATCH:,} over {shards} shard{'s' if shards > 1 else ''}"
+        for name, fig in (("per-record", per_record), ("span", span),
+                          ("span, key lists still held by the caller (the tracker's own work)", work)):
+            row = {"case": f"{name}, {where}", "kind": "whole batch", "shards": shards,
+                   "tracker": "per-record" if fig is per_record else SPAN, "records": WHOLE_BATCH,
+                   "repeats": size["repeats"], "us_per_batch": fig}
+            if fig is not per_record:
+                row["ratio_to_per_record"] = ratio(fig, per_record)
+            ctx.progress(f"tracker: {row['case']}: {fig['median']:,.1f} µs")
+            out.append(row)
+    return out
 
 
 def run(ctx: BenchContext, smoke: bool) -> list[dict[str, Any]]:
@@ -267,6 +404,7 @@ def run(ctx: BenchContext, smoke: bool) -> list[dict[str, Any]]:
             ctx.progress(f"tracker: {row['case']}: {row['bytes_per_inflight_record']['median']:.0f} B per record "
                          f"(+{row['key_bytes']} B for its key)")
             rows.append(row)
+    rows += span_rows(ctx, size, rows)
     return rows
 
 
@@ -288,6 +426,31 @@ def headline(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                              f"{best['pairs_per_s']['median']:,.0f} ({best['case']})",
                     "goal": f">= {GOAL_PAIRS_PER_S:,}" if goal else "-",
                     "met": worst["pairs_per_s"]["median"] >= GOAL_PAIRS_PER_S if goal else None})
+    span_speed = [r for r in rows if r["kind"] == "span throughput" and r["keys"] == BATCHED]
+    if span_speed:
+        worst = min(span_speed, key=lambda r: r["pairs_per_s"]["median"])
+        out.append({"figure": "span tracker emit+ack pairs/s, keys built from strings, one span per shard and batch "
+                              "acked whole, slowest case",
+                    "value": f"{worst['pairs_per_s']['median']:,.0f} ({worst['case']}; "
+                             f"{worst['ratio_to_per_record']}x the per-record tracker)",
+                    "goal": f">= {GOAL_PAIRS_PER_S:,}", "met": worst["pairs_per_s"]["median"] >= GOAL_PAIRS_PER_S})
+    span_memory = [r for r in rows if r["kind"] == "span memory"]
+    if span_memory:
+        worst = max(span_memory, key=lambda r: r["bytes_per_inflight_record"]["median"])
+        out.append({"figure": "span tracker bytes per in-flight record, every state (keys and payload not counted), "
+                              "largest case",
+                    "value": f"{worst['bytes_per_inflight_record']['median']:.0f} B ({worst['case']})",
+                    "goal": f"<= {GOAL_BYTES_PER_RECORD}",
+                    "met": worst["bytes_per_inflight_record"]["median"] <= GOAL_BYTES_PER_RECORD})
+    batch = [r for r in rows if r["kind"] == "whole batch" and r["tracker"] == SPAN and "held" not in r["case"]]
+    if batch:
+        out.append({"figure": f"span tracker: a {WHOLE_BATCH:,}-record batch acked whole, µs by shards "
+                              f"({' / '.join(str(r['shards']) for r in batch)})",
+                    "value": " / ".join(f"{r['us_per_batch']['median']:,.1f}" for r in batch)
+                             + " (per-record tracker: " + " / ".join(
+                                 f"{r['us_per_batch']['median']:,.0f}" for r in rows
+                                 if r["kind"] == "whole batch" and r["tracker"] != SPAN) + ")",
+                    "goal": "O(shards)", "met": None})
     for state in STATES:
         rows_in_state = [r for r in rows if r["kind"] in ("memory", "memory after compaction") and r["state"] == state]
         if not rows_in_state:
