@@ -8,7 +8,9 @@ inside and import nothing above :mod:`kinesis_spout.records` and :mod:`kinesis_s
   checkpoint, compaction and first-emission timeouts (:class:`InflightRecords`, the tracker's base class: the
   per-record hot paths live there);
 - :mod:`~kinesis_spout.tracking.retries`: the retry queue and the timeouts of re-emitted records
-  (:class:`RetryQueue`).
+  (:class:`RetryQueue`);
+- :mod:`~kinesis_spout.tracking.spans`: the span tracker (:class:`SpanTracker`): a batch of one shard's records
+  as one span, acked whole in O(1), with the per-record tracker's checkpoint, retries and timeouts.
 
 All of it is pure (no threads, clocks or I/O) and owned by the one thread that calls its tracker.
 """
