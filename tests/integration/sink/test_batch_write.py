@@ -82,15 +82,15 @@ def test_an_aggregated_write_is_read_back_with_the_same_user_records_keys_and_ha
 
 
 def test_entries_refused_by_kinesis_are_put_again_alone_and_none_is_lost_or_doubled(
-        fault_proxy: tuple[FaultProxy, KinesisEndpoint], kinesis_backend: KinesisEndpoint, spark: Any) -> None:
-    proxy, through = fault_proxy
+        kinesalite: KinesisEndpoint, spark: Any) -> None:
     spark.dataSource.register(KinesisSpoutDataSource)
-    stream = kinesis_backend.create_stream(shards=2)
-    proxy.refuse_records({0: PTEE, 7: PTEE, 499: "InternalFailure"}, {1: PTEE}, {0: PTEE})
-    save(rows(spark, 1200, tasks=2), through.endpoint_url, stream)
-    assert proxy.pending() == 0
-    assert proxy.injected == {f"PutRecords:{PTEE}": 4, "PutRecords:InternalFailure": 1}
-    got = read_with_spout(kinesis_backend, stream, 1200)
+    stream = kinesalite.create_stream(shards=2)
+    with FaultProxy(kinesalite.endpoint_url) as proxy:
+        proxy.refuse_records({0: PTEE, 7: PTEE, 499: "InternalFailure"}, {1: PTEE}, {0: PTEE})
+        save(rows(spark, 1200, tasks=2), proxy.endpoint_url, stream)
+        assert proxy.pending() == 0
+        assert proxy.injected == {f"PutRecords:{PTEE}": 4, "PutRecords:InternalFailure": 1}
+    got = read_with_spout(kinesalite, stream, 1200)
     assert Counter(json.loads(r.data)["id"] for r in got) == Counter(range(1200)), "each row once"
 
 
