@@ -62,6 +62,7 @@ class AggregateBuilder:
         self._records: list[tuple[int, int | None, bytes]] = []
         self._message = 0  # bytes of the AggregatedRecord message so far
         self._outer: tuple[str, str] | None = None  # the aggregate's partition key and explicit hash key
+        self._asked: tuple[str, str | None, bytes, int] | None = None  # size_with's last record and its growth
 
     def __len__(self) -> int:
         return len(self._records)
@@ -85,12 +86,18 @@ class AggregateBuilder:
     def size_with(self, partition_key: str, explicit_hash_key: str | None, data: bytes) -> int:
         """The Kinesis record size (aggregate data plus its partition key) with this user record added."""
         outer_pk = self._outer[0] if self._outer is not None else partition_key
-        return _FRAME + self._message + self._added(partition_key, explicit_hash_key, data) + \
-            len(outer_pk.encode("utf-8"))
+        grow = self._added(partition_key, explicit_hash_key, data)
+        self._asked = (partition_key, explicit_hash_key, data, grow)  # add() of the same record reuses it
+        return _FRAME + self._message + grow + len(outer_pk.encode("utf-8"))
 
     def add(self, partition_key: str, explicit_hash_key: str | None, data: bytes) -> None:
         """Append a user record (changes the tables, the records and the size)."""
-        self._message += self._added(partition_key, explicit_hash_key, data)
+        asked = self._asked
+        if asked is not None and asked[0] is partition_key and asked[1] is explicit_hash_key and asked[2] is data:
+            self._message += asked[3]
+        else:
+            self._message += self._added(partition_key, explicit_hash_key, data)
+        self._asked = None
         pk_index = self._pks.setdefault(partition_key, len(self._pks))
         ehk_index = None if explicit_hash_key is None else self._ehks.setdefault(explicit_hash_key, len(self._ehks))
         self._records.append((pk_index, ehk_index, data))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import uuid
 from dataclasses import dataclass, fields
 from typing import Any, Iterable, Iterator
@@ -66,10 +67,12 @@ class SinkCounts:
 
 class _Rejects:
     """The dead-letter file of one task: rows Kinesis cannot take, one JSON object a line (``row``, ``reason``,
-    ``partition_key``, ``data_base64``). Opened on the first reject, flushed and fsynced by ``close()``."""
+    ``partition_key``, ``data_base64``), named after the stream and the task. Opened on the first reject, flushed and
+    fsynced by ``close()``. The task's thread only."""
 
     def __init__(self, directory: str, stream: str, task: str) -> None:
-        self.path = os.path.join(directory, f"sink-{stream}-{task}-{uuid.uuid4().hex[:8]}.jsonl")
+        safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{stream}-{task}").strip("-")
+        self.path = os.path.join(directory, f"sink-{safe}-{uuid.uuid4().hex[:8]}.jsonl")
         self._file: Any = None
 
     def write(self, row: int, reason: str, data: Any, partition_key: Any) -> None:

@@ -41,7 +41,7 @@ def test_rows_kinesis_cannot_take_go_to_the_dead_letter_directory_and_the_others
     assert (counts.rows, counts.user_records, counts.dead_lettered) == (6, 3, 3)
     assert [r["Data"] for r in raw_records(kinesalite, stream)[kinesalite.shard_ids(stream)[0]]] == [b"a", b"b", b"d"]
     files = list((tmp_path / "rejects").iterdir())
-    assert len(files) == 1 and files[0].name.startswith(f"sink-{stream}-task 7-")
+    assert len(files) == 1 and files[0].name.startswith(f"sink-{stream}-task-7-")
     lines = [json.loads(line) for line in files[0].read_text().splitlines()]
     assert [(x["row"], x["partition_key"]) for x in lines] == [(1, "k"), (3, "k"), (4, "")]
     assert "data is null" in lines[0]["reason"] and "1048577 bytes" in lines[1]["reason"]
