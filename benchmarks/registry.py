@@ -54,6 +54,7 @@ BENCHMARKS: tuple[BenchmarkSpec, ...] = (
     BenchmarkSpec("leases", "benchmarks.bench_leases"),
     BenchmarkSpec("kpl", "benchmarks.bench_kpl"),
     BenchmarkSpec("state", "benchmarks.bench_state"),
+    BenchmarkSpec("sink", "benchmarks.bench_sink"),
 )
 
 NAMES = tuple(spec.name for spec in BENCHMARKS)

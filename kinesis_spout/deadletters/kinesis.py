@@ -15,8 +15,9 @@ from kinesis_spout.deadletters.base import (
     envelope_bytes,
     stub_envelope_bytes,
 )
-from kinesis_spout.errors import ConfigError
-from kinesis_spout.retry import RetryError, RetryPolicy, call
+from kinesis_spout.errors import ConfigError, PutRecordsError
+from kinesis_spout.kinesis.putter import MAX_RECORD_BYTES, PutEntry, RecordPutter
+from kinesis_spout.retry import RetryPolicy
 
 if TYPE_CHECKING:
     from kinesis_spout.config import SpoutConfig
@@ -27,19 +28,13 @@ __all__ = ["KinesisDeadLetters", "KinesisDeadLetterWriter", "MAX_ENVELOPE_BYTES"
 log = logging.getLogger("kinesis_spout.deadletters")
 
 #: Kinesis takes records of at most 1 MiB (data plus partition key).
-MAX_ENVELOPE_BYTES = 1 << 20
-_MAX_PER_CALL = 500  # PutRecords: at most 500 records
-_MAX_BYTES_PER_CALL = 5 << 20  # and 5 MiB per call
+MAX_ENVELOPE_BYTES = MAX_RECORD_BYTES
 
 
 #: Pause before refused entries are put again: 50 ms, doubling with each refusal in a row. No cap: with
 #: ``put_attempts`` up to 100 the pauses can grow without a useful bound (kept as it was; the largest ``max_s``
 #: below is the last pause 100 attempts can reach). No jitter: writers throttled together retry together.
 PUT_RETRY = RetryPolicy(initial_s=0.05, multiplier=2.0, max_s=0.05 * 2.0 ** 98)
-
-
-class _Refused(Exception):
-    """Some entries of a PutRecords call were refused: put again by :meth:`KinesisDeadLetterWriter._put`."""
 
 
 @dataclass(frozen=True)
@@ -100,7 +95,8 @@ class KinesisDeadLetters:
 
 
 class KinesisDeadLetterWriter:
-    """Puts envelopes with ``PutRecords`` (the client is made on the first write). One caller thread.
+    """Puts envelopes with ``PutRecords`` through the project's one PutRecords writer
+    (:class:`~kinesis_spout.kinesis.putter.RecordPutter`; the client is made on the first write). One caller thread.
 
     ``oversized`` is the fallback writer for letters over the record limit and the text stubs give as their
     ``full_letter``. ``puts`` counts records accepted by Kinesis, ``stubs`` the stubs among them. The message ids of
@@ -120,6 +116,7 @@ class KinesisDeadLetterWriter:
         self.oversized = oversized
         self._sleep = sleep  # between puts of refused entries (PUT_RETRY's delays)
         self._client = client
+        self._putter: RecordPutter[Any] | None = None
         self._in_fallback: set[str] = set()
         self.puts = 0  # records accepted by Kinesis
         self.stubs = 0  # stubs of oversized letters accepted
@@ -159,18 +156,23 @@ class KinesisDeadLetterWriter:
         """Put ``(item, {"Data": ..., "PartitionKey": ...})`` entries into ``stream_name`` in PutRecords calls of at
         most 500 records and 5 MiB, refused entries put again up to ``put_attempts`` times; returns the items
         accepted, in order. Raises :class:`DeadLetterError` (``written``: the items accepted) when entries stay
-        refused or a call fails. The one PutRecords path: dead letters (:meth:`write`) and replays
-        (:mod:`kinesis_spout.deadletters.replay`) both put through it. Changes the stream and ``puts``."""
-        written: list[Any] = []
+        refused or a call fails (a failed call is not tried again here: the dead-letter thread retries the write).
+        Dead letters (:meth:`write`) and replays (:mod:`kinesis_spout.deadletters.replay`) both put through it.
+        Changes the stream and ``puts``."""
         try:
-            for chunk in _chunks(entries):
-                written += self._put(chunk)
-        except DeadLetterError as exc:
-            raise DeadLetterError(str(exc), written=written + list(exc.written)) from exc.__cause__
+            putter = self._writer()
+        except Exception as exc:  # noqa: BLE001 - no client (credentials, region): retried by the caller
+            raise DeadLetterError(f"putting records into stream {self.stream_name!r} failed: {exc}") from exc
+        before = putter.counters.records_put
+        try:
+            landed = putter.put([(item, PutEntry(entry["Data"], entry["PartitionKey"])) for item, entry in entries])
+        except PutRecordsError as exc:  # entries refused put_attempts times, or a call failed (its __cause__)
+            raise DeadLetterError(str(exc), written=list(exc.written)) from (exc.__cause__ or exc)
         except Exception as exc:  # noqa: BLE001 - a failed call: wrapped, retried by the caller
-            raise DeadLetterError(f"putting records into stream {self.stream_name!r} failed: {exc}",
-                                  written=written) from exc
-        return written
+            raise DeadLetterError(f"putting records into stream {self.stream_name!r} failed: {exc}") from exc
+        finally:
+            self.puts += putter.counters.records_put - before
+        return [x.item for x in landed]
 
     def _to_fallback(self, big: list[DeadLetter]) -> tuple[set[int], BaseException | None]:
         """Log the oversized letters and write those not yet there to the fallback, if any. Returns the ids of the
@@ -208,73 +210,28 @@ class KinesisDeadLetterWriter:
                 self._in_fallback.discard(letter.record.message_id)
         return written
 
-    def _put(self, chunk: list[tuple[Any, dict[str, Any]]]) -> list[Any]:
-        """Put one PutRecords-sized chunk; refused entries are put again (alone) up to ``put_attempts`` times, after
-        :data:`PUT_RETRY`'s delays. A failed call is raised at once (the dead-letter thread retries the write)."""
-        written: list[Any] = []
-        todo = chunk
-        codes: set[str] = set()
+    def _writer(self) -> RecordPutter[Any]:
+        """The putter (and its client), made on first use: refused entries put again after :data:`PUT_RETRY`'s
+        delays up to ``put_attempts`` times; a call that fails as a whole is raised at once."""
+        if self._putter is None:
+            if self._client is None:
+                from kinesis_spout.kinesis.client import make_client
 
-        def put() -> None:
-            nonlocal todo, codes
-            try:
-                reply = self._call([entry for _, entry in todo])
-            except Exception as exc:
-                raise DeadLetterError(f"{exc}", written=written) from exc
-            refused = []
-            codes = set()
-            for (letter, entry), result in zip(todo, reply.get("Records", []), strict=True):
-                if result.get("ErrorCode"):
-                    refused.append((letter, entry))
-                    codes.add(result["ErrorCode"])
-                else:
-                    written.append(letter)
-            self.puts += len(todo) - len(refused)
-            todo = refused
-            if refused:
-                raise _Refused()
-
-        try:
-            call(put, replace(PUT_RETRY, max_attempts=self.put_attempts), retry_on=(_Refused,), sleep=self._sleep,
-                 what=f"PutRecords of dead letters into {self.stream_name!r}")
-        except RetryError:
-            raise DeadLetterError(f"stream {self.stream_name!r} refused {len(todo)} dead letters "
-                                  f"{self.put_attempts} times ({', '.join(sorted(codes))})", written=written) from None
-        return written
-
-    def _call(self, records: list[dict[str, Any]]) -> dict[str, Any]:
-        from kinesis_spout.kinesis.client import make_client, translate
-
-        if self._client is None:
-            self._client = make_client(self.region, self.endpoint_url, credentials=self.credentials)
-        try:
-            reply: dict[str, Any] = self._client.put_records(StreamName=self.stream_name, Records=records)
-        except Exception as exc:
-            raise translate(exc, f"PutRecords of {len(records)} dead letters into {self.stream_name!r}") from exc
-        return reply
+                self._client = make_client(self.region, self.endpoint_url, credentials=self.credentials)
+            self._putter = RecordPutter(self.stream_name, self._client,
+                                        replace(PUT_RETRY, max_attempts=self.put_attempts), retry_calls=False,
+                                        what="dead letters", sleep=self._sleep)
+        return self._putter
 
     def close(self) -> None:
         client, self._client = self._client, None
+        self._putter = None
         if client is not None:
             client.close()
         if self.oversized is not None:
             self.oversized[0].close()
 
 
-def _chunks(entries: list[tuple[Any, dict[str, Any]]]) -> list[list[tuple[Any, dict[str, Any]]]]:
-    """Split entries into PutRecords calls of at most 500 records and 5 MiB."""
-    out: list[list[tuple[Any, dict[str, Any]]]] = []
-    size = 0
-    for item in entries:
-        n = _record_size(item[1]["Data"], item[1]["PartitionKey"])
-        if not out or len(out[-1]) >= _MAX_PER_CALL or size + n > _MAX_BYTES_PER_CALL:
-            out.append([])
-            size = 0
-        out[-1].append(item)
-        size += n
-    return out
-
-
 def _record_size(data: bytes, partition_key: str) -> int:
     """What Kinesis counts against its limits: the data plus the partition key's UTF-8 bytes."""
-    return len(data) + len(partition_key.encode())
+    return PutEntry(data, partition_key).size

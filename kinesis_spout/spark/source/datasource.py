@@ -77,6 +77,19 @@ class KinesisSpoutDataSource(DataSource):
             return ExecutorStreamReader(self.options)
         return KinesisSpoutStreamReader(self.options)
 
+    def writer(self, schema: Any, overwrite: bool) -> Any:
+        """``df.write.format("kinesis_spout")``: the sink (:mod:`kinesis_spout.spark.sink`), checked here on the
+        driver: options, columns, the stream's existence."""
+        from kinesis_spout.spark.sink import make_writer
+
+        return make_writer(self.options, schema, overwrite, streaming=False)
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> Any:
+        """``writeStream.format("kinesis_spout")``: the streaming sink, checked like :meth:`writer`."""
+        from kinesis_spout.spark.sink import make_writer
+
+        return make_writer(self.options, schema, overwrite, streaming=True)
+
 
 def register(spark: Any) -> type[KinesisSpoutDataSource]:
     """Register ``format("kinesis_spout")`` with ``spark`` (a SparkSession) and return the class registered.
