@@ -174,7 +174,7 @@ class Subscription:
                 self.initial_response = decoder.initial_response
                 for event in events:
                     self.events += 1
-                    if not self._put(event, deadline):
+                    if not self._put(event):
                         return
                     if event.shard_end:
                         return
@@ -187,14 +187,13 @@ class Subscription:
         finally:
             _close(self._response)
             if not self._stop.is_set():
-                self._put(outcome, None)
+                self._put(outcome)
 
-    def _put(self, item: object, deadline: float | None) -> bool:
-        """Queue ``item`` once the taker made room (blocks: backpressure); False when the subscription stops or
-        its renewal time comes first (the event is read again by the next subscription)."""
+    def _put(self, item: object) -> bool:
+        """Queue ``item`` once the taker made room (blocks: backpressure, the connection is not read meanwhile);
+        False when the subscription was closed first (the event is read again by the next subscription). Events
+        read before the renewal time are all handed over: a renewal never starves a slow shard."""
         while not self._stop.is_set():
-            if deadline is not None and time.monotonic() >= deadline:
-                return False
             try:
                 self._queue.put(item, timeout=0.05)
             except queue.Full:
