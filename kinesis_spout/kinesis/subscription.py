@@ -264,10 +264,15 @@ class FanOutGetter(ShardGetter):
 
     def __init__(self, client: Any, stream_name: str, shard_id: str, start: Position, consumer_arn: str, *,
                  renew_s: float = DEFAULT_RENEW_S, deaggregate: bool = False,
-                 hash_range: HashKeyRange | None = None) -> None:
+                 hash_range: HashKeyRange | None = None, end_probe_s: float | None = 10.0) -> None:
         super().__init__(client, stream_name, shard_id, start, deaggregate=deaggregate, hash_range=hash_range)
         self.consumer_arn = consumer_arn
         self.renew_s = renew_s
+        # a caught-up subscription asks at most this often whether its shard is closed and read to its end (kinesis-
+        # mock never sends ChildShards, so its subscriptions never end a closed shard); None: never
+        self.end_probe_s = end_probe_s
+        self._next_probe = time.monotonic() + (end_probe_s or 0.0)
+        self.end_probes = 0
         self.on_pending: Callable[[], None] = lambda: None
         self._sub: Subscription | None = None
         self.subscriptions = 0
@@ -333,10 +338,29 @@ class FanOutGetter(ShardGetter):
             self.position = after(raw[-1]["SequenceNumber"])
         elif event.continuation is not None and self._before(int(event.continuation)):
             self.position = after(event.continuation)
-        if event.shard_end:
+        if event.shard_end or (not raw and event.millis_behind_latest == 0 and self._read_to_end()):
             self.shard_end = True
             self._drop()
         return FetchResult(records, event.millis_behind_latest, self.shard_end, len(raw))
+
+    def _read_to_end(self) -> bool:
+        """True when the shard is closed and nothing is left after ``position`` (GetRecords from there returns no
+        record and no next iterator). Asked at most every ``end_probe_s``, only by a caught-up subscription."""
+        if self.end_probe_s is None or time.monotonic() < self._next_probe:
+            return False
+        self._next_probe = time.monotonic() + self.end_probe_s
+        self.end_probes += 1
+        probe = ShardGetter(self.client, self.stream_name, self.shard_id, self.position, 1)
+        try:
+            result = probe.fetch()
+        except KinesisError as exc:
+            log.debug("probing whether %s ended failed (asked again later): %s", self.shard_id, exc)
+            return False
+        if result.shard_end and not result.fetched:
+            log.info("shard %s is closed and its subscription read it to its end (no ChildShards came: found by "
+                     "GetRecords)", self.shard_id)
+            return True
+        return False
 
     def _before(self, sequence: int) -> bool:
         """True when ``sequence`` lies beyond what ``position`` says was handed out."""

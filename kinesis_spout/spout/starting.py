@@ -78,7 +78,7 @@ class ShardStarter:
         if self.consumer_arn is not None:
             getter = FanOutGetter(self.client, cfg.stream_name, shard.shard_id, first, self.consumer_arn,
                                   renew_s=cfg.subscription_renewal_s, deaggregate=cfg.deaggregate,
-                                  hash_range=hash_range)
+                                  hash_range=hash_range, end_probe_s=cfg.shard_sync_interval_s)
         else:
             getter = ShardGetter(self.client, cfg.stream_name, shard.shard_id, first, cfg.max_records_per_call,
                                  deaggregate=cfg.deaggregate, hash_range=hash_range)
