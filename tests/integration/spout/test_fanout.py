@@ -14,6 +14,10 @@ import pytest
 
 from kinesis_spout import InitialPosition, KinesisSpout, MemoryCheckpointStore, RetryBackoff, SpoutConfig
 from kinesis_spout.errors import ConfigError, KinesisError
+from kinesis_spout.kinesis.client import make_client
+from kinesis_spout.kinesis.consumers import ensure_consumer
+from kinesis_spout.kinesis.subscription import Subscription
+from kinesis_spout.positions import TRIM_HORIZON
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until
 from kinesis_spout.testing.spout import drain
@@ -286,3 +290,25 @@ def test_a_live_split_under_fan_out_keeps_each_keys_order(kinesis_local: Kinesis
         per_key[key].append(int(index))
     assert len(per_key) == 8 and all(indexes == sorted(indexes) for indexes in per_key.values())
     assert {t.record.shard_id for t in got} - {parent}, "the children were read"
+
+
+def test_a_shard_still_held_by_another_subscription_is_retried_until_it_ends(kinesis_local: KinesisEndpoint,
+                                                                           caplog: pytest.LogCaptureFixture) -> None:
+    """As at a hand-over, whose previous owner's subscription lasts a little longer: ResourceInUse is retried with
+    backoff (and said), never answered by polling instead; once the other subscription ends, everything comes."""
+    stream = kinesis_local.create_stream(shards=1)
+    placed = kinesis_local.put(stream, [f"h{i}".encode() for i in range(10)])
+    client = make_client(kinesis_local.region, kinesis_local.endpoint_url)
+    consumer = ensure_consumer(client, stream, "tests")
+    holder = Subscription(client, consumer.arn, placed[0][0], TRIM_HORIZON, renew_s=300.0, on_pending=lambda: None)
+    holder.open()
+    try:
+        with KinesisSpout(make_config(kinesis_local, stream, "fanout"), MemoryCheckpointStore()) as spout:
+            assert wait_until(lambda: spout.metrics()[0].getrecords_retried_errors >= 2, 15.0)
+            assert spout.metrics()[0].records_read == 0
+            assert "another subscription of this consumer still reads the shard" in caplog.text
+            holder.close()
+            got = drain(spout, 10)
+    finally:
+        holder.close()
+    assert [t.message_id for t in got] == [f"{s}:{q}" for s, q in placed]
