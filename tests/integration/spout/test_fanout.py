@@ -22,6 +22,8 @@ from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until
 from kinesis_spout.testing.spout import drain
 
+from ..support import aggregate
+
 RETRIEVALS = ["polling", "fanout"]
 
 
@@ -312,3 +314,25 @@ def test_a_shard_still_held_by_another_subscription_is_retried_until_it_ends(kin
     finally:
         holder.close()
     assert [t.message_id for t in got] == [f"{s}:{q}" for s, q in placed]
+
+
+def test_a_checkpoint_inside_a_kpl_aggregate_resumes_after_its_user_record(kinesis_local: KinesisEndpoint) -> None:
+    """The subscription starts AT_SEQUENCE_NUMBER the aggregate and the user records up to the checkpoint are
+    skipped, as polling does."""
+    users = [(f"user-{i % 7}", f"event {i}".encode()) for i in range(20)]
+    stream = kinesis_local.create_stream(shards=1)
+    pairs = [aggregate(users[:10]), aggregate(users[10:])]
+    placed = kinesis_local.put(stream, [d for _, d in pairs], partition_keys=[k for k, _ in pairs])
+    store = MemoryCheckpointStore()
+    config = make_config(kinesis_local, stream, "fanout")
+    with KinesisSpout(config, store) as spout:
+        first = drain(spout, 10, ack=False)
+        spout.ack_many(t.message_id for t in first[:5])
+        assert spout.flush_checkpoints()
+    stored_cp = store.load(placed[0][0])
+    assert (stored_cp.sequence_number, stored_cp.sub_sequence_number) == (placed[0][1], 4)
+    with KinesisSpout(config, store) as spout:
+        rest = drain(spout, 15)
+        assert spout.next_batch(max_records=10, timeout_s=1.5) == []
+    assert [t.record.data for t in rest] == [d for _, d in users[5:20]]
+    assert [t.record.sub_sequence_number for t in rest] == list(range(5, 10)) + list(range(10))
