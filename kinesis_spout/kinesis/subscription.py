@@ -24,7 +24,7 @@ import socket
 import threading
 import time
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from botocore.endpoint import convert_to_response_dict
 from botocore.exceptions import BotoCoreError, ClientError
@@ -166,18 +166,17 @@ class Subscription:
         deadline = time.monotonic() + self.renew_s
         outcome: object = _ENDED
         try:
-            while not self._stop.is_set() and time.monotonic() < deadline:
-                chunk = raw.read1(_CHUNK)
-                if not chunk:
-                    break  # the server ended the subscription (after 5 minutes, or at the shard's end)
+            for chunk in _chunks(raw):  # ends when the server ends the subscription (after 5 minutes, at shard end)
                 events = decoder.feed(chunk)
                 self.initial_response = decoder.initial_response
-                for event in events:
+                for event in events:  # what was read is handed over first: a short renewal never starves a shard
                     self.events += 1
                     if not self._put(event):
                         return
                     if event.shard_end:
                         return
+                if self._stop.is_set() or time.monotonic() >= deadline:
+                    break
         except KinesisError as exc:
             outcome = exc
         except Exception as exc:  # noqa: BLE001 - a lost connection: subscribe again
@@ -228,6 +227,17 @@ class Subscription:
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout_s)
+
+
+def _chunks(raw: Any) -> Iterator[bytes]:
+    """The reply's bytes as they arrive: ``read1`` (urllib3 2) returns what one read of the socket brought; urllib3
+    1.26 has no ``read1``, and its ``stream`` yields the chunks of a chunked reply as they come."""
+    read1 = getattr(raw, "read1", None)
+    if read1 is None:
+        yield from raw.stream(_CHUNK, decode_content=False)
+        return
+    while chunk := read1(_CHUNK):
+        yield chunk
 
 
 def _cut(response: Any) -> None:
@@ -282,7 +292,8 @@ class FanOutGetter(ShardGetter):
 
     @property
     def pending(self) -> bool:
-        """True when ``fetch`` has work: no subscription yet, or one with an event, an end or an error queued."""
+        """True when ``fetch`` has work: no subscription yet, or one with an event, an end or an error queued. Read
+        by any thread (the reader's room check) as a snapshot."""
         sub = self._sub
         return not self.shard_end and (sub is None or sub.pending)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 import urllib.parse
 from collections import defaultdict
 from typing import Any
@@ -125,15 +126,19 @@ def test_fan_out_metrics_count_subscriptions_and_lag(kinesis_local: KinesisEndpo
 def test_renewed_subscriptions_under_a_live_producer_lose_and_repeat_nothing(kinesis_local: KinesisEndpoint) -> None:
     stream = kinesis_local.create_stream(shards=1)
     config = make_config(kinesis_local, stream, "fanout", subscription_renewal_s=2.0)
-    producer = Producer(kinesis_local, stream, 120)
+    producer = Producer(kinesis_local, stream, 100, pace_s=0.1)  # puts for 10 s: through several renewals
+    got: list[Any] = []
     with KinesisSpout(config, MemoryCheckpointStore()) as spout:
         producer.start()
-        got = drain(spout, 120, timeout_s=40)
+
+        def renewed_and_read() -> bool:
+            got.extend(drain(spout, 100 - len(got), timeout_s=0.3))
+            return len(got) >= 100 and spout.metrics()[0].subscription_renewals >= 2
+
+        assert wait_until(renewed_and_read, 60.0, interval_s=0.0), (len(got), spout.metrics())
         producer.join()
         assert spout.next_batch(max_records=10, timeout_s=1.5) == []
-        renewals = spout.metrics()[0].subscription_renewals
     assert [t.message_id for t in got] == [f"{s}:{q}" for s, q in producer.placed]
-    assert renewals >= 2
 
 
 def test_a_cut_connection_is_resubscribed_from_the_last_record_delivered(kinesis_local: KinesisEndpoint) -> None:
@@ -197,18 +202,19 @@ def test_an_unknown_retrieval_is_a_config_error_naming_the_choices() -> None:
 
 
 class Producer(threading.Thread):
-    """Puts ``count`` records one at a time (a live producer), over ``keys`` partition keys in turn (data
-    ``key-K:I``); ``placed`` holds where each went, in order."""
+    """Puts ``count`` records one at a time (a live producer), ``pace_s`` apart, over ``keys`` partition keys in turn
+    (data ``key-K:I``); ``placed`` holds where each went, in order."""
 
-    def __init__(self, endpoint: KinesisEndpoint, stream: str, count: int, keys: int = 1) -> None:
+    def __init__(self, endpoint: KinesisEndpoint, stream: str, count: int, keys: int = 1, pace_s: float = 0.0) -> None:
         super().__init__(daemon=True)
-        self.endpoint, self.stream, self.count, self.keys = endpoint, stream, count, keys
+        self.endpoint, self.stream, self.count, self.keys, self.pace_s = endpoint, stream, count, keys, pace_s
         self.placed: list[tuple[str, str]] = []
 
     def run(self) -> None:
         for i in range(self.count):
             key = f"key-{i % self.keys}"
             self.placed += self.endpoint.put(self.stream, [f"{key}:{i}".encode()], [key])
+            time.sleep(self.pace_s)  # the producer's pace, not synchronisation
 
 
 class TcpCutter:
