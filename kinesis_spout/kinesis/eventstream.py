@@ -85,6 +85,11 @@ def stream_error(code: str, message: str, what: str) -> KinesisError:
             f"{what}: another subscription of this consumer still reads the shard ({message}); usually the shard's "
             f"previous owner, whose subscription ends within the renewal period: subscribing again with backoff",
             code=code, retriable=True)
+    if code == "ResourceNotFoundException":
+        return KinesisError(
+            f"{what}: the consumer or the shard does not exist ({message}); if the consumer was deregistered while "
+            f"the spout read (kinesis-spout consumers deregister), open the spout again to register it anew",
+            code=code, retriable=False)
     if code in _THROTTLE_CODES:
         return ThrottledError(f"{what}: throttled ({code}): {message}", code=code)
     if code in ("AccessDeniedException", "AccessDenied"):

@@ -110,7 +110,8 @@ def _error_of(client: Any, response: Any, what: str) -> KinesisError:
             status in (404, 501) or (not code and status < 500):
         return unsupported(client.meta.endpoint_url, what)
     message = str(parsed.get("Error", {}).get("Message") or "")
-    if code in ("ResourceInUseException", "AccessDeniedException", "AccessDenied", "LimitExceededException"):
+    if code in ("ResourceInUseException", "AccessDeniedException", "AccessDenied", "LimitExceededException",
+                "ResourceNotFoundException"):
         return stream_error(code, message, what)
     parsed.setdefault("ResponseMetadata", {})["HTTPStatusCode"] = status
     return translate(ClientError(parsed, "SubscribeToShard"), what)

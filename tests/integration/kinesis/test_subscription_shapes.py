@@ -110,6 +110,7 @@ def test_a_real_kinesis_stream_is_read_to_the_shard_end_its_children_announce(
     (403, "AccessDeniedException", "kinesis:SubscribeToShard.*retrieval='polling'", False),
     (400, "ResourceInUseException", "another subscription of this consumer still reads the shard", True),
     (400, "LimitExceededException", "throttled", True),
+    (400, "ResourceNotFoundException", "consumer or the shard does not exist.*open the spout again", False),
 ])
 def test_refusals_name_the_problem_and_the_fix(server: ThreadingHTTPServer, monkeypatch: pytest.MonkeyPatch,
                                                status: int, code: str, match: str, retriable: bool) -> None:
