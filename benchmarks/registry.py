@@ -55,6 +55,7 @@ BENCHMARKS: tuple[BenchmarkSpec, ...] = (
     BenchmarkSpec("kpl", "benchmarks.bench_kpl"),
     BenchmarkSpec("state", "benchmarks.bench_state"),
     BenchmarkSpec("sink", "benchmarks.bench_sink"),
+    BenchmarkSpec("fanout", "benchmarks.bench_fanout"),
 )
 
 NAMES = tuple(spec.name for spec in BENCHMARKS)

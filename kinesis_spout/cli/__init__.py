@@ -5,6 +5,7 @@
 - ``status``: per shard its lease owner and epoch, checkpoint, lineage and state; the live workers.
 - ``dev_servers``: ``dev-servers`` (ZooKeeper and kinesalite with a stream, until Ctrl-C) and ``install-emulators``.
 - ``dead_letters``: ``dead-letters {list,replay}``.
+- ``consumers``: ``consumers {list,deregister}``, a stream's enhanced fan-out consumers.
 
 ``parser`` builds the parser from the groups' ``register`` functions and holds ``main``; ``common`` holds what the
 groups share. ZooKeeper digest credentials come from the ``KINESIS_SPOUT_ZOOKEEPER_AUTH`` environment variable

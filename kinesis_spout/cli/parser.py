@@ -14,7 +14,7 @@ from kinesis_spout.cli.common import missing_from_env
 from kinesis_spout.errors import SpoutError
 
 #: The command group modules of this package, in the order ``--help`` lists their commands.
-GROUPS: tuple[str, ...] = ("demo", "checkpoints", "status", "dev_servers", "dead_letters")
+GROUPS: tuple[str, ...] = ("demo", "checkpoints", "status", "dev_servers", "dead_letters", "consumers")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -77,6 +77,9 @@ class FlatSettings(TypedDict, total=False):
     max_dead_letter_ratio: float | None
     dead_letter_window: int | None
     min_dead_letters_in_window: int | None
+    retrieval: str
+    consumer_name: str | None
+    subscription_renewal_s: float
 
 
 class ConfigChanges(FlatSettings, total=False):
@@ -321,3 +324,18 @@ class FlatView:
     def min_dead_letters_in_window(self) -> int | None:
         """``dead_letters.min_in_window`` (DeadLetterSettings)."""
         return self.dead_letters.min_in_window
+
+    @cached_property
+    def retrieval(self) -> str:
+        """``reading.retrieval`` (ReadingSettings)."""
+        return self.reading.retrieval
+
+    @cached_property
+    def consumer_name(self) -> str | None:
+        """``reading.consumer_name`` (ReadingSettings)."""
+        return self.reading.consumer_name
+
+    @cached_property
+    def subscription_renewal_s(self) -> float:
+        """``reading.subscription_renewal_s`` (ReadingSettings)."""
+        return self.reading.subscription_renewal_s

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import os
+import re
 import socket
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -24,6 +25,8 @@ __all__ = ["COORDINATION_MODES", "MAX_RECORDS_PER_CALL_LIMIT", "MIN_POLL_INTERVA
 
 #: Kinesis allows 5 GetRecords calls per second per shard; a reader never polls a shard faster than this.
 MIN_POLL_INTERVAL_S = 0.2
+#: How records reach the spout (``ReadingSettings.retrieval``).
+RETRIEVALS = ("polling", "fanout")
 #: Kinesis returns at most 10,000 records per GetRecords call.
 MAX_RECORDS_PER_CALL_LIMIT = 10_000
 #: ``static``: a spout reads the shards of its ``task_index`` of ``task_count``. ``leases``: the workers of an app
@@ -120,6 +123,11 @@ class ReadingSettings:
     deaggregate: bool = True
     drop_foreign_user_records: bool = True
     scheme: RecordScheme = field(default_factory=RawScheme)
+    # how records reach the spout: "polling" (GetRecords) or "fanout" (an enhanced fan-out consumer named
+    # consumer_name, app_name when None, subscribed to each shard and renewed every subscription_renewal_s)
+    retrieval: str = "polling"
+    consumer_name: str | None = None
+    subscription_renewal_s: float = 300.0
 
     def __post_init__(self) -> None:
         if isinstance(self.initial_position, str) and not isinstance(self.initial_position, InitialPosition):
@@ -145,6 +153,16 @@ class ReadingSettings:
         require_int("reading", "reader_threads", self.reader_threads, 0, 1024)
         require_bool("reading", "deaggregate", self.deaggregate)
         require_bool("reading", "drop_foreign_user_records", self.drop_foreign_user_records)
+        if self.retrieval not in RETRIEVALS:
+            raise fail("reading", "retrieval", f"must be one of {', '.join(repr(r) for r in RETRIEVALS)} ('polling' "
+                                               f"reads with GetRecords, 'fanout' through an enhanced fan-out "
+                                               f"consumer), got {self.retrieval!r}")
+        if self.consumer_name is not None:
+            require_text("reading", "consumer_name", self.consumer_name)
+            if not re.fullmatch(r"[a-zA-Z0-9_.-]{1,128}", self.consumer_name):
+                raise fail("reading", "consumer_name", "must be 1 to 128 letters, digits, '_', '.' or '-' (a Kinesis "
+                                                       f"consumer name), got {self.consumer_name!r}")
+        require_float("reading", "subscription_renewal_s", self.subscription_renewal_s, 0.5, 300.0)
         if not callable(self.scheme) or not isinstance(getattr(self.scheme, "fields", None), tuple):
             raise fail("reading", "scheme", f"must be a callable with a 'fields' tuple (see kinesis_spout.schemes), "
                                             f"got {self.scheme!r}")

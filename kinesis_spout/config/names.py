@@ -73,6 +73,9 @@ FLAT_FIELDS: dict[str, tuple[str, str]] = {
     "max_dead_letter_ratio": ("dead_letters", "max_ratio"),
     "dead_letter_window": ("dead_letters", "window"),
     "min_dead_letters_in_window": ("dead_letters", "min_in_window"),
+    "retrieval": ("reading", "retrieval"),
+    "consumer_name": ("reading", "consumer_name"),
+    "subscription_renewal_s": ("reading", "subscription_renewal_s"),
 }
 
 _FLAT_OF: dict[tuple[str, str], str] = {target: flat for flat, target in FLAT_FIELDS.items()}

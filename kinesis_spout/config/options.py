@@ -43,7 +43,8 @@ OPTION_NAMES.update({"awsProfile": "credentials.profile",
 _INT_FIELDS = {"credentials.role_duration_s", "max_records_per_call", "retry_limit", "max_inflight_records",
                "max_inflight_bytes", "prefetch_records", "reader_threads", "prefetch_bytes", "task_index", "task_count"}
 _FLOAT_FIELDS = {"zookeeper_session_timeout_s", "zookeeper_deadline_s", "empty_record_backoff_s",
-                 "checkpoint_interval_s", "shard_sync_interval_s", "dead_letter_deadline_s"}
+                 "checkpoint_interval_s", "shard_sync_interval_s", "dead_letter_deadline_s",
+                 "subscription_renewal_s"}
 _STORM_FIELDS = {"max_dead_letters_in_a_row", "max_dead_letter_ratio", "dead_letter_window",
                  "min_dead_letters_in_window"}
 _BOOL_FIELDS = {"reliable", "zookeeper_world_readable", "zookeeper_tls", "deaggregate",
@@ -167,6 +168,10 @@ def _convert(name: str, option: str, raw: str) -> Any:
         except ValueError:
             raise ConfigError(f"option {option!r} must be an ISO-8601 time such as 2026-01-31T12:00:00Z, "
                               f"got {raw!r}") from None
+    if name == "retrieval":
+        return raw.strip().lower()
+    if name == "consumer_name" and not raw.strip():
+        return None
     if name == "scheme":
         scheme = SCHEMES.get(raw.strip().lower())
         if scheme is None:

@@ -70,6 +70,11 @@ class BufferedShardReader:
         self.calls = 0
         self.retried_errors = 0  # throttles, 5xx, lost connections: retried after a backoff
         self.records_read = 0
+        # a getter whose records are pushed (enhanced fan-out): an empty fetch parks the reader until the getter
+        # calls on_pending from its own thread, instead of polling again after empty_record_backoff_s
+        self._pushed = bool(getattr(getter, "pushed", False))
+        if self._pushed:
+            getter.on_pending = self._wake  # type: ignore[attr-defined]
 
     def start(self) -> None:
         """Hand the reader to its pool (idempotent)."""
@@ -127,7 +132,10 @@ class BufferedShardReader:
             pool.wake(self)
 
     def has_room(self) -> bool:
-        return len(self._buffer) < self.max_records and self._bytes < self.max_bytes
+        """True when the buffer can take more records (and, for a pushed getter, it has something to hand over:
+        the pool re-checks this after parking the reader, so an event pushed meanwhile is not missed)."""
+        room = len(self._buffer) < self.max_records and self._bytes < self.max_bytes
+        return room and (not self._pushed or bool(getattr(self.getter, "pending", True)))
 
     def poll(self) -> float | None:
         """One GetRecords call, its records into the buffer (called by the pool, one thread at a time).
@@ -167,7 +175,9 @@ class BufferedShardReader:
             return time.monotonic() + pause
         backoff.reset()
         self.millis_behind_latest = result.millis_behind_latest
-        if result.records or result.fetched:  # a reply whose user records all belonged to other shards: not idle
+        if self._pushed:  # the next event may be taken at once; none there: parked until the getter calls
+            pause = 0.0
+        elif result.records or result.fetched:  # a reply whose user records all belonged to other shards: not idle
             self._idle.reset()
             pause = MIN_POLL_INTERVAL_S
         else:
@@ -184,7 +194,11 @@ class BufferedShardReader:
             log.info("shard %s is closed and was read to its end", self.shard_id)
         if result.records or result.shard_end:
             self._on_data()
-        return None if result.shard_end else due
+        if result.shard_end:
+            return None
+        if self._pushed and not result.fetched:
+            return PARK
+        return due
 
     def stop(self) -> None:
         """Stop polling without waiting: a call in progress finishes, no other starts (any thread; idempotent)."""
@@ -195,6 +209,9 @@ class BufferedShardReader:
         self._stop.set()
         if self._polling.acquire(timeout=timeout_s):  # no poll runs now, and the next one returns at once
             self._polling.release()
+        close_getter = getattr(self.getter, "close", None)  # a fan-out getter ends its subscription
+        if close_getter is not None:
+            close_getter()
         pool, self._own_pool = self._own_pool, None
         if pool is not None:
             pool.close(timeout_s)

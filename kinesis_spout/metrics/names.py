@@ -43,7 +43,8 @@ SHARD_METRICS: tuple[MetricSpec, ...] = (
     _shard("kinesis_spout_shard_owned", "gauge", "1",
            "1 for each shard this spout reads now (with leases: holds)"),
     _shard("kinesis_spout_behind_latest_seconds", "gauge", "millis_behind_latest",
-           "MillisBehindLatest of the shard's last GetRecords, in seconds (absent until the first call)"),
+           "MillisBehindLatest of the shard's last GetRecords reply or fan-out event, in seconds (absent until the "
+           "first call)"),
     _shard("kinesis_spout_checkpoint_age_seconds", "gauge", "checkpoint_age_s",
            "Seconds since the shard's stored checkpoint last moved"),
     _shard("kinesis_spout_inflight_records", "gauge", "inflight",
@@ -74,6 +75,10 @@ SHARD_METRICS: tuple[MetricSpec, ...] = (
     _shard("kinesis_spout_foreign_user_records_total", "counter", "foreign_user_records",
            "User records of KPL aggregates dropped: their hash keys belong to other shards (a producer with a stale "
            "shard map put them here; it puts them in their own shards too)"),
+    _shard("kinesis_spout_subscriptions_total", "counter", "subscriptions",
+           "Enhanced fan-out subscriptions made (retrieval=fanout; renewals included)"),
+    _shard("kinesis_spout_subscription_renewals_total", "counter", "subscription_renewals",
+           "Enhanced fan-out subscriptions that ended cleanly and were renewed"),
 )
 
 #: Per spout, from the spout's own counters (not available through a pipeline).

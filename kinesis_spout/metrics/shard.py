@@ -42,3 +42,5 @@ class ShardMetrics:
     expired_iterators: int = 0
     foreign_user_records: int = 0  # user records of KPL aggregates dropped: their hash keys belong to other shards
     checkpoint_age_s: float = 0.0
+    subscriptions: int = 0  # retrieval="fanout": SubscribeToShard calls that succeeded (renewals included)
+    subscription_renewals: int = 0  # retrieval="fanout": subscriptions that ended cleanly and were renewed

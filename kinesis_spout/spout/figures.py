@@ -30,4 +30,5 @@ def shard_figures(s: ShardLifecycle, now: float, written: Mapping[str, Checkpoin
         inflight_bytes=s.tracker.inflight_bytes, emitted_bytes=s.emitted_bytes, retried=st.retried,
         timed_out=st.timed_out, records_read=reader.records_read, getrecords_calls=reader.calls,
         getrecords_retried_errors=reader.retried_errors, expired_iterators=getter.expired_iterators,
-        foreign_user_records=getter.foreign_user_records, checkpoint_age_s=now - s.stored_at)
+        foreign_user_records=getter.foreign_user_records, checkpoint_age_s=now - s.stored_at,
+        subscriptions=getattr(getter, "subscriptions", 0), subscription_renewals=getattr(getter, "renewals", 0))

@@ -23,6 +23,7 @@ from kinesis_spout.coordination.sync import ShardSync
 from kinesis_spout.deadletters.worker import DeadLetterWorker
 from kinesis_spout.errors import SpoutError
 from kinesis_spout.kinesis.client import make_client
+from kinesis_spout.kinesis.consumers import ensure_consumer
 from kinesis_spout.kinesis.shards import Shard, owned_shards
 from kinesis_spout.spout.dead_letters import DeadLetterGlue
 from kinesis_spout.spout.membership import LEASE_ROUND_S, LeaseMembership
@@ -49,6 +50,17 @@ def statically_owned(cfg: SpoutConfig, listed: list[Shard]) -> list[Shard]:
     """The shards of the listing a spout reads without leases (Storm-style static split by ``task_index`` and
     ``task_count``)."""
     return owned_shards(listed, cfg.task_index, cfg.task_count)
+
+
+def fanout_consumer(cfg: SpoutConfig, client: Any) -> str | None:
+    """With ``retrieval="fanout"``: the ARN of the app's enhanced fan-out consumer (``consumer_name``, else
+    ``app_name``), registered or found and ACTIVE; None when the spout polls."""
+    if cfg.retrieval != "fanout":
+        return None
+    name = cfg.consumer_name or cfg.app_name
+    consumer = ensure_consumer(client, cfg.stream_name, name)
+    log.info("stream %r is read through enhanced fan-out consumer %s (%s)", cfg.stream_name, name, consumer.arn)
+    return consumer.arn
 
 
 def coordination_mode(cfg: SpoutConfig, store: CheckpointStore) -> str:
@@ -83,7 +95,7 @@ def wire(parts: SpoutParts, cfg: SpoutConfig, registry: ShardRegistry, membershi
         else:
             membership.refuse_beside_lease_workers(store)
         leases = membership.leases
-        starter = ShardStarter(registry, cfg, parts.client, store)
+        starter = ShardStarter(registry, cfg, parts.client, store, consumer_arn=fanout_consumer(cfg, parts.client))
         sync = parts.sync = ShardSync(parts.client, cfg.stream_name, store, interval_s=cfg.shard_sync_interval_s,
                                       owns=owns, known=registry.known, add=starter.add, flush=flush,
                                       on_error=on_sync_error, round_s=LEASE_ROUND_S if leases is not None else None,

@@ -17,6 +17,7 @@ from kinesis_spout.errors import KinesisError
 from kinesis_spout.kinesis.getter import ShardGetter
 from kinesis_spout.kinesis.reader import BufferedShardReader
 from kinesis_spout.kinesis.shards import Shard, drop_range
+from kinesis_spout.kinesis.subscription import FanOutGetter
 from kinesis_spout.positions import LATEST, Position
 from kinesis_spout.spout.shards import ShardLifecycle
 from kinesis_spout.tracker import InflightRecordTracker
@@ -34,11 +35,13 @@ log = logging.getLogger("kinesis_spout")
 class ShardStarter:
     """Adds shards to a registry: ``client`` is the Kinesis client, ``store`` the checkpoint store (both opened)."""
 
-    def __init__(self, registry: ShardRegistry, config: SpoutConfig, client: Any, store: CheckpointStore) -> None:
+    def __init__(self, registry: ShardRegistry, config: SpoutConfig, client: Any, store: CheckpointStore,
+                 consumer_arn: str | None = None) -> None:
         self.registry = registry
         self.config = config
         self.client = client
         self.store = store
+        self.consumer_arn = consumer_arn  # retrieval="fanout": the registered consumer the shards subscribe as
 
     def add(self, shards: list[Shard], fresh_pins: Mapping[str, datetime] | None = None) -> None:
         """Start reading ``shards``: their starts are resolved (store I/O, no lock held), then their lifecycles are
@@ -70,17 +73,22 @@ class ShardStarter:
         tracker = InflightRecordTracker(
             shard.shard_id, retry_limit=cfg.retry_limit, backoff=cfg.retry_backoff,
             message_timeout_s=cfg.message_timeout_s, checkpoint=initial)
-        getter = ShardGetter(self.client, cfg.stream_name, shard.shard_id, first, cfg.max_records_per_call,
-                             deaggregate=cfg.deaggregate,
-                             hash_range=drop_range(cfg.stream_name, shard.shard_id, shard,
-                                                   cfg.drop_foreign_user_records))
+        hash_range = drop_range(cfg.stream_name, shard.shard_id, shard, cfg.drop_foreign_user_records)
+        getter: ShardGetter
+        if self.consumer_arn is not None:
+            getter = FanOutGetter(self.client, cfg.stream_name, shard.shard_id, first, self.consumer_arn,
+                                  renew_s=cfg.subscription_renewal_s, deaggregate=cfg.deaggregate,
+                                  hash_range=hash_range, end_probe_s=cfg.shard_sync_interval_s)
+        else:
+            getter = ShardGetter(self.client, cfg.stream_name, shard.shard_id, first, cfg.max_records_per_call,
+                                 deaggregate=cfg.deaggregate, hash_range=hash_range)
         if first == LATEST:  # LATEST is the tip when open() runs, not when the reader thread gets to it
             try:
                 getter.prepare()
             except KinesisError as exc:
                 if not exc.retriable:
                     raise
-                log.warning("%s; the reader of %s takes its LATEST iterator when it can", exc, shard.shard_id)
+                log.warning("%s; the reader of %s takes its LATEST position when it can", exc, shard.shard_id)
         reader = BufferedShardReader(getter, max_records=cfg.prefetch_records, max_bytes=cfg.prefetch_bytes,
                                      empty_backoff_s=cfg.empty_record_backoff_s, on_data=rr.notify,
                                      pool=rr.pool, max_empty_backoff_s=cfg.max_empty_record_backoff_s)

@@ -18,7 +18,9 @@ from typing import Mapping, Sequence
 
 from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.errors import KinesisError
+from kinesis_spout.kinesis.consumers import ensure_consumer
 from kinesis_spout.kinesis.getter import GET_RECORDS_RETRY, LATEST_MARGIN, ShardGetter
+from kinesis_spout.kinesis.subscription import FanOutGetter
 from kinesis_spout.positions import TRIM_HORIZON, Position, at_timestamp
 from kinesis_spout.records import Record
 from kinesis_spout.retry import Backoff
@@ -36,6 +38,13 @@ __all__ = ["DriverPlanner", "ShardCursor"]
 log = logging.getLogger("kinesis_spout.spark")
 
 FETCH_THREADS = 32
+
+
+def _end(getter: ShardGetter) -> None:
+    """End a fan-out getter's subscription (a polling getter holds nothing)."""
+    close = getattr(getter, "close", None)
+    if close is not None:
+        close()
 
 
 @dataclass
@@ -89,6 +98,7 @@ class DriverPlanner:
         self._pool: ThreadPoolExecutor | None = None
         self._cursors: dict[str, ShardCursor] = {}
         self._kept: dict[tuple[str, str, str], list[Record]] = {}
+        self._consumer_arn: str | None = None  # retrieval="fanout": the app's consumer, registered at the first read
 
     def restart_tips(self) -> None:
         """Trigger.AvailableNow starts: a shard seen at its tip before must be seen there again."""
@@ -104,7 +114,7 @@ class DriverPlanner:
         planning = self.planning
         shards = planning.list_shards()
         for gone in [s for s in self._cursors if s not in shards]:
-            del self._cursors[gone]  # no longer owned (or listed): its read-ahead, if any, is forgotten
+            _end(self._cursors.pop(gone).getter)  # no longer owned (or listed): its read-ahead, if any, is forgotten
         starts = {s: positions[s] for s in shards if s in positions}
         end = dict(positions)
         for shard_id, pos in planning.new_shard_positions([s for s in shards if s not in positions],
@@ -169,6 +179,8 @@ class DriverPlanner:
     def close(self) -> None:
         """Stop the read-ahead threads and forget cursors and kept records. Idempotent."""
         pool, self._pool = self._pool, None
+        for cursor in self._cursors.values():
+            _end(cursor.getter)
         self._cursors.clear()
         self._kept.clear()
         if pool is not None:
@@ -179,8 +191,20 @@ class DriverPlanner:
         """The shard's cursor, made afresh when Spark asks from somewhere else than where it stands."""
         cursor = self._cursors.get(shard_id)
         if cursor is None or cursor.position != position:
-            getter = shard_getter(self.planning.clients.kinesis(), self.config, shard_id, position,
-                                  hash_range=self.planning.hash_range(shard_id))
+            if cursor is not None:
+                _end(cursor.getter)
+            client, cfg = self.planning.clients.kinesis(), self.config
+            getter: ShardGetter
+            if cfg.retrieval == "fanout":
+                if self._consumer_arn is None:
+                    self._consumer_arn = ensure_consumer(client, cfg.stream_name,
+                                                         cfg.consumer_name or cfg.app_name).arn
+                getter = FanOutGetter(client, cfg.stream_name, shard_id, position, self._consumer_arn,
+                                      renew_s=cfg.subscription_renewal_s, deaggregate=cfg.deaggregate,
+                                      hash_range=self.planning.hash_range(shard_id),
+                                      end_probe_s=cfg.shard_sync_interval_s)
+            else:
+                getter = shard_getter(client, cfg, shard_id, position, hash_range=self.planning.hash_range(shard_id))
             cursor = self._cursors[shard_id] = ShardCursor(shard_id, position, getter)
         return cursor
 
@@ -230,7 +254,10 @@ class DriverPlanner:
         cursor.pending.extend(skip_consumed(result.records, cursor.position))
         # a reply whose user records all belonged to other shards was not empty: the shard may hold more
         cursor.busy = bool(result.fetched)
-        at_tip = not result.fetched and result.millis_behind_latest in (0, None)
+        if getattr(cursor.getter, "pushed", False):  # fan-out: no event yet is not the tip; an event says so
+            at_tip = not result.fetched and result.millis_behind_latest == 0
+        else:
+            at_tip = not result.fetched and result.millis_behind_latest in (0, None)
         cursor.at_tip = cursor.at_tip or at_tip
         pause = self.config.empty_record_backoff_s if at_tip else MIN_POLL_INTERVAL_S
         cursor.next_poll = time.monotonic() + pause

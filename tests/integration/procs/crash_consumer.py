@@ -31,6 +31,7 @@ def main() -> int:
     p.add_argument("--until")
     p.add_argument("--app", default="crash")
     p.add_argument("--pause", type=float, default=0.0, help="seconds of 'processing' after each batch")
+    p.add_argument("--retrieval", default="polling", help="polling, or fanout (enhanced fan-out)")
     args = p.parse_args()
     until = {shard: int(seq) for shard, seq in json.loads(Path(args.until).read_text()).items()} if args.until else {}
 
@@ -44,7 +45,8 @@ def main() -> int:
                          coordination="static",  # restarted at once after a SIGKILL (a lease waits out the session)
                          initial_position=InitialPosition.TRIM_HORIZON, checkpoint_interval_s=args.checkpoint_interval,
                          empty_record_backoff_s=0.2, max_records_per_call=100, max_inflight_records=200,
-                         retry_backoff=RetryBackoff(initial_s=0.01, multiplier=2.0, max_s=0.1))
+                         retry_backoff=RetryBackoff(initial_s=0.01, multiplier=2.0, max_s=0.1),
+                         retrieval=args.retrieval)
     with KinesisSpout(config) as spout, open(args.log, "a", buffering=1) as log:
         def more() -> bool:
             metrics = spout.metrics()

@@ -85,6 +85,9 @@ OLD_FLAT: dict[str, tuple[str, str, Any]] = {
     "max_dead_letter_ratio": ("dead_letters", "max_ratio", 0.5),
     "dead_letter_window": ("dead_letters", "window", 1000),
     "min_dead_letters_in_window": ("dead_letters", "min_in_window", 100),
+    "retrieval": ("reading", "retrieval", "polling"),
+    "consumer_name": ("reading", "consumer_name", None),
+    "subscription_renewal_s": ("reading", "subscription_renewal_s", 300.0),
 }
 #: the string options of the storm rules: named, but parsed by config/options.py only once it knows their types
 STORM_OPTIONS = {"maxDeadLettersInARow", "maxDeadLetterRatio", "deadLetterWindow", "minDeadLettersInWindow"}
@@ -201,6 +204,9 @@ def test_every_string_option_and_connector_alias_lands_in_its_group_field(tmp_pa
         "taskIndex": ("0", "worker", "task_index", 0), "taskCount": ("1", "worker", "task_count", 1),
         "coordination": ("leases", "worker", "coordination", "leases"),
         "workerId": ("worker-7", "worker", "worker_id", "worker-7"),
+        "retrieval": ("fanout", "reading", "retrieval", "fanout"),
+        "consumerName": ("billing", "reading", "consumer_name", "billing"),
+        "subscriptionRenewalS": ("60", "reading", "subscription_renewal_s", 60.0),
     }
     backoff = {"retryBackoffInitialS": "0.2", "retryBackoffMultiplier": "3", "retryBackoffMaxS": "5"}
     aws = {"awsProfile": "etl", "awsRoleArn": ROLE, "awsRoleSessionName": "job-1", "awsExternalId": "ext",

@@ -31,6 +31,8 @@ PINNED = {
     "kinesis_spout_expired_iterators_total": ("counter", ("stream", "app", "shard")),
     "kinesis_spout_corrupt_aggregates_total": ("counter", ("stream", "app", "shard")),
     "kinesis_spout_foreign_user_records_total": ("counter", ("stream", "app", "shard")),
+    "kinesis_spout_subscriptions_total": ("counter", ("stream", "app", "shard")),
+    "kinesis_spout_subscription_renewals_total": ("counter", ("stream", "app", "shard")),
     "kinesis_spout_checkpoint_writes_total": ("counter", ("stream", "app")),
     "kinesis_spout_checkpoint_conflicts_total": ("counter", ("stream", "app")),
     "kinesis_spout_checkpoint_write_failures_total": ("counter", ("stream", "app")),

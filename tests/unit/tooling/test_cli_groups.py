@@ -22,7 +22,8 @@ def test_every_group_module_is_registered() -> None:
 
 
 @pytest.mark.parametrize("argv", [["demo"], ["checkpoints"], ["checkpoints", "reset"], ["status"],
-                                  ["dev-servers"], ["install-emulators"], ["dead-letters", "list", "letters.jsonl"]])
+                                  ["dev-servers"], ["install-emulators"], ["dead-letters", "list", "letters.jsonl"],
+                                  ["consumers", "list"]])
 def test_every_command_parses_to_something_that_runs(argv: list[str]) -> None:
     args, _ = build_parser().parse_known_args(argv)
     assert callable(args.run)
