@@ -430,7 +430,7 @@ def test_a_latest_iterator_throttled_at_open_is_taken_by_the_reader_when_it_can(
     proxy.inject("GetShardIterator", "ProvisionedThroughputExceededException")
     with KinesisSpout(make_config(through, stream, initial_position=InitialPosition.LATEST),
                       MemoryCheckpointStore()) as spout:  # opens: a retriable error is no reason to fail
-        assert any(r.getMessage().endswith(f"; the reader of {shard} takes its LATEST iterator when it can")
+        assert any(r.getMessage().endswith(f"; the reader of {shard} takes its LATEST position when it can")
                    for r in caplog.records)
         assert wait_until(lambda: proxy.calls["GetRecords"] >= 1, TIMEOUT_S), "the reader never read"
         placed = kinesis_backend.put(stream, [b"new"])

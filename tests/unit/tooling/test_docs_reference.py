@@ -56,8 +56,8 @@ def test_a_setting_of_the_code_without_a_meaning_is_named(reference: ModuleType,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     from kinesis_spout.config import names
 
-    monkeypatch.setitem(names.FLAT_FIELDS, "consumer_name", ("reading", "consumer_name"))
-    with pytest.raises(reference.DriftError, match=r"add \['consumer_name'\]"):
+    monkeypatch.setitem(names.FLAT_FIELDS, "made_up_setting", ("reading", "made_up_setting"))
+    with pytest.raises(reference.DriftError, match=r"add \['made_up_setting'\]"):
         reference.render_settings()
 
 
