@@ -111,7 +111,22 @@ def register(spark: Any) -> type[KinesisSpoutDataSource]:
         master = spark.conf.get("spark.master", None)
     source = source_for(master)
     spark.dataSource.register(source)
+    _make_active(spark)
     return source
+
+
+def _make_active(spark: Any) -> None:
+    """Make ``spark`` the calling thread's active session in the JVM.
+
+    Spark finds a Python data source for ``df.write.format(...)`` (not for reads) in the JVM thread's *active*
+    session, and a thread may have none: after some failed queries the py4j thread that serves the caller has lost
+    it, and the write fails with ``DATA_SOURCE_NOT_FOUND`` although the source is registered. Spark Connect has no
+    JVM session here and looks sources up on the server: nothing to do.
+    """
+    jsession = getattr(spark, "_jsparkSession", None)
+    jvm = getattr(spark, "_jvm", None)
+    if jsession is not None and jvm is not None:
+        jvm.org.apache.spark.sql.SparkSession.setActiveSession(jsession)
 
 
 def source_for(master: str | None) -> type[KinesisSpoutDataSource]:
