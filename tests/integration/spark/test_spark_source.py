@@ -363,7 +363,8 @@ def test_a_stream_that_does_not_exist_fails_at_load_naming_it(spark: Any, moto_k
                                                                 zookeeper: Any) -> None:
     options = source_options(moto_kinesis, zookeeper, "no-such-stream")
     with pytest.raises(Exception, match=r"stream 'no-such-stream' does not exist at endpoint http://127\.0\.0\.1:"
-                                        r"\d+ \(region us-east-1\); check the options streamName, region and endpointUrl"):
+                                        r"\d+ \(region us-east-1\); check the options streamName, region and "
+                                        r"endpointUrl"):
         load(spark, options)
     stream = moto_kinesis.create_stream(shards=1)
     assert load(spark, {**options, "streamName": stream}).isStreaming  # an existing stream loads
