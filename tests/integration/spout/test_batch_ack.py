@@ -175,3 +175,25 @@ def test_a_batch_acked_after_close_is_refused(kinesalite: KinesisEndpoint, zooke
         assert "closed" in str(exc)
     else:
         raise AssertionError("ack of a batch of a closed spout was accepted")
+
+
+def test_a_retry_failed_again_through_its_batch_is_left_to_the_batch_that_emits_it_next(
+        kinesalite: KinesisEndpoint, zookeeper: Any) -> None:
+    """A retry (attempt 2) failed through its batch, that batch then acked: the record, out again in a third batch
+    (attempt 3), is not acked by the second one; the checkpoint waits for the third batch's ack."""
+    stream, shard_ids, seqs = put_into_shards(kinesalite, [6])
+    spout = KinesisSpout(zk_config(kinesalite, zookeeper, stream, "again", retry_limit=5)).open()
+    try:
+        first = take(spout, 6, 6)[0]
+        first.ack_except([first[2].message_id])
+        second = take_retries(spout, {first[2].message_id})
+        second.ack_except([first[2].message_id])
+        third = take_retries(spout, {first[2].message_id})
+        assert third[0].attempt == 3
+        second.ack()
+        first.ack()
+        assert checkpoints(spout) == {shard_ids[0]: (seqs[0][1], None)}
+        third.ack()
+        assert checkpoints(spout) == {shard_ids[0]: (seqs[0][-1], None)}
+    finally:
+        spout.close()
