@@ -110,6 +110,7 @@ class SpoutBatch(list[SpoutTuple]):
                 if shards.get(owner.shard_id) is owner and owner.ack(rank):
                     moved[owner.shard_id] = owner
             self._acked = True
+            self._spans, self._singles = [], []  # what they hold (spans, lifecycles) may be freed now
             for state in moved.values():
                 registry.offer_checkpoint(state)
             registry.notify_settled()

@@ -10,10 +10,12 @@ import time
 from typing import Any
 
 from kinesis_spout import KinesisSpout, SpoutBatch
+from kinesis_spout.errors import LeaseLost
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until
+from kinesis_spout.testing.spout import drain
 
-from .support import buffered, config, handing_back, stored, worker
+from .support import buffered, config, handing_back, lease_node, stored, worker
 
 
 def test_a_batch_acked_after_its_shard_was_handed_over_acks_only_the_shards_still_held(
@@ -56,3 +58,42 @@ def test_a_batch_acked_after_its_shard_was_handed_over_acks_only_the_shards_stil
     finally:
         b.stop()
         a.close()
+
+
+def test_a_batch_of_a_dropped_shard_acks_nothing_of_the_shard_taken_again(kinesalite: KinesisEndpoint,
+                                                                          zookeeper: Any) -> None:
+    """Two batches of one shard are out; the lease moves on (an intruder), and the first batch's ack makes the
+    refused write that drops the shard. The shard is taken again under a new epoch and read again from the start;
+    the second batch, acked now, acks nothing of the new reading (whose checkpoint waits for those records until
+    they are acked by their new ids), and then it is the shard's last record."""
+    stream = kinesalite.create_stream(shards=1)
+    shard = kinesalite.shard_ids(stream)[0]
+    placed = kinesalite.put(stream, [f"r{i}".encode() for i in range(30)])
+    conflicts: list[Any] = []
+    with KinesisSpout(config(kinesalite, zookeeper, stream, "w"), on_checkpoint_conflict=conflicts.append) as spout:
+        assert wait_until(lambda: buffered(spout) == 30, 15)
+        dropping = spout.next_batch(max_records=5, timeout_s=5)
+        old = spout.next_batch(max_records=5, timeout_s=5)
+        assert len(old) == len(dropping) == 5 and spout.lease_epochs() == {shard: 0}
+        zookeeper.client().set(lease_node(zookeeper, stream, shard), b'{"owner": "intruder"}')  # epoch 1
+        dropping.ack()  # moves the checkpoint: its write is refused, the shard is dropped
+        assert wait_until(lambda: bool(conflicts), 10) and isinstance(conflicts[0], LeaseLost)
+        assert wait_until(lambda: spout.lease_epochs() == {shard: 2}, 15), spout.lease_epochs()
+        again: list[Any] = []
+        deadline = time.monotonic() + 20
+        while len(again) < 30 and time.monotonic() < deadline:
+            batch = spout.next_batch(max_records=30 - len(again), timeout_s=0.5)
+            if batch:
+                again.append(batch)
+        assert sorted(t.message_id for b in again for t in b) == sorted(f"{s}:{q}" for s, q in placed)
+        held = {t.message_id for t in old}
+        spout.ack_many(t.message_id for b in again for t in b if t.message_id not in held)
+        assert spout.flush_checkpoints()
+        assert stored(zookeeper, stream, shard) == placed[4][1]  # the new reading waits for ``old``'s records
+        old.ack()
+        assert spout.flush_checkpoints()
+        assert stored(zookeeper, stream, shard) == placed[4][1], "a batch of the dropped shard acked the new reading"
+        spout.ack_many(held)
+        assert spout.flush_checkpoints()
+        assert stored(zookeeper, stream, shard) == placed[-1][1]
+        assert not drain(spout, 1, timeout_s=0.5)
