@@ -1,5 +1,7 @@
 """Read throughput: KinesisSpout (acking every record, checkpointing to ZooKeeper every second) against a plain
-boto3 GetRecords loop over the same shards of the same emulator, in the same run.
+boto3 GetRecords loop over the same shards of the same emulator, in the same run. The spout is measured twice: acking
+each record with ``spout.ack(message_id)``, and acking each batch whole with ``batch.ack()`` ("batch acks"; its
+``vs per-record acks`` is its records/s over the per-record row's).
 
 Fairness: both read the same stream (same shards, same records) from TRIM_HORIZON to its last record, with the
 same GetRecords limit, and run alternately (the order flips every round); each figure is the median of the runs
@@ -32,6 +34,7 @@ SIZES = {
 
 LOOP = "boto3 loop"
 SPOUT = "KinesisSpout"
+SPOUT_BATCH = "KinesisSpout, batch acks"
 LOOP_DEFAULTS = "boto3 loop, botocore defaults"
 
 COLUMNS = [
@@ -40,6 +43,7 @@ COLUMNS = [
     ("records_per_s", "records/s", "fig0"),
     ("cpu_us_per_record", "CPU µs/record", "fig1"),
     ("ratio_vs_loop", "vs loop", "x"),
+    ("ratio_vs_spout", "vs per-record acks", "x"),
     ("zk_writes", "ZK writes", "fig0"),
 ]
 
@@ -61,13 +65,14 @@ def consumers(ctx: BenchContext, stream: LoadedStream, interval_s: float = 1.0
     def loop_defaults() -> ReadResult:
         return read_boto3_loop(kinesis_client(url), stream.name, stream.records, LIMIT, timeout)
 
-    def spout() -> ReadResult:
+    def spout(batch_acks: bool = False) -> ReadResult:
         config = spout_config(stream.name, ctx.unique_app("read"), ctx.zookeeper_hosts, ZK_PREFIX, url,
                               limit=LIMIT, checkpoint_interval_s=interval_s)
         return read_with_spout(config, stream.records, timeout, client=make_client("us-east-1", url),
-                               last_sequence=stream.last_sequence)
+                               last_sequence=stream.last_sequence, batch_acks=batch_acks)
 
-    return [(LOOP, loop), (SPOUT, spout), (LOOP_DEFAULTS, loop_defaults)]
+    return [(LOOP, loop), (SPOUT, spout), (SPOUT_BATCH, lambda: spout(batch_acks=True)),
+            (LOOP_DEFAULTS, loop_defaults)]
 
 
 def alternate(ctx: BenchContext, label: str, runs: list[tuple[str, Callable[[], ReadResult]]], repeats: int
@@ -113,6 +118,8 @@ def run(ctx: BenchContext, smoke: bool) -> list[dict[str, Any]]:
             row["ratio_vs_loop"] = ratio(row["records_per_s"], group[LOOP]["records_per_s"])
             row["ratio_vs_loop_defaults"] = ratio(row["records_per_s"], group[LOOP_DEFAULTS]["records_per_s"])
             row["cpu_ratio_vs_loop"] = ratio(row["cpu_us_per_record"], group[LOOP]["cpu_us_per_record"])
+            row["ratio_vs_spout"] = ratio(row["records_per_s"], group[SPOUT]["records_per_s"])
+            row["cpu_ratio_vs_spout"] = ratio(row["cpu_us_per_record"], group[SPOUT]["cpu_us_per_record"])
         rows.extend(group.values())
     ctx.shared["read"] = rows
     return rows

@@ -58,8 +58,9 @@ def spout_config(stream: str, app: str, zookeeper: str, prefix: str, endpoint_ur
 
 def read_with_spout(config: SpoutConfig, expected: int, timeout_s: float, *, client: Any = None,
                     last_sequence: dict[str, str] | None = None, batch: int = 1000, sink_s: float = 0.0,
-                    pace_per_s: float = 0.0) -> ReadResult:
-    """Read ``expected`` records through a new spout, acking each one as soon as it is emitted.
+                    pace_per_s: float = 0.0, batch_acks: bool = False) -> ReadResult:
+    """Read ``expected`` records through a new spout, acking each one as soon as it is emitted (``batch_acks``:
+    acking each batch whole with ``batch.ack()`` once its records were looked at).
 
     The clock runs from ``open()`` (ZooKeeper connection, shard listing, checkpoint reads) to the last ack; the
     close that flushes the final checkpoints is timed apart (``extra["close_s"]``), and so is ``open()`` within
@@ -92,9 +93,14 @@ def read_with_spout(config: SpoutConfig, expected: int, timeout_s: float, *, cli
                 ahead = (count + len(tuples)) / pace_per_s - watch.elapsed()
                 if ahead > 0:
                     time.sleep(ahead)
-            for tup in tuples:
-                nbytes += len(tup.record.data)
-                spout.ack(tup.message_id)
+            if batch_acks:
+                for tup in tuples:
+                    nbytes += len(tup.record.data)
+                tuples.ack()
+            else:
+                for tup in tuples:
+                    nbytes += len(tup.record.data)
+                    spout.ack(tup.message_id)
             count += len(tuples)
         watch.stop()
         writes_during_read = store.writes

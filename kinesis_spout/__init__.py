@@ -38,6 +38,7 @@ from kinesis_spout.metrics.shard import ShardMetrics
 from kinesis_spout.records import Record, SequenceKey, SpoutTuple
 from kinesis_spout.schemes import JsonScheme, RawScheme, RecordScheme, TextScheme
 from kinesis_spout.spout import KinesisSpout
+from kinesis_spout.spout.batch import SpoutBatch
 from kinesis_spout.tracker import FailOutcome, InflightRecordTracker, RetryBackoff
 
 
@@ -94,6 +95,7 @@ __all__ = [
     "ShardMetrics",
     "SpoutConfig",
     "SpoutError",
+    "SpoutBatch",
     "SpoutStateError",
     "SpoutTuple",
     "StreamNotFoundError",

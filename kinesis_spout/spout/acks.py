@@ -32,8 +32,9 @@ class AckRouter:
         self.dead_letters = dead_letters
         self.unknown_message_ids = 0
 
-    def _lookup(self, mid: str) -> tuple[ShardLifecycle, int] | None:
-        """The shard and key (as a rank) of a message id (lock held); None (counted) for ids of shards not read."""
+    def lookup(self, mid: str) -> tuple[ShardLifecycle, int] | None:
+        """The shard and key (as a rank) of a message id (lock held); None (counted) for ids of shards not read.
+        Also called by :class:`~kinesis_spout.spout.batch.SpoutBatch` for tuples added to a batch from elsewhere."""
         self.registry.check_open()
         try:
             shard_id, key = parse_message_id_rank(mid)
@@ -51,7 +52,7 @@ class AckRouter:
         """One record fully processed: the usual way to ack, once per record (no grouping)."""
         registry = self.registry
         with registry.lock:
-            found = self._lookup(mid)
+            found = self.lookup(mid)
             if found is not None and found[0].ack(found[1]):
                 registry.offer_checkpoint(found[0])
             registry.notify_settled()  # a hand-back may be waiting for this
@@ -62,7 +63,7 @@ class AckRouter:
         with registry.lock:
             by_shard: dict[str, tuple[ShardLifecycle, list[int]]] = {}
             for mid in mids:
-                found = self._lookup(mid)
+                found = self.lookup(mid)
                 if found is not None:
                     state, rank = found
                     entry = by_shard.get(state.shard_id)
@@ -81,7 +82,7 @@ class AckRouter:
         with registry.lock:
             now = time.monotonic()
             for mid in mids:
-                found = self._lookup(mid)
+                found = self.lookup(mid)
                 if found is not None and found[0].fail(found[1], now) is FailOutcome.DEAD_LETTER:
                     self.dead_letters.deliver(found[0], "failed")
             registry.notify_settled()

@@ -2,7 +2,9 @@
 
 :class:`Emitter` is called by the spout's facade with the registry's lock held (next_tuple/next_batch on the
 consumer's thread); it owns the retry cursor and the poison-record count, both guarded by that lock. The scheme is
-called under the lock, on the caller's thread.
+called under the lock, on the caller's thread. The new records of one shard taken together go in flight as one span
+of its tracker; a batch (:class:`~kinesis_spout.spout.batch.SpoutBatch`) keeps its spans, so that it can be acked
+whole.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from kinesis_spout.spout.shards import ShardPhase
 
 if TYPE_CHECKING:
     from kinesis_spout.config import SpoutConfig
+    from kinesis_spout.spout.batch import SpoutBatch
     from kinesis_spout.spout.dead_letters import DeadLetterGlue
     from kinesis_spout.spout.registry import ShardRegistry
     from kinesis_spout.spout.shards import ShardLifecycle
@@ -67,11 +70,13 @@ class Emitter:
         dues = [d for s in self.registry.shards.values() if (d := s.tracker.next_due(now)) is not None]
         return min(dues, default=None)
 
-    def take(self, now: float, retries: bool, want: int, max_bytes: int) -> list[SpoutTuple]:
+    def take(self, now: float, retries: bool, want: int, max_bytes: int,
+             into: SpoutBatch | None = None) -> list[SpoutTuple]:
         """A due retry (unless ``retries`` is False: none is queued), or else up to ``want`` new records of one
-        shard whose bytes stay under ``max_bytes`` (at least one record). Empty when nothing is ready."""
+        shard whose bytes stay under ``max_bytes`` (at least one record). Empty when nothing is ready. ``into``: the
+        batch being filled, told of the span (or the retry) taken, so that it can be acked whole."""
         if retries:
-            retry = self._next_retry(now)
+            retry = self._next_retry(now, into)
             if retry is not None:
                 return [retry]
         cfg = self.config
@@ -89,23 +94,24 @@ class Emitter:
             records = self.registry.rr.next_records(room, want)
             if not records:
                 return []
-            emitted = self._emit(records, now)
+            emitted = self._emit(records, now, into)
             if emitted:
                 return emitted
 
-    def fill(self, batch: list[SpoutTuple], now: float, limit: int, byte_limit: int) -> None:
+    def fill(self, batch: SpoutBatch, now: float, limit: int, byte_limit: int) -> None:
         """Append what is ready to ``batch`` (next_batch), up to ``limit`` tuples and about ``byte_limit`` bytes (at
-        least one record). An error of a take is raised; the tuples appended before it stay in ``batch``."""
+        least one record), with the spans and retries it takes. An error of a take is raised; the tuples appended
+        before it stay in ``batch``."""
         retries = self.has_retries()
         size = 0
         while len(batch) < limit and size < byte_limit:
-            taken = self.take(now, retries, min(limit - len(batch), TAKE_CHUNK), byte_limit - size)
+            taken = self.take(now, retries, min(limit - len(batch), TAKE_CHUNK), byte_limit - size, batch)
             if not taken:
                 break
             batch.extend(taken)
             size += sum(len(t.record.data) + len(t.record.partition_key) for t in taken)
 
-    def _next_retry(self, now: float) -> SpoutTuple | None:
+    def _next_retry(self, now: float, into: SpoutBatch | None) -> SpoutTuple | None:
         states = list(self.registry.shards.values())
         n = len(states)
         for i in range(n):
@@ -121,7 +127,10 @@ class Emitter:
                 if values is _POISON:
                     continue  # the scheme refused it this time: dead-lettered
                 self._retry_cursor = (self._retry_cursor + i + 1) % n
-                return SpoutTuple(message_id(state.shard_id, key), record, values, attempt)
+                mid = message_id(state.shard_id, key)
+                if into is not None:
+                    into.add_single(state, key.rank, mid)
+                return SpoutTuple(mid, record, values, attempt)
         return None
 
     def _values(self, state: ShardLifecycle, record: Record) -> Any:
@@ -140,32 +149,42 @@ class Emitter:
             self.dead_letters.give_up(state, record, reason)
             return _POISON
 
-    def _emit(self, records: list[Record], now: float) -> list[SpoutTuple]:
-        """Put records of one shard (in read order) in flight and make their tuples. Replays of records already
-        emitted are dropped, and so are records the scheme refused (dead-lettered)."""
+    def _emit(self, records: list[Record], now: float, into: SpoutBatch | None) -> list[SpoutTuple]:
+        """Put records of one shard (in read order) in flight as one span and make their tuples; ``into`` (the batch
+        being filled) keeps the span. Replays of records already emitted are dropped, and so are records the scheme
+        refused (dead-lettered). Without reliability the span is acked whole at once."""
         state = self.registry.shards[records[0].shard_id]
         tracker = state.tracker
         note_aggregates(state.aggregates, records)
         sizes = [len(r.data) + len(r.partition_key) for r in records]
+        reliable = self.config.reliable
         try:
-            skip = tracker.emit_many([r.rank for r in records], now, records, sizes)
+            span = tracker.emit_span([r.rank for r in records], now, records, sizes)
         except ValueError:  # not in increasing order (never seen from one reader): one at a time, as emit decides
+            span = None
             kept = [(r, n) for r, n in zip(records, sizes) if tracker.emit(r.rank, now, r, n)]
+            if into is not None and reliable:
+                for r, _n in kept:
+                    into.add_single(state, r.rank, r.message_id)
         else:
+            skip = len(records) - len(span.ranks) if span is not None else len(records)
             kept = list(zip(records[skip:], sizes[skip:]))
+            if span is not None and into is not None and reliable:
+                into.add_span(state, span)
         out: list[SpoutTuple] = []
         self._out, self._reported = out, 0  # records decoded are reported before each poison one, in read order
-        reliable = self.config.reliable
         new = tuple.__new__  # a SpoutTuple with every field given, without its named-tuple __new__
         for record, size in kept:
             state.emitted_bytes += size
             values = self._values(state, record)
             if values is _POISON:
                 continue
-            if not reliable:
+            if not reliable and span is None:
                 tracker.ack(record.rank)
             out.append(new(SpoutTuple, (record.message_id, record, values, 1)))
         if not reliable and kept:
+            if span is not None:
+                tracker.ack_span(span)  # every record but those the scheme refused (pending dead letters)
             self.registry.offer_checkpoint(state)
         self.dead_letters.decoded(len(out) - self._reported)  # ends a run of dead letters in a row
         self._out = None

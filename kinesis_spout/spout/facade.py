@@ -28,6 +28,7 @@ from kinesis_spout.kinesis.reader import RoundRobinReader
 from kinesis_spout.metrics.shard import ShardMetrics
 from kinesis_spout.records import SpoutTuple
 from kinesis_spout.spout.acks import AckRouter
+from kinesis_spout.spout.batch import SpoutBatch
 from kinesis_spout.spout.dead_letters import DeadLetterGlue
 from kinesis_spout.spout.emission import NO_BYTE_LIMIT, Emitter
 from kinesis_spout.spout.figures import shard_figures
@@ -185,8 +186,12 @@ class KinesisSpout:
         return now
 
     def next_batch(self, max_records: int = 500, timeout_s: float = 1.0,
-                   max_bytes: int | None = None) -> list[SpoutTuple]:
+                   max_bytes: int | None = None) -> SpoutBatch:
         """Up to ``max_records`` tuples; waits up to ``timeout_s`` for the first one, then returns what is ready.
+
+        The batch is a list of tuples that can also be acked whole: ``batch.ack()`` (as acking each tuple, at the
+        cost of one call per shard), ``batch.fail(ids)``, ``batch.ack_except(failed_ids)``; see
+        :class:`~kinesis_spout.spout.batch.SpoutBatch`.
 
         With ``max_bytes`` the batch stops growing once its records' bytes reach it (so it may pass it by less than
         one record). Tuples taken are never lost to an error: if one arises after some were taken (e.g. a reader's
@@ -194,7 +199,7 @@ class KinesisSpout:
         :meth:`next_tuple`.
         """
         deadline = time.monotonic() + timeout_s
-        batch: list[SpoutTuple] = []
+        batch = SpoutBatch(self._acks)
         if max_records < 1:
             return batch
         emitter = self._emitter

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import enum
 import time
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 from kinesis_spout.checkpoint.base import Checkpoint
 from kinesis_spout.coordination.lineage import ShardStart, end_checkpoint
@@ -40,13 +40,56 @@ from kinesis_spout.errors import SpoutStateError
 from kinesis_spout.kinesis.shards import Shard
 from kinesis_spout.records import SequenceKey
 from kinesis_spout.spout.kpl import stored_sub
-from kinesis_spout.tracker import FailOutcome, InflightRecordTracker
+from kinesis_spout.tracker import FailOutcome, TrackerStats
+from kinesis_spout.tracking.keys import Key
 
 if TYPE_CHECKING:
     from kinesis_spout.kinesis.reader import BufferedShardReader, RoundRobinReader
+    from kinesis_spout.tracking.spans import Span
 
 __all__ = ["ACK_PHASES", "CHECKPOINT_PHASES", "NEW_RECORD_PHASES", "RETRY_PHASES", "TRANSITIONS",
-           "IllegalShardTransition", "ShardLifecycle", "ShardPhase"]
+           "IllegalShardTransition", "RecordTracker", "ShardLifecycle", "ShardPhase", "ShardTracker"]
+
+
+class RecordTracker(Protocol):
+    """What the spout asks of a shard's in-flight tracker, record by record: the methods that
+    :class:`~kinesis_spout.tracker.InflightRecordTracker` and :class:`~kinesis_spout.tracking.spans.SpanTracker`
+    share (with the same answers). Called under the spout's lock only."""
+
+    @property
+    def checkpoint(self) -> SequenceKey | None: ...
+    @property
+    def stats(self) -> TrackerStats: ...
+    @property
+    def inflight_count(self) -> int: ...
+    @property
+    def inflight_bytes(self) -> int: ...
+    @property
+    def retry_queue_len(self) -> int: ...
+    @property
+    def dead_letters_pending(self) -> int: ...
+    def emit(self, key: Key, now: float, item: object = None, size: int = 0) -> bool: ...
+    def emit_many(self, keys: Sequence[Key], now: float, items: Sequence[object] | None = None,
+                  sizes: Sequence[int] | None = None) -> int: ...
+    def ack(self, key: Key) -> bool: ...
+    def ack_many(self, keys: Iterable[Key]) -> int: ...
+    def fail(self, key: Key, now: float) -> FailOutcome: ...
+    def give_up(self, key: Key) -> bool: ...
+    def take_dead_letters(self) -> list[tuple[SequenceKey, Any, int]]: ...
+    def dead_letter_written(self, key: Key) -> bool: ...
+    def next_retry(self, now: float) -> tuple[SequenceKey, Any, int] | None: ...
+    def has_due_retry(self, now: float) -> bool: ...
+    def expire(self, now: float) -> list[tuple[SequenceKey, FailOutcome]]: ...
+    def next_due(self, now: float) -> float | None: ...
+
+
+class ShardTracker(RecordTracker, Protocol):
+    """A :class:`RecordTracker` that also puts a batch of the shard's records in flight as one span and acks it
+    whole (:class:`~kinesis_spout.tracking.spans.SpanTracker`): the tracker a :class:`ShardLifecycle` holds."""
+
+    def emit_span(self, keys: Sequence[Key], now: float, items: Sequence[object] | None = None,
+                  sizes: Sequence[int] | None = None) -> Span | None: ...
+    def ack_span(self, span: Span, exclude: Iterable[Key] = ()) -> int: ...
 
 
 class ShardPhase(enum.Enum):
@@ -94,7 +137,7 @@ class ShardLifecycle:
     callable for the shard's whole life, so that the writer sees a repeated offer as the one pending).
     """
 
-    def __init__(self, shard: Shard, tracker: InflightRecordTracker, reader: BufferedShardReader, start: ShardStart,
+    def __init__(self, shard: Shard, tracker: ShardTracker, reader: BufferedShardReader, start: ShardStart,
                  restored: Checkpoint | None = None) -> None:
         self.shard = shard
         self.tracker = tracker
@@ -186,6 +229,12 @@ class ShardLifecycle:
     def ack_many(self, ranks: Iterable[int]) -> bool:
         """:meth:`ack` for several records; True when the safe checkpoint moved."""
         return self.counts_acks and bool(self.tracker.ack_many(ranks))
+
+    def ack_span(self, span: Span, exclude: Iterable[int] = ()) -> bool:
+        """Ack every record of ``span`` (a batch's records of this shard) still in its first emission, but those in
+        ``exclude`` (ranks); True when any was acked. Nothing changes outside ACK_PHASES, nor for a span of an
+        earlier tracker of the shard (the shard was handed back or dropped and taken again)."""
+        return self.counts_acks and bool(self.tracker.ack_span(span, exclude))
 
     def fail(self, rank: int, now: float) -> FailOutcome | None:
         """Fail one record: it is retried or (retries spent) due for its dead letter. None outside ACK_PHASES."""

@@ -20,7 +20,7 @@ from kinesis_spout.kinesis.shards import Shard, drop_range
 from kinesis_spout.kinesis.subscription import FanOutGetter
 from kinesis_spout.positions import LATEST, Position
 from kinesis_spout.spout.shards import ShardLifecycle
-from kinesis_spout.tracker import InflightRecordTracker
+from kinesis_spout.tracking.spans import SpanTracker
 
 if TYPE_CHECKING:
     from kinesis_spout.checkpoint.base import Checkpoint, CheckpointStore
@@ -70,7 +70,7 @@ class ShardStarter:
         cfg = self.config
         rr = self.registry.rr
         initial = checkpoint.key if checkpoint is not None else None
-        tracker = InflightRecordTracker(
+        tracker = SpanTracker(
             shard.shard_id, retry_limit=cfg.retry_limit, backoff=cfg.retry_backoff,
             message_timeout_s=cfg.message_timeout_s, checkpoint=initial)
         hash_range = drop_range(cfg.stream_name, shard.shard_id, shard, cfg.drop_foreign_user_records)

@@ -38,6 +38,7 @@ from kinesis_spout.spark.pipeline.loop import RunLoop
 from kinesis_spout.spark.pipeline.settings import PipelineSettings
 from kinesis_spout.spark.schema import records_to_arrow
 from kinesis_spout.spout import KinesisSpout
+from kinesis_spout.spout.batch import SpoutBatch
 
 __all__ = ["AtLeastOnceRunner"]
 
@@ -154,8 +155,11 @@ class AtLeastOnceRunner:
             break
         process_s = time.monotonic() - t1
         to_fail = [t.message_id for t in tuples if t.message_id in failed]
-        spout.fail_many(to_fail)
-        spout.ack_many(t.message_id for t in tuples if t.message_id not in failed)
+        if isinstance(tuples, SpoutBatch):  # the batch the spout handed out: acked whole, at a cost per shard
+            tuples.ack_except(to_fail)
+        else:
+            spout.fail_many(to_fail)
+            spout.ack_many(t.message_id for t in tuples if t.message_id not in failed)
         if len(failed) > len(to_fail):
             strays = sorted(failed - {t.message_id for t in tuples})
             log.warning("batch %d: process() returned %d failed message ids that are not in the batch (e.g. %s); "

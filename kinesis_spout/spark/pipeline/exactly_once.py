@@ -51,6 +51,7 @@ from kinesis_spout.spark.pipeline.loop import RunLoop
 from kinesis_spout.spark.pipeline.settings import PipelineSettings
 from kinesis_spout.spark.schema import records_to_arrow
 from kinesis_spout.spout import KinesisSpout
+from kinesis_spout.spout.batch import SpoutBatch
 from kinesis_spout.state.base import BackingMapFactory, StateError
 from kinesis_spout.state.txlog import BatchLog, BatchLogEntry, OwnershipLost, next_entry
 
@@ -166,8 +167,8 @@ class ExactlyOnceRunner:
                 if not taken:
                     return [], 0.0
             fresh = split_committed(spout, ownership, taken, through)
-            if fresh:
-                return fresh, started
+            if fresh:  # the live batch itself when nothing was committed before: it is acked whole on commit
+                return (taken if len(fresh) == len(taken) else fresh), started
 
     def _run_tx_batch(self, spout: KinesisSpout, txlog: BatchLog, ownership: RunOwnership, entry: BatchLogEntry,
                       tuples: list[SpoutTuple], started: float) -> bool:
@@ -209,7 +210,10 @@ class ExactlyOnceRunner:
             if not failed:
                 ownership.ensure(f"the commit of txid {entry.txid}")
                 txlog.save(replace(entry, committed=True))  # before the acks: checkpoints never pass an open txid
-                spout.ack_many(ids)
+                if isinstance(tuples, SpoutBatch):  # a live batch: acked whole (a replay's tuples: by id)
+                    tuples.ack()
+                else:
+                    spout.ack_many(ids)
                 self.loop.record(spout, batch, len(records), 0, None, t1 - t0, process_s, started)
                 return True
             what = summary(error) if error is not None else f"{len(failed)} records failed"
