@@ -16,6 +16,7 @@ once, as for any retry). A user record too large for an aggregate of its own is 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from typing import Callable, Generic, Sequence, TypeVar
 
@@ -28,6 +29,8 @@ from kinesis_spout.kinesis.routing import ShardMap
 __all__ = ["Aggregate", "AggregatingWriter", "pack"]
 
 log = logging.getLogger("kinesis_spout.kinesis")
+_md5 = hashlib.md5
+_from_bytes = int.from_bytes
 T = TypeVar("T")
 
 #: (the shard it is made for, its user records) - what the putter carries for each aggregate
@@ -40,51 +43,53 @@ def pack(items: Sequence[tuple[T, PutEntry]], shard_map: ShardMap,
     of their shards' first items; user records keep their order within a shard. PURE. A user record whose entry is
     invalid raises ValueError (validate first: :func:`~kinesis_spout.kinesis.putter.entry_problem`)."""
     groups: dict[str, list[tuple[T, PutEntry, int]]] = {}
+    shard_for = shard_map.shard_for
     for item, entry in items:
-        key = hash_key(entry.partition_key, entry.explicit_hash_key)
-        if key is None:
-            raise ValueError(f"explicit hash key {entry.explicit_hash_key!r} is not a decimal number")
-        groups.setdefault(shard_map.shard_for(key), []).append((item, entry, key))
+        pk, ehk = entry.partition_key, entry.explicit_hash_key
+        if ehk is None:
+            key = _from_bytes(_md5(pk.encode("utf-8"), usedforsecurity=False).digest(), "big")
+        else:
+            found = hash_key(pk, ehk)
+            if found is None:
+                raise ValueError(f"explicit hash key {ehk!r} is not a decimal number")
+            key = found
+        shard_id = shard_for(key)
+        group = groups.get(shard_id)
+        if group is None:
+            group = groups[shard_id] = []
+        group.append((item, entry, key))
     out: list[tuple[Aggregate[T], PutEntry]] = []
-    for shard_id, records in groups.items():
-        builder = AggregateBuilder()
-        members: list[tuple[T, PutEntry, int]] = []
-        for member in records:
-            entry = member[1]
-            if builder.size_with(entry.partition_key, entry.explicit_hash_key, entry.data) > limit:
-                if len(builder):
-                    out.append(_sealed(shard_id, builder, members))
-                    builder, members = AggregateBuilder(), []
-                if builder.size_with(entry.partition_key, entry.explicit_hash_key, entry.data) > limit:
-                    out.append(((shard_id, [member]), entry))  # too large for an aggregate: put plain
-                    continue
-            builder.add(entry.partition_key, entry.explicit_hash_key, entry.data)
-            members.append(member)
-        if len(builder):
-            out.append(_sealed(shard_id, builder, members))
+    for shard_id, members in groups.items():
+        records = [(m[1].partition_key, m[1].explicit_hash_key, m[1].data) for m in members]
+        at = 0
+        while at < len(records):
+            builder = AggregateBuilder()
+            end = builder.fill(records, at, limit)
+            if end == at:  # too large for an aggregate of its own: put plain
+                out.append(((shard_id, [members[at]]), members[at][1]))
+                at += 1
+                continue
+            data, pk, ehk = builder.build()
+            out.append(((shard_id, members[at:end]), PutEntry(data, pk, ehk)))
+            at = end
     return out
-
-
-def _sealed(shard_id: str, builder: AggregateBuilder, members: list[tuple[T, PutEntry, int]]
-            ) -> tuple[Aggregate[T], PutEntry]:
-    data, pk, ehk = builder.build()
-    return (shard_id, members), PutEntry(data, pk, ehk)
 
 
 class AggregatingWriter(Generic[T]):
     """Puts user records as aggregates routed by shard (see the module docstring).
 
     ``putter`` does the PutRecords calls (its counters count aggregates); ``load_map`` lists the stream's shards
-    (called on the first put and when a put landed in an unexpected shard). One caller thread; ``refreshes``
+    (called on the first put, unless ``shard_map`` gives a map to start from, and when a put landed in an unexpected
+    shard). One caller thread; ``refreshes``
     counts the listings after the first and ``replaced`` the user records put again after landing in a foreign
     shard.
     """
 
     def __init__(self, putter: RecordPutter[Aggregate[T]], load_map: Callable[[], ShardMap], *,
-                 max_refreshes: int = 10, limit: int = MAX_AGGREGATE_BYTES) -> None:
+                 max_refreshes: int = 10, limit: int = MAX_AGGREGATE_BYTES, shard_map: ShardMap | None = None) -> None:
         self.putter = putter
         self._load_map = load_map
-        self._map: ShardMap | None = None
+        self._map: ShardMap | None = shard_map
         self.max_refreshes = max_refreshes
         self.limit = limit
         self.refreshes = 0
@@ -94,6 +99,11 @@ class AggregatingWriter(Generic[T]):
         """The map in use (listed on first use)."""
         if self._map is None:
             self._map = self._load_map()
+        return self._map
+
+    @property
+    def current_map(self) -> ShardMap | None:
+        """The map in use, None before one was listed (or given); never lists."""
         return self._map
 
     def put(self, items: Sequence[tuple[T, PutEntry]]) -> list[T]:

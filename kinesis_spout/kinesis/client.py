@@ -23,7 +23,7 @@ from botocore.exceptions import (
 
 from kinesis_spout.config.groups import check_endpoint_url
 from kinesis_spout.errors import KinesisError, StreamNotFoundError, ThrottledError
-from kinesis_spout.kinesis import lean
+from kinesis_spout.kinesis import lean, lean_put
 from kinesis_spout.kinesis.credentials import AwsCredentials, apply_credentials
 from kinesis_spout.kinesis.error_text import error_message
 
@@ -72,6 +72,7 @@ def make_client(region: str | None, endpoint_url: str | None, *, read_timeout_s:
                     max_pool_connections=256, user_agent_extra="kinesis-spout")
     client = session.create_client("kinesis", region_name=region or _default_region(session),
                                    endpoint_url=endpoint_url, config=config)
+    lean_put.enable(client)  # PutRecords of the writers: see kinesis_spout.kinesis.lean_put
     return lean.enable(client)  # GetRecords of the readers: see kinesis_spout.kinesis.lean
 
 

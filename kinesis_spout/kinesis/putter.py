@@ -7,7 +7,9 @@ Kinesis answers a ``PutRecords`` call entry by entry: an entry with an ``ErrorCo
 puts the refused entries again, after its :class:`~kinesis_spout.retry.RetryPolicy`'s delays, until none is left or
 the policy's tries or deadline run out; then :class:`~kinesis_spout.errors.PutRecordsError` says which items were
 written and which were not. A call that fails as a whole (throttled, a 5xx, a lost connection) is tried again the
-same way when ``retry_calls`` is on and the error is retriable; otherwise it is raised at once.
+same way when ``retry_calls`` is on and the error is retriable; otherwise it is raised at once. The calls go through
+the client's lean PutRecords when it has one (:mod:`~kinesis_spout.kinesis.lean_put`, clients of ``make_client``),
+else through botocore's ``put_records``.
 
 Who uses it: the Spark sink (:mod:`kinesis_spout.spark.sink`), the aggregating writer
 (:mod:`kinesis_spout.kinesis.aggregate_writer`) and the dead-letter stream
@@ -25,6 +27,7 @@ from typing import Any, Callable, Generic, Sequence, TypeVar
 from kinesis_spout.errors import KinesisError, PutRecordsError
 from kinesis_spout.kinesis.aggregation import hash_key
 from kinesis_spout.kinesis.client import THROTTLING_CODES, translate
+from kinesis_spout.kinesis.lean_put import put_records
 from kinesis_spout.retry import RetryPolicy
 
 __all__ = ["MAX_BYTES_PER_CALL", "MAX_PARTITION_KEY_CHARS", "MAX_RECORDS_PER_CALL", "MAX_RECORD_BYTES", "Landed",
@@ -177,7 +180,7 @@ class RecordPutter(Generic[T]):
             attempt += 1
             codes: set[str] = set()
             try:
-                reply = self._call([entry.request() for _, entry in todo])
+                reply = self._call([(entry.data, entry.partition_key, entry.explicit_hash_key) for _, entry in todo])
             except KinesisError as exc:
                 if not (self.retry_calls and exc.retriable):
                     self._count(failed=len(todo))
@@ -226,11 +229,11 @@ class RecordPutter(Generic[T]):
             c.records_failed += failed
             c.records_retried += retried
 
-    def _call(self, records: list[dict[str, Any]]) -> dict[str, Any]:
+    def _call(self, records: list[tuple[bytes, str, str | None]]) -> dict[str, Any]:
         with self.counters.lock:
             self.counters.calls += 1
         try:
-            reply: dict[str, Any] = self.client.put_records(StreamName=self.stream_name, Records=records)
+            reply: dict[str, Any] = put_records(self.client, self.stream_name, records)
         except Exception as exc:
             raise translate(exc, f"PutRecords of {len(records)} {self.what} into {self.stream_name!r}") from exc
         return reply

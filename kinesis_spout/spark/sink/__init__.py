@@ -6,6 +6,8 @@
 The data source registered for reads (:class:`~kinesis_spout.spark.source.KinesisSpoutDataSource`) makes these
 writers. Modules: :mod:`~kinesis_spout.spark.sink.options` (the options), :mod:`~kinesis_spout.spark.sink.columns`
 (the columns written), :mod:`~kinesis_spout.spark.sink.task` (one task's rows into Kinesis),
+:mod:`~kinesis_spout.spark.sink.batches` (an Arrow batch checked column by column),
+:mod:`~kinesis_spout.spark.sink.maps` (the shard maps a process's tasks share),
 :mod:`~kinesis_spout.spark.sink.writers` (the Spark writers).
 """
 

@@ -9,7 +9,9 @@ again with jittered backoff until ``putDeadlineS``), as KPL aggregates by shard 
 Spark runs it again: rows already put are put again (at-least-once).
 
 Runs on an executor (a Spark Python worker); the Kinesis client is the worker process's
-(:func:`~kinesis_spout.spark.sink.clients.sink_client`).
+(:data:`~kinesis_spout.spark.clients.WORKER_CLIENTS`), and so is the shard map an aggregating task starts from
+(:mod:`~kinesis_spout.spark.sink.maps`). A batch whose rows are all within Kinesis' limits is checked on whole
+Arrow columns (:mod:`~kinesis_spout.spark.sink.batches`), the others row by row.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from kinesis_spout.kinesis.aggregate_writer import AggregatingWriter
 from kinesis_spout.kinesis.putter import PutEntry, RecordPutter, entry_problem
 from kinesis_spout.kinesis.routing import ShardMap
 from kinesis_spout.retry import RetryPolicy
+from kinesis_spout.spark.sink.batches import checked_entries
 from kinesis_spout.spark.sink.columns import Columns
+from kinesis_spout.spark.sink.maps import keep_map, known_map
 from kinesis_spout.spark.sink.options import SinkOptions
 
 __all__ = ["SinkCounts", "put_policy", "write_task"]
@@ -110,6 +114,30 @@ def _rows(batch: Any, columns: Columns, options: SinkOptions) -> Iterator[tuple[
     return zip(datas, pks, ehks)
 
 
+def _checked_rows(batch: Any, columns: Columns, options: SinkOptions, counts: SinkCounts, rejects: _Rejects | None,
+                  task: str) -> list[tuple[int, PutEntry]]:
+    """The entries of ``batch`` checked row by row (a batch where a row may be refused): InvalidRecordError naming
+    the first row Kinesis cannot take, or such rows written to ``rejects``. Counts the rows (and the rejects)."""
+    stream = options.stream_name
+    entries: list[tuple[int, PutEntry]] = []
+    for data, pk, ehk in _rows(batch, columns, options):
+        row = counts.rows
+        counts.rows += 1
+        problem = entry_problem(data, pk, ehk)
+        if problem is not None:
+            if rejects is None:
+                raise InvalidRecordError(
+                    f"row {row} of {task} cannot be written to stream {stream!r}: {problem}. Nothing of its "
+                    f"batch was put ({counts.user_records} earlier rows of this task were, and are put again "
+                    f"if Spark retries the task). Filter or fix such rows before the write (e.g. "
+                    f"df.where('data IS NOT NULL')), or set the option deadLetterPath to set them aside")
+            rejects.write(row, problem, data, pk)
+            counts.dead_lettered += 1
+            continue
+        entries.append((row, PutEntry(bytes(data), pk, ehk)))
+    return entries
+
+
 def write_task(batches: Iterable[Any], options: SinkOptions, columns: Columns, client: Any, task: str,
                counts: SinkCounts | None = None) -> SinkCounts:
     """Put the rows of ``batches`` (pyarrow RecordBatches) into the stream; returns the task's counts. Raises
@@ -119,26 +147,16 @@ def write_task(batches: Iterable[Any], options: SinkOptions, columns: Columns, c
     counts = counts if counts is not None else SinkCounts()
     putter: RecordPutter[Any] = RecordPutter(options.stream_name, client, put_policy(options.put_deadline_s))
     stream = options.stream_name
-    aggregating = AggregatingWriter(putter, lambda: ShardMap.load(client, stream)) if options.aggregate else None
+    aggregating = AggregatingWriter(putter, lambda: ShardMap.load(client, stream),
+                                    shard_map=known_map(options.config)) if options.aggregate else None
     rejects = _Rejects(options.dead_letter_path, stream, task) if options.dead_letter_path else None
     try:
         for batch in batches:
-            entries: list[tuple[int, PutEntry]] = []
-            for data, pk, ehk in _rows(batch, columns, options):
-                row = counts.rows
-                counts.rows += 1
-                problem = entry_problem(data, pk, ehk)
-                if problem is not None:
-                    if rejects is None:
-                        raise InvalidRecordError(
-                            f"row {row} of {task} cannot be written to stream {stream!r}: {problem}. Nothing of its "
-                            f"batch was put ({counts.user_records} earlier rows of this task were, and are put again "
-                            f"if Spark retries the task). Filter or fix such rows before the write (e.g. "
-                            f"df.where('data IS NOT NULL')), or set the option deadLetterPath to set them aside")
-                    rejects.write(row, problem, data, pk)
-                    counts.dead_lettered += 1
-                    continue
-                entries.append((row, PutEntry(bytes(data), pk, ehk)))
+            entries = checked_entries(batch, columns, options, counts.rows)
+            if entries is not None:
+                counts.rows += len(entries)
+            else:
+                entries = _checked_rows(batch, columns, options, counts, rejects, task)
             if not entries:
                 continue
             if aggregating is not None:
@@ -156,4 +174,6 @@ def write_task(batches: Iterable[Any], options: SinkOptions, columns: Columns, c
         counts.bytes_put += done["bytes_put"]
         if aggregating is not None:
             counts.map_refreshes += aggregating.refreshes
+    if aggregating is not None and aggregating.current_map is not None:
+        keep_map(options.config, aggregating.current_map)
     return counts

@@ -17,8 +17,8 @@ from typing import Any, Iterator, Mapping
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
 from kinesis_spout.errors import ConfigError, StreamNotFoundError
-from kinesis_spout.kinesis.client import make_client, translate
-from kinesis_spout.spark.sink.clients import sink_client
+from kinesis_spout.kinesis.client import translate
+from kinesis_spout.spark.clients import WORKER_CLIENTS
 from kinesis_spout.spark.sink.columns import Columns, check_schema
 from kinesis_spout.spark.sink.options import SinkOptions, parse_sink_options
 from kinesis_spout.spark.sink.task import SinkCounts, write_task
@@ -48,7 +48,7 @@ def _task_name() -> str:
 
 
 def _write(options: SinkOptions, columns: Columns, iterator: Iterator[Any]) -> SinkCommit:
-    client = sink_client(options.config)
+    client = WORKER_CLIENTS.kinesis(options.config)
     return SinkCommit(write_task(iterator, options, columns, client, _task_name()))
 
 
@@ -123,7 +123,7 @@ def check_stream(options: SinkOptions) -> None:
     failures (no network now) are left to the tasks, which report them."""
     cfg = options.config
     try:
-        client = make_client(cfg.region, cfg.endpoint_url, read_timeout_s=5.0, credentials=cfg.credentials)
+        client = WORKER_CLIENTS.kinesis(cfg, read_timeout_s=5.0)  # the driver process's: one for all its writes
         client.describe_stream_summary(StreamName=cfg.stream_name)
     except Exception as exc:  # noqa: BLE001 - only "not found" is an answer here
         err = translate(exc, f"describing stream {cfg.stream_name!r}")

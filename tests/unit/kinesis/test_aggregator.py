@@ -51,3 +51,26 @@ def test_long_keys_and_data_over_128_bytes_use_multi_byte_lengths() -> None:
 def test_an_empty_aggregate_is_refused() -> None:
     with pytest.raises(ValueError, match="at least one user record"):
         AggregateBuilder().build()
+
+
+@pytest.mark.parametrize("limit", [200, 1_000, 4_321, 70_000])
+def test_filling_in_bulk_makes_the_aggregates_of_record_by_record_adds_and_stops_at_the_same_record(
+        limit: int) -> None:
+    records = [(f"ключ-{i % 50}" if i % 4 else "k" * (i % 200 + 1), None if i % 3 else str(2 ** 127 + i % 9),
+                payload(i, i * 37 % 700)) for i in range(600)]
+    start = 0
+    while start < len(records):
+        one_by_one = AggregateBuilder()
+        end = start
+        while end < len(records) and one_by_one.size_with(*records[end]) <= limit:
+            one_by_one.add(*records[end])
+            end += 1
+        bulk = AggregateBuilder()
+        assert bulk.fill(records, start, limit) == end
+        if end == start:  # too large for an aggregate of its own
+            start += 1
+            continue
+        built = bulk.build()
+        assert built == one_by_one.build()
+        assert len(built[0]) + len(built[1].encode()) <= limit
+        start = end
