@@ -32,6 +32,7 @@ from kinesis_spout.spark.offsets import (
 )
 from kinesis_spout.spark.source.planning import QueryPlanning
 from kinesis_spout.spark.source.shard_reads import MAX_RETRIES, shard_getter, skip_consumed
+from kinesis_spout.spark.source.shares import share_rows
 
 __all__ = ["DriverPlanner", "ShardCursor"]
 
@@ -133,12 +134,16 @@ class DriverPlanner:
         now = time.monotonic()
         self._fetch([c for c in cursors if c.readable and c.next_poll <= now])
         cutoff = planning.cutoff
+        admissible = {c.shard_id: c.admissible(cutoff) for c in cursors}
         if cutoff is not None:
             for cursor in cursors:
-                if cursor.admissible(cutoff) < len(cursor.pending):
+                if admissible[cursor.shard_id] < len(cursor.pending):
                     cursor.frozen = True  # records past the run's start were seen: read no further
-        counts = allocate({c.shard_id: [r.size for r in c.pending[:c.admissible(cutoff)]] for c in cursors},
-                          max_rows, max_bytes)
+        if max_bytes is None:  # a limit in records alone: shared out by counting, no work per record
+            counts = share_rows(admissible, max_rows)
+        else:
+            counts = allocate({c.shard_id: [r.size for r in c.pending[:admissible[c.shard_id]]] for c in cursors},
+                              max_rows, max_bytes)
         for cursor in cursors:
             n = counts[cursor.shard_id]
             taken, cursor.pending = cursor.pending[:n], cursor.pending[n:]
