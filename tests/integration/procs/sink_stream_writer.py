@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kinesis_spout.spark.source import KinesisSpoutDataSource
+from kinesis_spout.spark import register
 from kinesis_spout.testing.spark import local_spark_session
 
 
@@ -25,7 +25,7 @@ def main() -> int:
     args = p.parse_args()
 
     spark = local_spark_session("kinesis-spout-sink-crash")
-    spark.dataSource.register(KinesisSpoutDataSource)
+    register(spark)
     lines = spark.readStream.format("text").option("maxFilesPerTrigger", 2).load(args.input)
     rows = lines.selectExpr("concat('k', CAST(CAST(value AS INT) % 13 AS STRING)) AS partitionKey",
                             "value AS data")

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from kinesis_spout.kinesis.aggregation import deaggregate, hash_key
-from kinesis_spout.spark import KinesisSpoutDataSource
+from kinesis_spout.spark import register
 from kinesis_spout.testing.faults import FaultProxy
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from tests.unit.kinesis.aggregates import theirs
@@ -37,7 +37,7 @@ def save(df: Any, endpoint: KinesisEndpoint | str, stream: str, **options: str) 
 
 def test_a_batch_write_puts_every_row_once_in_order_per_key_within_a_task(kinesalite: KinesisEndpoint,
                                                                          spark: Any) -> None:
-    spark.dataSource.register(KinesisSpoutDataSource)
+    register(spark)
     stream = kinesalite.create_stream(shards=3)
     save(rows(spark, 3000, tasks=3), kinesalite, stream)
     got = read_with_spout(kinesalite, stream, 3000)
@@ -53,7 +53,7 @@ def test_a_batch_write_puts_every_row_once_in_order_per_key_within_a_task(kinesa
 
 def test_an_aggregated_write_is_read_back_with_the_same_user_records_keys_and_hash_keys(
         kinesalite: KinesisEndpoint, spark: Any) -> None:
-    spark.dataSource.register(KinesisSpoutDataSource)
+    register(spark)
     stream = kinesalite.create_stream(shards=4)
     df = spark.range(0, 2000, 1, 2).selectExpr(
         "concat('key-', CAST(id % 101 AS STRING)) AS partitionKey",
@@ -83,7 +83,7 @@ def test_an_aggregated_write_is_read_back_with_the_same_user_records_keys_and_ha
 
 def test_entries_refused_by_kinesis_are_put_again_alone_and_none_is_lost_or_doubled(
         kinesalite: KinesisEndpoint, spark: Any) -> None:
-    spark.dataSource.register(KinesisSpoutDataSource)
+    register(spark)
     stream = kinesalite.create_stream(shards=2)
     with FaultProxy(kinesalite.endpoint_url) as proxy:
         proxy.refuse_records({0: PTEE, 7: PTEE, 499: "InternalFailure"}, {1: PTEE}, {0: PTEE})
@@ -101,7 +101,7 @@ def test_entries_refused_by_kinesis_are_put_again_alone_and_none_is_lost_or_doub
 ])
 def test_a_row_kinesis_cannot_take_fails_the_write_naming_it_and_nothing_of_its_batch_is_put(
         kinesalite: KinesisEndpoint, spark: Any, select: list[str], problem: str) -> None:
-    spark.dataSource.register(KinesisSpoutDataSource)
+    register(spark)
     stream = kinesalite.create_stream(shards=1)
     good = spark.range(0, 50, 1, 1).selectExpr("'k' AS partitionKey", "CAST(id AS STRING) AS data")
     bad = spark.range(0, 1, 1, 1).selectExpr(*select)
@@ -112,7 +112,7 @@ def test_a_row_kinesis_cannot_take_fails_the_write_naming_it_and_nothing_of_its_
 
 def test_missing_or_mistyped_columns_and_a_missing_stream_fail_before_anything_is_written(
         kinesalite: KinesisEndpoint, spark: Any) -> None:
-    spark.dataSource.register(KinesisSpoutDataSource)
+    register(spark)
     stream = kinesalite.create_stream(shards=1)
     df = spark.range(3)
     with pytest.raises(Exception, match=r"needs a column 'data' \(binary or string\).*columns: id bigint"):

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from kinesis_spout.spark import KinesisSpoutDataSource
+from kinesis_spout.spark import register
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until
 
@@ -34,7 +34,7 @@ def write_files(directory: Path, files: int, per_file: int) -> list[str]:
 
 
 def test_a_streaming_write_puts_every_row_once(kinesalite: KinesisEndpoint, spark: Any, tmp_path: Path) -> None:
-    spark.dataSource.register(KinesisSpoutDataSource)
+    register(spark)
     stream = kinesalite.create_stream(shards=2)
     ids = write_files(tmp_path / "in", files=3, per_file=100)
     lines = spark.readStream.format("text").option("maxFilesPerTrigger", 1).load(str(tmp_path / "in"))
