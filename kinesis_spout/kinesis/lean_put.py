@@ -29,7 +29,7 @@ from typing import Any, Sequence
 from botocore.awsrequest import AWSRequest
 from botocore.endpoint import convert_to_response_dict
 
-__all__ = ["Fallback", "LeanPutRecords", "enable", "parse_reply", "put_records", "request_body"]
+__all__ = ["Fallback", "LeanPutRecords", "enable", "lean_of", "parse_reply", "put_records", "request_body"]
 
 _REPLY_FIELDS = frozenset({"FailedRecordCount", "Records", "EncryptionType"})
 _RESULT_FIELDS = frozenset({"SequenceNumber", "ShardId", "ErrorCode", "ErrorMessage"})
@@ -158,6 +158,13 @@ def enable(client: Any) -> Any:
     """Give ``client`` a lean PutRecords (used by :func:`put_records`); returns the client."""
     setattr(client, _ATTRIBUTE, LeanPutRecords(client))
     return client
+
+
+def lean_of(client: Any) -> LeanPutRecords | None:
+    """The lean PutRecords :func:`enable` gave ``client`` (its ``fallbacks`` count the calls botocore answered), or
+    None for a client without one."""
+    lean: LeanPutRecords | None = getattr(client, _ATTRIBUTE, None)
+    return lean
 
 
 def put_records(client: Any, stream_name: str, entries: Sequence[Entry]) -> dict[str, Any]:

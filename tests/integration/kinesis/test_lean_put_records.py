@@ -13,7 +13,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from kinesis_spout.kinesis.client import make_client
-from kinesis_spout.kinesis.lean_put import Fallback, LeanPutRecords, parse_reply, put_records, request_body
+from kinesis_spout.kinesis.lean_put import Fallback, LeanPutRecords, lean_of, parse_reply, put_records, request_body
 from kinesis_spout.kinesis.putter import PutEntry, RecordPutter
 from kinesis_spout.retry import RetryPolicy
 from kinesis_spout.testing.kinesis import KinesisEndpoint
@@ -89,7 +89,8 @@ def test_an_error_raises_what_botocore_raises(kinesis_backend: KinesisEndpoint) 
         time.sleep(0.05)  # kinesalite deletes after a short delay: wait for the condition, bounded
     with pytest.raises(ClientError) as theirs:
         client.put_records(StreamName=stream, Records=[{"Data": b"x", "PartitionKey": "k"}])
-    lean: LeanPutRecords = client._kinesis_spout_lean_put
+    lean = lean_of(client)
+    assert lean is not None, "make_client gives its clients the lean PutRecords"
     before = lean.fallbacks
     with pytest.raises(ClientError) as mine:
         put_records(client, stream, ENTRIES[:1])
