@@ -23,14 +23,12 @@ from __future__ import annotations
 
 import binascii
 import json
-import threading
 from datetime import datetime, timezone
 from typing import Any
 
-from botocore.awsrequest import AWSRequest
-from botocore.endpoint import convert_to_response_dict
+from kinesis_spout.kinesis.lean_call import Fallback, LeanCall
 
-__all__ = ["Fallback", "LeanGetRecords", "enable", "get_records", "parse_reply"]
+__all__ = ["Fallback", "LeanGetRecords", "enable", "get_records", "lean_of", "parse_reply"]
 
 _RECORD_FIELDS = frozenset({"SequenceNumber", "ApproximateArrivalTimestamp", "Data", "PartitionKey",
                             "EncryptionType"})
@@ -43,31 +41,17 @@ _fromtimestamp = datetime.fromtimestamp
 _UTC = timezone.utc
 
 
-class _Captured(Exception):
-    """Raised by the ``before-send`` hook once botocore's first request was noted: nothing is sent."""
-
-
-class Fallback(Exception):
-    """The reply holds something the lean parser does not know: botocore parses it."""
-
-
-class LeanGetRecords:
+class LeanGetRecords(LeanCall):
     """GetRecords for one botocore Kinesis client (see the module docstring). ``calls`` and ``fallbacks`` count
     lean calls and the replies handed to botocore's parser."""
 
     def __init__(self, client: Any) -> None:
-        self._client = client
-        self._lock = threading.Lock()
-        self._template: tuple[str, dict[str, str]] | None = None  # URL and headers of botocore's own request
-        self._hooked = False
-        self._capturing = threading.local()  # set while the lean path asks botocore for its request
-        self.calls = 0
-        self.fallbacks = 0
+        super().__init__(client, "GetRecords")
 
     def __call__(self, shard_iterator: str, limit: int) -> dict[str, Any]:
-        if self._template is None:
-            return self._through_botocore(shard_iterator, limit)
-        response = self.send(shard_iterator, limit)
+        if not self.ready:
+            self.capture(lambda: self._client.get_records(ShardIterator=shard_iterator, Limit=limit))
+        response = self.request(shard_iterator, limit)
         if response.status_code == 200:
             try:
                 return parse_reply(response.content)
@@ -76,58 +60,9 @@ class LeanGetRecords:
         self.fallbacks += 1
         return self.botocore_parse(response)
 
-    def send(self, shard_iterator: str, limit: int) -> Any:
-        """One signed GetRecords request on botocore's HTTP session; the raw ``AWSResponse`` (needs the template
-        of a first call through botocore)."""
-        assert self._template is not None, "the first GetRecords of a client goes through botocore"
-        url, headers = self._template
-        body = json.dumps({"ShardIterator": shard_iterator, "Limit": limit}).encode()
-        request = AWSRequest(method="POST", url=url, data=body, headers=dict(headers))
-        client = self._client
-        client._request_signer.sign("GetRecords", request)
-        response = client._endpoint.http_session.send(request.prepare())
-        self.calls += 1
-        return response
-
-    def _through_botocore(self, shard_iterator: str, limit: int) -> dict[str, Any]:
-        """The first call: botocore builds and signs the request, a ``before-send`` hook keeps its URL and headers as
-        the template and stops it there (so botocore's parser never sees a reply), then the call is made lean."""
-        with self._lock:
-            if not self._hooked:
-                self._client.meta.events.register("before-send.kinesis.GetRecords", self._capture)
-                self._hooked = True
-        self._capturing.active = True
-        try:
-            self._client.get_records(ShardIterator=shard_iterator, Limit=limit)
-        except _Captured:
-            pass
-        finally:
-            self._capturing.active = False
-        if self._template is None:  # pragma: no cover - the hook always captures the first request
-            raise RuntimeError("GetRecords: botocore's request was not captured")
-        return self(shard_iterator, limit)
-
-    def _capture(self, request: Any, **_: Any) -> None:
-        if not getattr(self._capturing, "active", False):
-            return  # a plain client.get_records() of someone else: botocore sends it
-        keep = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in request.headers.items()
-                if k.lower() in ("content-type", "x-amz-target", "user-agent")}
-        with self._lock:
-            if self._template is None:
-                self._template = (request.url, keep)
-        raise _Captured
-
-    def botocore_parse(self, response: Any) -> dict[str, Any]:
-        """What botocore makes of ``response``: the parsed reply, or the exception it raises for an error."""
-        client = self._client
-        model = client.meta.service_model.operation_model("GetRecords")
-        factory = client._endpoint._response_parser_factory
-        parser = factory.create_parser(model.metadata["protocol"])
-        parsed: dict[str, Any] = parser.parse(convert_to_response_dict(response, model), model.output_shape)
-        if response.status_code >= 300:
-            code = parsed.get("Error", {}).get("Code")
-            raise client.exceptions.from_code(code)(parsed, "GetRecords")
-        return parsed
+    def request(self, shard_iterator: str, limit: int) -> Any:
+        """One signed GetRecords request; the raw ``AWSResponse`` (after a first call through botocore)."""
+        return self.send(json.dumps({"ShardIterator": shard_iterator, "Limit": limit}).encode())
 
 
 def parse_reply(content: bytes) -> dict[str, Any]:
@@ -154,6 +89,12 @@ def parse_reply(content: bytes) -> dict[str, Any]:
                 not child.get("HashKeyRange", {}).keys() <= _RANGE_FIELDS:
             raise Fallback
     return doc
+
+
+def lean_of(client: Any) -> LeanGetRecords | None:
+    """The lean GetRecords :func:`enable` gave ``client``, or None for a client without one."""
+    lean: LeanGetRecords | None = getattr(client, _ATTRIBUTE, None)
+    return lean
 
 
 def enable(client: Any) -> Any:

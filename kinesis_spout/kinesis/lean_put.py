@@ -23,11 +23,9 @@ from __future__ import annotations
 
 import binascii
 import json
-import threading
 from typing import Any, Sequence
 
-from botocore.awsrequest import AWSRequest
-from botocore.endpoint import convert_to_response_dict
+from kinesis_spout.kinesis.lean_call import Fallback, LeanCall
 
 __all__ = ["Fallback", "LeanPutRecords", "enable", "lean_of", "parse_reply", "put_records", "request_body"]
 
@@ -39,14 +37,6 @@ _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 #: One record of a call: (data, partition key, explicit hash key or None).
 Entry = tuple[bytes, str, "str | None"]
-
-
-class _Captured(Exception):
-    """Raised by the ``before-send`` hook once botocore's first request was noted: nothing is sent."""
-
-
-class Fallback(Exception):
-    """The reply holds something the lean parser does not know: botocore parses it."""
 
 
 def request_body(stream_name: str, entries: Sequence[Entry]) -> bytes:
@@ -79,31 +69,21 @@ def parse_reply(content: bytes, expected: int) -> dict[str, Any]:
     return doc
 
 
-class LeanPutRecords:
+class LeanPutRecords(LeanCall):
     """PutRecords for one botocore Kinesis client (see the module docstring). ``calls`` and ``fallbacks`` count
     lean calls and the replies handed to botocore's parser (read them from any thread; written by callers)."""
 
     def __init__(self, client: Any) -> None:
-        self._client = client
-        self._lock = threading.Lock()
-        self._template: tuple[str, dict[str, str]] | None = None  # URL and headers of botocore's own request
-        self._hooked = False
-        self._capturing = threading.local()  # set while the lean path asks botocore for its request
-        self.calls = 0
-        self.fallbacks = 0
+        super().__init__(client, "PutRecords")
 
     def __call__(self, stream_name: str, entries: Sequence[Entry]) -> dict[str, Any]:
         """Put ``entries`` in one call; Kinesis' answer (``Records`` in the order of ``entries``), or the exception
         botocore raises for an error reply or a failed connection."""
-        if self._template is None:
-            self._capture_template(stream_name, entries)
-        assert self._template is not None
-        url, headers = self._template
-        request = AWSRequest(method="POST", url=url, data=request_body(stream_name, entries), headers=dict(headers))
-        client = self._client
-        client._request_signer.sign("PutRecords", request)
-        response = client._endpoint.http_session.send(request.prepare())
-        self.calls += 1
+        if not self.ready:
+            first = [{"Data": d, "PartitionKey": pk, **({} if h is None else {"ExplicitHashKey": h})}
+                     for d, pk, h in entries[:1]]
+            self.capture(lambda: self._client.put_records(StreamName=stream_name, Records=first))
+        response = self.send(request_body(stream_name, entries))
         if response.status_code == 200:
             try:
                 return parse_reply(response.content, len(entries))
@@ -111,47 +91,6 @@ class LeanPutRecords:
                 pass
         self.fallbacks += 1
         return self.botocore_parse(response)
-
-    def _capture_template(self, stream_name: str, entries: Sequence[Entry]) -> None:
-        """The first call: botocore builds and signs the request, a ``before-send`` hook keeps its URL and headers
-        as the template and stops it there (nothing is sent)."""
-        with self._lock:
-            if not self._hooked:
-                self._client.meta.events.register("before-send.kinesis.PutRecords", self._capture)
-                self._hooked = True
-        records = [{"Data": d, "PartitionKey": pk, **({} if h is None else {"ExplicitHashKey": h})}
-                   for d, pk, h in entries[:1]]
-        self._capturing.active = True
-        try:
-            self._client.put_records(StreamName=stream_name, Records=records)
-        except _Captured:
-            pass
-        finally:
-            self._capturing.active = False
-        if self._template is None:  # pragma: no cover - the hook always captures the first request
-            raise RuntimeError("PutRecords: botocore's request was not captured")
-
-    def _capture(self, request: Any, **_: Any) -> None:
-        if not getattr(self._capturing, "active", False):
-            return  # a plain client.put_records() of someone else: botocore sends it
-        keep = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in request.headers.items()
-                if k.lower() in ("content-type", "x-amz-target", "user-agent")}
-        with self._lock:
-            if self._template is None:
-                self._template = (request.url, keep)
-        raise _Captured
-
-    def botocore_parse(self, response: Any) -> dict[str, Any]:
-        """What botocore makes of ``response``: the parsed reply, or the exception it raises for an error."""
-        client = self._client
-        model = client.meta.service_model.operation_model("PutRecords")
-        factory = client._endpoint._response_parser_factory
-        parser = factory.create_parser(model.metadata["protocol"])
-        parsed: dict[str, Any] = parser.parse(convert_to_response_dict(response, model), model.output_shape)
-        if response.status_code >= 300:
-            code = parsed.get("Error", {}).get("Code")
-            raise client.exceptions.from_code(code)(parsed, "PutRecords")
-        return parsed
 
 
 def enable(client: Any) -> Any:

@@ -15,11 +15,13 @@ from botocore.exceptions import ClientError
 
 from kinesis_spout.kinesis.client import make_client
 from kinesis_spout.kinesis.lean import Fallback, LeanGetRecords, get_records, parse_reply
+from kinesis_spout.kinesis.lean import lean_of as lean_get_records
 from kinesis_spout.testing.kinesis import KinesisEndpoint, wait_for_stream
 
 
 def lean_of(client: Any) -> LeanGetRecords:
-    lean: LeanGetRecords = client._kinesis_spout_lean
+    lean = lean_get_records(client)
+    assert lean is not None, "make_client gives its clients the lean GetRecords"
     return lean
 
 
@@ -31,7 +33,7 @@ def iterator(client: Any, stream: str, shard: str) -> str:
 
 def both(lean: LeanGetRecords, it: str, limit: int = 10_000) -> tuple[dict[str, Any], dict[str, Any]]:
     """(lean parse, botocore parse) of one and the same reply."""
-    response = lean.send(it, limit)
+    response = lean.request(it, limit)
     assert response.status_code == 200, response.content
     theirs = lean.botocore_parse(response)
     theirs.pop("ResponseMetadata", None)
