@@ -13,8 +13,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from bisect import bisect_left
 from collections import deque
 from dataclasses import replace
+from itertools import accumulate
 from typing import Callable, Iterable
 
 from kinesis_spout import retry
@@ -114,13 +116,18 @@ class BufferedShardReader:
                 if self._error is not None:
                     raise self._error
                 return []
-            out: list[Record] = []
-            taken = 0
+            if max_bytes <= 0 or n <= 0:
+                return []
+            # take up to n at once, then give back those after the first whose bytes reach max_bytes
             popleft = buffer.popleft
-            while buffer and len(out) < n and taken < max_bytes:
-                record = popleft()
-                out.append(record)
-                taken += len(record.data) + len(record.partition_key)
+            out: list[Record] = [popleft() for _ in range(min(n, len(buffer)))]
+            sizes = [len(r.data) + len(r.partition_key) for r in out]  # Record.size, inlined
+            taken = sum(sizes)
+            if taken > max_bytes:
+                keep = bisect_left(list(accumulate(sizes)), max_bytes) + 1
+                buffer.extendleft(reversed(out[keep:]))
+                del out[keep:]
+                taken = sum(sizes[:keep])
             self._bytes -= taken
         if self.parked and len(self._buffer) <= self.max_records // 2 and self.has_room():
             self._wake()
@@ -184,7 +191,7 @@ class BufferedShardReader:
             pause = self._idle.next_delay()
         due = time.monotonic() + pause
         if result.records:
-            size = sum(r.size for r in result.records)
+            size = sum([len(r.data) + len(r.partition_key) for r in result.records])  # Record.size, inlined
             with self._lock:
                 self._buffer.extend(result.records)
                 self._bytes += size
