@@ -24,7 +24,7 @@ from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.errors import KinesisError, SpoutError
 from kinesis_spout.kinesis.getter import GET_RECORDS_RETRY, ShardGetter
 from kinesis_spout.kinesis.pool import PARK, ReaderPool
-from kinesis_spout.records import Record
+from kinesis_spout.records import Record, record_sizes, records_bytes
 
 log = logging.getLogger("kinesis_spout.kinesis")
 
@@ -121,9 +121,9 @@ class BufferedShardReader:
             # take up to n at once, then give back those after the first whose bytes reach max_bytes
             popleft = buffer.popleft
             out: list[Record] = [popleft() for _ in range(min(n, len(buffer)))]
-            sizes = [len(r.data) + len(r.partition_key) for r in out]  # Record.size, inlined
-            taken = sum(sizes)
+            taken = records_bytes(out)
             if taken > max_bytes:
+                sizes = record_sizes(out)
                 keep = bisect_left(list(accumulate(sizes)), max_bytes) + 1
                 buffer.extendleft(reversed(out[keep:]))
                 del out[keep:]
@@ -191,7 +191,7 @@ class BufferedShardReader:
             pause = self._idle.next_delay()
         due = time.monotonic() + pause
         if result.records:
-            size = sum([len(r.data) + len(r.partition_key) for r in result.records])  # Record.size, inlined
+            size = records_bytes(result.records)
             with self._lock:
                 self._buffer.extend(result.records)
                 self._bytes += size

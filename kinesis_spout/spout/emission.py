@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from kinesis_spout.records import RANK_BASE, Record, SpoutTuple, message_id
+from kinesis_spout.records import RANK_BASE, Record, SpoutTuple, message_id, record_sizes, records_bytes
 from kinesis_spout.spout.kpl import note_aggregates
 from kinesis_spout.spout.shards import ShardPhase
 
@@ -109,7 +109,7 @@ class Emitter:
             if not taken:
                 break
             batch.extend(taken)
-            size += sum([len(t[1].data) + len(t[1].partition_key) for t in taken])  # t[1]: t.record
+            size += records_bytes([t[1] for t in taken])  # t[1]: t.record
 
     def _next_retry(self, now: float, into: SpoutBatch | None) -> SpoutTuple | None:
         states = list(self.registry.shards.values())
@@ -161,7 +161,7 @@ class Emitter:
         state = self.registry.shards[records[0].shard_id]
         tracker = state.tracker
         note_aggregates(state.aggregates, records)
-        sizes = [len(r.data) + len(r.partition_key) for r in records]
+        sizes = record_sizes(records)
         reliable = self.config.reliable
         try:
             span = tracker.emit_span([k[0] * RANK_BASE + k[1] for k in [r[6] for r in records]], now, records,
