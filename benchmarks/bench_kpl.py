@@ -173,6 +173,11 @@ def run(ctx: BenchContext, smoke: bool) -> list[dict[str, Any]]:
             if extras:
                 row["checkpoints_at_end"] = all(e.get("checkpoints_at_end", False) for e in extras)
                 row["open_s"] = summary([e["open_s"] for e in extras])  # within the timed run
+                # the same runs without open() (ZooKeeper session, shard listing, checkpoint reads): what reading
+                # itself reaches, a figure for the report beside the timed run's
+                row["user_records_per_s_after_open"] = summary(
+                    [r.records / (r.wall_s - r.extra["open_s"]) for r in res
+                     if r.extra and r.wall_s > r.extra["open_s"]])
             by_case[(name, label)] = row
             rows.append(row)
     for name in (LOOP, SPOUT, SPOUT_BATCH):
