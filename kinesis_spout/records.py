@@ -12,7 +12,8 @@ it hashes and compares faster than a tuple.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, NamedTuple
+from operator import add, itemgetter
+from typing import Any, NamedTuple, Sequence
 
 #: The sub-sequence of a key that stands after every user record of its Kinesis record (a checkpoint or an offset
 #: that consumed the whole record): greater than any real sub-sequence number.
@@ -111,6 +112,20 @@ class Record(NamedTuple):
         (the key of a record read from Kinesis always has one)."""
         key = self.key
         return key[0] * RANK_BASE + key[1]
+
+
+_DATA, _PARTITION_KEY = itemgetter(4), itemgetter(3)  # Record.data, Record.partition_key
+
+
+def record_sizes(records: Sequence[Record]) -> list[int]:
+    """:attr:`Record.size` of each record, computed in C (``map``) rather than one property call a record: for the
+    readers and the emitter, which size thousands of records at a time."""
+    return list(map(add, map(len, map(_DATA, records)), map(len, map(_PARTITION_KEY, records))))
+
+
+def records_bytes(records: Sequence[Record]) -> int:
+    """The sum of :attr:`Record.size` over ``records`` (see :func:`record_sizes`)."""
+    return sum(map(len, map(_DATA, records))) + sum(map(len, map(_PARTITION_KEY, records)))
 
 
 def message_id(shard_id: str, key: SequenceKey) -> str:

@@ -25,7 +25,8 @@ from __future__ import annotations
 import hashlib
 from typing import NamedTuple
 
-__all__ = ["MAGIC", "UserRecord", "aggregate_problem", "deaggregate", "hash_key", "is_aggregated"]
+__all__ = ["MAGIC", "Columns", "UserRecord", "aggregate_problem", "deaggregate", "deaggregate_columns", "hash_key",
+           "is_aggregated"]
 
 MAGIC = b"\xf3\x89\x9a\xc2"
 _DIGEST = 16
@@ -130,13 +131,37 @@ def _text(buf: bytes, pos: int, end: int) -> tuple[str, int]:
 
 def deaggregate(data: bytes) -> list[UserRecord] | None:
     """The user records of an aggregated record's ``data``, in order (their sub-sequence numbers are their
-    indexes); ``None`` when ``data`` is not a valid aggregate and must be delivered as it is.
+    indexes); ``None`` when ``data`` is not a valid aggregate and must be delivered as it is. Built on
+    :func:`deaggregate_columns`."""
+    try:
+        keys, ehks, datas = _decode(data)
+    except _Malformed:
+        return None
+    new, cls = tuple.__new__, UserRecord  # a NamedTuple built by tuple.__new__: half the cost of UserRecord()
+    if ehks is None:
+        return [new(cls, (key, None, payload)) for key, payload in zip(keys, datas)]
+    return [new(cls, fields) for fields in zip(keys, ehks, datas)]
 
-    The records field is read on a fast path for the shape producers write (tag, a length under 16 KiB, then the
-    partition key index under 128 and the data under 16 KiB); anything else goes through the general parser.
+
+class Columns(NamedTuple):
+    """An aggregate's user records as columns, index i being the user record of sub-sequence number i: each one's
+    partition key, explicit hash key (``explicit_hash_keys`` is None when no user record has one) and data."""
+
+    partition_keys: list[str]
+    explicit_hash_keys: list[str | None] | None
+    data: list[bytes]
+
+
+def deaggregate_columns(data: bytes) -> Columns | None:
+    """:func:`deaggregate` as columns, without an object per user record: what the shard getter builds its records
+    from. ``None`` when ``data`` is not a valid aggregate.
+
+    The records field is read on a fast path for the shape producers write (tag, a length under 16 KiB, the
+    partition key index under 128, optionally the explicit hash key index under 128, then the data under 16 KiB);
+    anything else goes through the general parser.
     """
     try:
-        return _decode(data)
+        return tuple.__new__(Columns, _decode(data))
     except _Malformed:
         return None
 
@@ -152,7 +177,7 @@ def aggregate_problem(data: bytes) -> str | None:
     return None
 
 
-def _decode(data: bytes) -> list[UserRecord]:
+def _decode(data: bytes) -> tuple[list[str], list[str | None] | None, list[bytes]]:
     if len(data) < len(MAGIC) + _DIGEST or data[:4] != MAGIC:
         raise _Malformed("no KPL magic" if data[:4] != MAGIC else "shorter than the magic and the digest")
     end = len(data) - _DIGEST
@@ -160,8 +185,10 @@ def _decode(data: bytes) -> list[UserRecord]:
         raise _Malformed("the MD5 digest does not match the message")
     pks: list[str] = []
     ehks: list[str] = []
-    raw: list[tuple[int, int | None, bytes]] = []
-    append = raw.append
+    pk_index: list[int] = []
+    ehk_index: list[int | None] = []  # one entry per user record once any has an explicit hash key index
+    datas: list[bytes] = []
+    add_pk, add_data = pk_index.append, datas.append
     pos = 4
     try:
         while pos < end:
@@ -174,19 +201,47 @@ def _decode(data: bytes) -> list[UserRecord]:
                 stop = pos + length
                 if stop > end:
                     raise _Malformed("truncated record")
-                # fast path: field 1 (partition key index) then field 3 (data), nothing else
-                if data[pos] == 0x08 and data[pos + 1] < 0x80 and data[pos + 2] == 0x1A:
-                    n = data[pos + 3]
-                    first = pos + 4
-                    if n >= 0x80:  # a two-byte data length; a longer or cut one never matches (first + end > stop)
-                        n = (n & 0x7F) | (data[pos + 4] << 7) if data[pos + 4] < 0x80 else end
-                        first += 1
-                    if first + n == stop:
-                        append((data[pos + 1], None, data[first:stop]))
-                        pos = stop
-                        continue
-                append(_record(data, pos, stop))
+                # fast path: field 1 (partition key index), maybe field 2 (explicit hash key index), then field 3
+                # (data), nothing else
+                if data[pos] == 0x08 and data[pos + 1] < 0x80:
+                    q = pos + 2
+                    ehk: int | None = None
+                    if data[q] == 0x10 and data[q + 1] < 0x80:
+                        ehk = data[q + 1]
+                        q += 2
+                    if data[q] == 0x1A:
+                        n = data[q + 1]
+                        first = q + 2
+                        if n >= 0x80:  # a two-byte data length; a longer or cut one never matches (first + end > stop)
+                            n = (n & 0x7F) | (data[q + 2] << 7) if data[q + 2] < 0x80 else end
+                            first += 1
+                        if first + n == stop:
+                            if ehk is not None or ehk_index:
+                                if not ehk_index:
+                                    ehk_index.extend([None] * len(datas))
+                                ehk_index.append(ehk)
+                            add_pk(data[pos + 1])
+                            add_data(data[first:stop])
+                            pos = stop
+                            continue
+                pk, ehk, payload = _record(data, pos, stop)
+                if ehk is not None or ehk_index:
+                    if not ehk_index:
+                        ehk_index.extend([None] * len(datas))
+                    ehk_index.append(ehk)
+                add_pk(pk)
+                add_data(payload)
                 pos = stop
+                continue
+            if tag == 0x0A and data[pos + 1] < 0x80:  # field 1 (a partition key) under 128 bytes: _text, inlined
+                first = pos + 2
+                pos = first + data[pos + 1]
+                if pos > end:
+                    raise _Malformed("truncated string")
+                try:
+                    pks.append(data[first:pos].decode("utf-8"))
+                except UnicodeDecodeError as exc:
+                    raise _Malformed("a key that is not UTF-8") from exc
                 continue
             tag, pos = _varint(data, pos, end)
             field, wire = tag >> 3, tag & 7
@@ -200,17 +255,25 @@ def _decode(data: bytes) -> list[UserRecord]:
                 length, pos = _varint(data, pos, end)
                 if pos + length > end:
                     raise _Malformed("truncated record")
-                append(_record(data, pos, pos + length))
+                pk, ehk, payload = _record(data, pos, pos + length)
+                if ehk is not None or ehk_index:
+                    if not ehk_index:
+                        ehk_index.extend([None] * len(datas))
+                    ehk_index.append(ehk)
+                add_pk(pk)
+                add_data(payload)
                 pos += length
             elif field == 0:  # not valid protobuf: KCL rejects it too
                 raise _Malformed("field number 0")
             else:
                 pos = _skip(data, pos, end, wire)
-        if not raw:  # the empty message (KCL and aws-kinesis-agg deliver the record whole) or key tables alone
+        if not datas:  # the empty message (KCL and aws-kinesis-agg deliver the record whole) or key tables alone
             raise _Malformed("an aggregate without user records")
         # an index outside its table raises IndexError (indexes are never negative): not a valid aggregate
-        new, cls = tuple.__new__, UserRecord  # a NamedTuple built by tuple.__new__: half the cost of UserRecord()
-        return [new(cls, (pks[pk], None if ehk is None else ehks[ehk], payload)) for pk, ehk, payload in raw]
+        keys = [pks[i] for i in pk_index]
+        if not ehk_index:
+            return keys, None, datas
+        return keys, [None if j is None else ehks[j] for j in ehk_index], datas
     except IndexError:
         raise _Malformed(f"a key index outside its table ({len(pks)} partition keys, {len(ehks)} explicit hash "
                          f"keys)") from None

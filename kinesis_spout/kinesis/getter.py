@@ -13,7 +13,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.errors import KinesisError
-from kinesis_spout.kinesis.aggregation import MAGIC, UserRecord, aggregate_problem, deaggregate, hash_key
+from kinesis_spout.kinesis.aggregation import MAGIC, aggregate_problem, deaggregate_columns, hash_key
 from kinesis_spout.kinesis.client import translate
 from kinesis_spout.kinesis.lean import get_records
 from kinesis_spout.kinesis.shards import HashKeyRange
@@ -143,20 +143,21 @@ class ShardGetter:
         for r in raw:
             seq, data = r["SequenceNumber"], r["Data"]
             if self.deaggregate and data[:4] == MAGIC:
-                users = deaggregate(data)
+                users = deaggregate_columns(data)
                 if users is not None:
                     arrived, number = r.get("ApproximateArrivalTimestamp"), int(seq)
-                    kept = self._kept(seq, users) if self._foreign is not None else None
+                    keys, ehks, datas = users
+                    kept = self._kept(seq, keys, ehks) if self._foreign is not None else None
                     if kept is None:
-                        n = len(users)
-                        out.extend(new(Record, (shard_id, seq, i, u.partition_key, u.data, arrived,
-                                                new(SequenceKey, (number, i)), n))
-                                   for i, u in enumerate(users))
+                        n = len(datas)
+                        out.extend([new(Record, (shard_id, seq, i, key, payload, arrived,
+                                                 new(SequenceKey, (number, i)), n))
+                                    for i, key, payload in zip(range(n), keys, datas)])
                     elif kept:
                         n = kept[-1] + 1
-                        out.extend(new(Record, (shard_id, seq, i, users[i].partition_key, users[i].data, arrived,
-                                                new(SequenceKey, (number, i)), n))
-                                   for i in kept)
+                        out.extend([new(Record, (shard_id, seq, i, keys[i], datas[i], arrived,
+                                                 new(SequenceKey, (number, i)), n))
+                                    for i in kept])
                     continue
                 self.corrupt_aggregates += 1
                 log.warning("record %s:%s starts like a KPL aggregate but does not decode (%s); delivered as it is",
@@ -165,32 +166,44 @@ class ShardGetter:
                                     r.get("ApproximateArrivalTimestamp"), new(SequenceKey, (int(seq), 0)), 0)))
         return out
 
-    def _kept(self, seq: str, users: list[UserRecord]) -> list[int] | None:
-        """The indexes of the user records whose hash key lies in the shard's range (None when all do); counts and
-        reports the others. A user record whose explicit hash key is not a number is kept (no shard can be told)."""
+    def _kept(self, seq: str, keys: list[str], ehks: list[str | None] | None) -> list[int] | None:
+        """The indexes of the user records (partition keys ``keys``, explicit hash keys ``ehks``, None when none
+        has one) whose hash key lies in the shard's range (None when all do); counts and reports the others. A user
+        record whose explicit hash key is not a number is kept (no shard can be told). Each distinct key is hashed
+        once: the user records of an aggregate often share their explicit hash key."""
         rng = self._foreign
         assert rng is not None
         low, high = rng.start, rng.end
-        hashes: dict[tuple[str, str | None], int | None] = {}
-        kept: list[int] = []
-        below = above = 0
-        for i, (pk, ehk, _) in enumerate(users):
-            where = (pk, ehk)
-            if where in hashes:
-                h = hashes[where]
-            else:
-                h = hashes[where] = hash_key(pk, ehk)
-            if h is None or low <= h <= high:
-                kept.append(i)
-            elif h < low:
-                below += 1
-            else:
-                above += 1
-        if not below and not above:
+        # one cache per kind of key: a partition key and an explicit hash key of the same text hash differently
+        pk_hashes: dict[str, int | None] = {}
+        pk_inside: dict[str, bool] = {}
+        ehk_hashes: dict[str, int | None] = {}
+        ehk_inside: dict[str, bool] = {}
+        # the distinct keys first (sets are built at C speed): most aggregates lie wholly inside their shard
+        by_pk = set(keys) if ehks is None else {pk for pk, ehk in zip(keys, ehks) if ehk is None}
+        by_ehk: set[str | None] = set() if ehks is None else set(ehks)
+        by_ehk.discard(None)
+        if all([_inside(pk, None, low, high, pk_inside, pk_hashes) for pk in by_pk]) and \
+                all([_inside(ehk, ehk, low, high, ehk_inside, ehk_hashes) for ehk in by_ehk if ehk is not None]):
             return None
+        if ehks is None:
+            outside = [i for i, pk in enumerate(keys) if not _inside(pk, None, low, high, pk_inside, pk_hashes)]
+        else:
+            outside = [i for i, (pk, ehk) in enumerate(zip(keys, ehks))
+                       if not (_inside(ehk, ehk, low, high, ehk_inside, ehk_hashes) if ehk is not None
+                               else _inside(pk, None, low, high, pk_inside, pk_hashes))]
+        if not outside:
+            return None
+        below = 0
+        for i in outside:
+            ehk = ehks[i] if ehks is not None else None
+            h = ehk_hashes[ehk] if ehk is not None else pk_hashes[keys[i]]
+            below += h is not None and h < low
+        above = len(outside) - below
         self.foreign_user_records += below + above
-        self._report(seq, len(users), below, above)
-        return kept
+        self._report(seq, len(keys), below, above)
+        dropped = set(outside)
+        return [i for i in range(len(keys)) if i not in dropped]
 
     def _report(self, seq: str, total: int, below: int, above: int) -> None:
         """Log dropped user records: the first time for a shard (in this process) as a warning with the counts, later
@@ -207,6 +220,19 @@ class ShardGetter:
                 "dropForeignUserRecords=false (SpoutConfig.drop_foreign_user_records) for it", self.shard_id,
                 self.stream_name, seq, below + above, total, self._foreign, below, above,
                 "; later ones of this shard are logged at debug level" if first else "")
+
+
+def _inside(text: str, ehk: str | None, low: int, high: int, inside: dict[str, bool],
+            hashes: dict[str, int | None]) -> bool:
+    """Whether the user record keyed ``text`` (its explicit hash key ``ehk``, else its partition key: ``ehk``
+    None) lies in ``low .. high``; remembered in ``inside`` and ``hashes`` (by ``text``, one pair of dicts per
+    kind of key) for the user records that share it. An explicit hash key that is not a number lies inside (no
+    shard can be told). Called by :meth:`ShardGetter._kept` on the reader's thread."""
+    got = inside.get(text)
+    if got is None:
+        h = hashes[text] = hash_key(text, ehk)
+        got = inside[text] = h is None or low <= h <= high
+    return got
 
 
 #: Pause before GetRecords is tried again after a throttle or a retriable error: full jitter between the shortest

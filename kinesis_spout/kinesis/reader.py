@@ -13,8 +13,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from bisect import bisect_left
 from collections import deque
 from dataclasses import replace
+from itertools import accumulate
 from typing import Callable, Iterable
 
 from kinesis_spout import retry
@@ -22,7 +24,7 @@ from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.errors import KinesisError, SpoutError
 from kinesis_spout.kinesis.getter import GET_RECORDS_RETRY, ShardGetter
 from kinesis_spout.kinesis.pool import PARK, ReaderPool
-from kinesis_spout.records import Record
+from kinesis_spout.records import Record, record_sizes, records_bytes
 
 log = logging.getLogger("kinesis_spout.kinesis")
 
@@ -114,13 +116,18 @@ class BufferedShardReader:
                 if self._error is not None:
                     raise self._error
                 return []
-            out: list[Record] = []
-            taken = 0
+            if max_bytes <= 0 or n <= 0:
+                return []
+            # take up to n at once, then give back those after the first whose bytes reach max_bytes
             popleft = buffer.popleft
-            while buffer and len(out) < n and taken < max_bytes:
-                record = popleft()
-                out.append(record)
-                taken += len(record.data) + len(record.partition_key)
+            out: list[Record] = [popleft() for _ in range(min(n, len(buffer)))]
+            taken = records_bytes(out)
+            if taken > max_bytes:
+                sizes = record_sizes(out)
+                keep = bisect_left(list(accumulate(sizes)), max_bytes) + 1
+                buffer.extendleft(reversed(out[keep:]))
+                del out[keep:]
+                taken = sum(sizes[:keep])
             self._bytes -= taken
         if self.parked and len(self._buffer) <= self.max_records // 2 and self.has_room():
             self._wake()
@@ -184,7 +191,7 @@ class BufferedShardReader:
             pause = self._idle.next_delay()
         due = time.monotonic() + pause
         if result.records:
-            size = sum(r.size for r in result.records)
+            size = records_bytes(result.records)
             with self._lock:
                 self._buffer.extend(result.records)
                 self._bytes += size

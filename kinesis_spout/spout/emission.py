@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from kinesis_spout.records import Record, SpoutTuple, message_id
+from kinesis_spout.records import RANK_BASE, Record, SpoutTuple, message_id, record_sizes, records_bytes
 from kinesis_spout.spout.kpl import note_aggregates
 from kinesis_spout.spout.shards import ShardPhase
 
@@ -109,7 +109,7 @@ class Emitter:
             if not taken:
                 break
             batch.extend(taken)
-            size += sum(len(t.record.data) + len(t.record.partition_key) for t in taken)
+            size += records_bytes([t[1] for t in taken])  # t[1]: t.record
 
     def _next_retry(self, now: float, into: SpoutBatch | None) -> SpoutTuple | None:
         states = list(self.registry.shards.values())
@@ -140,14 +140,19 @@ class Emitter:
         try:
             return self.config.scheme(record)
         except Exception as exc:  # noqa: BLE001 - any scheme error makes the record a poison record
-            self.poison_records += 1
-            if self._out is not None:  # the records decoded before this one end the run of dead letters first
-                self.dead_letters.decoded(len(self._out) - self._reported)
-                self._reported = len(self._out)
-            reason = f"poison record: {exc}" if isinstance(exc, ValueError) else \
-                f"poison record: the scheme raised {type(exc).__name__}: {exc}"
-            self.dead_letters.give_up(state, record, reason)
-            return _POISON
+            return self._poison(state, record, exc)
+
+    def _poison(self, state: ShardLifecycle, record: Record, exc: Exception) -> Any:
+        """Dead-letter ``record``, which the scheme refused with ``exc`` (after reporting the records decoded before
+        it); returns ``_POISON``."""
+        self.poison_records += 1
+        if self._out is not None:  # the records decoded before this one end the run of dead letters first
+            self.dead_letters.decoded(len(self._out) - self._reported)
+            self._reported = len(self._out)
+        reason = f"poison record: {exc}" if isinstance(exc, ValueError) else \
+            f"poison record: the scheme raised {type(exc).__name__}: {exc}"
+        self.dead_letters.give_up(state, record, reason)
+        return _POISON
 
     def _emit(self, records: list[Record], now: float, into: SpoutBatch | None) -> list[SpoutTuple]:
         """Put records of one shard (in read order) in flight as one span and make their tuples; ``into`` (the batch
@@ -156,10 +161,11 @@ class Emitter:
         state = self.registry.shards[records[0].shard_id]
         tracker = state.tracker
         note_aggregates(state.aggregates, records)
-        sizes = [len(r.data) + len(r.partition_key) for r in records]
+        sizes = record_sizes(records)
         reliable = self.config.reliable
         try:
-            span = tracker.emit_span([r.rank for r in records], now, records, sizes)
+            span = tracker.emit_span([k[0] * RANK_BASE + k[1] for k in [r[6] for r in records]], now, records,
+                                     sizes)  # the records' ranks (Record.rank, inlined)
         except ValueError:  # not in increasing order (never seen from one reader): one at a time, as emit decides
             span = None
             kept = [(r, n) for r, n in zip(records, sizes) if tracker.emit(r.rank, now, r, n)]
@@ -174,14 +180,21 @@ class Emitter:
         out: list[SpoutTuple] = []
         self._out, self._reported = out, 0  # records decoded are reported before each poison one, in read order
         new = tuple.__new__  # a SpoutTuple with every field given, without its named-tuple __new__
-        for record, size in kept:
-            state.emitted_bytes += size
-            values = self._values(state, record)
-            if values is _POISON:
+        scheme = self.config.scheme
+        shard_id = state.shard_id
+        state.emitted_bytes += sum([size for _record, size in kept])
+        for record, _size in kept:
+            try:
+                values = scheme(record)
+            except Exception as exc:  # noqa: BLE001 - any scheme error makes the record a poison record
+                self._poison(state, record, exc)
                 continue
             if not reliable and span is None:
                 tracker.ack(record.rank)
-            out.append(new(SpoutTuple, (record.message_id, record, values, 1)))
+            # the message id (Record.message_id, inlined): "shard:seq", plus ":sub" for a user record but the first
+            sub = record[2]
+            mid = f"{shard_id}:{record[1]}:{sub}" if sub else f"{shard_id}:{record[1]}"
+            out.append(new(SpoutTuple, (mid, record, values, 1)))
         if not reliable and kept:
             if span is not None:
                 tracker.ack_span(span)  # every record but those the scheme refused (pending dead letters)

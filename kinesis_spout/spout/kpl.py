@@ -7,6 +7,7 @@ guards that dict (it belongs to the shard's :class:`~kinesis_spout.spout.shards.
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Iterable
 
 from kinesis_spout.checkpoint.base import Checkpoint
@@ -14,13 +15,18 @@ from kinesis_spout.records import Record, SequenceKey
 
 __all__ = ["checkpoint_text", "note_aggregates", "stored_sub"]
 
+_KEY, _AGGREGATED, _SEQUENCE = itemgetter(6), itemgetter(7), itemgetter(0)  # Record.key, .aggregated, key.sequence
+
 
 def note_aggregates(aggregates: dict[int, int], records: Iterable[Record]) -> None:
     """Remember how many user records each KPL aggregate among ``records`` holds (the emitter calls it, lock held,
     before the records go in flight): the checkpoint needs it to know when an aggregate is done as a whole."""
-    for record in records:
-        if record.aggregated:
-            aggregates.setdefault(record.key.sequence, record.aggregated)
+    # the user records of one aggregate share their sequence number and their count: one entry per Kinesis record,
+    # in read order, made in C (``zip``/``map``), then set where not known yet (a plain record counts 0: skipped)
+    records = records if isinstance(records, (list, tuple)) else list(records)
+    for sequence, count in dict(zip(map(_SEQUENCE, map(_KEY, records)), map(_AGGREGATED, records))).items():
+        if count:
+            aggregates.setdefault(sequence, count)
 
 
 def stored_sub(aggregates: dict[int, int], restored: Checkpoint | None, key: SequenceKey) -> int | None:

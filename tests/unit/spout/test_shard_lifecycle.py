@@ -237,3 +237,21 @@ def test_a_checkpoint_inside_a_kpl_aggregate_keeps_its_user_record_and_the_aggre
     assert state.checkpoint_to_write() == Checkpoint(SHARD, str(SEQ), 1)
     assert state.ack(users[2].key.rank)
     assert state.checkpoint_to_write() == Checkpoint(SHARD, str(SEQ), None)
+
+
+def test_the_aggregates_of_a_take_are_noted_once_each_in_read_order_and_a_count_known_is_kept() -> None:
+    """note_aggregates keeps one entry per KPL aggregate of the records taken (plain records have none), in read
+    order (the checkpoint forgets them from the front), and never replaces a count noted before (a later take of the
+    same aggregate's remaining user records)."""
+    from kinesis_spout.records import Record
+    from kinesis_spout.spout.kpl import note_aggregates
+
+    def user(seq: int, sub: int, count: int) -> Record:
+        return Record(SHARD, str(seq), sub, "pk", b"x", None, SequenceKey(seq, sub), count)
+
+    plain = Record(SHARD, "5", None, "pk", b"x", None, SequenceKey(5, 0))
+    aggregates = {3: 7}
+    note_aggregates(aggregates, [user(3, 5, 9), user(3, 6, 9), plain, user(8, 0, 2), user(8, 1, 2), user(11, 0, 4)])
+    assert list(aggregates.items()) == [(3, 7), (8, 2), (11, 4)]
+    note_aggregates(aggregates, iter([user(11, 1, 4), user(12, 0, 1)]))  # any iterable
+    assert list(aggregates.items()) == [(3, 7), (8, 2), (11, 4), (12, 1)]
