@@ -7,10 +7,22 @@ pause (``empty_record_backoff_s=0.2``). kinesis-local pushes a subscription's ev
 waits about half a second on average: the rows show this machine's emulator, not Kinesis (which pushes within about
 70 ms of a put). Backlog rows: a two-shard stream read from TRIM_HORIZON to its end; records/s, and CPU of this
 process per record (the emulator's own CPU is not counted).
+
+Shared-stream rows: three applications (three spouts, each its own app name) read one backlog of a two-shard stream
+at once, each to its end; the figure is each application's records/s (the backlog over the time it took that
+application, from the moment all three were open). Kinesis allows 5 GetRecords calls a second per shard, shared by
+every application reading the shard; the emulators do not, so the polling applications read through a FaultProxy
+(``kinesis_spout.testing.faults``) that answers calls beyond that with ProvisionedThroughputExceededException
+(counted in the rows; the readers' warnings about them are not shown), and ask for at most 100 records a call
+(``max_records_per_call``; Kinesis's 2 MB/s per shard read limit is not emulated). The fan-out applications
+subscribe to kinesis-local directly, each through its own consumer: Kinesis gives each consumer its own 2 MB/s per
+shard, and no call limit is shared. A one-application polling row behind the same proxy shows what the sharing
+costs. Opening (registering a consumer, subscribing) is not timed in these rows; it is in the backlog rows.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import statistics
 import threading
@@ -19,19 +31,26 @@ import uuid
 from typing import Any
 
 from benchmarks.context import BenchContext
-from benchmarks.stats import summary
+from benchmarks.stats import ratio, summary
 from kinesis_spout import InitialPosition, KinesisSpout, MemoryCheckpointStore, SpoutConfig
 from kinesis_spout.testing.emulators import KinesisLocalServer
+from kinesis_spout.testing.faults import FaultProxy
 from kinesis_spout.testing.kinesis import KinesisEndpoint, put_records, wait_for_stream
 
-TITLE = "Enhanced fan-out vs polling: put-to-delivery latency, and records/s and CPU on a backlog (kinesis-local)"
+TITLE = ("Enhanced fan-out vs polling: put-to-delivery latency, records/s and CPU on a backlog, and records/s per "
+         "application when three read one stream at once (kinesis-local)")
 
 SIZES = {
-    "full": {"latency_records": 200, "backlog": 5_000, "repeats": 3},
-    "quick": {"latency_records": 100, "backlog": 2_000, "repeats": 2},
-    "smoke": {"latency_records": 15, "backlog": 300, "repeats": 1},
+    "full": {"latency_records": 200, "backlog": 5_000, "repeats": 3, "shared": 6_000},
+    "quick": {"latency_records": 100, "backlog": 2_000, "repeats": 2, "shared": 3_000},
+    "smoke": {"latency_records": 15, "backlog": 300, "repeats": 1, "shared": 400},
 }
 RETRIEVALS = ("fanout", "polling")
+APPS = 3
+#: Kinesis's GetRecords calls per second per shard, shared by every application reading the shard.
+GETRECORDS_PER_S = 5
+#: Records per GetRecords call of the polling applications of the shared-stream rows.
+SHARED_LIMIT = 100
 
 COLUMNS = [
     ("case", "case", "{}"),
@@ -39,13 +58,17 @@ COLUMNS = [
     ("latency_p99_ms", "p99 ms", "fig0"),
     ("records_per_s", "records/s", "fig0"),
     ("cpu_us_per_record", "CPU µs/record", "fig1"),
+    ("slowest_app_records_per_s", "slowest app records/s", "fig0"),
+    ("throttled", "throttled calls", "{}"),
+    ("ratio_vs_polling", "records/s vs polling ×3", "x"),
 ]
 
 
-def _config(endpoint: KinesisEndpoint, stream: str, retrieval: str, initial: InitialPosition) -> SpoutConfig:
+def _config(endpoint: KinesisEndpoint, stream: str, retrieval: str, initial: InitialPosition,
+            **more: Any) -> SpoutConfig:
     return SpoutConfig(stream_name=stream, app_name=f"bench-{uuid.uuid4().hex[:8]}", endpoint_url=endpoint.endpoint_url,
                        region=endpoint.region, retrieval=retrieval, initial_position=initial,
-                       empty_record_backoff_s=0.2, checkpoint_interval_s=1.0)
+                       empty_record_backoff_s=0.2, checkpoint_interval_s=1.0, **more)
 
 
 def _stream(endpoint: KinesisEndpoint, shards: int) -> str:
@@ -105,6 +128,66 @@ def backlog(endpoint: KinesisEndpoint, retrieval: str, records: int) -> tuple[fl
     return records / wall, cpu / records * 1e6
 
 
+def shared(endpoint: KinesisEndpoint, retrieval: str, apps: int, records: int) -> tuple[list[float], int]:
+    """Each application's records/s when ``apps`` applications read the same backlog of ``records`` (two shards)
+    at once, and the GetRecords calls throttled. Polling reads through a FaultProxy enforcing
+    ``GETRECORDS_PER_S`` calls per shard across the applications; fan-out subscribes directly."""
+    stream = _stream(endpoint, 2)
+    put_records(endpoint.client(), stream, [b"x" * 100 for _ in range(records)])
+    proxy = FaultProxy(endpoint.endpoint_url).start() if retrieval == "polling" else None
+    readers = logging.getLogger("kinesis_spout.kinesis")
+    level = readers.level
+    if proxy is not None:
+        readers.setLevel(logging.ERROR)  # a warning per throttled call: counted in the row instead
+    try:
+        if proxy is not None:
+            proxy.limit_rate("GetRecords", GETRECORDS_PER_S)
+            through = KinesisEndpoint("kinesis-local+limit", proxy.endpoint_url, region=endpoint.region)
+            more: dict[str, Any] = {"max_records_per_call": SHARED_LIMIT}
+        else:
+            through, more = endpoint, {}
+        opened = threading.Barrier(apps)
+        rates: list[float] = []
+        errors: list[BaseException] = []
+        lock = threading.Lock()
+
+        def app() -> None:
+            config = _config(through, stream, retrieval, InitialPosition.TRIM_HORIZON, **more)
+            try:
+                with KinesisSpout(config, MemoryCheckpointStore()) as spout:
+                    opened.wait(120)
+                    got, t0 = 0, time.monotonic()
+                    deadline = t0 + 180
+                    while got < records and time.monotonic() < deadline:
+                        batch = spout.next_batch(max_records=1000, timeout_s=0.2)
+                        spout.ack_many(t.message_id for t in batch)
+                        got += len(batch)
+                    if got < records:
+                        raise RuntimeError(f"{retrieval}: an application read {got} of {records} records in time")
+                    with lock:
+                        rates.append(records / (time.monotonic() - t0))
+            except BaseException as exc:  # noqa: BLE001 - raised on the benchmark's thread below
+                opened.abort()
+                with lock:
+                    errors.append(exc)
+
+        threads = [threading.Thread(target=app, name=f"bench-app-{i}", daemon=True) for i in range(apps)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(300)
+        if errors:
+            raise errors[0]
+        if len(rates) < apps:
+            raise RuntimeError(f"{retrieval}: {apps - len(rates)} of {apps} applications did not finish in time")
+        throttled = proxy.injected["GetRecords:ProvisionedThroughputExceededException"] if proxy is not None else 0
+        return rates, throttled
+    finally:
+        if proxy is not None:
+            proxy.close()
+        readers.setLevel(level)
+
+
 def _ms(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
@@ -141,9 +224,38 @@ def run(ctx: BenchContext, smoke: bool) -> list[dict[str, Any]]:
             rows.append({"case": f"{retrieval}: backlog", "emulator": "kinesis-local", "shards": 2,
                          "records": size["backlog"], "record_bytes": 100, "repeats": size["repeats"],
                          "records_per_s": summary(rates), "cpu_us_per_record": summary(cpus)})
+        rows += shared_rows(ctx, endpoint, size)
         return rows
     finally:
         server.close()
+
+
+def shared_rows(ctx: BenchContext, endpoint: KinesisEndpoint, size: dict[str, int]) -> list[dict[str, Any]]:
+    """The shared-stream rows (see the module docstring): polling by one application, polling by three, fan-out
+    by three; each row's records/s per application, its slowest application, and its ratio to polling by three."""
+    rows: list[dict[str, Any]] = []
+    for retrieval, apps in (("polling", 1), ("polling", APPS), ("fanout", APPS)):
+        rates: list[float] = []
+        slowest: list[float] = []
+        throttled = 0
+        for _ in range(size["repeats"]):
+            run_rates, run_throttled = shared(endpoint, retrieval, apps, size["shared"])
+            rates += run_rates
+            slowest.append(min(run_rates))
+            throttled += run_throttled
+        case = f"{retrieval}: {apps} app{'s' if apps > 1 else ''} on one stream"
+        ctx.progress(f"fanout/shared: {case}: {statistics.median(rates):.0f} records/s per app, slowest "
+                     f"{statistics.median(slowest):.0f}, {throttled} GetRecords calls throttled")
+        rows.append({"case": case, "emulator": "kinesis-local", "shards": 2, "apps": apps,
+                     "records": size["shared"], "record_bytes": 100, "repeats": size["repeats"],
+                     "getrecords_limit": SHARED_LIMIT if retrieval == "polling" else None,
+                     "getrecords_per_s_per_shard": GETRECORDS_PER_S if retrieval == "polling" else None,
+                     "records_per_s": summary(rates), "slowest_app_records_per_s": summary(slowest),
+                     "throttled": throttled})
+    base = rows[1]
+    for row in rows:
+        row["ratio_vs_polling"] = ratio(row["records_per_s"], base["records_per_s"])
+    return rows
 
 
 def headline(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -160,4 +272,10 @@ def headline(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out.append({"figure": "backlog records/s, fan-out / polling (kinesis-local)",
                     "value": f"{fan['records_per_s']['median']:.0f} / {poll['records_per_s']['median']:.0f}",
                     "goal": "-", "met": None})
+    fan, poll = by.get(f"fanout: {APPS} apps on one stream"), by.get(f"polling: {APPS} apps on one stream")
+    if fan and poll:
+        out.append({"figure": f"records/s per application, {APPS} on one stream, fan-out / polling (5 GetRecords/s "
+                              f"per shard shared)",
+                    "value": f"{fan['records_per_s']['median']:.0f} / {poll['records_per_s']['median']:.0f} "
+                             f"({fan['ratio_vs_polling']:.2f}x)", "goal": "-", "met": None})
     return out

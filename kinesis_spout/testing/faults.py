@@ -41,6 +41,7 @@ import threading
 import time
 import urllib.parse
 import uuid
+from collections import deque
 from types import TracebackType
 from typing import Iterator, Mapping
 
@@ -80,6 +81,9 @@ class FaultProxy:
         self.injected = self._plan.injected
         self._iterators = IteratorShards()  # shared with the handler threads, under its own lock
         self._listing = ShardListing()  # shared with the handler threads, under its own lock
+        self._rates: dict[str, float] = {}  # operation -> calls allowed per second and shard; under _rate_lock
+        self._recent: dict[tuple[str, str | None], deque[float]] = {}  # (operation, shard) -> recent calls' times
+        self._rate_lock = threading.Lock()
         # the life cycle: the test's thread only
         self._server: ProxyServer | None = None
         self._serve_thread: threading.Thread | None = None
@@ -184,6 +188,35 @@ class FaultProxy:
         (a listing that does not say which hash keys a shard serves)."""
         self._listing.hide_hash_key_ranges()
 
+    def limit_rate(self, operation: str, per_second: float) -> None:
+        """Answer ``operation`` calls beyond ``per_second`` per shard (in any sliding second, counted across every
+        client of this proxy) with ``ProvisionedThroughputExceededException``, as Kinesis does for its shared read
+        limit (5 GetRecords calls a second per shard, whatever the number of applications). For ``GetRecords`` and
+        ``GetShardIterator`` the shard is told as for targeted faults (an untold shard shares one budget); other
+        operations share one budget. Refused calls count in ``injected`` like scripted faults. Any thread."""
+        if not per_second > 0:
+            raise ValueError(f"per_second must be positive, got {per_second!r}")
+        with self._rate_lock:
+            self._rates[operation] = per_second
+
+    def _over_rate(self, operation: str, body: bytes) -> float | None:
+        """The limit this call goes beyond (it is then not counted as made), or None. Called by the handler threads,
+        for every call; the windows are touched under ``_rate_lock``."""
+        with self._rate_lock:
+            limit = self._rates.get(operation)
+        if limit is None:
+            return None
+        shard = self._iterators.shard_of_request(operation, body)
+        now = time.monotonic()
+        with self._rate_lock:
+            recent = self._recent.setdefault((operation, shard), deque())
+            while recent and recent[0] <= now - 1.0:
+                recent.popleft()
+            if len(recent) >= limit:
+                return limit
+            recent.append(now)
+            return None
+
     def clear(self) -> None:
         """Forget every fault not yet delivered."""
         self._plan.clear()
@@ -213,6 +246,12 @@ class FaultProxy:
         operation = target[len(TARGET_PREFIX):] if target.startswith(TARGET_PREFIX) else ""
         fault = self._plan.take(operation, lambda: self._iterators.shard_of_request(operation, body)) \
             if operation else None
+        limit = self._over_rate(operation, body) if fault is None and operation else None
+        if limit is not None:
+            fault = Fault(operation, "ProvisionedThroughputExceededException", 1, 400,
+                          f"Rate exceeded for shard: over {limit:g} {operation} calls a second", None)
+            with self._plan.lock:
+                self.injected[fault.label] += 1
         if fault is not None and fault.entry_codes is not None:
             if fault.entry_codes:
                 self._refuse_entries(handler, fault.entry_codes, body)

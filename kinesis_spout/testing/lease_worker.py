@@ -2,17 +2,22 @@
 ``--coordination``; ``default`` leaves the config's default) that logs each delivery.
 
     python -m kinesis_spout.testing.lease_worker --stream S --endpoint-url URL --zookeeper HOSTS --prefix P \
-        --app A --worker W --log FILE [--session-timeout 4] [--coordination leases|static|auto|default]
+        --app A --worker W --log FILE [--session-timeout 4] [--coordination leases|static|auto|default] \
+        [--retrieval polling|fanout]
 
 It writes one line per delivered record, ``message_id worker epoch``, before acking it (the epoch is the lease's
-at delivery), and one line ``LEASE_LOST shard`` for each checkpoint write refused because the lease moved on.
-SIGTERM closes it gracefully (checkpoints written, leases given back); tests also SIGKILL and SIGSTOP it.
+at delivery), and one line ``LEASE_LOST shard`` for each checkpoint write refused because the lease moved on. On a
+graceful close it writes ``METRICS worker shard subscriptions`` for each shard it reads at that moment (its
+SubscribeToShard calls that succeeded: 0 unless ``--retrieval fanout``). Warnings of the library (a retried read,
+say) go to stderr. SIGTERM closes it gracefully (checkpoints written, leases given back); tests also SIGKILL and
+SIGSTOP it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -34,10 +39,11 @@ class WorkerProcesses:
     """
 
     def __init__(self, *, stream: str, endpoint_url: str, zookeeper: str, prefix: str, app: str, directory: Path,
-                 session_timeout_s: float = 4.0, coordination: str = "leases") -> None:
+                 session_timeout_s: float = 4.0, coordination: str = "leases", retrieval: str = "polling") -> None:
         self.argv = [sys.executable, "-m", "kinesis_spout.testing.lease_worker", "--stream", stream,
                      "--endpoint-url", endpoint_url, "--zookeeper", zookeeper, "--prefix", prefix, "--app", app,
-                     "--session-timeout", str(session_timeout_s), "--coordination", coordination]
+                     "--session-timeout", str(session_timeout_s), "--coordination", coordination,
+                     "--retrieval", retrieval]
         self.env = {**os.environ, "AWS_ACCESS_KEY_ID": os.environ.get("AWS_ACCESS_KEY_ID", "test"),
                     "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", "test")}
         self.directory = directory
@@ -78,6 +84,17 @@ class WorkerProcesses:
                     out.append((parts[0], parts[1], int(parts[2])))
         return out
 
+    def subscriptions(self) -> dict[tuple[str, str], int]:
+        """From the ``METRICS`` lines of gracefully closed workers: ``(worker, shard)`` -> SubscribeToShard calls that
+        succeeded while that worker read that shard (its last run's figures)."""
+        out = {}
+        for name in self.procs:
+            for line in (self.directory / f"{name}.log").read_text().splitlines():
+                parts = line.split()
+                if len(parts) == 4 and parts[0] == "METRICS":
+                    out[(parts[1], parts[2])] = int(parts[3])
+        return out
+
     def lease_lost(self) -> int:
         """How many checkpoint writes the workers saw refused by the lease fence."""
         return sum(line.startswith("LEASE_LOST") for name in self.procs
@@ -116,7 +133,9 @@ def main() -> int:
     p.add_argument("--app", default="lease-workers")
     p.add_argument("--session-timeout", type=float, default=4.0)
     p.add_argument("--coordination", default="leases", help="'default': the config's default")
+    p.add_argument("--retrieval", default="polling", help="polling, or fanout (enhanced fan-out)")
     args = p.parse_args()
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     stop: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
@@ -125,7 +144,8 @@ def main() -> int:
                          zookeeper_prefix=args.prefix, endpoint_url=args.endpoint_url, region="us-east-1",
                          **chosen, worker_id=args.worker, zookeeper_session_timeout_s=args.session_timeout,
                          initial_position=InitialPosition.TRIM_HORIZON, checkpoint_interval_s=0.2,
-                         empty_record_backoff_s=0.2, shard_sync_interval_s=2.0, max_records_per_call=200)
+                         empty_record_backoff_s=0.2, shard_sync_interval_s=2.0, max_records_per_call=200,
+                         retrieval=args.retrieval)
     with open(args.log, "a", buffering=1) as log:
         def on_conflict(conflict: Exception) -> None:
             if isinstance(conflict, LeaseLost):
@@ -138,6 +158,8 @@ def main() -> int:
                 for tup in batch:
                     log.write(f"{tup.message_id} {args.worker} {epochs.get(tup.record.shard_id, -1)}\n")
                 spout.ack_many(t.message_id for t in batch)
+            for m in spout.metrics():
+                log.write(f"METRICS {args.worker} {m.shard_id} {m.subscriptions}\n")
     return 0
 
 
