@@ -101,16 +101,19 @@ def test_tracker_throughput_and_memory_figures(smoke: tuple[Path, dict[str, Any]
 def test_read_compares_the_spout_with_the_loop(smoke: tuple[Path, dict[str, Any], str]) -> None:
     _, results, _ = smoke
     rows = {r["case"]: r for r in rows_of(results, "read")}
-    loop, spout = rows["boto3 loop"], rows["KinesisSpout"]
-    assert set(rows) == {"boto3 loop", "KinesisSpout", "boto3 loop, botocore defaults"}
+    loop, spout, batch = rows["boto3 loop"], rows["KinesisSpout"], rows["KinesisSpout, batch acks"]
+    assert set(rows) == {"boto3 loop", "KinesisSpout", "KinesisSpout, batch acks", "boto3 loop, botocore defaults"}
     for row in rows.values():
         assert_figure(row["records_per_s"], row["repeats"])
         assert_figure(row["cpu_us_per_record"], row["repeats"])
         assert row["shards"] == 4 and row["batch_limit"] == 10_000
     assert loop["ratio_vs_loop"] == 1.0
     assert spout["ratio_vs_loop"] == ratio(spout["records_per_s"], loop["records_per_s"])
-    assert spout["checkpoints_at_end"] is True  # every shard's checkpoint reached its last record
-    assert spout["zk_writes"]["median"] >= spout["shards"]
+    assert batch["ratio_vs_loop"] == ratio(batch["records_per_s"], loop["records_per_s"])
+    assert batch["ratio_vs_spout"] == ratio(batch["records_per_s"], spout["records_per_s"])
+    for acking in (spout, batch):
+        assert acking["checkpoints_at_end"] is True  # every shard's checkpoint reached its last record
+        assert acking["zk_writes"]["median"] >= acking["shards"]
 
 
 def test_peers_ran_or_say_why(smoke: tuple[Path, dict[str, Any], str]) -> None:
