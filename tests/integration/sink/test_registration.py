@@ -1,18 +1,23 @@
-"""A write finds the registered source whatever the JVM thread's session state (Spark looks write sources up in the
-thread's *active* session, which a thread can lack)."""
+"""A write finds the registered source after a failed query (Spark looks write sources up in the JVM thread's
+*active* session, which a failed query can leave the thread without)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from kinesis_spout.spark import register
 from kinesis_spout.testing import KinesisEndpoint
 
 
-def test_a_write_after_register_finds_the_source_when_the_thread_had_no_active_session(
+def test_a_write_after_a_failed_query_finds_the_registered_source(
         spark: Any, kinesalite: KinesisEndpoint) -> None:
     stream = kinesalite.create_stream(shards=1)
-    spark._jvm.org.apache.spark.sql.SparkSession.clearActiveSession()  # the state some failed queries leave
+    register(spark)
+    with pytest.raises(Exception, match="no-such-stream"):  # a query that fails at load
+        (spark.readStream.format("kinesis_spout").option("streamName", "no-such-stream")
+         .option("endpointUrl", kinesalite.endpoint_url).option("appName", "t").load())
     register(spark)
     (spark.range(3).selectExpr("'k' AS partitionKey", "CAST(id AS STRING) AS data")
      .write.format("kinesis_spout").option("streamName", stream).option("endpointUrl", kinesalite.endpoint_url)
