@@ -6,7 +6,6 @@ botocore raises; a reply with a field the lean parser does not know goes to boto
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import pytest
@@ -17,6 +16,7 @@ from kinesis_spout.kinesis.lean_put import Fallback, LeanPutRecords, lean_of, pa
 from kinesis_spout.kinesis.putter import PutEntry, RecordPutter
 from kinesis_spout.retry import RetryPolicy
 from kinesis_spout.testing.kinesis import KinesisEndpoint
+from kinesis_spout.testing.process import wait_until
 
 ENTRIES: list[tuple[bytes, str, str | None]] = [
     (bytes(range(256)), "ключ-1", None),
@@ -84,9 +84,7 @@ def test_an_error_raises_what_botocore_raises(kinesis_backend: KinesisEndpoint) 
     stream = kinesis_backend.create_stream(shards=1)
     put_records(client, stream, ENTRIES[:1])
     client.delete_stream(StreamName=stream)
-    deadline = time.monotonic() + 10
-    while stream in client.list_streams()["StreamNames"] and time.monotonic() < deadline:
-        time.sleep(0.05)  # kinesalite deletes after a short delay: wait for the condition, bounded
+    assert wait_until(lambda: stream not in client.list_streams()["StreamNames"], 10), "the stream was not deleted"
     with pytest.raises(ClientError) as theirs:
         client.put_records(StreamName=stream, Records=[{"Data": b"x", "PartitionKey": "k"}])
     lean = lean_of(client)
