@@ -23,6 +23,7 @@ import queue
 import socket
 import threading
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterator
 
@@ -33,11 +34,12 @@ from kinesis_spout.errors import KinesisError
 from kinesis_spout.kinesis.client import translate
 from kinesis_spout.kinesis.consumers import unsupported
 from kinesis_spout.kinesis.eventstream import EventStreamDecoder, SubscriptionEvent, stream_error
-from kinesis_spout.kinesis.getter import LATEST_MARGIN, FetchResult, ShardGetter
+from kinesis_spout.kinesis.getter import GET_RECORDS_RETRY, LATEST_MARGIN, FetchResult, ShardGetter
 from kinesis_spout.kinesis.shards import HashKeyRange
 from kinesis_spout.positions import Kind, Position, after, at_timestamp, iterator_args
+from kinesis_spout.retry import Backoff
 
-__all__ = ["DEFAULT_RENEW_S", "FanOutGetter", "Subscription", "starting_position"]
+__all__ = ["DEFAULT_RENEW_S", "FanOutGetter", "Subscription", "WaitingFanOut", "starting_position"]
 
 log = logging.getLogger("kinesis_spout.kinesis")
 
@@ -387,3 +389,62 @@ class FanOutGetter(ShardGetter):
     def close(self) -> None:
         """End the subscription (the reader's ``close``). Idempotent."""
         self._drop()
+
+
+class WaitingFanOut:
+    """A :class:`FanOutGetter` read by one task that waits for its events: :meth:`subscribe` and :meth:`fetch`
+    block (up to a deadline) where the getter's own calls return at once, and retriable errors (another
+    subscription still holds the shard, a lost connection, throttling) are tried again after
+    ``GET_RECORDS_RETRY``'s delays, up to ``max_retries`` in a row.
+
+    Who calls: a Spark task reading its shard on an executor (``readMode=executors``). Not thread-safe: the task's
+    thread owns it; the subscription's thread only sets the wake-up event (``on_pending``), which is cleared before
+    each look at the queue, so an event queued between the look and the wait is never missed.
+    """
+
+    def __init__(self, getter: FanOutGetter, max_retries: int) -> None:
+        self.getter = getter
+        self._wake = threading.Event()
+        getter.on_pending = self._wake.set
+        self._backoff = Backoff(replace(GET_RECORDS_RETRY, max_attempts=max(max_retries, 0) + 1))
+
+    def subscribe(self) -> None:
+        """Subscribe now, waiting out retriable refusals; raises what retrying cannot fix, or the last error after
+        ``max_retries`` retriable ones in a row."""
+        while True:
+            try:
+                self.getter.prepare()
+                return
+            except KinesisError as exc:
+                self._pause(exc)
+
+    def fetch(self, deadline: float) -> FetchResult:
+        """The next event (as :meth:`FanOutGetter.fetch`), waiting for it until ``deadline`` (``time.monotonic()``);
+        a result with ``millis_behind_latest`` None and no record when none came in time."""
+        while True:
+            self._wake.clear()
+            try:
+                result = self.getter.fetch()
+            except KinesisError as exc:
+                self._pause(exc)
+                continue
+            if result.fetched or result.shard_end or result.millis_behind_latest is not None:
+                self._backoff.reset()
+                return result
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return result
+            self._wake.wait(remaining)
+
+    def _pause(self, exc: KinesisError) -> None:
+        if not exc.retriable:
+            raise exc
+        pause = self._backoff.next_delay()
+        if self._backoff.exhausted:
+            raise exc
+        log.info("%s; trying again in %.2f s", exc, pause)
+        time.sleep(pause)
+
+    def close(self) -> None:
+        """End the subscription. Idempotent."""
+        self.getter.close()

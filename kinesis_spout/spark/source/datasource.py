@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 
 from kinesis_spout.config import SpoutConfig
-from kinesis_spout.errors import ConfigError, StreamNotFoundError
+from kinesis_spout.errors import StreamNotFoundError
 from kinesis_spout.kinesis.client import make_client, translate
 from kinesis_spout.spark.offsets import choose_read_mode, parse_source_options, unused_options
 from kinesis_spout.spark.schema import SCHEMA_DDL
@@ -70,14 +70,7 @@ class KinesisSpoutDataSource(DataSource):
         """The reader of the ``readMode`` option: ``driver``, ``executors``, or ``auto`` (by the Spark master)."""
         cfg, limits = parse_source_options(self.options)
         mode = choose_read_mode(limits.read_mode, self.spark_master)
-        if cfg.retrieval == "fanout" and mode == "executors":
-            if limits.read_mode == "executors":
-                raise ConfigError("option 'retrieval' is 'fanout' and option 'readMode' is 'executors': enhanced "
-                                  "fan-out subscriptions are read on the driver only; set readMode=driver (or leave "
-                                  "it auto), or retrieval=polling to read on the executors")
-            mode = "driver"
-            log.info("readMode auto: driver, as retrieval=fanout subscriptions are read on the driver")
-        elif limits.read_mode == "auto":
+        if limits.read_mode == "auto":
             log.info("readMode auto: %s (Spark master %s); set the option readMode to choose", mode,
                      self.spark_master or "not known: register the source with kinesis_spout.spark.register(spark)")
         if mode == "executors":

@@ -18,7 +18,6 @@ from typing import Mapping, Sequence
 
 from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.errors import KinesisError
-from kinesis_spout.kinesis.consumers import ensure_consumer
 from kinesis_spout.kinesis.getter import GET_RECORDS_RETRY, LATEST_MARGIN, ShardGetter
 from kinesis_spout.kinesis.subscription import FanOutGetter
 from kinesis_spout.positions import TRIM_HORIZON, Position, at_timestamp
@@ -99,7 +98,6 @@ class DriverPlanner:
         self._pool: ThreadPoolExecutor | None = None
         self._cursors: dict[str, ShardCursor] = {}
         self._kept: dict[tuple[str, str, str], list[Record]] = {}
-        self._consumer_arn: str | None = None  # retrieval="fanout": the app's consumer, registered at the first read
 
     def restart_tips(self) -> None:
         """Trigger.AvailableNow starts: a shard seen at its tip before must be seen there again."""
@@ -201,10 +199,7 @@ class DriverPlanner:
             client, cfg = self.planning.clients.kinesis(), self.config
             getter: ShardGetter
             if cfg.retrieval == "fanout":
-                if self._consumer_arn is None:
-                    self._consumer_arn = ensure_consumer(client, cfg.stream_name,
-                                                         cfg.consumer_name or cfg.app_name).arn
-                getter = FanOutGetter(client, cfg.stream_name, shard_id, position, self._consumer_arn,
+                getter = FanOutGetter(client, cfg.stream_name, shard_id, position, self.planning.consumer_arn(),
                                       renew_s=cfg.subscription_renewal_s, deaggregate=cfg.deaggregate,
                                       hash_range=self.planning.hash_range(shard_id),
                                       end_probe_s=cfg.shard_sync_interval_s)

@@ -97,11 +97,13 @@ class ExecutorStreamReader(PlannedReader[ExecutorPlanner], DataSourceStreamReade
         return start if planned is None else planned.encode()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        """One task per shard of the planned batch that is not finished (the tasks read; nothing is carried)."""
+        """One task per shard of the planned batch that is not finished (the tasks read; nothing is carried). With
+        ``retrieval=fanout`` the app's consumer is registered (or found) here, and each task subscribes."""
         planned = PlannedBatch.parse(end, "end offset")
         cutoff = planned.cutoff.isoformat() if planned.cutoff is not None else None
+        consumer = self._planning.consumer_arn() if self.config.retrieval == "fanout" else None
         return [ShardTask(planned.query, planned.batch, shard_id, pos.encode(), planned.max_records,
-                          planned.max_bytes, cutoff, self._planning.hash_range(shard_id))
+                          planned.max_bytes, cutoff, self._planning.hash_range(shard_id), consumer)
                 for shard_id, pos in sorted(planned.starts.items()) if not pos.ended and not pos.unresolved]
 
     def commit(self, end: dict[str, Any]) -> None:

@@ -11,31 +11,43 @@ from __future__ import annotations
 import logging
 import time
 from datetime import datetime
-from typing import Any
+from typing import Any, Callable
 
 from pyspark.sql.datasource import InputPartition
 
 from kinesis_spout.config import SpoutConfig
 from kinesis_spout.errors import KinesisError, StreamNotFoundError
+from kinesis_spout.kinesis.getter import FetchResult
 from kinesis_spout.kinesis.shards import HashKeyRange
+from kinesis_spout.kinesis.subscription import WaitingFanOut
 from kinesis_spout.positions import Position
 from kinesis_spout.records import Record
 from kinesis_spout.spark.batches import ShardEnd, cut, within
-from kinesis_spout.spark.source.shard_reads import paced_getter, read_range, shard_getter, skip_consumed
+from kinesis_spout.spark.source.shard_reads import (
+    paced_getter,
+    read_range,
+    shard_getter,
+    skip_consumed,
+    subscribed_getter,
+)
 
-__all__ = ["EXECUTOR_READ_S", "ShardTask", "read_shard_batch", "stream_gone"]
+__all__ = ["EXECUTOR_READ_S", "FIRST_EVENT_S", "ShardTask", "read_shard_batch", "stream_gone"]
 
 log = logging.getLogger("kinesis_spout.spark")
 
 #: How long a task reads its shard at most before it records its end (it stops sooner at a limit or the tip).
 EXECUTOR_READ_S = 1.0
+#: ``retrieval=fanout``: how long a task waits for its subscription's first event; ``EXECUTOR_READ_S`` counts from
+#: that event (Kinesis sends the first at once; an emulator may take a second).
+FIRST_EVENT_S = 10.0
 
 
 class ShardTask(InputPartition):
     """One shard's part of a planned batch: read from ``start`` under the batch's limits (executor side)."""
 
     def __init__(self, query: str, batch: int, shard_id: str, start: str, max_records: int | None,
-                 max_bytes: int | None, cutoff: str | None, hash_range: HashKeyRange | None = None) -> None:
+                 max_bytes: int | None, cutoff: str | None, hash_range: HashKeyRange | None = None,
+                 consumer_arn: str | None = None) -> None:
         super().__init__((query, batch, shard_id))
         self.query = query
         self.batch = batch
@@ -45,6 +57,7 @@ class ShardTask(InputPartition):
         self.max_bytes = max_bytes
         self.cutoff = cutoff
         self.hash_range = hash_range  # the shard's hash keys: user records of aggregates outside them are dropped
+        self.consumer_arn = consumer_arn  # retrieval="fanout": read through a subscription of this consumer
 
     def __repr__(self) -> str:
         return f"ShardTask(batch {self.batch}, {self.shard_id} after {self.start})"
@@ -109,23 +122,49 @@ def read_shard_batch(client: Any, store: Any, cfg: SpoutConfig, task: ShardTask)
 def read_bounded(client: Any, cfg: SpoutConfig, task: ShardTask, start: Position, cutoff: datetime | None
                  ) -> tuple[list[Record], bool, bool]:
     """Read from ``start`` until a limit, the tip, the shard's end, the cutoff or ``EXECUTOR_READ_S``; returns
-    (records, reached the tip, reached the shard's end)."""
+    (records, reached the tip, reached the shard's end). With a ``consumer_arn`` the shard is read through an
+    enhanced fan-out subscription, and ``EXECUTOR_READ_S`` counts from its first event (waited for up to
+    ``FIRST_EVENT_S``)."""
     per_call = cfg.max_records_per_call if task.max_records is None else min(cfg.max_records_per_call,
                                                                              task.max_records)
-    getter = paced_getter(shard_getter(client, cfg, task.shard_id, start, per_call, task.hash_range))
+    fetch: Callable[[float], FetchResult]
+    pushed: WaitingFanOut | None = None
+    if task.consumer_arn is None:
+        getter = paced_getter(shard_getter(client, cfg, task.shard_id, start, per_call, task.hash_range))
+        fetch = lambda _deadline: getter.fetch()  # noqa: E731 - GetRecords answers at once
+    else:
+        pushed = subscribed_getter(client, cfg, task.shard_id, start, task.consumer_arn, task.hash_range)
+        fetch = pushed.fetch
+    try:
+        if pushed is not None:
+            pushed.subscribe()
+        return _read_until_a_bound(fetch, task, start, cutoff, per_call, pushed is not None)
+    finally:
+        if pushed is not None:
+            pushed.close()
+
+
+def _read_until_a_bound(fetch: Callable[[float], FetchResult], task: ShardTask, start: Position,
+                        cutoff: datetime | None, per_call: int, pushed: bool) -> tuple[list[Record], bool, bool]:
     records: list[Record] = []
     size = 0
-    deadline = time.monotonic() + EXECUTOR_READ_S
+    deadline = time.monotonic() + (FIRST_EVENT_S if pushed else EXECUTOR_READ_S)
+    waiting = pushed
     while True:
-        result = getter.fetch()
+        result = fetch(deadline)
+        if waiting and result.millis_behind_latest is not None:
+            waiting, deadline = False, time.monotonic() + EXECUTOR_READ_S
         new = skip_consumed(result.records, start) if not records else result.records
         records.extend(new)
         size += sum(r.size for r in new)
         if result.shard_end:
             return records, True, True
+        if pushed:  # an event that says nothing is behind it is the tip; no event in time is only the deadline
+            if result.millis_behind_latest == 0:
+                return records, True, False
         # the tip: an empty reply that is not behind, or a short one that says it is not behind (an emulator says
         # MillisBehindLatest 0 also when the Limit cut the reply short)
-        if result.millis_behind_latest in (0, None) and result.fetched < per_call:
+        elif result.millis_behind_latest in (0, None) and result.fetched < per_call:
             return records, True, False
         if task.max_records is not None and len(records) >= task.max_records:
             return records, False, False

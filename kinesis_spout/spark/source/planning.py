@@ -16,6 +16,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from kinesis_spout.checkpoint.base import Checkpoint
 from kinesis_spout.config import SpoutConfig
 from kinesis_spout.errors import CheckpointConflict, CheckpointError
+from kinesis_spout.kinesis.consumers import ensure_consumer
 from kinesis_spout.kinesis.shards import HashKeyRange, Shard, drop_range, list_shards, owned_shards
 from kinesis_spout.positions import Position
 from kinesis_spout.spark.offsets import (
@@ -74,6 +75,7 @@ class QueryPlanning:
         self._listed_at: float | None = None
         self._written: dict[str, str] = {}
         self._written_at: dict[str, float] = {}
+        self._consumer_arn: str | None = None
 
     # -- shards ---------------------------------------------------------------------------------------------------
     def list_shards(self, force: bool = False) -> dict[str, Shard]:
@@ -96,6 +98,15 @@ class QueryPlanning:
         ``dropForeignUserRecords=false`` or for a shard no longer listed)."""
         drop = self.config.drop_foreign_user_records
         return drop_range(self.config.stream_name, shard_id, self.list_shards().get(shard_id) if drop else None, drop)
+
+    def consumer_arn(self) -> str:
+        """``retrieval="fanout"``: the ARN of the app's stream consumer (``consumerName``, default ``appName``),
+        registered (or found) and waited for until ACTIVE at the first call, then remembered."""
+        if self._consumer_arn is None:
+            cfg = self.config
+            self._consumer_arn = ensure_consumer(self.clients.kinesis(), cfg.stream_name,
+                                                 cfg.consumer_name or cfg.app_name).arn
+        return self._consumer_arn
 
     def start_available_now(self, margin: timedelta) -> None:
         """Trigger.AvailableNow starts: records that arrive later than ``margin`` from now are left for later."""

@@ -15,11 +15,12 @@ from kinesis_spout.config import MIN_POLL_INTERVAL_S, SpoutConfig
 from kinesis_spout.errors import KinesisError
 from kinesis_spout.kinesis.getter import PacedGetter, ShardGetter
 from kinesis_spout.kinesis.shards import HashKeyRange
+from kinesis_spout.kinesis.subscription import FanOutGetter, WaitingFanOut
 from kinesis_spout.positions import Position
 from kinesis_spout.records import Record
 from kinesis_spout.spark.offsets import consumed, in_range, range_is_empty
 
-__all__ = ["MAX_RETRIES", "paced_getter", "read_range", "shard_getter", "skip_consumed"]
+__all__ = ["MAX_RETRIES", "paced_getter", "read_range", "shard_getter", "skip_consumed", "subscribed_getter"]
 
 #: Retriable errors (throttling, 5xx, lost connections) in a row before a shard's read fails the query.
 MAX_RETRIES = 30
@@ -44,6 +45,18 @@ def shard_getter(client: Any, cfg: SpoutConfig, shard_id: str, position: Positio
     return ShardGetter(client, cfg.stream_name, shard_id, position,
                        cfg.max_records_per_call if per_call is None else per_call, deaggregate=cfg.deaggregate,
                        hash_range=hash_range)
+
+
+def subscribed_getter(client: Any, cfg: SpoutConfig, shard_id: str, position: Position, consumer_arn: str,
+                      hash_range: HashKeyRange | None = None) -> WaitingFanOut:
+    """A getter of the records after ``position`` through an enhanced fan-out subscription of ``consumer_arn``,
+    waited on by one task (retriable refusals tried again up to ``MAX_RETRIES`` times in a row). A caught-up
+    subscription asks GetRecords once whether its shard is closed and read to its end (an emulator that sends no
+    ChildShards never ends it). Its first event may hold records ``position`` consumed: see :func:`skip_consumed`."""
+    getter = FanOutGetter(client, cfg.stream_name, shard_id, position, consumer_arn,
+                          renew_s=cfg.subscription_renewal_s, deaggregate=cfg.deaggregate, hash_range=hash_range,
+                          end_probe_s=0.0)
+    return WaitingFanOut(getter, MAX_RETRIES)
 
 
 def paced_getter(getter: ShardGetter) -> PacedGetter:

@@ -1,25 +1,32 @@
-"""The Structured Streaming source reading through enhanced fan-out (option retrieval=fanout, readMode=driver) on
-kinesis-local: every record once, a replay of a batch (read again with GetRecords between its exact offsets) the
-same, and a Spark query under Trigger.AvailableNow."""
+"""The Structured Streaming source reading through enhanced fan-out (option retrieval=fanout) on kinesis-local, in
+both read modes: every record once, a replay of a batch (read again with GetRecords between its exact offsets) the
+same, batches cut inside KPL aggregates, a task whose shard is still held by another subscription, and Spark
+queries under Trigger.AvailableNow."""
 
 from __future__ import annotations
 
+import logging
 import pickle
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
-from kinesis_spout.errors import ConfigError
 from kinesis_spout.kinesis.client import make_client
 from kinesis_spout.kinesis.consumers import list_consumers
-from kinesis_spout.spark.source import KinesisSpoutDataSource, KinesisSpoutStreamReader
+from kinesis_spout.kinesis.subscription import Subscription
+from kinesis_spout.positions import TRIM_HORIZON
+from kinesis_spout.spark.source import ExecutorStreamReader, KinesisSpoutStreamReader
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 
+from ..support import aggregate
 from .support import (
     APP,
     collecting_sink,
+    drive,
+    executor_options,
     last_by_shard,
     load,
     message_ids,
@@ -52,13 +59,89 @@ def test_fan_out_batches_cover_every_record_once_and_a_replay_reads_the_same(kin
         assert [mid for p in fresh.partitions(start, end) for mid in read_partition(fresh, p)] == ids
 
 
+def test_fan_out_tasks_on_the_executors_cover_every_record_once_and_replays_read_the_same(
+        kinesis_local: KinesisEndpoint, zookeeper: Any) -> None:
+    stream = kinesis_local.create_stream(shards=2)
+    placed = kinesis_local.put(stream, [f"e{i}".encode() for i in range(60)])
+    reader = ExecutorStreamReader(executor_options(kinesis_local, zookeeper, stream, retrieval="fanout",
+                                                   maxRecordsPerTrigger="40"))
+    reader.prepareForTriggerAvailableNow()
+    try:
+        batches, final = drive(reader, reader.initialOffset(), reader.getDefaultReadLimit())
+    finally:
+        reader.stop()
+    got = [mid for *_, ids in batches for mid in ids]
+    assert sorted(got) == sorted(message_ids(placed)) and len(got) == len(set(got))
+    assert all(len(ids) <= 40 for *_, ids in batches) and len(batches) >= 2
+    assert {s: d["sequence_number"] for s, d in stored_checkpoints(zookeeper, stream).items()} == \
+        last_by_shard(placed)
+    consumers = list_consumers(make_client(kinesis_local.region, kinesis_local.endpoint_url), stream)
+    assert [c.name for c in consumers] == [APP]
+    fresh = pickle.loads(pickle.dumps(reader))  # a new process: the tasks find their recorded ends
+    try:
+        for start, end, ids in batches:
+            assert [mid for p in fresh.partitions(start, end) for mid in read_partition(fresh, p)] == ids
+    finally:
+        fresh.stop()
+
+
+def test_fan_out_tasks_cut_batches_inside_kpl_aggregates_and_resume_after_the_user_record(
+        kinesis_local: KinesisEndpoint, zookeeper: Any) -> None:
+    stream = kinesis_local.create_stream(shards=1)
+    users = [(f"user-{i % 5}", f"event {i}".encode()) for i in range(45)]
+    placed = kinesis_local.put(stream, [aggregate(users[:20])[1], aggregate(users[20:])[1]],
+                               partition_keys=["same"] * 2)
+    reader = ExecutorStreamReader(executor_options(kinesis_local, zookeeper, stream, retrieval="fanout",
+                                                   maxRecordsPerTrigger="15"))
+    reader.prepareForTriggerAvailableNow()
+    try:
+        batches, _ = drive(reader, reader.initialOffset(), reader.getDefaultReadLimit())
+    finally:
+        reader.stop()
+    shard, (first, second) = placed[0][0], [seq for _, seq in placed]
+    expected = [f"{shard}:{first}"] + [f"{shard}:{first}:{i}" for i in range(1, 20)] + \
+        [f"{shard}:{second}"] + [f"{shard}:{second}:{i}" for i in range(1, 25)]
+    assert [mid for *_, ids in batches for mid in ids] == expected  # every user record once, in order
+    assert [len(ids) for *_, ids in batches] == [15, 15, 15]  # the limit counts user records, cut inside both
+
+
+def test_a_fan_out_task_waits_for_a_subscription_that_still_holds_its_shard(kinesis_local: KinesisEndpoint,
+                                                                           zookeeper: Any,
+                                                                           caplog: pytest.LogCaptureFixture) -> None:
+    """Another subscription of the app's consumer holds the shard (a speculative copy, the previous batch's task
+    not yet gone): the task's subscribe is refused with ResourceInUseException and tried again until it passes."""
+    caplog.set_level(logging.INFO, logger="kinesis_spout.kinesis")
+    stream = kinesis_local.create_stream(shards=1)
+    placed = kinesis_local.put(stream, [f"h{i}".encode() for i in range(20)])
+    reader = ExecutorStreamReader(executor_options(kinesis_local, zookeeper, stream, retrieval="fanout"))
+    reader.prepareForTriggerAvailableNow()
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    (task,) = reader.partitions(start, end)
+    client = make_client(kinesis_local.region, kinesis_local.endpoint_url)
+    holder = Subscription(client, task.consumer_arn, task.shard_id, TRIM_HORIZON, renew_s=60.0,
+                          on_pending=lambda: None)
+    holder.open()
+    release = threading.Timer(1.5, holder.close)
+    release.start()
+    try:
+        ids = read_partition(reader, task)
+    finally:
+        release.cancel()
+        holder.close()
+        reader.stop()
+    assert ids == message_ids(placed)
+    assert "another subscription of this consumer still reads the shard" in caplog.text  # it was refused first
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("read_mode", ["driver", "executors"])
 def test_a_spark_query_reads_through_fan_out(spark: Any, kinesis_local: KinesisEndpoint, zookeeper: Any,
-                                            tmp_path: Path) -> None:
+                                            tmp_path: Path, read_mode: str) -> None:
     stream = kinesis_local.create_stream(shards=2)
     placed = kinesis_local.put(stream, [f"spark-{i}".encode() for i in range(60)])
     batches: dict[int, list[dict[str, Any]]] = {}
-    df = load(spark, source_options(kinesis_local, zookeeper, stream, retrieval="fanout", readMode="driver"))
+    df = load(spark, source_options(kinesis_local, zookeeper, stream, retrieval="fanout", readMode=read_mode))
     query = (df.writeStream.foreachBatch(collecting_sink(batches)).trigger(availableNow=True)
              .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
     assert query.awaitTermination(120), "the AvailableNow query did not stop"
@@ -67,13 +150,3 @@ def test_a_spark_query_reads_through_fan_out(spark: Any, kinesis_local: KinesisE
     assert sorted(r["message_id"] for r in rows) == sorted(message_ids(placed))
     stored = stored_checkpoints(zookeeper, stream)
     assert {s: d["sequence_number"] for s, d in stored.items()} == last_by_shard(placed)
-
-
-def test_fan_out_on_the_executors_is_refused_naming_the_fix(zookeeper: Any) -> None:
-    options = {"streamName": "s", "appName": APP, "zookeeper": zookeeper.hosts, "retrieval": "fanout",
-               "readMode": "executors"}
-    with pytest.raises(ConfigError, match="read on the driver only; set readMode=driver"):
-        KinesisSpoutDataSource(options).streamReader(None)
-    source = KinesisSpoutDataSource({**options, "readMode": "auto"})
-    source.spark_master = "spark://cluster:7077"  # auto would read on the executors there
-    assert isinstance(source.streamReader(None), KinesisSpoutStreamReader)
