@@ -3,10 +3,10 @@ kinesis-local (the only emulator here with SubscribeToShard).
 
 Latency rows: records put one at a time into an idle one-shard stream while a spout reads it; the figure is the time
 from ``put_record`` returning to the spout handing the record out (p50 and p99). Polling reads at its shortest idle
-pause (``empty_record_backoff_s=0.2``). kinesis-local pushes a subscription's events once a second, so on it fan-out
-waits about half a second on average: the rows show this machine's emulator, not Kinesis (which pushes within about
-70 ms of a put). Backlog rows: a two-shard stream read from TRIM_HORIZON to its end; records/s, and CPU of this
-process per record (the emulator's own CPU is not counted).
+pause (``empty_record_backoff_s=0.2``) and at its default (1 s). kinesis-local pushes a subscription's events once a
+second, so on it fan-out waits about half a second on average: the rows show this machine's emulator, not Kinesis (which
+pushes within about 70 ms of a put). Backlog rows: a two-shard stream read from TRIM_HORIZON to its end; records/s, and
+CPU of this process per record (the emulator's own CPU is not counted).
 
 Shared-stream rows: three applications (three spouts, each its own app name) read one backlog of a two-shard stream
 at once, each to its end; the figure is each application's records/s (the backlog over the time it took that
@@ -33,6 +33,7 @@ from typing import Any
 from benchmarks.context import BenchContext
 from benchmarks.stats import ratio, summary
 from kinesis_spout import InitialPosition, KinesisSpout, MemoryCheckpointStore, SpoutConfig
+from kinesis_spout.config.groups import ReadingSettings
 from kinesis_spout.testing.emulators import KinesisLocalServer
 from kinesis_spout.testing.faults import FaultProxy
 from kinesis_spout.testing.kinesis import KinesisEndpoint, put_records, wait_for_stream
@@ -46,6 +47,12 @@ SIZES = {
     "smoke": {"latency_records": 15, "backlog": 300, "repeats": 1, "shared": 400},
 }
 RETRIEVALS = ("fanout", "polling")
+#: The spout's shortest pause after an empty read (``empty_record_backoff_s``), and its default.
+SHORTEST_BACKOFF_S = 0.2
+DEFAULT_BACKOFF_S = ReadingSettings().empty_record_backoff_s
+#: The latency rows: (case, retrieval, empty_record_backoff_s).
+LATENCY_CASES = (("fanout", "fanout", SHORTEST_BACKOFF_S), ("polling", "polling", SHORTEST_BACKOFF_S),
+                 ("polling, default backoff", "polling", DEFAULT_BACKOFF_S))
 APPS = 3
 #: Kinesis's GetRecords calls per second per shard, shared by every application reading the shard.
 GETRECORDS_PER_S = 5
@@ -66,9 +73,10 @@ COLUMNS = [
 
 def _config(endpoint: KinesisEndpoint, stream: str, retrieval: str, initial: InitialPosition,
             **more: Any) -> SpoutConfig:
+    more.setdefault("empty_record_backoff_s", SHORTEST_BACKOFF_S)
     return SpoutConfig(stream_name=stream, app_name=f"bench-{uuid.uuid4().hex[:8]}", endpoint_url=endpoint.endpoint_url,
                        region=endpoint.region, retrieval=retrieval, initial_position=initial,
-                       empty_record_backoff_s=0.2, checkpoint_interval_s=1.0, **more)
+                       checkpoint_interval_s=1.0, **more)
 
 
 def _stream(endpoint: KinesisEndpoint, shards: int) -> str:
@@ -79,14 +87,17 @@ def _stream(endpoint: KinesisEndpoint, shards: int) -> str:
     return name
 
 
-def latencies(endpoint: KinesisEndpoint, retrieval: str, count: int) -> list[float]:
-    """Seconds from each put's return to its delivery, for ``count`` records put 0.1 s apart."""
+def latencies(endpoint: KinesisEndpoint, retrieval: str, count: int, backoff_s: float = SHORTEST_BACKOFF_S
+              ) -> list[float]:
+    """Seconds from each put's return to its delivery, for ``count`` records put 0.1 s apart (``backoff_s``: the
+    spout's pause after an empty read)."""
     stream = _stream(endpoint, 1)
     client = endpoint.client()
     put_at: dict[str, float] = {}
     seen: dict[str, float] = {}
     lock = threading.Lock()
-    with KinesisSpout(_config(endpoint, stream, retrieval, InitialPosition.LATEST), MemoryCheckpointStore()) as spout:
+    config = _config(endpoint, stream, retrieval, InitialPosition.LATEST, empty_record_backoff_s=backoff_s)
+    with KinesisSpout(config, MemoryCheckpointStore()) as spout:
         def produce() -> None:
             for i in range(count):
                 seq = client.put_record(StreamName=stream, Data=f"l{i}".encode(), PartitionKey="k")["SequenceNumber"]
@@ -202,15 +213,15 @@ def run(ctx: BenchContext, smoke: bool) -> list[dict[str, Any]]:
             os.environ.setdefault(name, value)  # the emulator accepts any credentials; boto3 needs some
         endpoint = KinesisEndpoint("kinesis-local", server.endpoint_url)
         rows: list[dict[str, Any]] = []
-        for retrieval in RETRIEVALS:
+        for case, retrieval, backoff_s in LATENCY_CASES:
             p50s, p99s = [], []
             for _ in range(size["repeats"]):
-                lat = latencies(endpoint, retrieval, size["latency_records"])
+                lat = latencies(endpoint, retrieval, size["latency_records"], backoff_s)
                 p50s.append(_ms(lat, 0.5))
                 p99s.append(_ms(lat, 0.99))
-            ctx.progress(f"fanout/latency: {retrieval}: p50 {statistics.median(p50s):.0f} ms, "
+            ctx.progress(f"fanout/latency: {case}: p50 {statistics.median(p50s):.0f} ms, "
                          f"p99 {statistics.median(p99s):.0f} ms")
-            rows.append({"case": f"{retrieval}: latency", "emulator": "kinesis-local", "shards": 1,
+            rows.append({"case": f"{case}: latency", "emulator": "kinesis-local", "shards": 1,
                          "records": size["latency_records"], "repeats": size["repeats"],
                          "latency_p50_ms": summary(p50s), "latency_p99_ms": summary(p99s)})
         for retrieval in RETRIEVALS:
