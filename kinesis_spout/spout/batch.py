@@ -33,13 +33,13 @@ class SpoutBatch(list[SpoutTuple]):
     - :meth:`fail`: these tuples failed (retried after their backoff, dead-lettered once retries run out);
     - :meth:`ack_except`: fail these, ack the rest, under one lock hold.
 
-    The checkpoints move exactly as if each tuple had been acked with ``spout.ack(message_id)`` at once; per-record
-    ``spout.ack``/``fail`` of the batch's tuples may be mixed with them (a tuple acked already is not acked again).
-    What is acked is each emission the spout handed out in this batch (and in batches and tuples added to it with
-    ``+``), at the tuple's ``attempt``: a tuple failed since with ``spout.fail`` is not acked by the batch, neither
-    while it waits for its retry nor once it is out again (at a later attempt, in another batch, which acks or fails
-    it). Removing a tuple from the list does not exclude it from :meth:`ack` (fail it instead). Acking a batch twice,
-    or after its shard was handed back or dropped, changes nothing.
+    An ack acks each emission the spout handed out in this batch (and in batches and tuples added to it with ``+``),
+    at the tuple's ``attempt``, and nothing else: the checkpoints move as if each tuple still in flight at that
+    attempt had been acked with ``spout.ack(message_id)``. Per-record ``spout.ack``/``fail`` of the batch's tuples
+    may be mixed with it: a tuple acked already is not acked again, and a tuple failed with ``spout.fail`` is not
+    acked by the batch, neither while it waits for its retry nor once it is out again (at a later attempt, in
+    another batch, whose ack or fail decides). Removing a tuple from the list does not exclude it from :meth:`ack`
+    (fail it instead). Acking a batch twice, or after its shard was handed back or dropped, changes nothing.
     """
 
     __slots__ = ("_router", "_spans", "_singles", "_failed", "_acked")

@@ -1,8 +1,8 @@
 """A batch acks exactly the emissions it handed out: a retry of the batch (attempt > 1) failed since with
 ``spout.fail`` and waiting for its next attempt, or out again in a later batch, is not acked by the batch's ``ack``;
-the later batch's fail then retries it or dead-letters it, nothing is lost. The same for a record of a span failed
-with ``spout.fail``, and for tuples carried into a batch from a list. kinesalite (real sequence numbers) and a real
-ZooKeeper through the fixtures."""
+the later batch's fail then retries it or dead-letters it, nothing is lost. The same for a retry failed by its
+message timeout, for a record of a span failed with ``spout.fail``, and for tuples carried into a batch from a list.
+kinesalite (real sequence numbers) and a real ZooKeeper through the fixtures."""
 
 from __future__ import annotations
 
@@ -165,6 +165,27 @@ def test_a_retry_carried_into_a_batch_from_a_list_is_acked_only_at_its_attempt(
         assert pending(spout) == (1, 0), "the merged batch acked attempt 3 through the carried attempt 2"
         assert checkpoints(spout) == {shard_ids[0]: (seqs[0][0], None)}
         later.ack()
+        assert checkpoints(spout) == {shard_ids[0]: (seqs[0][-1], None)}
+    finally:
+        spout.close()
+
+
+def test_a_retry_that_timed_out_and_is_out_again_is_not_acked_by_its_earlier_batch(
+        kinesalite: KinesisEndpoint, zookeeper: Any) -> None:
+    """B1 holds a retry T (attempt 2) and is not acked within the message timeout: T is failed by the timeout and
+    out again (attempt 3) in B2. B1's late ack leaves attempt 3 to B2 (a duplicate, never a loss)."""
+    stream, shard_ids, seqs = put_into_shards(kinesalite, [3])
+    spout = open_spout(kinesalite, zookeeper, stream, "timed-out", retry_limit=3, message_timeout_s=1.0)
+    try:
+        first = take(spout, 3)
+        mid = first[2].message_id
+        first.ack_except([mid])
+        b1 = take_retry(spout, mid, 2)
+        b2 = take_retry(spout, mid, 3)  # comes once attempt 2 timed out and its backoff passed
+        b1.ack()
+        assert pending(spout) == (1, 0), "the batch of attempt 2, timed out, acked attempt 3"
+        assert checkpoints(spout) == {shard_ids[0]: (seqs[0][1], None)}
+        b2.ack()
         assert checkpoints(spout) == {shard_ids[0]: (seqs[0][-1], None)}
     finally:
         spout.close()
