@@ -9,7 +9,8 @@ its state and the state of the spans it hands out.
 same return values, same safe checkpoint, same retry order, same counters) for any sequence of emits, acks, fails,
 retries, timeouts and dead letters; it adds :meth:`SpanTracker.emit_span`, which puts a run of records in flight as
 ONE :class:`Span` and returns it, :meth:`SpanTracker.ack_span`, which acks a whole span in O(1), and
-:meth:`SpanTracker.ack_attempt`, which acks one emission of a record (its attempt), never a later one.
+:meth:`SpanTracker.ack_attempt` and :meth:`SpanTracker.fail_attempt`, which ack or fail one emission of a record (its
+attempt), never a later one.
 
 A span holds its records' keys as one list of ranks (see :mod:`kinesis_spout.tracking.keys`), and beside it, only
 when needed: the items (one list), the sizes (one array), the emission times (one array; a span emitted in one call
@@ -122,10 +123,10 @@ class SpanTracker:
 
     Who calls: the spout (or a Spark reader), from one thread, which owns the tracker, its spans and their state.
     The same methods and answers as :class:`~kinesis_spout.tracker.InflightRecordTracker`, plus :meth:`emit_span`,
-    :meth:`ack_span`, :meth:`attempt_of` and :meth:`ack_attempt`. Costs: :meth:`emit_span` O(n) in C (a list copy and an
-    order check), :meth:`ack_span` O(1) for a span none of whose records failed or was acked alone (one pass in C over
-    its state bytes otherwise); per-record acks in emission order O(1), other per-record calls two bisections (in C);
-    the checkpoint O(1) amortized. ``backoff`` is any :class:`~kinesis_spout.retry.Delays` (a
+    :meth:`ack_span`, :meth:`attempt_of`, :meth:`ack_attempt` and :meth:`fail_attempt`. Costs: :meth:`emit_span` O(n) in
+    C (a list copy and an order check), :meth:`ack_span` O(1) for a span none of whose records failed or was acked alone
+    (one pass in C over its state bytes otherwise); per-record acks in emission order O(1), other per-record calls two
+    bisections (in C); the checkpoint O(1) amortized. ``backoff`` is any :class:`~kinesis_spout.retry.Delays` (a
     :class:`~kinesis_spout.tracker.RetryBackoff`); the default has the delays of ``RetryBackoff()`` (0.1 s, doubling, at
     most 10 s).
     """
@@ -364,6 +365,16 @@ class SpanTracker:
         if self.attempt_of(rank) != attempt:
             return False
         return self.ack(rank)
+
+    def fail_attempt(self, key: Key, attempt: int, now: float) -> FailOutcome:
+        """:meth:`fail` of ONE emission of a record: only while the record is in flight at ``attempt``; otherwise
+        ``UNKNOWN`` and nothing changes (not counted in ``unknown_fails``: the emission is over). Called by the
+        spout when a consumer fails a tuple it names with its attempt, so that a late fail of an emission that is
+        over never fails the record's later attempt."""
+        rank = key if key.__class__ is int else rank_of_key(key)
+        if self.attempt_of(rank) != attempt:
+            return FailOutcome.UNKNOWN
+        return self.fail(rank, now)
 
     def fail(self, key: Key, now: float) -> FailOutcome:
         """Handle the failure of a record in flight, as ``InflightRecordTracker.fail``: ``RETRY`` (queued for

@@ -1,6 +1,6 @@
-"""The span tracker acks one emission of a record: ``attempt_of`` (the attempt a record is in flight at) and
-``ack_attempt`` (ack only that attempt), for records emitted one by one and in spans, waiting for their retry, out
-again, dead letters and unknown keys. Pure: no server, no clock."""
+"""The span tracker acks and fails one emission of a record: ``attempt_of`` (the attempt a record is in flight at),
+``ack_attempt`` and ``fail_attempt`` (only that attempt), for records emitted one by one and in spans, waiting for
+their retry, out again, dead letters and unknown keys. Pure: no server, no clock."""
 
 from __future__ import annotations
 
@@ -51,3 +51,19 @@ def test_a_dead_letter_an_unknown_key_and_a_done_record_are_at_no_attempt() -> N
     assert tr.attempt_of(C) is None and not tr.ack_attempt(C, 1)
     assert tr.ack_span(span) == 1 and tr.attempt_of(B) is None and not tr.ack_attempt(B, 1)
     assert (tr.inflight_count, tr.dead_letters_pending, tr.stats.unknown_acks) == (1, 1, 0)
+
+
+def test_a_late_fail_of_an_emission_that_is_over_does_not_fail_the_later_attempt() -> None:
+    """B fails at attempt 1 and is out at attempt 2: a fail of attempt 1 changes nothing (no unknown fail counted),
+    the fail of attempt 2 queues attempt 3; while it waits, no attempt is failed; a dead letter neither."""
+    tr = tracker(message_timeout_s=None)
+    assert tr.emit_span([A, B, C], 0.0) is not None
+    assert tr.fail_attempt(B, 2, 0.0) is FailOutcome.UNKNOWN and tr.attempt_of(B) == 1
+    assert tr.fail_attempt(B, 1, 0.0) is FailOutcome.RETRY
+    assert tr.fail_attempt(B, 1, 0.0) is FailOutcome.UNKNOWN  # waiting for its retry
+    assert tr.next_retry(0.0) is not None and tr.attempt_of(B) == 2
+    assert tr.fail_attempt(B, 1, 0.0) is FailOutcome.UNKNOWN and tr.attempt_of(B) == 2
+    assert (tr.stats.failed, tr.stats.unknown_fails, tr.retry_queue_len) == (1, 0, 0)
+    assert tr.fail_attempt(B, 2, 0.0) is FailOutcome.RETRY and tr.retry_queue_len == 1
+    assert tr.give_up(C) and tr.fail_attempt(C, 1, 0.0) is FailOutcome.UNKNOWN
+    assert (tr.stats.failed, tr.dead_letters_pending, tr.inflight_count) == (2, 1, 3)

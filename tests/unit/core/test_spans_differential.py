@@ -3,11 +3,12 @@
 Random sequences of operations go to both trackers: one-by-one emits, batches emitted as spans (the per-record tracker
 gets the same keys through emit_many), acks, fails, give-ups, dead letters written, whole-span acks with excluded
 records (the per-record tracker gets ack_many of the same records: those of the span still in their first emission and
-not excluded), acks of one attempt of a record (ack_attempt: the per-record tracker gets the ack only when the test's
-own model says the record is in flight at that attempt), retries, timeouts and clock advances, with sparse 56-digit
-keys, KPL sub-sequences, keys as SequenceKey or rank, retry limits 0..3 and tiny compaction thresholds. After every step
-the two must give the same safe checkpoint, and every call the same answer: outcomes, retry order (next_retry), expired
-records, dead letters, next_due and every counter. So the safe-checkpoint rule provably does not change with spans.
+not excluded), acks and fails of one attempt of a record (ack_attempt, fail_attempt: the per-record tracker gets the ack
+or fail only when the test's own model says the record is in flight at that attempt), retries, timeouts and clock
+advances, with sparse 56-digit keys, KPL sub-sequences, keys as SequenceKey or rank, retry limits 0..3 and tiny
+compaction thresholds. After every step the two must give the same safe checkpoint, and every call the same answer:
+outcomes, retry order (next_retry), expired records, dead letters, next_due and every counter. So the safe-checkpoint
+rule provably does not change with spans.
 """
 
 from __future__ import annotations
@@ -178,6 +179,21 @@ class Differential(RuleBasedStateMachine):
             assert self.old.ack(self.k(key)) is True
             self.first.discard(key)
             del self.attempts[key]
+
+    @precondition(lambda self: self.keys)
+    @rule(data=st.data())
+    def fail_attempt(self, data: st.DataObject) -> None:
+        """A consumer fails one emission of a record: only the attempt it is in flight at (by the model)."""
+        key = self.pick(data)
+        current = self.attempts.get(key)
+        attempt = data.draw(st.sampled_from([1, 2, 3, 4] + ([current, current] if current else [])))
+        outcome = self.new.fail_attempt(self.k(key), attempt, self.now)
+        if current == attempt:
+            assert outcome is self.old.fail(self.k(key), self.now)
+            assert outcome is not FailOutcome.UNKNOWN
+            self._failed(key, outcome)
+        else:
+            assert outcome is FailOutcome.UNKNOWN
 
     @rule(span=spans, data=st.data())
     def ack_span(self, span: Span | None, data: st.DataObject) -> None:
