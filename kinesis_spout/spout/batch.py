@@ -73,13 +73,28 @@ class SpoutBatch(list[SpoutTuple]):
 
     def fail(self, message_ids: Iterable[str]) -> None:
         """These tuples of the batch failed: each is emitted again after its backoff, or dead-lettered once its
-        retries ran out (as ``spout.fail``); :meth:`ack` will not ack them. Raises ``SpoutStateError`` unless the
+        retries ran out (as ``spout.fail``); :meth:`ack` will not ack them. Each fails the emission the batch handed
+        out (the tuple's attempt): one that failed since and is out again at a later attempt is left to that attempt
+        (an id the batch does not hold is failed by id, as ``spout.fail``). Raises ``SpoutStateError`` unless the
         spout is open."""
         mids = list(message_ids)
         router = self._router
         with router.registry.lock:
-            router.fail_many(mids)
+            router.fail_many(self._emissions(mids))
             self._failed.update(mids)
+
+    def _emissions(self, mids: list[str]) -> list[str | SpoutTuple]:
+        """The batch's own tuple for each of ``mids`` (the latest attempt when it holds several), or the id itself
+        when the batch holds none: what :meth:`fail` fails. One pass over the batch's tuples."""
+        wanted = set(mids)
+        own: dict[str, SpoutTuple] = {}
+        for t in self:
+            mid = t.message_id
+            if mid in wanted:
+                have = own.get(mid)
+                if have is None or t.attempt > have.attempt:
+                    own[mid] = t
+        return [own.get(mid, mid) for mid in mids]
 
     def ack_except(self, failed_ids: Iterable[str]) -> None:
         """Fail ``failed_ids`` (as :meth:`fail`) and ack every other tuple of the batch, under one lock hold.

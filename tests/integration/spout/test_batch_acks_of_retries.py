@@ -1,53 +1,19 @@
 """A batch acks exactly the emissions it handed out: a retry of the batch (attempt > 1) failed since with
 ``spout.fail`` and waiting for its next attempt, or out again in a later batch, is not acked by the batch's ``ack``;
 the later batch's fail then retries it or dead-letters it, nothing is lost. The same for a retry failed by its
-message timeout, for a record of a span failed with ``spout.fail``, and for tuples carried into a batch from a list.
-kinesalite (real sequence numbers) and a real ZooKeeper through the fixtures."""
+message timeout, for a record of a span failed with ``spout.fail``, and for tuples carried into a batch from a list;
+and a batch's fail of such a retry does not fail its later attempt. kinesalite (real sequence numbers) and a real
+ZooKeeper through the fixtures."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from kinesis_spout import KinesisSpout, SpoutBatch
-from kinesis_spout.testing import stored_checkpoints
+from kinesis_spout import SpoutBatch
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 
-from .support import TIMEOUT_S, make_config, put_into_shards
-
-
-def open_spout(endpoint: KinesisEndpoint, zookeeper: Any, stream: str, app: str, **extra: Any) -> KinesisSpout:
-    return KinesisSpout(make_config(endpoint, stream, app_name=app, zookeeper=zookeeper.hosts,
-                                    zookeeper_prefix=zookeeper.prefix, **extra)).open()
-
-
-def take(spout: KinesisSpout, want: int) -> SpoutBatch:
-    """One batch of exactly ``want`` tuples (bounded wait; nothing else may be ready)."""
-    deadline = time.monotonic() + TIMEOUT_S
-    while True:
-        assert time.monotonic() < deadline, f"no batch of {want} tuples came"
-        batch = spout.next_batch(max_records=want, timeout_s=0.5)
-        if batch:
-            assert len(batch) == want, f"a batch of {len(batch)} tuples came, {want} expected"
-            return batch
-
-
-def take_retry(spout: KinesisSpout, mid: str, attempt: int) -> SpoutBatch:
-    """The next batch: the retry of ``mid`` alone, at ``attempt`` (it comes back after its backoff)."""
-    batch = take(spout, 1)
-    assert (batch[0].message_id, batch[0].attempt) == (mid, attempt)
-    return batch
-
-
-def checkpoints(spout: KinesisSpout) -> dict[str, Any]:
-    assert spout.flush_checkpoints()
-    return stored_checkpoints(spout.config)
-
-
-def pending(spout: KinesisSpout) -> tuple[int, int]:
-    """(records in flight, of which waiting for their retry) over the spout's shards."""
-    figures = spout.metrics()
-    return sum(m.inflight for m in figures), sum(m.retry_queue for m in figures)
+from .emissions import checkpoints, open_spout, pending, take, take_retry
+from .support import put_into_shards
 
 
 def test_a_retry_failed_with_spout_fail_and_out_again_is_not_acked_by_its_earlier_batch(
@@ -187,5 +153,30 @@ def test_a_retry_that_timed_out_and_is_out_again_is_not_acked_by_its_earlier_bat
         assert checkpoints(spout) == {shard_ids[0]: (seqs[0][1], None)}
         b2.ack()
         assert checkpoints(spout) == {shard_ids[0]: (seqs[0][-1], None)}
+    finally:
+        spout.close()
+
+
+def test_a_batch_fail_of_a_retry_out_again_since_does_not_fail_its_later_attempt(
+        kinesalite: KinesisEndpoint, zookeeper: Any) -> None:
+    """B1 holds a retry T (attempt 2); ``spout.fail(T)``; T is out again (attempt 3, its last) in B2; then B1 fails
+    T: that emission is over, so attempt 3 is not failed (it would be dead-lettered); B2's ack completes the shard
+    with no dead letter."""
+    stream, shard_ids, seqs = put_into_shards(kinesalite, [3])
+    dead: list[str] = []
+    spout = open_spout(kinesalite, zookeeper, stream, "late-fail", retry_limit=2,
+                       dead_letter=lambda record, reason: dead.append(record.message_id))
+    try:
+        first = take(spout, 3)
+        mid = first[0].message_id
+        first.ack_except([mid])
+        b1 = take_retry(spout, mid, 2)
+        spout.fail(mid)
+        b2 = take_retry(spout, mid, 3)
+        b1.ack_except([mid])
+        assert pending(spout) == (1, 0), "the batch of attempt 2 failed attempt 3"
+        b2.ack()
+        assert checkpoints(spout) == {shard_ids[0]: (seqs[0][-1], None)}
+        assert dead == []
     finally:
         spout.close()
