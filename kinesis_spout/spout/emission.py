@@ -129,7 +129,7 @@ class Emitter:
                 self._retry_cursor = (self._retry_cursor + i + 1) % n
                 mid = message_id(state.shard_id, key)
                 if into is not None:
-                    into.add_single(state, key.rank, mid)
+                    into.add_single(state, key.rank, mid, attempt)
                 return SpoutTuple(mid, record, values, attempt)
         return None
 
@@ -171,7 +171,7 @@ class Emitter:
             kept = [(r, n) for r, n in zip(records, sizes) if tracker.emit(r.rank, now, r, n)]
             if into is not None and reliable:
                 for r, _n in kept:
-                    into.add_single(state, r.rank, r.message_id)
+                    into.add_single(state, r.rank, r.message_id, 1)
         else:
             skip = len(records) - len(span.ranks) if span is not None else len(records)
             kept = list(zip(records[skip:], sizes[skip:]))

@@ -225,20 +225,27 @@ class KinesisSpout:
             self._rr.wait(min(left, due if due is not None else left))
 
     # -- ack / fail -------------------------------------------------------------------------------------------
-    def ack(self, mid: str) -> None:
-        """The tuple ``mid`` was fully processed. Unknown or repeated ids are ignored and counted."""
+    def ack(self, mid: str | SpoutTuple) -> None:
+        """The tuple ``mid`` was fully processed. Unknown or repeated ids are ignored and counted.
+
+        A message id names the record, whatever its attempt: it is acked in flight or waiting for its retry. The
+        tuple itself (a :class:`~kinesis_spout.records.SpoutTuple`) names that one emission, as Storm's acks do: it
+        is acked only while the record is in flight at the tuple's ``attempt``, so a late ack of an emission that
+        failed since (by :meth:`fail` or its message timeout) never acks the record's next attempt, which its own
+        ack or fail decides."""
         self._acks.ack(mid)
 
-    def fail(self, mid: str) -> None:
-        """The tuple ``mid`` failed: it is emitted again after a backoff, or dead-lettered once retries run out."""
+    def fail(self, mid: str | SpoutTuple) -> None:
+        """The tuple ``mid`` failed: it is emitted again after a backoff, or dead-lettered once retries run out. The
+        tuple itself fails only that emission (nothing once it is over, as for :meth:`ack`)."""
         self._acks.fail_many((mid,))
 
-    def ack_many(self, mids: Iterable[str]) -> None:
-        """:meth:`ack` for many ids at once: one lock, and each shard's checkpoint offered once."""
+    def ack_many(self, mids: Iterable[str | SpoutTuple]) -> None:
+        """:meth:`ack` for many ids (or tuples) at once: one lock, and each shard's checkpoint offered once."""
         self._acks.ack_many(mids)
 
-    def fail_many(self, mids: Iterable[str]) -> None:
-        """:meth:`fail` for many ids at once (one lock)."""
+    def fail_many(self, mids: Iterable[str | SpoutTuple]) -> None:
+        """:meth:`fail` for many ids (or tuples) at once (one lock)."""
         self._acks.fail_many(mids)
 
     # -- observability ----------------------------------------------------------------------------------------

@@ -85,11 +85,14 @@ class RecordTracker(Protocol):
 
 class ShardTracker(RecordTracker, Protocol):
     """A :class:`RecordTracker` that also puts a batch of the shard's records in flight as one span and acks it
-    whole (:class:`~kinesis_spout.tracking.spans.SpanTracker`): the tracker a :class:`ShardLifecycle` holds."""
+    whole, and acks or fails one emission (attempt) of a record
+    (:class:`~kinesis_spout.tracking.spans.SpanTracker`): the tracker a :class:`ShardLifecycle` holds."""
 
     def emit_span(self, keys: Sequence[Key], now: float, items: Sequence[object] | None = None,
                   sizes: Sequence[int] | None = None) -> Span | None: ...
     def ack_span(self, span: Span, exclude: Iterable[Key] = ()) -> int: ...
+    def ack_attempt(self, key: Key, attempt: int) -> bool: ...
+    def fail_attempt(self, key: Key, attempt: int, now: float) -> FailOutcome: ...
 
 
 class ShardPhase(enum.Enum):
@@ -226,6 +229,12 @@ class ShardLifecycle:
         """Ack one record (by rank); True when the safe checkpoint moved. Nothing changes outside ACK_PHASES."""
         return self.counts_acks and self.tracker.ack(rank)
 
+    def ack_attempt(self, rank: int, attempt: int) -> bool:
+        """Ack one emission of a record: only while it is in flight at ``attempt`` (a batch's retry); True when the
+        safe checkpoint moved. Nothing changes outside ACK_PHASES, nor for an emission that is over (the record
+        failed since, or is out again at a later attempt)."""
+        return self.counts_acks and self.tracker.ack_attempt(rank, attempt)
+
     def ack_many(self, ranks: Iterable[int]) -> bool:
         """:meth:`ack` for several records; True when the safe checkpoint moved."""
         return self.counts_acks and bool(self.tracker.ack_many(ranks))
@@ -235,6 +244,11 @@ class ShardLifecycle:
         ``exclude`` (ranks); True when any was acked. Nothing changes outside ACK_PHASES, nor for a span of an
         earlier tracker of the shard (the shard was handed back or dropped and taken again)."""
         return self.counts_acks and bool(self.tracker.ack_span(span, exclude))
+
+    def fail_attempt(self, rank: int, attempt: int, now: float) -> FailOutcome | None:
+        """Fail one emission of a record: only while it is in flight at ``attempt`` (else ``UNKNOWN``, nothing
+        changes). None outside ACK_PHASES."""
+        return self.tracker.fail_attempt(rank, attempt, now) if self.counts_acks else None
 
     def fail(self, rank: int, now: float) -> FailOutcome | None:
         """Fail one record: it is retried or (retries spent) due for its dead letter. None outside ACK_PHASES."""

@@ -8,7 +8,9 @@ its state and the state of the spans it hands out.
 :class:`SpanTracker` answers exactly as :class:`~kinesis_spout.tracker.InflightRecordTracker` does (same methods,
 same return values, same safe checkpoint, same retry order, same counters) for any sequence of emits, acks, fails,
 retries, timeouts and dead letters; it adds :meth:`SpanTracker.emit_span`, which puts a run of records in flight as
-ONE :class:`Span` and returns it, and :meth:`SpanTracker.ack_span`, which acks a whole span in O(1).
+ONE :class:`Span` and returns it, :meth:`SpanTracker.ack_span`, which acks a whole span in O(1), and
+:meth:`SpanTracker.ack_attempt` and :meth:`SpanTracker.fail_attempt`, which ack or fail one emission of a record (its
+attempt), never a later one.
 
 A span holds its records' keys as one list of ranks (see :mod:`kinesis_spout.tracking.keys`), and beside it, only
 when needed: the items (one list), the sizes (one array), the emission times (one array; a span emitted in one call
@@ -120,13 +122,13 @@ class SpanTracker:
     """Tracks the records of one shard as spans, from emission until they are done, and derives the safe checkpoint.
 
     Who calls: the spout (or a Spark reader), from one thread, which owns the tracker, its spans and their state.
-    The same methods and answers as :class:`~kinesis_spout.tracker.InflightRecordTracker`, plus
-    :meth:`emit_span` and :meth:`ack_span`. Costs: :meth:`emit_span` O(n) in C (a list copy and an order check),
-    :meth:`ack_span` O(1) for a span none of whose records failed or was acked alone (one pass in C over its state
-    bytes otherwise); per-record acks in emission order O(1), other per-record calls two bisections (in C); the
-    checkpoint O(1) amortized. ``backoff`` is any :class:`~kinesis_spout.retry.Delays` (a
-    :class:`~kinesis_spout.tracker.RetryBackoff`); the default has the delays of ``RetryBackoff()`` (0.1 s,
-    doubling, at most 10 s).
+    The same methods and answers as :class:`~kinesis_spout.tracker.InflightRecordTracker`, plus :meth:`emit_span`,
+    :meth:`ack_span`, :meth:`attempt_of`, :meth:`ack_attempt` and :meth:`fail_attempt`. Costs: :meth:`emit_span` O(n) in
+    C (a list copy and an order check), :meth:`ack_span` O(1) for a span none of whose records failed or was acked alone
+    (one pass in C over its state bytes otherwise); per-record acks in emission order O(1), other per-record calls two
+    bisections (in C); the checkpoint O(1) amortized. ``backoff`` is any :class:`~kinesis_spout.retry.Delays` (a
+    :class:`~kinesis_spout.tracker.RetryBackoff`); the default has the delays of ``RetryBackoff()`` (0.1 s, doubling, at
+    most 10 s).
     """
 
     def __init__(
@@ -336,6 +338,43 @@ class SpanTracker:
         """:meth:`ack` for many keys, in order; returns how many were acked (as ``InflightRecordTracker.ack_many``).
         Called by the spout with keys of one shard acked together that are not a whole span."""
         return sum(map(self.ack, keys))
+
+    def attempt_of(self, key: Key) -> int | None:
+        """The attempt at which a record is in flight: 1 in its first emission, the attempt of its last re-emission
+        after a failure; ``None`` when it is not in flight (unknown, done, waiting for its retry, or a pending dead
+        letter). Called through :meth:`ack_attempt`; two bisections (in C)."""
+        rank = key if key.__class__ is int else rank_of_key(key)
+        found = self._locate(rank)
+        if found is None:
+            return None
+        span, j = found
+        code = FIRST if span.state is None else span.state[j]
+        if code == FIRST:
+            return 1
+        if code == FAILED and rank not in self._retries:
+            return self._attempts[rank]
+        return None
+
+    def ack_attempt(self, key: Key, attempt: int) -> bool:
+        """:meth:`ack` of ONE emission of a record: only while the record is in flight at ``attempt`` (see
+        :meth:`attempt_of`); ``False`` otherwise, and nothing changes (an emission that is over, failed since or
+        out again at a later attempt, is not counted in ``unknown_acks``). Called by the spout when a batch acks a
+        retry it handed out, so that it never acks the record's later attempt (which another batch holds, and may
+        fail) nor a record that failed since and waits for its retry."""
+        rank = key if key.__class__ is int else rank_of_key(key)
+        if self.attempt_of(rank) != attempt:
+            return False
+        return self.ack(rank)
+
+    def fail_attempt(self, key: Key, attempt: int, now: float) -> FailOutcome:
+        """:meth:`fail` of ONE emission of a record: only while the record is in flight at ``attempt``; otherwise
+        ``UNKNOWN`` and nothing changes (not counted in ``unknown_fails``: the emission is over). Called by the
+        spout when a consumer fails a tuple it names with its attempt, so that a late fail of an emission that is
+        over never fails the record's later attempt."""
+        rank = key if key.__class__ is int else rank_of_key(key)
+        if self.attempt_of(rank) != attempt:
+            return FailOutcome.UNKNOWN
+        return self.fail(rank, now)
 
     def fail(self, key: Key, now: float) -> FailOutcome:
         """Handle the failure of a record in flight, as ``InflightRecordTracker.fail``: ``RETRY`` (queued for

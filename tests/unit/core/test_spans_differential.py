@@ -1,12 +1,14 @@
 """Hypothesis differential test: the span tracker against today's per-record InflightRecordTracker.
 
-Random sequences of operations go to both trackers: one-by-one emits, batches emitted as spans (the per-record
-tracker gets the same keys through emit_many), acks, fails, give-ups, dead letters written, whole-span acks with
-excluded records (the per-record tracker gets ack_many of the same records: those of the span still in their first
-emission and not excluded), retries, timeouts and clock advances, with sparse 56-digit keys, KPL sub-sequences,
-keys as SequenceKey or rank, retry limits 0..3 and tiny compaction thresholds. After every step the two must give
-the same safe checkpoint, and every call the same answer: outcomes, retry order (next_retry), expired records,
-dead letters, next_due and every counter. So the safe-checkpoint rule provably does not change with spans.
+Random sequences of operations go to both trackers: one-by-one emits, batches emitted as spans (the per-record tracker
+gets the same keys through emit_many), acks, fails, give-ups, dead letters written, whole-span acks with excluded
+records (the per-record tracker gets ack_many of the same records: those of the span still in their first emission and
+not excluded), acks and fails of one attempt of a record (ack_attempt, fail_attempt: the per-record tracker gets the ack
+or fail only when the test's own model says the record is in flight at that attempt), retries, timeouts and clock
+advances, with sparse 56-digit keys, KPL sub-sequences, keys as SequenceKey or rank, retry limits 0..3 and tiny
+compaction thresholds. After every step the two must give the same safe checkpoint, and every call the same answer:
+outcomes, retry order (next_retry), expired records, dead letters, next_due and every counter. So the safe-checkpoint
+rule provably does not change with spans.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ class Differential(RuleBasedStateMachine):
         self.keys: list[SequenceKey] = []  # every key emitted, in order
         self.last = initial
         self.first: set[SequenceKey] = set()  # keys in their first emission (never failed, not done)
+        self.attempts: dict[SequenceKey, int] = {}  # keys in flight -> the attempt they are in flight at
         self.span_keys: dict[int, list[SequenceKey]] = {}  # id(span) -> its keys
         self.now = 1000.0
         self.last_checkpoint = initial
@@ -95,6 +98,11 @@ class Differential(RuleBasedStateMachine):
     def _failed(self, key: SequenceKey, outcome: FailOutcome) -> None:
         if outcome is not FailOutcome.UNKNOWN:
             self.first.discard(key)
+            self.attempts.pop(key, None)
+
+    def _retried(self, got: tuple[SequenceKey, Any, int] | None) -> None:
+        if got is not None:
+            self.attempts[got[0]] = got[2]
 
     # ------------------------------------------------------------------ emission
 
@@ -106,6 +114,7 @@ class Differential(RuleBasedStateMachine):
             assert self.new.emit(self.k(key), self.now, item, size) is True
             self.keys.append(key)
             self.first.add(key)
+            self.attempts[key] = 1
             self.last = key
 
     @rule(target=spans, records=RECORDS, replays=st.integers(0, 3), with_items=st.booleans())
@@ -122,6 +131,7 @@ class Differential(RuleBasedStateMachine):
         self.span_keys[id(span)] = keys
         self.keys.extend(keys)
         self.first.update(keys)
+        self.attempts.update(dict.fromkeys(keys, 1))
         self.last = keys[-1]
         return span
 
@@ -143,6 +153,8 @@ class Differential(RuleBasedStateMachine):
         got = self.new.ack(self.k(key))
         assert got is self.old.ack(self.k(key))
         self.first.discard(key)
+        if got:
+            self.attempts.pop(key, None)
 
     @precondition(lambda self: self.keys)
     @rule(data=st.data())
@@ -150,6 +162,38 @@ class Differential(RuleBasedStateMachine):
         keys = [self.pick(data) for _ in range(data.draw(st.integers(1, 10)))]
         assert self.new.ack_many([self.k(k) for k in keys]) == self.old.ack_many([self.k(k) for k in keys])
         self.first.difference_update(keys)
+        for key in keys:  # each one in flight was acked
+            self.attempts.pop(key, None)
+
+    @precondition(lambda self: self.keys)
+    @rule(data=st.data())
+    def ack_attempt(self, data: st.DataObject) -> None:
+        """A batch acks one emission of a record: only the attempt the record is in flight at (by the model)."""
+        key = self.pick(data)
+        current = self.attempts.get(key)
+        attempt = data.draw(st.sampled_from([1, 2, 3, 4] + ([current, current] if current else [])))
+        assert self.new.attempt_of(self.k(key)) == current
+        expected = current == attempt
+        assert self.new.ack_attempt(self.k(key), attempt) is expected
+        if expected:
+            assert self.old.ack(self.k(key)) is True
+            self.first.discard(key)
+            del self.attempts[key]
+
+    @precondition(lambda self: self.keys)
+    @rule(data=st.data())
+    def fail_attempt(self, data: st.DataObject) -> None:
+        """A consumer fails one emission of a record: only the attempt it is in flight at (by the model)."""
+        key = self.pick(data)
+        current = self.attempts.get(key)
+        attempt = data.draw(st.sampled_from([1, 2, 3, 4] + ([current, current] if current else [])))
+        outcome = self.new.fail_attempt(self.k(key), attempt, self.now)
+        if current == attempt:
+            assert outcome is self.old.fail(self.k(key), self.now)
+            assert outcome is not FailOutcome.UNKNOWN
+            self._failed(key, outcome)
+        else:
+            assert outcome is FailOutcome.UNKNOWN
 
     @rule(span=spans, data=st.data())
     def ack_span(self, span: Span | None, data: st.DataObject) -> None:
@@ -162,6 +206,8 @@ class Differential(RuleBasedStateMachine):
         assert self.new.ack_span(span, [self.k(key) for key in exclude]) == len(acked)
         assert self.old.ack_many([self.k(key) for key in acked]) == len(acked)
         self.first.difference_update(acked)
+        for key in acked:
+            del self.attempts[key]
         assert self.new.ack_span(span, [self.k(key) for key in exclude]) == 0  # nothing left to ack but excluded
 
     @precondition(lambda self: self.keys)
@@ -191,6 +237,7 @@ class Differential(RuleBasedStateMachine):
         assert got is self.old.give_up(self.k(key))
         if got:
             self.first.discard(key)
+            self.attempts.pop(key, None)
 
     @precondition(lambda self: self.keys)
     @rule(data=st.data())
@@ -203,7 +250,9 @@ class Differential(RuleBasedStateMachine):
 
     @rule()
     def next_retry(self) -> None:
-        assert self.new.next_retry(self.now) == self.old.next_retry(self.now)
+        got = self.new.next_retry(self.now)
+        assert got == self.old.next_retry(self.now)
+        self._retried(got)
 
     @rule()
     def expire(self) -> None:
@@ -224,6 +273,7 @@ class Differential(RuleBasedStateMachine):
         while True:
             got = self.new.next_retry(self.now)
             assert got == self.old.next_retry(self.now)
+            self._retried(got)
             if got is None:
                 break
 
