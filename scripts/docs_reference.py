@@ -101,8 +101,8 @@ MEANINGS: dict[str, str] = {
     "worker_id": "recorded as the owner of checkpoints and leases; unique per live worker",
     "retrieval": "`polling`: GetRecords, shared by every app reading the stream (5 calls, 2 MiB/s per shard); "
                  "`fanout`: enhanced fan-out, records pushed to this app's own stream consumer over "
-                 "SubscribeToShard (2 MiB/s per shard of its own, billed per consumer-shard hour and GB; driver "
-                 "reads only on Spark): see [Enhanced fan-out](../guides/fanout.md)",
+                 "SubscribeToShard (2 MiB/s per shard of its own, billed per consumer-shard hour and GB; on Spark "
+                 "in both read modes): see [Enhanced fan-out](../guides/fanout.md)",
     "consumer_name": "None: the app name. the stream consumer fan-out registers (or finds) and reads through",
     "subscription_renewal_s": "fan-out: a shard's subscription is renewed after this long, from the last record "
                               "delivered (Kinesis ends one after 5 minutes; keep it at 5 s or more)",

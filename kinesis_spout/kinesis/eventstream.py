@@ -83,12 +83,15 @@ def stream_error(code: str, message: str, what: str) -> KinesisError:
     if code == "ResourceInUseException":
         return KinesisError(
             f"{what}: another subscription of this consumer still reads the shard ({message}); usually the shard's "
-            f"previous owner, whose subscription ends within the renewal period: subscribing again with backoff",
+            f"previous owner, whose subscription ends within the renewal period, or on Spark the previous batch's "
+            f"task (Kinesis refuses a new subscription for about 5 s after the last) or a speculative copy of the "
+            f"task: subscribing again with backoff",
             code=code, retriable=True)
     if code == "ResourceNotFoundException":
         return KinesisError(
             f"{what}: the consumer or the shard does not exist ({message}); if the consumer was deregistered while "
-            f"the spout read (kinesis-spout consumers deregister), open the spout again to register it anew",
+            f"the app read (kinesis-spout consumers deregister), open the spout again, or restart the Spark query, "
+            f"to register it anew",
             code=code, retriable=False)
     if code in _THROTTLE_CODES:
         return ThrottledError(f"{what}: throttled ({code}): {message}", code=code)

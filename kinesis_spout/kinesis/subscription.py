@@ -34,17 +34,23 @@ from kinesis_spout.errors import KinesisError
 from kinesis_spout.kinesis.client import translate
 from kinesis_spout.kinesis.consumers import unsupported
 from kinesis_spout.kinesis.eventstream import EventStreamDecoder, SubscriptionEvent, stream_error
-from kinesis_spout.kinesis.getter import GET_RECORDS_RETRY, LATEST_MARGIN, FetchResult, ShardGetter
+from kinesis_spout.kinesis.getter import LATEST_MARGIN, FetchResult, ShardGetter
 from kinesis_spout.kinesis.shards import HashKeyRange
 from kinesis_spout.positions import Kind, Position, after, at_timestamp, iterator_args
-from kinesis_spout.retry import Backoff
+from kinesis_spout.retry import Backoff, RetryPolicy
 
-__all__ = ["DEFAULT_RENEW_S", "FanOutGetter", "Subscription", "WaitingFanOut", "starting_position"]
+__all__ = ["DEFAULT_RENEW_S", "RESUBSCRIBE_S", "SUBSCRIBE_RETRY", "FanOutGetter", "Subscription", "WaitingFanOut",
+           "starting_position"]
 
 log = logging.getLogger("kinesis_spout.kinesis")
 
 #: Kinesis ends a subscription after 5 minutes; the getter renews it then at the latest.
 DEFAULT_RENEW_S = 300.0
+#: Kinesis refuses a new subscription of a consumer to a shard for about this long after the last one was accepted.
+RESUBSCRIBE_S = 5.0
+#: Retries of a refused or lost subscription by a task: a second apart at first (one SubscribeToShard a second per
+#: consumer and shard), then longer, past ``RESUBSCRIBE_S`` by the third.
+SUBSCRIBE_RETRY = RetryPolicy(initial_s=1.0, multiplier=2.0, max_s=10.0, jitter=0.5)
 _CHUNK = 64 << 10
 _ENDED = object()  # queued by the thread when the subscription ended without an error
 
@@ -393,20 +399,24 @@ class FanOutGetter(ShardGetter):
 
 class WaitingFanOut:
     """A :class:`FanOutGetter` read by one task that waits for its events: :meth:`subscribe` and :meth:`fetch`
-    block (up to a deadline) where the getter's own calls return at once, and retriable errors (another
-    subscription still holds the shard, a lost connection, throttling) are tried again after
-    ``GET_RECORDS_RETRY``'s delays, up to ``max_retries`` in a row.
+    block where the getter's own calls return at once, and retriable errors (another subscription still holds the
+    shard, a lost connection, throttling) are tried again after ``SUBSCRIBE_RETRY``'s delays (at least a second
+    apart: Kinesis takes one SubscribeToShard a second per consumer and shard), up to ``max_retries`` in a row.
 
     Who calls: a Spark task reading its shard on an executor (``readMode=executors``). Not thread-safe: the task's
     thread owns it; the subscription's thread only sets the wake-up event (``on_pending``), which is cleared before
-    each look at the queue, so an event queued between the look and the wait is never missed.
+    each look at the queue, so an event queued between the look and the wait is never missed. ``subscribed_at``:
+    ``time.monotonic()`` when the first subscription was accepted; ``events``: the events :meth:`fetch` returned.
     """
 
     def __init__(self, getter: FanOutGetter, max_retries: int) -> None:
         self.getter = getter
+        self.subscribed_at: float | None = None
+        self.events = 0
         self._wake = threading.Event()
         getter.on_pending = self._wake.set
-        self._backoff = Backoff(replace(GET_RECORDS_RETRY, max_attempts=max(max_retries, 0) + 1))
+        self._backoff = Backoff(replace(SUBSCRIBE_RETRY, max_attempts=max(max_retries, 0) + 1))
+        self._handed_out = False
 
     def subscribe(self) -> None:
         """Subscribe now, waiting out retriable refusals; raises what retrying cannot fix, or the last error after
@@ -414,36 +424,48 @@ class WaitingFanOut:
         while True:
             try:
                 self.getter.prepare()
-                return
             except KinesisError as exc:
-                self._pause(exc)
+                time.sleep(self._delay(exc))
+                continue
+            self._backoff.reset()
+            self.subscribed_at = time.monotonic()
+            return
 
     def fetch(self, deadline: float) -> FetchResult:
         """The next event (as :meth:`FanOutGetter.fetch`), waiting for it until ``deadline`` (``time.monotonic()``);
-        a result with ``millis_behind_latest`` None and no record when none came in time."""
+        a result with ``millis_behind_latest`` None and no record when none came in time. A retriable error after
+        records were handed out ends the wait at the deadline rather than past it (the task keeps what it has)."""
         while True:
             self._wake.clear()
             try:
                 result = self.getter.fetch()
             except KinesisError as exc:
-                self._pause(exc)
+                pause = self._delay(exc)
+                if self._handed_out and time.monotonic() + pause >= deadline:
+                    log.info("%s: ending the read with what it holds", exc)
+                    return FetchResult([], None, False, 0)
+                time.sleep(pause)
                 continue
             if result.fetched or result.shard_end or result.millis_behind_latest is not None:
                 self._backoff.reset()
+                self._handed_out = self._handed_out or bool(result.records)
+                self.events += 1
                 return result
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return result
             self._wake.wait(remaining)
 
-    def _pause(self, exc: KinesisError) -> None:
+    def _delay(self, exc: KinesisError) -> float:
+        """The pause before the next try after ``exc``; raises ``exc`` when it is not retriable or the retries
+        ran out."""
         if not exc.retriable:
             raise exc
         pause = self._backoff.next_delay()
         if self._backoff.exhausted:
             raise exc
         log.info("%s; trying again in %.2f s", exc, pause)
-        time.sleep(pause)
+        return pause
 
     def close(self) -> None:
         """End the subscription. Idempotent."""

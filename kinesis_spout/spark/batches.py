@@ -97,7 +97,8 @@ class ShardEnd:
 
     ``end`` is the position after the last record the batch holds (the start itself when it holds none), a
     ``SHARD_END`` when the shard is closed and every record of it is in. ``records`` counts them; ``at_tip`` says the
-    task stopped because the shard had nothing more (not because of a limit), ``past_cutoff`` that it stopped at a
+    task stopped because the shard had nothing more (a GetRecords reply or a fan-out event said so; not because of a
+    limit), ``past_cutoff`` that it stopped at a
     record that arrived after the AvailableNow cutoff.
     """
 

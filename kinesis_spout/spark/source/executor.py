@@ -102,8 +102,10 @@ class ExecutorStreamReader(PlannedReader[ExecutorPlanner], DataSourceStreamReade
         planned = PlannedBatch.parse(end, "end offset")
         cutoff = planned.cutoff.isoformat() if planned.cutoff is not None else None
         consumer = self._planning.consumer_arn() if self.config.retrieval == "fanout" else None
+        shards = self._planning.list_shards()
         return [ShardTask(planned.query, planned.batch, shard_id, pos.encode(), planned.max_records,
-                          planned.max_bytes, cutoff, self._planning.hash_range(shard_id), consumer)
+                          planned.max_bytes, cutoff, self._planning.hash_range(shard_id), consumer,
+                          shard_id in shards and shards[shard_id].closed)
                 for shard_id, pos in sorted(planned.starts.items()) if not pos.ended and not pos.unresolved]
 
     def commit(self, end: dict[str, Any]) -> None:

@@ -19,7 +19,7 @@ from kinesis_spout.config import SpoutConfig
 from kinesis_spout.errors import KinesisError, StreamNotFoundError
 from kinesis_spout.kinesis.getter import FetchResult
 from kinesis_spout.kinesis.shards import HashKeyRange
-from kinesis_spout.kinesis.subscription import WaitingFanOut
+from kinesis_spout.kinesis.subscription import RESUBSCRIBE_S
 from kinesis_spout.positions import Position
 from kinesis_spout.records import Record
 from kinesis_spout.spark.batches import ShardEnd, cut, within
@@ -37,8 +37,8 @@ log = logging.getLogger("kinesis_spout.spark")
 
 #: How long a task reads its shard at most before it records its end (it stops sooner at a limit or the tip).
 EXECUTOR_READ_S = 1.0
-#: ``retrieval=fanout``: how long a task waits for its subscription's first event; ``EXECUTOR_READ_S`` counts from
-#: that event (Kinesis sends the first at once; an emulator may take a second).
+#: ``retrieval=fanout``: how long a task waits for its subscription's first event (kinesis-local pushes once a
+#: second) before it asks GetRecords whether the shard has anything after its start.
 FIRST_EVENT_S = 10.0
 
 
@@ -47,7 +47,7 @@ class ShardTask(InputPartition):
 
     def __init__(self, query: str, batch: int, shard_id: str, start: str, max_records: int | None,
                  max_bytes: int | None, cutoff: str | None, hash_range: HashKeyRange | None = None,
-                 consumer_arn: str | None = None) -> None:
+                 consumer_arn: str | None = None, closed: bool = False) -> None:
         super().__init__((query, batch, shard_id))
         self.query = query
         self.batch = batch
@@ -58,6 +58,7 @@ class ShardTask(InputPartition):
         self.cutoff = cutoff
         self.hash_range = hash_range  # the shard's hash keys: user records of aggregates outside them are dropped
         self.consumer_arn = consumer_arn  # retrieval="fanout": read through a subscription of this consumer
+        self.closed = closed  # the shard was closed when listed: a caught-up subscription asks whether it ended
 
     def __repr__(self) -> str:
         return f"ShardTask(batch {self.batch}, {self.shard_id} after {self.start})"
@@ -122,30 +123,43 @@ def read_shard_batch(client: Any, store: Any, cfg: SpoutConfig, task: ShardTask)
 def read_bounded(client: Any, cfg: SpoutConfig, task: ShardTask, start: Position, cutoff: datetime | None
                  ) -> tuple[list[Record], bool, bool]:
     """Read from ``start`` until a limit, the tip, the shard's end, the cutoff or ``EXECUTOR_READ_S``; returns
-    (records, reached the tip, reached the shard's end). With a ``consumer_arn`` the shard is read through an
-    enhanced fan-out subscription, and ``EXECUTOR_READ_S`` counts from its first event (waited for up to
-    ``FIRST_EVENT_S``)."""
+    (records, reached the tip, reached the shard's end).
+
+    With a ``consumer_arn`` the shard is read through an enhanced fan-out subscription: until a limit, the tip (an
+    event that says nothing is behind it), the shard's end or the cutoff, else for ``EXECUTOR_READ_S`` after the
+    first event and at least ``RESUBSCRIBE_S`` after the subscription was accepted (the next batch's task cannot
+    subscribe sooner). When no event comes within ``FIRST_EVENT_S``, one ``GetRecords(Limit=1)`` says whether the
+    shard is at its tip.
+    """
     per_call = cfg.max_records_per_call if task.max_records is None else min(cfg.max_records_per_call,
                                                                              task.max_records)
-    fetch: Callable[[float], FetchResult]
-    pushed: WaitingFanOut | None = None
     if task.consumer_arn is None:
         getter = paced_getter(shard_getter(client, cfg, task.shard_id, start, per_call, task.hash_range))
-        fetch = lambda _deadline: getter.fetch()  # noqa: E731 - GetRecords answers at once
-    else:
-        pushed = subscribed_getter(client, cfg, task.shard_id, start, task.consumer_arn, task.hash_range)
-        fetch = pushed.fetch
+        return _read_until_a_bound(lambda _deadline: getter.fetch(), task, start, cutoff, per_call, None)
+    pushed = subscribed_getter(client, cfg, task.shard_id, start, task.consumer_arn, task.hash_range, task.closed)
     try:
-        if pushed is not None:
-            pushed.subscribe()
-        return _read_until_a_bound(fetch, task, start, cutoff, per_call, pushed is not None)
+        pushed.subscribe()
+        subscribed_at = pushed.subscribed_at if pushed.subscribed_at is not None else time.monotonic()
+        records, tip, ended = _read_until_a_bound(pushed.fetch, task, start, cutoff, per_call,
+                                                  subscribed_at + RESUBSCRIBE_S)
     finally:
-        if pushed is not None:
-            pushed.close()
+        pushed.close()
+    if records or tip or ended or pushed.events:
+        return records, tip, ended
+    # no event in FIRST_EVENT_S: the tip if GetRecords finds nothing after start (the planner's probe then waits)
+    probe = paced_getter(shard_getter(client, cfg, task.shard_id, start, 1, task.hash_range)).fetch()
+    log.info("%s: no event from its subscription in %.0f s; GetRecords found %s", task, FIRST_EVENT_S,
+             "its end" if probe.shard_end else "records" if probe.fetched else "nothing")
+    return [], not probe.fetched, probe.shard_end and not probe.fetched
 
 
 def _read_until_a_bound(fetch: Callable[[float], FetchResult], task: ShardTask, start: Position,
-                        cutoff: datetime | None, per_call: int, pushed: bool) -> tuple[list[Record], bool, bool]:
+                        cutoff: datetime | None, per_call: int, read_until: float | None
+                        ) -> tuple[list[Record], bool, bool]:
+    """The task's read loop over ``fetch(deadline)``. ``read_until`` None: GetRecords replies, read for
+    ``EXECUTOR_READ_S``. Else a subscription's events: waited for up to ``FIRST_EVENT_S``, then read until
+    ``EXECUTOR_READ_S`` after the first or ``read_until`` (``time.monotonic()``), whichever is later."""
+    pushed = read_until is not None
     records: list[Record] = []
     size = 0
     deadline = time.monotonic() + (FIRST_EVENT_S if pushed else EXECUTOR_READ_S)
@@ -153,7 +167,7 @@ def _read_until_a_bound(fetch: Callable[[float], FetchResult], task: ShardTask, 
     while True:
         result = fetch(deadline)
         if waiting and result.millis_behind_latest is not None:
-            waiting, deadline = False, time.monotonic() + EXECUTOR_READ_S
+            waiting, deadline = False, max(time.monotonic() + EXECUTOR_READ_S, read_until or 0.0)
         new = skip_consumed(result.records, start) if not records else result.records
         records.extend(new)
         size += sum(r.size for r in new)

@@ -48,14 +48,15 @@ def shard_getter(client: Any, cfg: SpoutConfig, shard_id: str, position: Positio
 
 
 def subscribed_getter(client: Any, cfg: SpoutConfig, shard_id: str, position: Position, consumer_arn: str,
-                      hash_range: HashKeyRange | None = None) -> WaitingFanOut:
+                      hash_range: HashKeyRange | None = None, closed: bool = False) -> WaitingFanOut:
     """A getter of the records after ``position`` through an enhanced fan-out subscription of ``consumer_arn``,
-    waited on by one task (retriable refusals tried again up to ``MAX_RETRIES`` times in a row). A caught-up
-    subscription asks GetRecords once whether its shard is closed and read to its end (an emulator that sends no
-    ChildShards never ends it). Its first event may hold records ``position`` consumed: see :func:`skip_consumed`."""
+    waited on by one task (retriable refusals tried again up to ``MAX_RETRIES`` times in a row). On a ``closed``
+    shard, a caught-up event with no record makes it ask GetRecords whether the shard was read to its end (an
+    emulator that sends no ChildShards never ends it). Its first event may hold records ``position`` consumed: see
+    :func:`skip_consumed`."""
     getter = FanOutGetter(client, cfg.stream_name, shard_id, position, consumer_arn,
                           renew_s=cfg.subscription_renewal_s, deaggregate=cfg.deaggregate, hash_range=hash_range,
-                          end_probe_s=0.0)
+                          end_probe_s=0.0 if closed else None)
     return WaitingFanOut(getter, MAX_RETRIES)
 
 
