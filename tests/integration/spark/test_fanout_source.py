@@ -19,7 +19,7 @@ from kinesis_spout.kinesis.consumers import list_consumers
 from kinesis_spout.kinesis.subscription import Subscription
 from kinesis_spout.positions import TRIM_HORIZON
 from kinesis_spout.spark.source import ExecutorStreamReader, KinesisSpoutStreamReader
-from kinesis_spout.testing.kinesis import KinesisEndpoint
+from kinesis_spout.testing.kinesis import KinesisEndpoint, wait_for_stream
 
 from ..support import aggregate
 from .support import (
@@ -103,6 +103,32 @@ def test_fan_out_tasks_cut_batches_inside_kpl_aggregates_and_resume_after_the_us
         [f"{shard}:{second}"] + [f"{shard}:{second}:{i}" for i in range(1, 25)]
     assert [mid for *_, ids in batches for mid in ids] == expected  # every user record once, in order
     assert [len(ids) for *_, ids in batches] == [15, 15, 15]  # the limit counts user records, cut inside both
+
+
+def test_fan_out_tasks_read_a_split_shard_to_its_end_before_its_children(kinesis_local: KinesisEndpoint,
+                                                                         zookeeper: Any) -> None:
+    """kinesis-local sends no ChildShards: a task of the closed parent finds its end with GetRecords once caught
+    up, and the children are read after it."""
+    stream = kinesis_local.create_stream(shards=1)
+    client = kinesis_local.client()
+    parent = kinesis_local.shard_ids(stream)[0]
+    before = kinesis_local.put(stream, [f"p{i}".encode() for i in range(20)])
+    reader = ExecutorStreamReader(executor_options(kinesis_local, zookeeper, stream, retrieval="fanout",
+                                                   shardSyncIntervalS="0.2"))
+    client.split_shard(StreamName=stream, ShardToSplit=parent, NewStartingHashKey=str(2 ** 127))
+    wait_for_stream(client, stream)
+    after = kinesis_local.put(stream, [f"c{i}".encode() for i in range(20)])
+    reader.prepareForTriggerAvailableNow()
+    try:
+        batches, _ = drive(reader, reader.initialOffset(), reader.getDefaultReadLimit(), max_batches=20)
+    finally:
+        reader.stop()
+    order = [mid for *_, ids in batches for mid in ids]
+    assert sorted(order) == sorted(message_ids(before + after)) and len(order) == len(set(order))
+    last_parent = max(i for i, mid in enumerate(order) if mid.startswith(parent + ":"))
+    first_child = min(i for i, mid in enumerate(order) if not mid.startswith(parent + ":"))
+    assert last_parent < first_child
+    assert stored_checkpoints(zookeeper, stream)[parent]["shard_end"] is True
 
 
 def test_a_fan_out_task_waits_for_a_subscription_that_still_holds_its_shard(kinesis_local: KinesisEndpoint,
