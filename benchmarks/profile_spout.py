@@ -1,11 +1,13 @@
 """Where a spout read spends its CPU, by thread: ``python -m benchmarks.profile_spout [--single] [--plain]
-[--freeze]``.
+[--freeze] [--kpl] [--batch-acks]``.
 
 A 4-shard kinesalite stream of 40,000 records of 100 B is read from TRIM_HORIZON by a KinesisSpout with checkpoints
 in a private ZooKeeper; the consumer takes batches of 1,000 and acks them with ``ack_many`` (``--single``: one
 ``ack`` per record). cProfile runs on each thread's own CPU clock (``time.thread_time``) in the consumer and in the
 reader pool's threads; the report gives each side's profiled CPU per record and its most expensive functions.
 Profiling multiplies the costs: compare the sides, not the absolute figures with the read benchmark's.
+``--kpl`` puts the same number of user records as KPL aggregates of 100 (this project's encoder, each aggregate to
+its own shard); ``--batch-acks`` acks each batch whole (``batch.ack()``).
 ``--plain`` runs without the profilers: the process CPU per record as the read benchmark sees it, and the
 garbage collector's share of it. ``--freeze`` calls ``gc.freeze()`` once the servers and the spout are made (as a
 long-running consumer can after its start-up): the objects alive then (botocore's service models, the imported
@@ -34,6 +36,7 @@ from kinesis_spout.testing.zookeeper import ZooKeeperServer
 
 RECORDS = 40_000
 SHARDS = 4
+PER_AGGREGATE = 100
 
 
 class GcClock:
@@ -52,7 +55,23 @@ class GcClock:
             self.collections[info["generation"]] += 1
 
 
-def main(single: bool, plain: bool = False, freeze: bool = False) -> None:
+def _aggregates(count: int) -> tuple[list[bytes], list[str]]:
+    """``count`` user records of 100 B as aggregates of ``PER_AGGREGATE``, and each aggregate's partition key."""
+    from kinesis_spout.kinesis.aggregator import AggregateBuilder
+
+    blobs, keys = [], []
+    for first in range(0, count, PER_AGGREGATE):
+        builder = AggregateBuilder()
+        for _ in range(first, min(first + PER_AGGREGATE, count)):
+            builder.add(f"agg-{first}", None, os.urandom(100))
+        data, key, _ = builder.build()
+        blobs.append(data)
+        keys.append(key)
+    return blobs, keys
+
+
+def main(single: bool, plain: bool = False, freeze: bool = False, kpl: bool = False, batch_acks: bool = False
+         ) -> None:
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "test")  # emulators take any credentials
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "test")
     profiles: list[tuple[str, cProfile.Profile]] = []
@@ -73,7 +92,11 @@ def main(single: bool, plain: bool = False, freeze: bool = False) -> None:
         client = make_client("us-east-1", kinesis.endpoint_url)
         client.create_stream(StreamName="profile", ShardCount=SHARDS)
         wait_for_stream(client, "profile")
-        put_records(client, "profile", [os.urandom(100) for _ in range(RECORDS)])
+        if kpl:
+            blobs, keys = _aggregates(RECORDS)
+            put_records(client, "profile", blobs, partition_keys=keys, batch=100)
+        else:
+            put_records(client, "profile", [os.urandom(100) for _ in range(RECORDS)])
         config = SpoutConfig(stream_name="profile", app_name="profile", endpoint_url=kinesis.endpoint_url,
                              region="us-east-1", zookeeper=zk.hosts, initial_position=InitialPosition.TRIM_HORIZON)
         spout = KinesisSpout(config, ZooKeeperCheckpointStore.from_config(config),
@@ -92,7 +115,9 @@ def main(single: bool, plain: bool = False, freeze: bool = False) -> None:
         count = 0
         while count < RECORDS:
             batch = spout.next_batch(max_records=1000, timeout_s=0.5)
-            if single:
+            if batch_acks:
+                batch.ack()
+            elif single:
                 for tup in batch:
                     spout.ack(tup.message_id)
             else:
@@ -102,7 +127,8 @@ def main(single: bool, plain: bool = False, freeze: bool = False) -> None:
         cpu = time.process_time() - cpu
         gc.callbacks.remove(gc_clock)
         spout.close()
-    print(f"{RECORDS:,} records, acks {'one by one' if single else 'with ack_many'}: process CPU "
+    how = "batch.ack()" if batch_acks else "one by one" if single else "with ack_many"
+    print(f"{RECORDS:,} {'user records in aggregates' if kpl else 'records'}, acks {how}: process CPU "
           f"{cpu / RECORDS * 1e6:.1f} µs per record{'' if plain else ' (profiled)'}")
     print(f"garbage collector: {gc_clock.cpu_s / RECORDS * 1e6:.1f} µs per record "
           f"({gc_clock.cpu_s / cpu:.0%} of the process CPU; collections by generation {gc_clock.collections})")
@@ -119,4 +145,5 @@ def main(single: bool, plain: bool = False, freeze: bool = False) -> None:
 
 
 if __name__ == "__main__":
-    main("--single" in sys.argv[1:], "--plain" in sys.argv[1:], "--freeze" in sys.argv[1:])
+    flags = sys.argv[1:]
+    main("--single" in flags, "--plain" in flags, "--freeze" in flags, "--kpl" in flags, "--batch-acks" in flags)
