@@ -135,7 +135,7 @@ def split_committed(spout: KinesisSpout, ownership: RunOwnership, tuples: list[S
         (stale if done is not None and t.record.key <= done else fresh).append(t)
     if stale:
         ownership.ensure(f"the acks of {len(stale)} records committed before")
-        spout.ack_many(t.message_id for t in stale)
+        spout.ack_many(stale)  # these emissions only (a tuple names its attempt)
         log.info("%d records read again after a restart were committed before; acked without processing",
                  len(stale))
     return fresh
