@@ -120,7 +120,8 @@ def _version() -> str:
 def __getattr__(name: str) -> Any:
     """A public name, imported from its module on first use and kept in the package's namespace (later uses do not
     come here); ``__version__`` is read on first use too (``importlib.metadata`` costs tens of milliseconds). Called
-    by Python for a name the package does not hold yet (PEP 562)."""
+    by Python for a name the package does not hold yet (PEP 562). Threads that ask for one name at once all store the
+    same object (the import system imports a module once), so the namespace needs no lock of its own."""
     if name == "__version__":
         version = globals()["__version__"] = _version()
         return version
