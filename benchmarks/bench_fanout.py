@@ -44,7 +44,7 @@ TITLE = ("Enhanced fan-out vs polling: put-to-delivery latency, records/s and CP
 SIZES = {
     "full": {"latency_records": 200, "backlog": 5_000, "repeats": 3, "shared": 6_000},
     "quick": {"latency_records": 100, "backlog": 2_000, "repeats": 2, "shared": 3_000},
-    "smoke": {"latency_records": 15, "backlog": 300, "repeats": 1, "shared": 400},
+    "smoke": {"latency_records": 8, "backlog": 150, "repeats": 1, "shared": 200},
 }
 RETRIEVALS = ("fanout", "polling")
 #: The spout's shortest pause after an empty read (``empty_record_backoff_s``), and its default.

@@ -33,7 +33,7 @@ TITLE = "Writing to Kinesis from Spark: rows/s and CPU per row, the sink (plain,
 SIZES = {
     "full": {"shards": 4, "rows": 100_000, "row_bytes": 100, "repeats": 5},
     "quick": {"shards": 4, "rows": 20_000, "row_bytes": 100, "repeats": 3},
-    "smoke": {"shards": 2, "rows": 2_000, "row_bytes": 100, "repeats": 1},
+    "smoke": {"shards": 2, "rows": 500, "row_bytes": 100, "repeats": 1},
 }
 
 PLAIN = "sink"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -24,6 +25,7 @@ if str(ROOT) not in sys.path:
 from benchmarks.registry import BENCHMARKS  # noqa: E402
 from benchmarks.report import fmt_cell  # noqa: E402
 from benchmarks.stats import ratio, summary  # noqa: E402
+from kinesis_spout.testing.spark import quick_start_env  # noqa: E402
 
 # The smoke run starts Spark (its Spark benchmarks) in a subprocess: no fixture of the plugin says so.
 pytestmark = pytest.mark.spark
@@ -35,8 +37,9 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any
     out = tmp_path_factory.mktemp("bench-smoke")
     # The run takes 85 s on 2 cores at a load average of 2-4 and 125 s at 5-6 (Spark alone 40 s and 70 s): it
     # grows with the load other users put on the machine, so the limit, which only bounds a hang, leaves room.
+    # Its one Spark JVM starts with the quick options: a smoke run asserts no speed.
     done = subprocess.run([sys.executable, "-m", "benchmarks", "--smoke", "--out", str(out), "--no-chart"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=420)
+                          cwd=ROOT, capture_output=True, text=True, timeout=420, env=quick_start_env(os.environ))
     assert done.returncode == 0, f"smoke run failed:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
     return out, json.loads((out / "latest.json").read_text()), done.stdout
 

@@ -17,6 +17,7 @@ import pytest
 from kinesis_spout.spark import register
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until
+from kinesis_spout.testing.spark import quick_start_env
 
 from .support import raw_records, read_with_spout
 
@@ -61,7 +62,7 @@ def test_sigkill_of_a_streaming_writer_and_a_restart_write_every_row_at_least_on
     ids = write_files(tmp_path / "in", files=6, per_file=50)
     argv = [sys.executable, str(WRITER), "--input", str(tmp_path / "in"), "--stream", stream,
             "--endpoint-url", kinesalite.endpoint_url, "--checkpoint-location", str(tmp_path / "ck")]
-    env = {**os.environ, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
+    env = quick_start_env({**os.environ, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"})
     kills = 0
     for progress in (100,):
         proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

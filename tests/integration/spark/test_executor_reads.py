@@ -31,6 +31,7 @@ from kinesis_spout.spark.batches import PlannedBatch, ShardEnd
 from kinesis_spout.spark.source import WORKER_CLIENTS, ExecutorStreamReader, ShardTask
 from kinesis_spout.testing.kinesis import KinesisEndpoint, wait_for_stream
 from kinesis_spout.testing.process import wait_until
+from kinesis_spout.testing.spark import quick_start_env
 
 from .support import (
     APP,
@@ -222,15 +223,18 @@ def logged_batches(log: Path) -> dict[str, dict[int, set[str]]]:
 @pytest.mark.spark  # a Spark driver in a subprocess
 def test_sigkill_of_the_driver_twice_under_a_producer_replays_batches_exactly(
         kinesalite: KinesisEndpoint, zookeeper: Any, tmp_path: Path) -> None:
+    """Two SIGKILLs (the second kill's run starts by replaying what the first cut short), each after at least 60
+    records of batches of 40, with 25 records put while the driver runs and 25 after each kill; the last run reads
+    the rest. 200 records at first leave at least three batches to each killed run, so a kill lands mid-query."""
     stream = kinesalite.create_stream(shards=4)
-    placed = kinesalite.put(stream, [f"crash-{i}".encode() for i in range(300)])
+    placed = kinesalite.put(stream, [f"crash-{i}".encode() for i in range(200)])
     log = tmp_path / "processed.log"
     log.touch()
     argv = [sys.executable, str(CONSUMER), "--stream", stream, "--endpoint-url", kinesalite.endpoint_url,
             "--zookeeper", zookeeper.hosts, "--prefix", zookeeper.prefix, "--app", APP, "--log", str(log),
             "--checkpoint-location", str(tmp_path / "checkpoint"), "--max-records-per-trigger", "40",
             "--read-mode", "executors"]
-    env = {**os.environ, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
+    env = quick_start_env({**os.environ, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"})
     for kill in range(2):
         before = sum(len(ids) for pids in logged_batches(log).values() for ids in pids.values())
         proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -239,13 +243,13 @@ def test_sigkill_of_the_driver_twice_under_a_producer_replays_batches_exactly(
             assert wait_until(lambda: sum(len(i) for p in logged_batches(log).values() for i in p.values())
                               >= before + 60 or proc.poll() is not None, 120), "the consumer made no progress"
             assert proc.poll() is None, proc.stderr.read().decode()[-3000:] if proc.stderr else ""
-            placed += kinesalite.put(stream, [f"live-{kill}-{i}".encode() for i in range(50)])  # a live producer
+            placed += kinesalite.put(stream, [f"live-{kill}-{i}".encode() for i in range(25)])  # a live producer
             os.killpg(proc.pid, signal.SIGKILL)
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
-        placed += kinesalite.put(stream, [f"more-{kill}-{i}".encode() for i in range(50)])
+        placed += kinesalite.put(stream, [f"more-{kill}-{i}".encode() for i in range(25)])
     final = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=180)
     assert final.returncode == 0, final.stderr[-3000:]
     batches = logged_batches(log)

@@ -25,6 +25,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from kinesis_spout.spark.source import KinesisSpoutStreamReader, ShardRange
 from kinesis_spout.testing.kinesis import KinesisEndpoint, wait_for_stream
 from kinesis_spout.testing.process import wait_until
+from kinesis_spout.testing.spark import quick_start_env
 
 from .support import (
     APP,
@@ -327,7 +328,7 @@ def test_sigkill_of_the_driver_and_a_restart_lose_nothing(moto_kinesis: KinesisE
     argv = [sys.executable, str(CONSUMER), "--stream", stream, "--endpoint-url", moto_kinesis.endpoint_url,
             "--zookeeper", zookeeper.hosts, "--prefix", zookeeper.prefix, "--app", APP, "--log", str(log),
             "--checkpoint-location", str(tmp_path / "checkpoint"), "--max-records-per-trigger", str(PER_BATCH)]
-    env = {**os.environ, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
+    env = quick_start_env({**os.environ, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"})
     kills = 0
     for progress in (PER_BATCH + 10, 2 * PER_BATCH + 10):
         before = len(logged_ids(log))

@@ -25,6 +25,7 @@ from kinesis_spout.state import NonTransactionalMap, OpaqueMap, TransactionalMap
 from kinesis_spout.state.memcached import MemcachedBackingMap
 from kinesis_spout.state.redis import RedisBackingMap
 from kinesis_spout.testing.process import wait_until
+from kinesis_spout.testing.spark import quick_start_env
 
 CONSUMER = Path(__file__).parents[1] / "procs" / "state_consumer.py"
 RECORDS = 800
@@ -53,7 +54,8 @@ def test_sigkilled_word_counts_are_exact_in_redis_and_memcached(kinesalite, zook
             "--zookeeper", zookeeper.hosts, "--prefix", zookeeper.prefix, "--redis", redis.url,
             "--memcached", memcached.server, "--ns", ns, "--checkpoint-location", str(tmp_path / "spark-checkpoint"),
             "--log", str(log), "--records", str(RECORDS)]
-    env = {**os.environ, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
+    # four driver starts (three killed runs and the last): each JVM starts with the quick options
+    env = quick_start_env({**os.environ, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"})
 
     def during_write(step: list[str]) -> bool:  # one map of a batch written, the others not yet
         return step[2] == "wrote" and step[3] != "op-mc"
