@@ -98,14 +98,17 @@ class ExecutorStreamReader(PlannedReader[ExecutorPlanner], DataSourceStreamReade
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         """One task per shard of the planned batch that is not finished (the tasks read; nothing is carried). With
-        ``retrieval=fanout`` the app's consumer is registered (or found) here, and each task subscribes."""
+        ``retrieval=fanout`` the app's consumer is registered (or found) here, and the task of each shard that was
+        behind its tip subscribes; the others ask GetRecords (a subscription per batch for a shard with little to
+        read would only wait out Kinesis' 5 s between subscriptions)."""
         planned = PlannedBatch.parse(end, "end offset")
         cutoff = planned.cutoff.isoformat() if planned.cutoff is not None else None
         consumer = self._planning.consumer_arn() if self.config.retrieval == "fanout" else None
+        at_tip = self._planner.at_tip(planned.batch)  # fan-out: these are read with one GetRecords, not subscribed
         shards = self._planning.list_shards()
         return [ShardTask(planned.query, planned.batch, shard_id, pos.encode(), planned.max_records,
-                          planned.max_bytes, cutoff, self._planning.hash_range(shard_id), consumer,
-                          shard_id in shards and shards[shard_id].closed)
+                          planned.max_bytes, cutoff, self._planning.hash_range(shard_id),
+                          None if shard_id in at_tip else consumer, shard_id in shards and shards[shard_id].closed)
                 for shard_id, pos in sorted(planned.starts.items()) if not pos.ended and not pos.unresolved]
 
     def commit(self, end: dict[str, Any]) -> None:

@@ -55,6 +55,8 @@ class ExecutorPlanner:
         self._ends: dict[tuple[str, int], dict[str, ShardEnd]] = {}
         self._probes: dict[str, tuple[Position, ShardGetter, float]] = {}
         self._beat_at: float | None = None  # time.monotonic() of the last heartbeat written
+        # the shards the last planned batch found at their tip: retrieval="fanout" reads them with GetRecords
+        self._at_tip: tuple[int, frozenset[str]] = (-1, frozenset())
 
     def plan(self, start: PlannedBatch, max_rows: int | None, max_bytes: int | None, idle_wait_s: float
              ) -> PlannedBatch | None:
@@ -94,8 +96,15 @@ class ExecutorPlanner:
             if not joined and not pinned:
                 return None
             # else a batch (maybe empty) puts the new shards and pins into Spark's offset log
+        self._at_tip = (start.batch + 1, frozenset(caught_up))
         return PlannedBatch(start.query, start.batch + 1, positions, split_limit(max_rows, len(active)),
                             split_limit(max_bytes, len(active)), cutoff)
+
+    def at_tip(self, batch: int) -> frozenset[str]:
+        """The shards that were at their tip when ``batch`` was planned by this planner (their last task said so,
+        or, in a new query or run, all of them): empty for a batch planned elsewhere (a restart's replay)."""
+        planned, shards = self._at_tip
+        return shards if planned == batch else frozenset()
 
     def commit(self, planned: PlannedBatch) -> None:
         """Spark completed batch ``planned``: its recorded ends become the shards' ZooKeeper checkpoints, and ends
