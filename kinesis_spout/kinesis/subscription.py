@@ -405,22 +405,21 @@ class WaitingFanOut:
 
     Who calls: a Spark task reading its shard on an executor (``readMode=executors``). Not thread-safe: the task's
     thread owns it; the subscription's thread only sets the wake-up event (``on_pending``), which is cleared before
-    each look at the queue, so an event queued between the look and the wait is never missed. ``subscribed_at``:
-    ``time.monotonic()`` when the first subscription was accepted; ``events``: the events :meth:`fetch` returned.
+    each look at the queue, so an event queued between the look and the wait is never missed. ``events``: the events
+    :meth:`fetch` returned.
     """
 
     def __init__(self, getter: FanOutGetter, max_retries: int) -> None:
         self.getter = getter
-        self.subscribed_at: float | None = None
         self.events = 0
         self._wake = threading.Event()
         getter.on_pending = self._wake.set
         self._backoff = Backoff(replace(SUBSCRIBE_RETRY, max_attempts=max(max_retries, 0) + 1))
         self._handed_out = False
 
-    def subscribe(self) -> None:
-        """Subscribe now, waiting out retriable refusals; raises what retrying cannot fix, or the last error after
-        ``max_retries`` retriable ones in a row."""
+    def subscribe(self) -> float:
+        """Subscribe now, waiting out retriable refusals; returns when (``time.monotonic()``) the subscription was
+        accepted. Raises what retrying cannot fix, or the last error after ``max_retries`` retriable ones in a row."""
         while True:
             try:
                 self.getter.prepare()
@@ -428,13 +427,14 @@ class WaitingFanOut:
                 time.sleep(self._delay(exc))
                 continue
             self._backoff.reset()
-            self.subscribed_at = time.monotonic()
-            return
+            return time.monotonic()
 
     def fetch(self, deadline: float) -> FetchResult:
         """The next event (as :meth:`FanOutGetter.fetch`), waiting for it until ``deadline`` (``time.monotonic()``);
         a result with ``millis_behind_latest`` None and no record when none came in time. A retriable error after
-        records were handed out ends the wait at the deadline rather than past it (the task keeps what it has)."""
+        records were handed out ends the wait at the deadline rather than past it (the task keeps what it has): it
+        returns once the deadline passed, never sooner, so a caller that reads until its deadline stops then
+        instead of subscribing again at once."""
         while True:
             self._wake.clear()
             try:
@@ -443,6 +443,7 @@ class WaitingFanOut:
                 pause = self._delay(exc)
                 if self._handed_out and time.monotonic() + pause >= deadline:
                     log.info("%s: ending the read with what it holds", exc)
+                    time.sleep(max(0.0, deadline - time.monotonic()))
                     return FetchResult([], None, False, 0)
                 time.sleep(pause)
                 continue

@@ -104,7 +104,7 @@ class ExecutorStreamReader(PlannedReader[ExecutorPlanner], DataSourceStreamReade
         planned = PlannedBatch.parse(end, "end offset")
         cutoff = planned.cutoff.isoformat() if planned.cutoff is not None else None
         consumer = self._planning.consumer_arn() if self.config.retrieval == "fanout" else None
-        at_tip = self._planner.at_tip(planned.batch)  # fan-out: these are read with one GetRecords, not subscribed
+        at_tip = self._planner.at_tip(planned.batch)  # fan-out: these are read with GetRecords, not subscribed
         shards = self._planning.list_shards()
         return [ShardTask(planned.query, planned.batch, shard_id, pos.encode(), planned.max_records,
                           planned.max_bytes, cutoff, self._planning.hash_range(shard_id),

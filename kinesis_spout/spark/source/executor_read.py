@@ -138,8 +138,7 @@ def read_bounded(client: Any, cfg: SpoutConfig, task: ShardTask, start: Position
         return _read_until_a_bound(lambda _deadline: getter.fetch(), task, start, cutoff, per_call, None)
     pushed = subscribed_getter(client, cfg, task.shard_id, start, task.consumer_arn, task.hash_range, task.closed)
     try:
-        pushed.subscribe()
-        subscribed_at = pushed.subscribed_at if pushed.subscribed_at is not None else time.monotonic()
+        subscribed_at = pushed.subscribe()
         records, tip, ended = _read_until_a_bound(pushed.fetch, task, start, cutoff, per_call,
                                                   subscribed_at + RESUBSCRIBE_S)
     finally:

@@ -86,8 +86,9 @@ def test_a_refused_subscription_is_tried_again_and_a_lasting_refusal_is_raised()
                         retriable=True)
     getter = ScriptedGetter([busy])
     fan = waiting(getter)
-    fan.subscribe()
-    assert getter.prepared == 2 and fan.subscribed_at is not None
+    before = time.monotonic()
+    assert fan.subscribe() >= before + 1.0  # accepted at the second try, a second later
+    assert getter.prepared == 2
     denied = KinesisError("access denied", code="AccessDeniedException", retriable=False)
     with pytest.raises(KinesisError, match="access denied"):
         waiting(ScriptedGetter([denied])).subscribe()
@@ -99,8 +100,11 @@ def test_an_error_after_records_were_handed_out_ends_the_wait_at_the_deadline_wi
     getter = ScriptedGetter([FetchResult([record], 500, False, 1), lost, EVENT])
     fan = waiting(getter)
     assert fan.fetch(time.monotonic() + 5).records == [record]
-    # the retry's pause (a second at least) would pass the deadline: the task keeps what it has
-    assert fan.fetch(time.monotonic() + 0.3) == NOTHING_YET
+    # the retry's pause (a second at least) would pass the deadline: the task keeps what it has, and the wait ends
+    # at the deadline, not sooner (a caller reading until its deadline would otherwise subscribe again at once)
+    deadline = time.monotonic() + 0.3
+    assert fan.fetch(deadline) == NOTHING_YET
+    assert time.monotonic() >= deadline
     assert getter.script == [EVENT]  # not fetched again
 
 
