@@ -19,9 +19,11 @@ pipeline with ``max_batch_records=10,000`` and ``trigger_interval_s=0`` (batches
 records/s run from ``run()`` (or ``start()``) to the last record processed, so they include opening the spout or the
 query (ZooKeeper, shard listing). The pipeline's baseline is a plain ``KinesisSpout`` with the same configuration
 and batch size, no Spark: ``next_batch(max_records=10,000)`` then ``ack_many`` of the batch, timed from ``open()``
-to the last ack (the goal: the pipeline at least 0.8x its records/s). The source in ``readMode=driver`` on 4 shards
+to the last ack (the goal: the pipeline at least 0.9x its records/s). The source in ``readMode=driver`` on 4 shards
 is compared with the same baseline (the goal: at least 0.5x its records/s); its time includes starting the query,
-and with it the fresh Python process PySpark starts for each query's source (see **Where PySpark comes from**).
+and with it the fresh Python process PySpark starts for each query's source (see **Where PySpark comes from**). A
+second ratio leaves the query's start out: the records over the sum of the batches' own time (each batch's
+``triggerExecution`` in Spark's progress reports: planning, reading and the job).
 
 One SparkSession (``local[2]``, Arrow on) serves every run. It is warmed up first: in a new session the first
 job and the first Python data source query (one in each read mode) take seconds more than the next ones (both
@@ -132,7 +134,7 @@ SIZES: dict[str, dict[str, Any]] = {
 PIPELINE = "SpoutPipeline"
 PLAIN_SPOUT = "KinesisSpout, no Spark (next_batch + ack_many)"
 #: SpoutPipeline on a backlog against the plain spout with the same batch size: records/s at least this many times
-GOAL_PIPELINE_VS_SPOUT = 0.8
+GOAL_PIPELINE_VS_SPOUT = 0.9
 #: the readStream source (readMode=driver, 4 shards) on a backlog against the plain spout: records/s at least this
 GOAL_SOURCE_VS_SPOUT = 0.5
 SOURCE = "readStream source"
@@ -452,8 +454,10 @@ def source_backlog(ctx: BenchContext, spark: Any, probe: SparkCostProbe | None, 
     if query.exception() is not None or sum(counted) != records:
         raise BenchmarkError(f"the AvailableNow query read {sum(counted)} of {records} records: {query.exception()}")
     p50, p95 = _ms([b["ms"] / 1000 for b in batches.values()])
+    in_batches_s = sum(b["ms"] for b in batches.values()) / 1000
     out = {"records_per_s": records / wall, "batches": len(batches), "p50": p50, "p95": p95,
-           "records_per_batch": statistics.median(b["rows"] for b in batches.values())}
+           "records_per_batch": statistics.median(b["rows"] for b in batches.values()),
+           "batches_records_per_s": records / in_batches_s if in_batches_s > 0 else None}
     if probe is not None and before is not None:
         out["costs"] = {**_window(batches, before, probe.snapshot(), runners=seen), "runner_reaped": settled}
     return out
@@ -530,8 +534,8 @@ def _row(case: str, kind: str, trigger: str, runs: list[dict[str, Any]], spark: 
                            "records_per_batch": summary([float(r["records_per_batch"]) for r in runs]),
                            "loadavg_1m": [r["loadavg_1m"] for r in runs], "spark_start_s": spark[0],
                            "spark_warmup_s": spark[1]}
-    for key in ("dataframe_ms", "process_ms"):
-        if key in runs[0]:
+    for key in ("dataframe_ms", "process_ms", "batches_records_per_s"):
+        if runs[0].get(key) is not None and all(r.get(key) is not None for r in runs):
             row[key] = summary([r[key] for r in runs])
     if all("costs" in r for r in runs):
         row["costs"] = [r["costs"] for r in runs]
@@ -598,6 +602,9 @@ def run(ctx: BenchContext, smoke: bool) -> list[dict[str, Any]]:
             piped = by[(case, "backlog", SHARDS)]
             piped["records_per_s_vs_plain_spout"] = ratio(piped["records_per_s"], plain["records_per_s"])
             piped["batch_limit"] = plain["batch_limit"] = max_batch
+            if "batches_records_per_s" in piped:
+                piped["batches_records_per_s_vs_plain_spout"] = ratio(piped["batches_records_per_s"],
+                                                                      plain["records_per_s"])
     for (case, kind, shards), row in by.items():
         driver = by.get((SOURCE, kind, shards))
         if case == SOURCE_EXECUTORS and driver is not None:
@@ -664,6 +671,11 @@ def headline(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                   f"{row['batch_limit']:,} records{start}",
                         "value": f"{vs_spout:.2f}x{_short_of(vs_spout, goal, True, 'x')}",
                         "goal": f">= {goal:g}x", "met": vs_spout >= goal})
+        in_batches = row.get("batches_records_per_s_vs_plain_spout")
+        if in_batches is not None:
+            out.append({"figure": f"{row['case']} / plain KinesisSpout, backlog records/s over the batches' own "
+                                  f"time (Spark's triggerExecution; the query's start left out)",
+                        "value": f"{in_batches:.2f}x", "goal": "-", "met": None})
     by = {(r["case"], r["kind"], r["shards"]): r for r in rows}
     for shards in sorted({r["shards"] for r in rows if r["case"] == SOURCE_EXECUTORS}):
         backlog, live = by.get((SOURCE_EXECUTORS, "backlog", shards)), by.get((SOURCE_EXECUTORS, "caught up", shards))

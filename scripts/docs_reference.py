@@ -120,6 +120,10 @@ SOURCE_OPTIONS: dict[str, str] = {
                 "`kinesis_spout.spark.register(spark)`; registered by hand the master is not known and `auto` is "
                 "`driver`); `driver`: the driver reads Kinesis and hands the records to the tasks; `executors`: "
                 "the driver only plans and each shard's task reads on an executor",
+    "recordsPerPartition": "stream reads with `readMode=driver`: the records of a batch are packed into partitions "
+                           "of up to this many, several shards' to a partition (default 10,000; a shard's records "
+                           "are never split, so a shard with more is a partition alone). Lower it to spread heavy "
+                           "per-record work over more tasks",
     "startingTimestamp": "batch reads (`spark.read`): the earliest arrival time read (default: each shard's oldest "
                          "record)",
     "endingTimestamp": "batch reads (`spark.read`): the latest arrival time read (default: when the read is "

@@ -50,7 +50,11 @@ from kinesis_spout.records import SequenceKey
 MAX_RECORDS_PER_TRIGGER = "maxRecordsPerTrigger"
 MAX_BYTES_PER_TRIGGER = "maxBytesPerTrigger"
 READ_MODE = "readMode"
-SOURCE_ONLY_OPTIONS = (MAX_RECORDS_PER_TRIGGER, MAX_BYTES_PER_TRIGGER, READ_MODE)
+RECORDS_PER_PARTITION = "recordsPerPartition"
+SOURCE_ONLY_OPTIONS = (MAX_RECORDS_PER_TRIGGER, MAX_BYTES_PER_TRIGGER, READ_MODE, RECORDS_PER_PARTITION)
+#: ``recordsPerPartition`` when not given: the records of a ``readMode=driver`` batch are packed into partitions of
+#: about this many (a Spark task costs tens of milliseconds whatever it holds; a shard's records are never split).
+DEFAULT_RECORDS_PER_PARTITION = 10_000
 #: ``readMode``: ``driver`` reads Kinesis on the driver and hands the records to the tasks; ``executors`` plans on
 #: the driver and reads on the executors (:mod:`kinesis_spout.spark.batches`); ``auto`` (the default) picks one by
 #: the Spark master (:func:`choose_read_mode`).
@@ -72,12 +76,14 @@ class SourceLimits:
 
     ``None`` means no limit. A batch always admits at least one record, even one larger than ``max_bytes``.
     ``read_mode`` is the ``readMode`` option (one of ``READ_MODES``), which says who reads Kinesis
-    (:func:`choose_read_mode` decides ``auto``).
+    (:func:`choose_read_mode` decides ``auto``). ``records_per_partition``: with ``readMode=driver``, the shards'
+    records of a batch are packed into partitions of up to this many (a shard with more is a partition alone).
     """
 
     max_records: int | None = None
     max_bytes: int | None = None
     read_mode: str = "auto"
+    records_per_partition: int = DEFAULT_RECORDS_PER_PARTITION
 
 
 def choose_read_mode(read_mode: str, master: str | None) -> str:
@@ -125,7 +131,8 @@ def parse_source_options(options: Mapping[str, str]) -> tuple[SpoutConfig, Sourc
     from kinesis_spout.spark.batch_options import BATCH_OPTIONS
 
     config = SpoutConfig.from_options(spout_options, also_known=(*SOURCE_ONLY_OPTIONS, *BATCH_OPTIONS))
-    return config, SourceLimits(limits.get(MAX_RECORDS_PER_TRIGGER), limits.get(MAX_BYTES_PER_TRIGGER), read_mode)
+    return config, SourceLimits(limits.get(MAX_RECORDS_PER_TRIGGER), limits.get(MAX_BYTES_PER_TRIGGER), read_mode,
+                                limits.get(RECORDS_PER_PARTITION, DEFAULT_RECORDS_PER_PARTITION))
 
 
 def unused_options(options: Mapping[str, str]) -> list[str]:

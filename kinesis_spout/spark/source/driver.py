@@ -1,10 +1,11 @@
 """The stream reader of ``readMode=driver`` (the default): the driver reads Kinesis, the tasks get the records.
 
 How a micro-batch is made. Kinesis cannot say where a shard's data ends without reading it, so the driver reads
-(:mod:`kinesis_spout.spark.source.driver_planner`) and ``partitions`` hands each shard's kept records to its
-partition as Arrow bytes, so the executors do not read Kinesis again. A batch whose records are not kept (a replay
-after a restart) is read again between its exact offsets: ``AFTER_SEQUENCE_NUMBER`` the start, up to and including
-the end. Offsets are described in :mod:`kinesis_spout.spark.offsets`.
+(:mod:`kinesis_spout.spark.source.driver_planner`) and ``partitions`` hands the kept records to the tasks as Arrow
+bytes, several shards' to a partition (``recordsPerPartition``), so the executors do not read Kinesis again. A
+batch whose records are not kept (a replay after a restart) is read again between its exact offsets:
+``AFTER_SEQUENCE_NUMBER`` the start, up to and including the end. Offsets are described in
+:mod:`kinesis_spout.spark.offsets`.
 
 Checkpoints. Spark's checkpoint location is the truth for a query. When a batch is done (``commit``, and also the
 next ``latestOffset``, which Spark calls only after the batch before it completed) its end is written to
@@ -25,7 +26,7 @@ from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailable
 from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.kinesis.shards import HashKeyRange
 from kinesis_spout.positions import TRIM_HORIZON, Position
-from kinesis_spout.records import Record
+from kinesis_spout.records import Record, records_bytes
 from kinesis_spout.spark.offsets import (
     encode_offset,
     parse_offset,
@@ -34,6 +35,7 @@ from kinesis_spout.spark.offsets import (
 from kinesis_spout.spark.source.clients import WORKER_CLIENTS
 from kinesis_spout.spark.source.codec import decode_batches, encode_records, record_batches
 from kinesis_spout.spark.source.driver_planner import DriverPlanner
+from kinesis_spout.spark.source.packing import pack
 from kinesis_spout.spark.source.planning import (
     AVAILABLE_NOW_MARGIN,
     IDLE_WAIT_S,
@@ -43,31 +45,39 @@ from kinesis_spout.spark.source.planning import (
 )
 from kinesis_spout.spark.source.shard_reads import read_range
 
-__all__ = ["KinesisSpoutStreamReader", "ShardRange"]
+__all__ = ["KeptRecords", "KinesisSpoutStreamReader", "ShardRange"]
 
 log = logging.getLogger("kinesis_spout.spark")
 
 
 
 class ShardRange(InputPartition):
-    """One shard's part of a micro-batch: records after ``start`` up to and including ``end``.
+    """One shard's part of a micro-batch that its task reads from Kinesis: the records after ``start`` up to and
+    including ``end`` (a batch replayed by a new query process, whose driver did not read it)."""
 
-    ``arrow`` holds the records the driver already read (an Arrow IPC stream), or None when the executor must
-    read them from Kinesis (a batch replayed by a new query process).
-    """
-
-    def __init__(self, shard_id: str, start: str, end: str, arrow: bytes | None,
-                 hash_range: HashKeyRange | None = None) -> None:
+    def __init__(self, shard_id: str, start: str, end: str, hash_range: HashKeyRange | None = None) -> None:
         super().__init__((shard_id, start, end))
         self.shard_id = shard_id
         self.start = start
         self.end = end
-        self.arrow = arrow
         self.hash_range = hash_range  # the shard's hash keys: user records of aggregates outside them are dropped
 
     def __repr__(self) -> str:
-        kept = f"{len(self.arrow)} bytes kept" if self.arrow is not None else "to read"
-        return f"ShardRange({self.shard_id}, ({self.start}, {self.end}], {kept})"
+        return f"ShardRange({self.shard_id}, ({self.start}, {self.end}], to read)"
+
+
+class KeptRecords(InputPartition):
+    """Records the driver read for a micro-batch, of one or more shards, as an Arrow IPC stream (``arrow``): each
+    shard's records in order, the shards one after the other. ``ranges``: each shard's ``(shard_id, start, end)``."""
+
+    def __init__(self, ranges: Sequence[tuple[str, str, str]], arrow: bytes) -> None:
+        super().__init__(tuple(ranges))
+        self.ranges = tuple(ranges)
+        self.arrow = arrow
+
+    def __repr__(self) -> str:
+        shards = ", ".join(shard_id for shard_id, _, _ in self.ranges)
+        return f"KeptRecords({shards}: {len(self.arrow)} bytes)"
 
 
 class KinesisSpoutStreamReader(PlannedReader[DriverPlanner], DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -139,18 +149,27 @@ class KinesisSpoutStreamReader(PlannedReader[DriverPlanner], DataSourceStreamRea
             self._planner.wait(max(0.0, min(wake, deadline if deadline is not None else wake) - now))
 
     def partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InputPartition]:
-        """One partition per shard with records in the batch, carrying the records read by ``latestOffset``."""
+        """The batch's partitions: the records ``latestOffset`` read and kept, several shards' to a partition up to
+        ``recordsPerPartition`` records (:func:`~kinesis_spout.spark.source.packing.pack`; a shard's records are
+        never split); a shard whose records were not kept here (a batch replayed after a restart) is a partition
+        of its own that its task reads from Kinesis."""
         first, last = parse_offset(start, "start offset"), parse_offset(end, "end offset")
+        kept: list[tuple[tuple[str, str, str, list[Record]], int, int]] = []
         out: list[InputPartition] = []
         for shard_id in sorted(last):
-            a, b = first.get(shard_id, TRIM_HORIZON), last[shard_id]
-            if range_is_empty(a, b):
+            pa, pb = first.get(shard_id, TRIM_HORIZON), last[shard_id]
+            if range_is_empty(pa, pb):
                 continue
-            records = self._planner.take_kept(shard_id, a.encode(), b.encode())
-            if records is not None and not records:
-                continue  # a shard that joined the query in this batch at a stored checkpoint
-            arrow = encode_records(self.config.stream_name, records) if records is not None else None
-            out.append(ShardRange(shard_id, a.encode(), b.encode(), arrow, self._planning.hash_range(shard_id)))
+            a, b = pa.encode(), pb.encode()
+            records = self._planner.take_kept(shard_id, a, b)
+            if records is None:
+                out.append(ShardRange(shard_id, a, b, self._planning.hash_range(shard_id)))
+            elif records:  # (none: a shard that joined the query in this batch at a stored checkpoint)
+                kept.append(((shard_id, a, b, records), len(records), records_bytes(records)))
+        stream = self.config.stream_name
+        for run in pack(kept, self.limits.records_per_partition):
+            out.append(KeptRecords([(s, a, b) for s, a, b, _ in run],
+                                   encode_records(stream, [r for *_, records in run for r in records])))
         return out
 
     def commit(self, end: dict[str, str]) -> None:
@@ -167,10 +186,10 @@ class KinesisSpoutStreamReader(PlannedReader[DriverPlanner], DataSourceStreamRea
     # -- executors -------------------------------------------------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[Any]:
         """The partition's records as Arrow batches: those the driver kept, or read again from Kinesis."""
-        assert isinstance(partition, ShardRange)
-        if partition.arrow is not None:
+        if isinstance(partition, KeptRecords):
             yield from decode_batches(partition.arrow)
             return
+        assert isinstance(partition, ShardRange)
         records = self.replay(partition.shard_id, Position.parse(partition.start),
                               Position.parse(partition.end), partition.hash_range)
         yield from record_batches(self.config.stream_name, records)

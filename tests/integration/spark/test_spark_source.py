@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from kinesis_spout.spark.source import KinesisSpoutStreamReader, ShardRange
+from kinesis_spout.spark.source import KeptRecords, KinesisSpoutStreamReader, ShardRange
 from kinesis_spout.testing.kinesis import KinesisEndpoint, wait_for_stream
 from kinesis_spout.testing.process import wait_until
 from kinesis_spout.testing.spark import quick_start_env
@@ -72,16 +72,58 @@ def test_batches_cover_every_record_once_and_a_replay_reads_exactly_the_same(kin
     got = [mid for *_, ids in batches for mid in ids]
     assert sorted(got) == sorted(message_ids(placed)) and len(got) == len(set(got))
     assert all(len(ids) <= 70 for *_, ids in batches) and len(batches) >= 5
-    assert all(isinstance(p, ShardRange) and p.arrow is not None for _, _, parts, _ in batches for p in parts)
+    assert all(isinstance(p, KeptRecords) for _, _, parts, _ in batches for p in parts)
     assert final == last_by_shard(placed)  # real sequence numbers, one per shard
     # a new process (the reader unpickled: no clients, nothing kept) reads each batch again from Kinesis
     fresh = pickle.loads(pickle.dumps(reader))
     for start, end, _, ids in batches:
         parts = fresh.partitions(start, end)
-        assert all(p.arrow is None for p in parts)
+        assert all(isinstance(p, ShardRange) for p in parts)
         assert [mid for p in parts for mid in read_partition(fresh, p)] == ids
     reader.stop()
     reader.stop()
+
+
+def _shards_of(reader: KinesisSpoutStreamReader, partition: Any) -> list[str]:
+    """The shard ids of a partition's rows, each once, in the order its rows come."""
+    return list(dict.fromkeys(mid.rsplit(":", 1)[0] for mid in read_partition(reader, partition)))
+
+
+@pytest.mark.parametrize("per_partition", [None, "150"])
+def test_a_batch_packs_whole_shards_into_partitions_of_up_to_records_per_partition(
+        kinesalite: KinesisEndpoint, zookeeper: Any, per_partition: str | None) -> None:
+    """The driver's records of a batch go to partitions several shards at a time (a Spark task costs the same
+    however few records it holds), up to ``recordsPerPartition`` records, never splitting a shard; a fresh reader
+    (a replay) reads each shard on its own, the same records in the same order."""
+    stream = kinesalite.create_stream(shards=4)
+    placed = kinesalite.put(stream, [f"r{i}".encode() for i in range(200)])
+    per_shard = Counter(shard for shard, _ in placed)
+    assert len(per_shard) == 4 and max(per_shard.values()) <= 75, per_shard  # any two shards fit in 150
+    extra = {"recordsPerPartition": per_partition} if per_partition else {}
+    reader = KinesisSpoutStreamReader(source_options(kinesalite, zookeeper, stream, **extra))
+    reader.prepareForTriggerAvailableNow()
+    batches, _ = run_batches(reader, reader.initialOffset(), ReadAllAvailable())
+    fresh = pickle.loads(pickle.dumps(reader))
+    reader.stop()
+    got = [mid for *_, ids in batches for mid in ids]
+    assert sorted(got) == sorted(message_ids(placed)) and len(got) == len(set(got))
+    for start, end, parts, ids in batches:
+        shards = [_shards_of(reader, p) for p in parts]
+        flat = [s for group in shards for s in group]
+        assert len(flat) == len(set(flat)), f"a shard was split across partitions: {shards}"
+        batch_shards = Counter(mid.rsplit(":", 1)[0] for mid in ids)
+        if per_partition is None:  # the default (10,000) holds the whole batch
+            assert len(parts) == 1, parts
+        else:
+            sizes = [len(read_partition(reader, p)) for p in parts]
+            assert all(n <= 150 for n in sizes), sizes
+            # packed greedily: no two neighbouring partitions would have fit in one
+            assert all(a + b > 150 for a, b in zip(sizes, sizes[1:])), sizes
+            assert len(parts) < len(batch_shards) or len(batch_shards) == 1, (sizes, batch_shards)
+        replayed = fresh.partitions(start, end)
+        assert [len(_shards_of(fresh, p)) for p in replayed] == [1] * len(batch_shards)
+        assert [mid for p in replayed for mid in read_partition(fresh, p)] == ids
+    fresh.stop()
 
 
 def test_children_of_a_split_shard_are_read_after_their_parent_ends(kinesalite: KinesisEndpoint,

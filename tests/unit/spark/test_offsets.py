@@ -55,13 +55,14 @@ def test_options_arrive_lower_cased_from_spark_and_still_map_onto_the_config() -
 
 def test_source_only_options_are_taken_out_before_the_config_parser() -> None:
     config, limits = parse_source_options({"streamName": "s", "appName": "a", "maxBytesPerTrigger": "1_048_576",
-                                           "maxRecordsPerTrigger": "10"})
-    assert limits == SourceLimits(max_records=10, max_bytes=1 << 20)
+                                           "maxRecordsPerTrigger": "10", "recordsperpartition": "2000"})
+    assert limits == SourceLimits(max_records=10, max_bytes=1 << 20, records_per_partition=2000)
     assert config.stream_name == "s"
 
 
 @pytest.mark.parametrize("name, value", [("maxRecordsPerTrigger", "0"), ("maxBytesPerTrigger", "-5"),
-                                         ("maxrecordspertrigger", "lots"), ("maxBytesPerTrigger", "1.5")])
+                                         ("maxrecordspertrigger", "lots"), ("maxBytesPerTrigger", "1.5"),
+                                         ("recordsPerPartition", "0")])
 def test_bad_limits_are_config_errors_naming_the_option(name: str, value: str) -> None:
     with pytest.raises(ConfigError, match=f"option '{name[:3]}.*must be a whole number of at least 1"):
         parse_source_options({"streamName": "s", "appName": "a", name: value})
