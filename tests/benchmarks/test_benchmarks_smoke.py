@@ -206,6 +206,10 @@ def test_spark_pipeline_and_source_latency_and_throughput(smoke: tuple[Path, dic
     assert piped["records_per_s_vs_plain_spout"] == ratio(piped["records_per_s"], rows[(plain, "backlog")]
                                                           ["records_per_s"])
     assert rows[(plain, "backlog")]["records"] == 400 and piped["batch_limit"] == 200
+    source = rows[("readStream source", "backlog")]  # its ratio with and without the query's start
+    alone = source["batches_records_per_s_vs_plain_spout"]
+    assert alone == ratio(source["batches_records_per_s"], rows[(plain, "backlog")]["records_per_s"])
+    assert alone >= source["records_per_s_vs_plain_spout"]  # the batches are part of the whole run
     for row in rows.values():
         p50, p95 = assert_figure(row["batch_p50_ms"], 1), assert_figure(row["batch_p95_ms"], 1)
         assert p50 <= p95
