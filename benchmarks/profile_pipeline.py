@@ -18,7 +18,8 @@ per batch and per 1,000 records, summed over the measured runs, and the run thre
 (``time.thread_time``): the rest of its wall time is waiting (for Spark's JVM, ZooKeeper, the readers, the GIL). The
 timeline of the last measured run shows where the batches fall. ``--cprofile`` adds one more pipeline run under cProfile
 (the run thread only, wall clock) and prints its most expensive functions; profiling slows the run, so compare its
-shares, not its times.
+shares, not its times. ``--no-job``: ``process`` runs no Spark job (it counts ``batch.records``), which leaves the
+pipeline's own cost per batch (the DataFrame is still built).
 """
 
 from __future__ import annotations
@@ -124,7 +125,7 @@ class TimedSpark:
 
 
 def pipeline_backlog(ctx: BenchContext, spark: Any, clock: PhaseClock, records: int, max_batch: int,
-                     profile: cProfile.Profile | None = None) -> dict[str, Any]:
+                     profile: cProfile.Profile | None = None, job: bool = True) -> dict[str, Any]:
     """One pipeline run over the backlog, as ``bench_spark.pipeline_backlog`` (same configuration), its phases
     timed into ``clock`` (and under ``profile`` when given). Returns records/s, batches and the run's wall time."""
     from kinesis_spout.spark import SpoutPipeline
@@ -134,7 +135,7 @@ def pipeline_backlog(ctx: BenchContext, spark: Any, clock: PhaseClock, records: 
 
     def count(df: Any, batch: Any) -> None:
         with clock.phase("Spark job (count)"):
-            counted.append(df.count())
+            counted.append(df.count() if job else batch.records)
 
     config = spout_config(loaded.name, ctx.unique_app("spark-pipeline"), ctx.zookeeper_hosts, ZK_PREFIX,
                           loaded.endpoint.endpoint_url, limit=10_000, checkpoint_interval_s=1.0)
@@ -188,6 +189,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--records", type=int, default=20_000, help="backlog records; default 20,000")
     parser.add_argument("--batch", type=int, default=10_000, help="records per batch at most; default 10,000")
     parser.add_argument("--cprofile", action="store_true", help="one more pipeline run under cProfile")
+    parser.add_argument("--no-job", action="store_true",
+                        help="process() runs no Spark job (it counts batch.records): the pipeline's own cost")
     args = parser.parse_args(argv)
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "test")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "test")
@@ -203,7 +206,8 @@ def main(argv: list[str] | None = None) -> None:
         try:
             spark.createDataFrame(pyarrow.table({"n": list(range(100))})).count()  # the session's first job
             clock.install()
-            pipeline_backlog(ctx, spark, clock, args.records, args.batch)  # warm-up: Python workers, imports
+            # warm-up: Python workers, imports
+            pipeline_backlog(ctx, spark, clock, args.records, args.batch, job=not args.no_job)
             clock.totals, clock.cpu = dict.fromkeys(PHASES, 0.0), dict.fromkeys(PHASES, 0.0)
             plain_rates, piped_rates, ratios = [], [], []
             batches = 0
@@ -215,7 +219,8 @@ def main(argv: list[str] | None = None) -> None:
                     if which == "plain":
                         runs[which] = spout_backlog(ctx, args.records, args.batch)
                     else:
-                        runs[which] = pipeline_backlog(ctx, spark, clock, args.records, args.batch)
+                        runs[which] = pipeline_backlog(ctx, spark, clock, args.records, args.batch,
+                                                       job=not args.no_job)
                 plain, piped = runs["plain"]["records_per_s"], runs["pipeline"]["records_per_s"]
                 plain_rates.append(plain)
                 piped_rates.append(piped)
@@ -236,7 +241,7 @@ def main(argv: list[str] | None = None) -> None:
             print(_table(clock, batches, args.rounds * args.records))
             if args.cprofile:
                 profile = cProfile.Profile()
-                pipeline_backlog(ctx, spark, clock, args.records, args.batch, profile)
+                pipeline_backlog(ctx, spark, clock, args.records, args.batch, profile, job=not args.no_job)
                 out = io.StringIO()
                 stats = pstats.Stats(profile, stream=out)
                 stats.sort_stats("tottime").print_stats(25)
