@@ -48,7 +48,7 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
     "next_batch (all)": [("spout/facade.py", "next_batch")],
     "  emit: spans, tuples, scheme": [("spout/emission.py", "_emit")],
     "acks (all)": [("spout/facade.py", "ack"), ("spout/facade.py", "ack_many"), ("spout/batch.py", "ack_except")],
-    "  message-id parse + shard lookup": [("spout/acks.py", "lookup"), ("spout/acks.py", "_locate")],
+    "  message-id parse (+ lookup)": [("spout/acks.py", "lookup"), ("spout/acks.py", "_rank")],
     "  tracker ack": [("tracking/spans.py", "ack"), ("tracking/spans.py", "ack_many"),
                       ("tracking/spans.py", "ack_span"), ("tracking/spans.py", "ack_attempt")],
     "  checkpoint offer": [("spout/registry.py", "offer_checkpoint")],
