@@ -8,12 +8,15 @@ reader pool's threads; the report gives each side's profiled CPU per record and 
 Profiling multiplies the costs: compare the sides, not the absolute figures with the read benchmark's.
 ``--kpl`` puts the same number of user records as KPL aggregates of 100 (this project's encoder, each aggregate to
 its own shard); ``--batch-acks`` acks each batch whole (``batch.ack()``).
-``--plain`` runs without the profilers: the process CPU per record as the read benchmark sees it, and the
-garbage collector's share of it. ``--freeze`` calls ``gc.freeze()`` once the servers and the spout are made (as a
-long-running consumer can after its start-up): the objects alive then (botocore's service models, the imported
-modules) leave the collector's work. The cyclic garbage collector's share is timed apart (``gc.callbacks``, on
-the CPU clock of the thread that collects): records, tuples and tracker entries live from the read to the ack, so
-they reach the older generations and make full collections, which walk every live object, run often.
+``--plain`` runs without the profilers: the process CPU per record as the read benchmark sees it, the consumer
+thread's share of it (next_batch, the acks: what the spout adds to a read), and the garbage collector's share.
+The profiled report also sums the consumer's CPU by group of functions (:data:`GROUPS`: taking records, emitting
+them, each part of an ack), each group's time counted once (its callees included). ``--freeze`` calls
+``gc.freeze()`` once the servers and the spout are made (as a long-running consumer can after its start-up): the
+objects alive then (botocore's service models, the imported modules) leave the collector's work. The cyclic
+garbage collector's share is timed apart (``gc.callbacks``, on the CPU clock of the thread that collects): records,
+tuples and tracker entries live from the read to the ack, so they reach the older generations and make full
+collections, which walk every live object, run often.
 """
 
 from __future__ import annotations
@@ -39,20 +42,48 @@ SHARDS = 4
 PER_AGGREGATE = 100
 
 
+#: The consumer's function groups of the profiled report: name -> (file suffix, function name) of the functions whose
+#: cumulative time (callees included) makes the group. Nested groups are counted apart, not subtracted.
+GROUPS: dict[str, list[tuple[str, str]]] = {
+    "next_batch (all)": [("spout/facade.py", "next_batch")],
+    "  emit: spans, tuples, scheme": [("spout/emission.py", "_emit")],
+    "acks (all)": [("spout/facade.py", "ack"), ("spout/facade.py", "ack_many"), ("spout/batch.py", "ack_except")],
+    "  message-id parse (+ lookup)": [("spout/acks.py", "lookup"), ("spout/acks.py", "_rank")],
+    "  tracker ack": [("tracking/spans.py", "ack"), ("tracking/spans.py", "ack_many"),
+                      ("tracking/spans.py", "ack_span"), ("tracking/spans.py", "ack_attempt")],
+    "  checkpoint offer": [("spout/registry.py", "offer_checkpoint")],
+    "  notify settled": [("spout/registry.py", "notify_settled")],
+}
+
+
+def group_costs(stats: pstats.Stats, records: int) -> dict[str, float]:
+    """µs of profiled consumer CPU per record for each of :data:`GROUPS` (cumulative times, callees included)."""
+    table: dict[tuple[str, int, str], tuple[Any, ...]] = stats.stats  # type: ignore[attr-defined]
+    out: dict[str, float] = {}
+    for group, functions in GROUPS.items():
+        cum = sum(row[3] for (path, _line, name), row in table.items()
+                  if any(path.endswith(suffix) and name == fn for suffix, fn in functions))
+        out[group] = cum / records * 1e6
+    return out
+
+
 class GcClock:
     """CPU time (of the collecting thread) spent in the cyclic garbage collector, and collections by generation."""
 
     def __init__(self) -> None:
         self.cpu_s = 0.0
         self.collections = [0, 0, 0]
+        self.cpu_by_generation = [0.0, 0.0, 0.0]
         self._started = 0.0
 
     def __call__(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
             self._started = time.thread_time()
         else:
-            self.cpu_s += time.thread_time() - self._started
+            spent = time.thread_time() - self._started
+            self.cpu_s += spent
             self.collections[info["generation"]] += 1
+            self.cpu_by_generation[info["generation"]] += spent
 
 
 def _aggregates(count: int) -> tuple[list[bytes], list[str]]:
@@ -107,14 +138,17 @@ def main(single: bool, plain: bool = False, freeze: bool = False, kpl: bool = Fa
             gc.collect()
             gc.freeze()
         cpu = time.process_time()
+        consumer_cpu = time.thread_time()
         gc_clock = GcClock()
         gc.callbacks.append(gc_clock)
         if not plain:
             consumer.enable()
         spout.open()
         count = 0
+        ack_cpu = 0.0  # the consumer thread's CPU in the acks alone
         while count < RECORDS:
             batch = spout.next_batch(max_records=1000, timeout_s=0.5)
+            acked_at = time.thread_time()
             if batch_acks:
                 batch.ack()
             elif single:
@@ -122,16 +156,21 @@ def main(single: bool, plain: bool = False, freeze: bool = False, kpl: bool = Fa
                     spout.ack(tup.message_id)
             else:
                 spout.ack_many([tup.message_id for tup in batch])
+            ack_cpu += time.thread_time() - acked_at
             count += len(batch)
         consumer.disable()
+        consumer_cpu = time.thread_time() - consumer_cpu
         cpu = time.process_time() - cpu
         gc.callbacks.remove(gc_clock)
         spout.close()
     how = "batch.ack()" if batch_acks else "one by one" if single else "with ack_many"
     print(f"{RECORDS:,} {'user records in aggregates' if kpl else 'records'}, acks {how}: process CPU "
           f"{cpu / RECORDS * 1e6:.1f} µs per record{'' if plain else ' (profiled)'}")
+    print(f"consumer thread: {consumer_cpu / RECORDS * 1e6:.1f} µs per record{'' if plain else ' (profiled)'}, of "
+          f"which acks {ack_cpu / RECORDS * 1e6:.1f} µs, next_batch {(consumer_cpu - ack_cpu) / RECORDS * 1e6:.1f} µs")
     print(f"garbage collector: {gc_clock.cpu_s / RECORDS * 1e6:.1f} µs per record "
-          f"({gc_clock.cpu_s / cpu:.0%} of the process CPU; collections by generation {gc_clock.collections})")
+          f"({gc_clock.cpu_s / cpu:.0%} of the process CPU; collections by generation {gc_clock.collections}, "
+          f"ms by generation {[round(s * 1e3, 1) for s in gc_clock.cpu_by_generation]})")
     for role in () if plain else ("consumer", "readers"):
         mine = [p for r, p in profiles if r == role]
         out = io.StringIO()
@@ -142,6 +181,9 @@ def main(single: bool, plain: bool = False, freeze: bool = False, kpl: bool = Fa
         total = getattr(stats, "total_tt", 0.0)
         print(f"\n== {role}: {total / RECORDS * 1e6:.1f} µs of thread CPU per record (profiled)")
         print("\n".join(out.getvalue().splitlines()[6:24]))
+        if role == "consumer":
+            for group, us in group_costs(stats, RECORDS).items():
+                print(f"{group:<36} {us:6.1f} µs per record")
 
 
 if __name__ == "__main__":

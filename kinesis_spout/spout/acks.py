@@ -6,6 +6,11 @@ one emission of it: it is acked or failed only while the record is in flight at 
 :class:`AckRouter` takes the registry's lock for each call (any thread may ack or fail) and owns the count of
 unknown message ids, guarded by that lock. A shard no longer read (handed back, dropped) is not in the registry:
 its ids count as unknown and move nothing; the shard's lifecycle refuses acks outside its ack phases as well.
+
+The per-record path is short: an id ``"shardId:sequenceNumber"`` of a shard read now is split once
+(``str.partition``), its shard found with one dict look-up and its rank made with one ``int()`` (:func:`_rank`).
+Everything else (tuples, ids with a sub-sequence number, malformed ids, ids of shards not read, a spout that is not
+open) takes the checked path, :meth:`AckRouter.lookup`, which keeps the same answers and counts.
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ import logging
 import time
 from typing import TYPE_CHECKING, Iterable
 
-from kinesis_spout.records import SpoutTuple, parse_message_id_rank
+from kinesis_spout.records import RANK_BASE, SpoutTuple, parse_message_id_rank
+from kinesis_spout.spout.shards import ACK_PHASES, ShardPhase
 from kinesis_spout.tracker import FailOutcome
 
 if TYPE_CHECKING:
@@ -25,6 +31,23 @@ if TYPE_CHECKING:
 __all__ = ["AckRouter"]
 
 log = logging.getLogger("kinesis_spout")
+
+_READING = ShardPhase.READING  # the usual phase of a shard acked: checked by identity before ACK_PHASES (a hash)
+assert _READING in ACK_PHASES
+_DIGITS = frozenset("0123456789")
+
+
+def _rank(sequence: str) -> int | None:
+    """The rank of a message id's sequence part when it is ASCII decimal digits (the sequence numbers Kinesis hands
+    out), else None (the caller takes the checked path, which decides). Cheaper than ``str.isdecimal``, which looks
+    at every digit: ``int()`` takes an ASCII string whose first and last characters are digits and that has no "_"
+    exactly when all its characters are digits (it refuses inner blanks, signs and colons)."""
+    if sequence[:1] in _DIGITS and sequence[-1:] in _DIGITS and "_" not in sequence and sequence.isascii():
+        try:
+            return int(sequence) * RANK_BASE
+        except ValueError:  # e.g. "sequence:sub", an id with a sub-sequence number
+            return None
+    return None
 
 
 class AckRouter:
@@ -56,6 +79,16 @@ class AckRouter:
         only."""
         registry = self.registry
         with registry.lock:
+            if mid.__class__ is str and registry.phase == "open":
+                shard_id, _, sequence = mid.partition(":")
+                state = registry.shards.get(shard_id)
+                rank = None if state is None else _rank(sequence)
+                if state is not None and rank is not None:  # "shardId:sequenceNumber" of a shard read now
+                    # ShardLifecycle.ack, inlined: acks count only in the shard's ack phases
+                    if (state.phase is _READING or state.phase in ACK_PHASES) and state.tracker.ack(rank):
+                        registry.offer_checkpoint(state)
+                    registry.notify_settled()  # a hand-back may be waiting for this
+                    return
             if isinstance(mid, SpoutTuple):
                 found = self.lookup(mid.message_id)
                 moved = found is not None and found[0].ack_attempt(found[1], mid.attempt)
@@ -67,28 +100,43 @@ class AckRouter:
             registry.notify_settled()  # a hand-back may be waiting for this
 
     def ack_many(self, mids: Iterable[str | SpoutTuple]) -> None:
-        """Many acks under one lock hold; each shard's checkpoint offered once. Tuples: their emissions only."""
+        """Many acks under one lock hold: the ids of each shard acked in one call of its tracker, tuples (their
+        emissions only) first, each shard's checkpoint offered once."""
         registry = self.registry
+        mids = mids if isinstance(mids, list) else list(mids)
         with registry.lock:
-            by_shard: dict[str, tuple[ShardLifecycle, list[int]]] = {}
-            moved: dict[str, ShardLifecycle] = {}  # shards acked by tuples (one emission each)
+            if mids:
+                registry.check_open()
+            shards = registry.shards
+            groups: dict[str, list[int]] = {}  # shard id -> ranks acked, in the order given
+            checked: list[str | SpoutTuple] = []  # tuples and the ids the per-record path does not take
             for mid in mids:
-                if isinstance(mid, SpoutTuple):
+                if mid.__class__ is str:
+                    shard_id, _, sequence = mid.partition(":")
+                    rank = _rank(sequence)
+                    if rank is not None:
+                        ranks = groups.get(shard_id)
+                        if ranks is not None:
+                            ranks.append(rank)
+                            continue
+                        if shard_id in shards:
+                            groups[shard_id] = [rank]
+                            continue
+                checked.append(mid)
+            moved: dict[str, ShardLifecycle] = {}
+            for mid in checked:
+                if isinstance(mid, SpoutTuple):  # one emission each, before the ids (as acked one by one)
                     found = self.lookup(mid.message_id)
                     if found is not None and found[0].ack_attempt(found[1], mid.attempt):
                         moved[found[0].shard_id] = found[0]
                     continue
                 found = self.lookup(mid)
                 if found is not None:
-                    state, rank = found
-                    entry = by_shard.get(state.shard_id)
-                    if entry is None:
-                        by_shard[state.shard_id] = (state, [rank])
-                    else:
-                        entry[1].append(rank)
-            for state, ranks in by_shard.values():
+                    groups.setdefault(found[0].shard_id, []).append(found[1])
+            for shard_id, ranks in groups.items():
+                state = shards[shard_id]
                 if state.ack_many(ranks):
-                    moved[state.shard_id] = state
+                    moved[shard_id] = state
             for state in moved.values():
                 registry.offer_checkpoint(state)
             registry.notify_settled()

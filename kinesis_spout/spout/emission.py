@@ -10,6 +10,7 @@ whole.
 from __future__ import annotations
 
 import logging
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from kinesis_spout.records import RANK_BASE, Record, SpoutTuple, message_id, record_sizes, records_bytes
@@ -31,6 +32,7 @@ _POISON: Any = object()  # what _values returns for a record its scheme refused
 NO_BYTE_LIMIT = 1 << 62
 TAKE_CHUNK = 100  # a batch takes up to this many records of a shard at a time (then the next shard's turn)
 _FINISHING = (ShardPhase.READING, ShardPhase.DRAINING)
+_AGGREGATED = itemgetter(7)  # Record.aggregated: 0 for a plain record
 
 
 class Emitter:
@@ -160,7 +162,8 @@ class Emitter:
         refused (dead-lettered). Without reliability the span is acked whole at once."""
         state = self.registry.shards[records[0].shard_id]
         tracker = state.tracker
-        note_aggregates(state.aggregates, records)
+        if any(map(_AGGREGATED, records)):  # user records of KPL aggregates among them (in C: no pass for plain ones)
+            note_aggregates(state.aggregates, records)
         sizes = record_sizes(records)
         reliable = self.config.reliable
         try:
@@ -168,33 +171,37 @@ class Emitter:
                                      sizes)  # the records' ranks (Record.rank, inlined)
         except ValueError:  # not in increasing order (never seen from one reader): one at a time, as emit decides
             span = None
-            kept = [(r, n) for r, n in zip(records, sizes) if tracker.emit(r.rank, now, r, n)]
+            pairs = [(r, n) for r, n in zip(records, sizes) if tracker.emit(r.rank, now, r, n)]
+            kept = [r for r, _n in pairs]
+            state.emitted_bytes += sum([n for _r, n in pairs])
             if into is not None and reliable:
-                for r, _n in kept:
+                for r in kept:
                     into.add_single(state, r.rank, r.message_id, 1)
         else:
             skip = len(records) - len(span.ranks) if span is not None else len(records)
-            kept = list(zip(records[skip:], sizes[skip:]))
+            kept = records[skip:] if skip else records  # the records put in flight (replays skipped)
+            state.emitted_bytes += sum(sizes[skip:]) if skip else sum(sizes)
             if span is not None and into is not None and reliable:
                 into.add_span(state, span)
         out: list[SpoutTuple] = []
+        append = out.append
         self._out, self._reported = out, 0  # records decoded are reported before each poison one, in read order
         new = tuple.__new__  # a SpoutTuple with every field given, without its named-tuple __new__
         scheme = self.config.scheme
         shard_id = state.shard_id
-        state.emitted_bytes += sum([size for _record, size in kept])
-        for record, _size in kept:
+        ack_each = not reliable and span is None
+        for record in kept:
             try:
                 values = scheme(record)
             except Exception as exc:  # noqa: BLE001 - any scheme error makes the record a poison record
                 self._poison(state, record, exc)
                 continue
-            if not reliable and span is None:
+            if ack_each:
                 tracker.ack(record.rank)
             # the message id (Record.message_id, inlined): "shard:seq", plus ":sub" for a user record but the first
             sub = record[2]
-            mid = f"{shard_id}:{record[1]}:{sub}" if sub else f"{shard_id}:{record[1]}"
-            out.append(new(SpoutTuple, (mid, record, values, 1)))
+            append(new(SpoutTuple, (f"{shard_id}:{record[1]}:{sub}" if sub else f"{shard_id}:{record[1]}", record,
+                                    values, 1)))
         if not reliable and kept:
             if span is not None:
                 tracker.ack_span(span)  # every record but those the scheme refused (pending dead letters)

@@ -64,7 +64,6 @@ class LeaseMembership:
         self.store = store
         self.leases = ZooKeeperLeases(store, self.config.worker_id)
         self.leases.join()
-        self.registry.wake_settled = True
         store.add_listener(self.on_zookeeper_state)
         return LeaseBalancer(self.leases, hand_back=self.hand_back, drop_all=self.drop_all, drop=self.drop).owns
 
@@ -149,7 +148,7 @@ class LeaseMembership:
                 log.warning("handing %s over with %d records still in flight: the next owner reads them again",
                             state.shard_id, state.tracker.inflight_count)
                 break
-            registry.settled.wait(min(left, 0.5))
+            registry.wait_settled(min(left, 0.5))
         return state.phase is not ShardPhase.DROPPED
 
     def give_back_leases(self) -> None:
