@@ -8,10 +8,15 @@ same GetRecords limit, and run alternately (the order flips every round); each f
 and the ratio is the ratio of medians. The loop gets the same botocore client configuration as the spout
 (``make_client``, whose arrival-timestamp parser is cheaper than botocore's default); a loop on a
 ``boto3.client("kinesis")`` with botocore's defaults is measured too. Clients are made before the clock starts.
+Each run starts after a full collection (``gc.collect()``, outside the clock): otherwise the cyclic collector's full
+collections, about 50 ms each (they walk every object the process holds: botocore's models, the servers'
+clients), fall on whichever consumer happens to run when the count is reached, adding up to 5 µs per record to
+it alone in a 10,000-record run. Each consumer still pays the collections its own objects cause.
 """
 
 from __future__ import annotations
 
+import gc
 from typing import Any, Callable
 
 from benchmarks.context import ZK_PREFIX, BenchContext, LoadedStream
@@ -77,11 +82,13 @@ def consumers(ctx: BenchContext, stream: LoadedStream, interval_s: float = 1.0
 
 def alternate(ctx: BenchContext, label: str, runs: list[tuple[str, Callable[[], ReadResult]]], repeats: int
               ) -> dict[str, list[ReadResult]]:
-    """Run every consumer ``repeats`` times, flipping their order each round; one progress line per run."""
+    """Run every consumer ``repeats`` times, flipping their order each round, each run after a full collection (see
+    the module's docstring); one progress line per run."""
     results: dict[str, list[ReadResult]] = {name: [] for name, _ in runs}
     for round_no in range(repeats):
         ordered = runs if round_no % 2 == 0 else runs[::-1]
         for name, read in ordered:
+            gc.collect()
             res = read()
             results[name].append(res)
             ctx.progress(f"{label}: round {round_no + 1}/{repeats}: {name}: {res.records_per_s:,.0f} records/s, "
