@@ -20,7 +20,6 @@ import time
 from typing import TYPE_CHECKING, Iterable
 
 from kinesis_spout.records import RANK_BASE, SpoutTuple, parse_message_id_rank
-from kinesis_spout.spout.shards import ACK_PHASES, ShardPhase
 from kinesis_spout.tracker import FailOutcome
 
 if TYPE_CHECKING:
@@ -32,8 +31,6 @@ __all__ = ["AckRouter"]
 
 log = logging.getLogger("kinesis_spout")
 
-_READING = ShardPhase.READING  # the usual phase of a shard acked: checked by identity before ACK_PHASES (a hash)
-assert _READING in ACK_PHASES
 _DIGITS = frozenset("0123456789")
 
 
@@ -84,8 +81,7 @@ class AckRouter:
                 state = registry.shards.get(shard_id)
                 rank = None if state is None else _rank(sequence)
                 if state is not None and rank is not None:  # "shardId:sequenceNumber" of a shard read now
-                    # ShardLifecycle.ack, inlined: acks count only in the shard's ack phases
-                    if (state.phase is _READING or state.phase in ACK_PHASES) and state.tracker.ack(rank):
+                    if state.ack(rank):
                         registry.offer_checkpoint(state)
                     registry.notify_settled()  # a hand-back may be waiting for this
                     return

@@ -105,6 +105,10 @@ class ShardPhase(enum.Enum):
     HANDED_BACK = "handed back"
     DROPPED = "dropped"
 
+    # Members compare by identity, so they may hash by identity too: in C, where Enum's own hash (of the name) runs
+    # in Python. The phase sets below are looked up on every ack and take.
+    __hash__ = object.__hash__
+
 
 _P = ShardPhase
 #: The legal moves: each phase and the phases it may go to.
