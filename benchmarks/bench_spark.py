@@ -535,7 +535,7 @@ def _row(case: str, kind: str, trigger: str, runs: list[dict[str, Any]], spark: 
                            "loadavg_1m": [r["loadavg_1m"] for r in runs], "spark_start_s": spark[0],
                            "spark_warmup_s": spark[1]}
     for key in ("dataframe_ms", "process_ms", "batches_records_per_s"):
-        if runs[0].get(key) is not None and all(r.get(key) is not None for r in runs):
+        if all(r.get(key) is not None for r in runs):
             row[key] = summary([r[key] for r in runs])
     if all("costs" in r for r in runs):
         row["costs"] = [r["costs"] for r in runs]
