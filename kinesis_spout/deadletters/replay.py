@@ -95,10 +95,18 @@ class ReplayReport:
 
 def _letter(text: str | bytes, where: str) -> Letter:
     try:
-        doc = json.loads(text)
+        return _letter_of(json.loads(text), where)
+    except ValueError as exc:  # json.JSONDecodeError is a ValueError
+        raise LetterFileError(f"{where}: not a dead letter ({exc}); fix or remove this line, nothing was put") \
+            from None
+
+
+def _letter_of(doc: Any, where: str) -> Letter:
+    """The letter of a parsed envelope; :class:`LetterFileError` naming ``where`` when it is not one."""
+    try:
         stream, record = record_from_envelope(doc)
         return Letter(stream, record, str(doc.get("reason", "")), where)
-    except (ValueError, TypeError) as exc:  # json.JSONDecodeError is a ValueError
+    except (ValueError, TypeError) as exc:
         raise LetterFileError(f"{where}: not a dead letter ({exc}); fix or remove this line, nothing was put") \
             from None
 
@@ -118,7 +126,7 @@ def read_letter_file(path: str) -> Letters:
             continue
         where = f"{path}, line {n}"
         try:
-            json.loads(line)
+            doc = json.loads(line)
         except ValueError:  # JSONDecodeError, UnicodeDecodeError (a character cut in two)
             if not _torn(line):
                 raise LetterFileError(f"{where}: not a dead letter (not JSON, and not the start of an envelope cut "
@@ -127,7 +135,7 @@ def read_letter_file(path: str) -> Letters:
             torn.append(n)
             letters += _glued(line, where)
             continue
-        letters.append(_letter(line, where))
+        letters.append(_letter_of(doc, where))
     return Letters(letters, tuple(torn))
 
 
@@ -142,11 +150,11 @@ def _glued(line: bytes, where: str) -> Sequence[Letter]:
     start = line.find(ENVELOPE_START, 1)
     while start > 0:
         try:
-            json.loads(line[start:])
+            doc = json.loads(line[start:])
         except ValueError:
             start = line.find(ENVELOPE_START, start + 1)
             continue
-        return [_letter(line[start:], f"{where}, from byte {start + 1}")]
+        return [_letter_of(doc, f"{where}, from byte {start + 1}")]
     return []
 
 
