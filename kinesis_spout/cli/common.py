@@ -24,19 +24,23 @@ APP_ENV = "KINESIS_SPOUT_APP"
 EMULATOR_AWS_ENV = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
 
 
-def add_zookeeper_arguments(parser: argparse.ArgumentParser) -> None:
+def add_zookeeper_arguments(parser: argparse.ArgumentParser, *, app_found: bool = False) -> None:
     """``--stream``, ``--app``, ``--zookeeper``, ``--prefix`` and ``--timeout`` of a command that reads an app's nodes;
     the first three default to ``$KINESIS_SPOUT_STREAM``, ``$KINESIS_SPOUT_APP`` and ``$KINESIS_SPOUT_ZOOKEEPER``
-    (read when the parser is built). Who calls: ``register`` of the ``checkpoints`` and ``status`` groups."""
+    (read when the parser is built). ``app_found``: the command finds the app when neither is given (see
+    :func:`only_app`), so only the stream is required. Who calls: ``register`` of the ``checkpoints`` and ``status``
+    groups."""
     parser.add_argument("--stream", default=os.environ.get(STREAM_ENV) or None,
                         help=f"the stream (default ${STREAM_ENV})")
+    found = ", else the only app of the stream under the ZooKeeper root" if app_found else ""
     parser.add_argument("--app", default=os.environ.get(APP_ENV) or None,
-                        help=f"the app name (default ${APP_ENV})")
+                        help=f"the app name (default ${APP_ENV}{found})")
     parser.add_argument("--zookeeper", default=os.environ.get(ZOOKEEPER_ENV) or "127.0.0.1:2181",
                         help=f"ZooKeeper HOST:PORT[,...] (default ${ZOOKEEPER_ENV}, else 127.0.0.1:2181)")
     parser.add_argument("--prefix", default="/kinesis_spout", help="zookeeper_prefix of the app")
     parser.add_argument("--timeout", type=float, default=15.0, help="seconds to wait for ZooKeeper (default 15)")
-    parser.set_defaults(required_from_env=(("stream", STREAM_ENV), ("app", APP_ENV)), usage_error=parser.error)
+    required = (("stream", STREAM_ENV),) if app_found else (("stream", STREAM_ENV), ("app", APP_ENV))
+    parser.set_defaults(required_from_env=required, usage_error=parser.error)
 
 
 def missing_from_env(args: argparse.Namespace) -> str | None:
@@ -47,11 +51,12 @@ def missing_from_env(args: argparse.Namespace) -> str | None:
     return f"the following arguments are required: {', '.join(missing)}" if missing else None
 
 
-def spout_config(args: argparse.Namespace) -> Any:
-    """The app's ``SpoutConfig`` from the parsed arguments (credentials from ``$KINESIS_SPOUT_ZOOKEEPER_AUTH``)."""
+def spout_config(args: argparse.Namespace, app: str | None = None) -> Any:
+    """The app's ``SpoutConfig`` from the parsed arguments (credentials from ``$KINESIS_SPOUT_ZOOKEEPER_AUTH``);
+    ``app`` stands for ``--app`` where it is not given."""
     from kinesis_spout.config import SpoutConfig
 
-    return SpoutConfig(stream_name=args.stream, app_name=args.app, zookeeper=args.zookeeper,
+    return SpoutConfig(stream_name=args.stream, app_name=app or args.app, zookeeper=args.zookeeper,
                        zookeeper_prefix=args.prefix, zookeeper_auth=os.environ.get(AUTH_ENV) or None,
                        zookeeper_tls=args.tls or bool(args.tls_ca or args.tls_cert), zookeeper_tls_ca_file=args.tls_ca,
                        zookeeper_tls_cert_file=args.tls_cert, zookeeper_tls_key_file=args.tls_key,
@@ -81,13 +86,8 @@ def check_app_and_stream(store: Any, config: Any) -> None:
     which would otherwise show an empty table (or, for a reset, write under a new name). The ``ConfigError`` lists
     the names there and the nearest one. Nothing under the root at all is no error (no app has run yet).
     Who calls: the ``checkpoints`` and ``status`` commands, on their opened store (reads only)."""
-    from kazoo.exceptions import NoNodeError
-
     def children(path: str) -> list[str]:
-        try:
-            return sorted(store.session.get_children(path))
-        except NoNodeError:
-            return []
+        return _children(store, path)
 
     root = config.checkpoint_path.rsplit("/", 3)[0]
     apps = children(root or "/")
@@ -100,6 +100,44 @@ def check_app_and_stream(store: Any, config: Any) -> None:
         raise ConfigError(f"app {config.app_name!r} has nothing of stream {config.stream_name!r} under "
                           f"{root}/{config.app_name}{_nearest(config.stream_name, streams)}; its streams: "
                           f"{', '.join(streams)} (pass --stream NAME or set ${STREAM_ENV})")
+
+
+def only_app(args: argparse.Namespace) -> str:
+    """The app to show when ``--app`` (and ``$KINESIS_SPOUT_APP``) is not given: the only one under the ZooKeeper
+    root that has a node of ``--stream``. Otherwise a ``ConfigError`` lists the apps found (with their streams when
+    none has this one) and says to pass ``--app``. Who calls: ``status``, before it opens the app's store (reads
+    only, on a session of its own)."""
+    config = spout_config(args, app="-")
+    root = config.checkpoint_path.rsplit("/", 3)[0]
+    store = open_store(args, config)
+    try:
+        streams = {app: _children(store, f"{root}/{app}") for app in _children(store, root or "/")}
+    finally:
+        store.close()
+    readers = [app for app, names in streams.items() if args.stream in names]
+    if len(readers) == 1:
+        return readers[0]
+    where = f"under {root or '/'} on ZooKeeper {config.zookeeper}"
+    choose = f"pass --app NAME or set ${APP_ENV}"
+    if readers:
+        raise ConfigError(f"{len(readers)} apps read stream {args.stream!r} {where}: {', '.join(readers)}; {choose} "
+                          f"to choose one")
+    if not streams:
+        raise ConfigError(f"no app {where} (none has run there yet, or --prefix and --zookeeper point elsewhere): "
+                          f"{choose}")
+    found = ", ".join(f"{app} ({', '.join(names) or 'no stream'})" for app, names in streams.items())
+    raise ConfigError(f"no app {where} has stream {args.stream!r}; apps there (and their streams): {found}. Pass "
+                      f"--stream NAME (or set ${STREAM_ENV}) and --app NAME (or set ${APP_ENV})")
+
+
+def _children(store: Any, path: str) -> list[str]:
+    """The sorted children of a ZooKeeper node of the store's session (none when the node does not exist)."""
+    from kazoo.exceptions import NoNodeError
+
+    try:
+        return sorted(store.session.get_children(path))
+    except NoNodeError:
+        return []
 
 
 def _nearest(name: str, names: list[str]) -> str:

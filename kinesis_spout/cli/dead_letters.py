@@ -23,16 +23,20 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Count the letters by shard and reason, or put them onto Kinesis (journal first: at least once)."""
+    """Count the letters by shard and reason, or put them onto Kinesis (journal first: at least once); either way the
+    last line also names the torn lines of a file, which were skipped."""
     from kinesis_spout.deadletters import replay
 
-    letters = replay.load_letters(args.source, region=args.region, endpoint_url=args.endpoint_url)
+    found = replay.load_letters(args.source, region=args.region, endpoint_url=args.endpoint_url)
     if args.action == "list":
-        for shard, reason, n in replay.count_letters(letters):
+        for shard, reason, n in replay.count_letters(found.letters):
             print(f"{n:>8}  {shard}  {reason}")
-        print(f"{len(letters):>8}  letters in all")
+        print(f"{len(found.letters):>8}  letters in all")
+        if found.torn:
+            print(found.torn_note())
         return 0
+    torn = f"; {found.torn_note()}" if found.torn else ""
     journal = None if args.no_journal else args.journal or replay.journal_of(args.source)
-    done = replay.replay_to_kinesis(letters, args.to_stream, journal, args.region, args.endpoint_url)
-    print(f"put {done.put} records" + (f"; skipped {done.skipped} already in {journal}" if journal else ""))
+    done = replay.replay_to_kinesis(found.letters, args.to_stream, journal, args.region, args.endpoint_url)
+    print(f"put {done.put} records" + (f"; skipped {done.skipped} already in {journal}" if journal else "") + torn)
     return 0

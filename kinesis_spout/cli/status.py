@@ -1,5 +1,6 @@
-"""``kinesis-spout status --stream S --app A [--endpoint-url URL --region R]``: per shard its lease owner and epoch,
-checkpoint, parents and whether it is open, closed or finished; and the live workers."""
+"""``kinesis-spout status --stream S [--app A] [--endpoint-url URL --region R]``: per shard its lease owner and epoch,
+checkpoint, parents and whether it is open, closed or finished; and the live workers. Without ``--app`` (nor
+``$KINESIS_SPOUT_APP``), the only app of the stream under the ZooKeeper root is shown."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from kinesis_spout.cli.common import (
     add_zookeeper_arguments,
     check_app_and_stream,
     describe,
+    only_app,
     open_store,
     print_table,
     spout_config,
@@ -24,7 +26,7 @@ def register(sub: Any) -> None:
     """Add the ``status`` sub-parser. Who calls: ``kinesis_spout.cli.parser.build_parser``."""
     status = sub.add_parser("status", help="shards with their lease owners, epochs, checkpoints and lineage; live "
                                            "workers", description=f"ZooKeeper credentials: ${AUTH_ENV}.")
-    add_zookeeper_arguments(status)
+    add_zookeeper_arguments(status, app_found=True)
     status.add_argument("--endpoint-url", default=os.environ.get(ENDPOINT_ENV),
                         help=f"Kinesis endpoint, for open/closed and parents (default ${ENDPOINT_ENV}; none: AWS)")
     status.add_argument("--region", default=None, help="AWS region of the stream")
@@ -32,9 +34,13 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the status table (read only: ZooKeeper, and Kinesis's shard list when it answers)."""
+    """Print the status table (read only: ZooKeeper, and Kinesis's shard list when it answers). Without ``--app``,
+    first find the stream's only app (see :func:`~kinesis_spout.cli.common.only_app`)."""
     from kinesis_spout.coordination.leases import ZooKeeperLeases
 
+    chosen = not args.app
+    if chosen:
+        args.app = only_app(args)
     config = spout_config(args)
     listed: dict[str, Any] = {}
     kinesis_note = ""
@@ -56,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
         states = leases.read(shard_ids)
     finally:
         store.close()
-    print(f"app {args.app!r} on stream {args.stream!r} at {config.checkpoint_path.rsplit('/', 1)[0]}")
+    print(f"app {args.app!r} on stream {args.stream!r} at {config.checkpoint_path.rsplit('/', 1)[0]}"
+          + (f" (the only app of stream {args.stream!r} there; --app NAME shows another)" if chosen else ""))
     print(f"live workers: {', '.join(workers) if workers else '(none)'}")
     if kinesis_note:
         print(kinesis_note)

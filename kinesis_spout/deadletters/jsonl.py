@@ -24,9 +24,10 @@ class JsonLinesDeadLetters:
     Each write of a batch of dead letters is one ``write`` of whole lines, then ``flush`` and ``fsync``: a record
     is done only after its line is on disk. When the writer opens the file (creating it if needed) it also fsyncs
     the folder, so that a power cut cannot lose a newly created file with the lines in it. A crash in the middle
-    of a write may leave a last line cut short; the next writer starts on a new line, so readers should skip a line
-    that does not parse (its record was not checkpointed and is dead-lettered again). Give each process its own
-    file.
+    of a write may leave a last line cut short; each write looks at the file's last byte first and starts on a new
+    line after such a torn line (also one torn by another process since this one opened the file), and readers
+    (``kinesis-spout dead-letters``) skip and report a line that does not parse: its record was not checkpointed
+    and is dead-lettered again. Give each process its own file.
     """
 
     path: str
@@ -47,7 +48,9 @@ class JsonLinesWriter:
     """Appends envelopes to a file (opened on the first write; reopened after an error). One caller thread.
 
     Who calls: the spout's dead-letter thread. ``write`` returns only once the batch's lines are fsynced (and, on the
-    first write, the folder holding the file); it changes only the file."""
+    first write, the folder holding the file); it changes only the file. A file whose last line is torn (a process
+    killed in the middle of a write, this one or another sharing the file) gets a newline before the batch, in the
+    same write, so that no whole letter is glued to a torn half."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -59,6 +62,8 @@ class JsonLinesWriter:
         payload = b"".join(envelope_bytes(letter) + b"\n" for letter in letters)
         try:
             f = self._open()
+            if _ends_torn(f):  # checked before every write: another process may have torn it since the open
+                payload = b"\n" + payload
             f.write(payload)
             f.flush()
             os.fsync(f.fileno())
@@ -74,13 +79,6 @@ class JsonLinesWriter:
         if self._file is None:
             f = open(self.path, "a+b")  # noqa: SIM115 - kept open across writes, closed by close()
             try:
-                size = f.seek(0, os.SEEK_END)
-                if size:
-                    f.seek(size - 1)
-                    torn = f.read(1) != b"\n"
-                    f.seek(0, os.SEEK_END)
-                    if torn:  # a crash cut the last line short: keep it apart from ours
-                        f.write(b"\n")
                 _fsync_folder(os.path.dirname(os.path.abspath(self.path)))  # the file's entry, if it was created
             except BaseException:
                 f.close()
@@ -92,6 +90,19 @@ class JsonLinesWriter:
         f, self._file = self._file, None
         if f is not None:
             f.close()
+
+
+def _ends_torn(f: IO[bytes]) -> bool:
+    """True when the file (opened for appending and reading) is not empty and its last byte is not a newline: a
+    process was killed in the middle of a write. Two writers that both see it write a newline each: a blank line,
+    which readers skip."""
+    size = f.seek(0, os.SEEK_END)
+    if not size:
+        return False
+    f.seek(size - 1)
+    last = f.read(1)
+    f.seek(0, os.SEEK_END)
+    return last not in (b"\n", b"")
 
 
 def _fsync_folder(folder: str) -> None:
