@@ -96,8 +96,9 @@ class DeadLetterSettings:
     the last ``window`` (default 1,000) records read dead-lettered while the window holds at least
     ``min_in_window`` (default 100) dead letters. 0 (or None) disables a rule. The letters of records refused by
     the scheme as they are read are held (not written, their records not checkpointed past) until a decoded record
-    ends their run (or ``flush_checkpoints()``/``close()`` is called), so a storm leaves the checkpoint before its
-    run's first letter.
+    ends their run, ``flush_checkpoints()``/``close()`` is called, or ``checkpoint_interval_s`` (at least 1 s) has
+    passed since the first was held, so a storm leaves the checkpoint before the first of its letters still held,
+    and a run at the end of a quiet or closed shard is written within that bound.
     """
 
     target: DeadLetterTarget = LocalDeadLetters()

@@ -21,6 +21,8 @@ __all__ = ["DEAD_LETTER_BACKOFF", "DeadLetterWorker"]
 #: Backoff between failed writes of the same dead letters: 0.1 s, doubling, at most 5 s; no limit of tries (letters
 #: are never dropped). No jitter: spouts whose writes failed in the same outage of the destination retry together.
 DEAD_LETTER_BACKOFF = RetryPolicy(initial_s=0.1, multiplier=2.0, max_s=5.0)
+#: The longest a held letter waits for its run of dead letters to end before it is written anyway, by default.
+DEFAULT_HOLD_S = 1.0
 #: Dead letters handed to one ``write`` call at most.
 MAX_LETTERS_PER_WRITE = 500
 
@@ -74,17 +76,23 @@ class DeadLetterWorker:
     not done, so its records are not checkpointed and are read again by the next run.
 
     Held letters (:meth:`hold`) wait apart, unwritten, until :meth:`release` queues them (or :meth:`flush` or
-    :meth:`close` does, unless a storm stopped the spout); :meth:`stop_for_storm` drops them unwritten (their records
-    stay pending, so their checkpoints never pass them) and makes ``unreachable`` the storm's error for good.
+    :meth:`close` does, unless a storm stopped the spout), and at most ``hold_s`` after the first of them was held:
+    the thread then queues them itself, so a run of dead letters that nothing ends (the last records of a quiet or
+    closed shard) is written and settled within that bound. :meth:`stop_for_storm` drops the letters still held
+    unwritten (their records stay pending, so their checkpoints never pass them) and makes ``unreachable`` the
+    storm's error for good.
 
-    State shared with other threads (``_queue``, ``_held``, ``_busy``, ``_stop``) is touched only under ``_cond``;
+    State shared with other threads (``_queue``, ``_held``, ``_held_since``, ``_busy``, ``_stop``) is touched only
+    under ``_cond``;
     the counters and the write error behind ``unreachable`` are written by the thread alone and read freely;
     ``storm`` is set once by the spout's caller thread; ``_backoff`` is the thread's alone.
     """
 
     def __init__(self, writer: DeadLetterWriter, on_written: Callable[[Sequence[DeadLetter]], None], *,
-                 deadline_s: float, backoff: RetryPolicy | RetryBackoff = DEAD_LETTER_BACKOFF) -> None:
+                 deadline_s: float, backoff: RetryPolicy | RetryBackoff = DEAD_LETTER_BACKOFF,
+                 hold_s: float = DEFAULT_HOLD_S) -> None:
         self.writer = writer
+        self.hold_s = hold_s
         self.on_written = on_written
         self.deadline_s = deadline_s
         self.backoff = backoff
@@ -92,6 +100,7 @@ class DeadLetterWorker:
         self._cond = threading.Condition()
         self._queue: list[DeadLetter] = []
         self._held: list[DeadLetter] = []
+        self._held_since: float | None = None  # monotonic time the oldest held letter was held at
         self._busy = False
         self._stop = False
         self._give_up_at: float | None = None  # set by close(): stop retrying after this moment
@@ -129,15 +138,30 @@ class DeadLetterWorker:
             return
         with self._cond:
             if self.storm is None:
+                if not self._held:
+                    self._held_since = time.monotonic()
+                    self._cond.notify_all()  # the thread's wait now ends at the hold's deadline
                 self._held.extend(letters)
 
     def release(self) -> None:
         """Queue the held letters for writing, in order (any thread; never blocks)."""
         with self._cond:
-            if self._held:
-                self._queue.extend(self._held)
-                self._held = []
-                self._cond.notify_all()
+            self._release_held()
+
+    def _release_held(self) -> None:
+        """Move the held letters to the queue, in order (``_cond`` held)."""
+        self._held_since = None
+        if self._held:
+            self._queue.extend(self._held)
+            self._held = []
+            self._cond.notify_all()
+
+    def _hold_left(self) -> float | None:
+        """Seconds until the held letters are due to be written whatever their run does (``_cond`` held); None when
+        nothing is held."""
+        if self._held_since is None:
+            return None
+        return self._held_since + self.hold_s - time.monotonic()
 
     def stop_for_storm(self, error: DeadLetterStormError) -> list[DeadLetter]:
         """A storm stopped the spout: drop the held letters unwritten (their records stay pending and hold their
@@ -145,6 +169,7 @@ class DeadLetterWorker:
         queued are still written. Returns the letters dropped. Called once, by the spout's dead-letter glue."""
         with self._cond:
             dropped, self._held = self._held, []
+            self._held_since = None
             self.storm = error
             return dropped
 
@@ -173,9 +198,7 @@ class DeadLetterWorker:
         with self._cond:
             if self._stop and self._thread is None:
                 return
-            if self._held:  # no storm: a run of dead letters that did not trip a rule is written as usual
-                self._queue.extend(self._held)
-                self._held = []
+            self._release_held()  # no storm: a run of dead letters that did not trip a rule is written as usual
             self._stop = True
             self._give_up_at = time.monotonic() + timeout_s
             self._cond.notify_all()
@@ -196,8 +219,13 @@ class DeadLetterWorker:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._queue and not self._stop:
-                    self._cond.wait()
+                while True:
+                    left = self._hold_left()
+                    if left is not None and left <= 0:
+                        self._release_held()  # a run of dead letters went on unended for hold_s: write it now
+                    if self._queue or self._stop:
+                        break
+                    self._cond.wait(left)
                 if not self._queue or self._gave_up():
                     return
                 batch = self._queue[:MAX_LETTERS_PER_WRITE]

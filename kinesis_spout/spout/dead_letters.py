@@ -9,11 +9,13 @@ done and offer the moved checkpoints.
 
 Storms (:mod:`kinesis_spout.deadletters.storm`): the letters of records their scheme refused as they were read are
 *held* (not written) while their run of dead letters in a row lasts; a record decoded ends the run and releases
-them (so do ``flush_checkpoints()`` and ``close()``). When a
-rule trips, the held letters and every later one are dropped unwritten: their records stay pending, so no shard's
-checkpoint passes the run's first record, and a restart reads them again; letters written before the run stay
-written (and checkpointed past). Every later ``next_batch``/``next_tuple`` raises the
-:class:`~kinesis_spout.errors.DeadLetterStormError`.
+them (so do ``flush_checkpoints()`` and ``close()``), and so does time: a held letter waits at most
+:func:`poison_hold_s` (the checkpoint interval, at least 1 s), so the poison records at the end of what a shard holds
+(a quiet shard, a closed parent whose children wait for its end) are written and settled without a later record.
+When a rule trips, the letters still held and every later one are dropped unwritten: their records stay pending, so
+no shard's checkpoint passes the first of them, and a restart reads them again; letters written before (of an
+earlier run, or of this run once held for the bound) stay written (and checkpointed past). Every later
+``next_batch``/``next_tuple`` raises the :class:`~kinesis_spout.errors.DeadLetterStormError`.
 """
 
 from __future__ import annotations
@@ -33,11 +35,22 @@ if TYPE_CHECKING:
     from kinesis_spout.spout.registry import ShardRegistry
     from kinesis_spout.spout.shards import ShardLifecycle
 
-__all__ = ["DeadLetterGlue"]
+__all__ = ["DeadLetterGlue", "poison_hold_s"]
 
 log = logging.getLogger("kinesis_spout")
 
 _POISON = "poison record: "  # how the reasons of records their scheme refused start (see spout.emission)
+#: The shortest bound on how long the letters of a run of poison records are held (see :func:`poison_hold_s`).
+MIN_POISON_HOLD_S = 1.0
+
+
+def poison_hold_s(config: SpoutConfig) -> float:
+    """How long the letters of a run of records refused by the scheme are held at most before they are written
+    anyway: ``checkpoint_interval_s`` (the delay of a checkpoint users accept already), at least
+    :data:`MIN_POISON_HOLD_S` so that a storm of a wrong scheme is still seen before its letters are written when
+    checkpoints are written at every advance. A backlog read with the wrong scheme trips the in-a-row rule within one
+    GetRecords, well inside the bound."""
+    return max(config.checkpoint_interval_s, MIN_POISON_HOLD_S)
 
 
 class DeadLetterGlue:

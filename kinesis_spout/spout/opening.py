@@ -25,7 +25,7 @@ from kinesis_spout.errors import SpoutError
 from kinesis_spout.kinesis.client import make_client
 from kinesis_spout.kinesis.consumers import ensure_consumer
 from kinesis_spout.kinesis.shards import Shard, owned_shards
-from kinesis_spout.spout.dead_letters import DeadLetterGlue
+from kinesis_spout.spout.dead_letters import DeadLetterGlue, poison_hold_s
 from kinesis_spout.spout.membership import LEASE_ROUND_S, LeaseMembership
 from kinesis_spout.spout.registry import ShardRegistry
 from kinesis_spout.spout.starting import ShardStarter
@@ -118,7 +118,8 @@ def start(parts: SpoutParts, cfg: SpoutConfig, registry: ShardRegistry, membersh
     writer, sync = parts.writer, parts.sync
     assert writer is not None and sync is not None, "start() follows a wire() that succeeded"
     writer.start()
-    dead.worker = DeadLetterWorker(dead_letter_writer, dead.on_written, deadline_s=cfg.dead_letter_deadline_s)
+    dead.worker = DeadLetterWorker(dead_letter_writer, dead.on_written, deadline_s=cfg.dead_letter_deadline_s,
+                                   hold_s=poison_hold_s(cfg))
     dead.worker.start()
     for state in registry.shards.values():
         state.start_reading()
