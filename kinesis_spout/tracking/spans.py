@@ -40,86 +40,27 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
-from itertools import compress, islice
-from operator import lt, or_
-from typing import Any, cast
+from itertools import islice
+from operator import lt
+from typing import cast
 
 from kinesis_spout.errors import ConfigError
 from kinesis_spout.records import SequenceKey
 from kinesis_spout.retry import Delays, RetryPolicy
+from kinesis_spout.tracking import span as span_mod
 from kinesis_spout.tracking.keys import NO_KEY, Key, key_of_rank, rank_of_key
-from kinesis_spout.tracking.outcomes import FailOutcome, TrackerStats
-from kinesis_spout.tracking.retries import RetryQueue
+from kinesis_spout.tracking.outcomes import TrackerStats
+from kinesis_spout.tracking.span import DONE, FAILED, FIRST, Span, state_of
+from kinesis_spout.tracking.span_failures import SpanFailures
 
-__all__ = ["COMPACT_FACTOR", "COMPACT_SLACK", "OPEN_SPAN_LIMIT", "Span", "SpanTracker"]
+__all__ = ["Span", "SpanTracker"]
 
-# Record states, one byte each in a span's ``state`` (DONE is 0 so that a fresh bytearray reads "done").
-DONE, FIRST, FAILED, DEAD = 0, 1, 2, 3
 _HOLD = 4  # transient, inside ack_span only: a record in its first emission that the caller excluded
 _ACK_FIRST = bytes.maketrans(b"\x01", b"\x00")  # FIRST -> DONE, every other state unchanged
 _INTS = {int}  # the types of a list of ranks
 
-# Tuning constants, read at each use (tests shrink them to exercise compaction). The spans are compacted when they
-# hold more than COMPACT_FACTOR * pending + COMPACT_SLACK keys; a compacted span holds at most 2 * its pending + 1.
-COMPACT_FACTOR = 3
-COMPACT_SLACK = 1024
-#: Records one-by-one emits (:meth:`SpanTracker.emit`) add to one span before a new one starts, so that a span done
-#: in emission order is dropped whole rather than compacted.
-OPEN_SPAN_LIMIT = 4096
 
-
-class Span:
-    """A run of one shard's records emitted together, in emission (= key) order: ONE object for the whole run.
-
-    Handed out by :meth:`SpanTracker.emit_span` as the handle of a batch; its caller passes it back to
-    :meth:`SpanTracker.ack_span`. Owned by the tracker that made it and its thread: the caller reads it through
-    :attr:`first_key`, :attr:`last_key`, :attr:`pending` and ``len()`` only, and never changes it.
-    """
-
-    __slots__ = ("owner", "ranks", "items", "sizes", "times", "at", "before", "state", "head", "hint", "first",
-                 "other", "first_bytes", "other_bytes", "open")
-
-    def __init__(self, owner: SpanTracker, ranks: list[int], at: float, before: int) -> None:
-        self.owner: SpanTracker | None = owner  # None once dropped (every record done)
-        self.ranks = ranks  # the keys as ranks, strictly increasing (after a compaction: pending ones + predecessors)
-        self.items: list[Any] | None = None  # aligned with ranks; None: every item is None
-        self.sizes: array[int] | None = None  # aligned with ranks; None: every size is 0
-        self.times: array[float] | None = None  # first emission times aligned with ranks; None: all are ``at``
-        self.at = at
-        self.before = before  # the greatest rank emitted before ranks[0] (or the initial checkpoint, or NO_KEY)
-        self.state: bytearray | None = None  # one byte a record (DONE/FIRST/FAILED/DEAD); None: all FIRST
-        self.head = 0  # every record before ranks[head] is done
-        self.hint = 0  # the index after the last record acked alone: where an ack in emission order looks first
-        self.first = 0  # records in their first emission (FIRST)
-        self.other = 0  # records FAILED or DEAD (not done, not in their first emission)
-        self.first_bytes = 0  # sum of the sizes of the FIRST records
-        self.other_bytes = 0  # sum of the sizes of the FAILED and DEAD records
-        self.open = False  # one-by-one emits append to it (it then has every array, and state bytes)
-
-    def __len__(self) -> int:
-        """Keys the span holds (its records, or after a compaction its pending ones and their predecessors)."""
-        return len(self.ranks)
-
-    @property
-    def first_key(self) -> SequenceKey | None:
-        """The key of the span's first record; ``None`` once every record is done (the span is dropped)."""
-        return key_of_rank(self.ranks[0]) if self.ranks else None
-
-    @property
-    def last_key(self) -> SequenceKey | None:
-        """The key of the span's last record; ``None`` once every record is done."""
-        return key_of_rank(self.ranks[-1]) if self.ranks else None
-
-    @property
-    def pending(self) -> int:
-        """Records of the span not done yet (in flight, failed and not done, or pending dead letters)."""
-        return self.first + self.other
-
-    def __repr__(self) -> str:
-        return f"Span({self.first_key}..{self.last_key}, pending={self.pending}, first_emission={self.first})"
-
-
-class SpanTracker:
+class SpanTracker(SpanFailures):
     """Tracks the records of one shard as spans, from emission until they are done, and derives the safe checkpoint.
 
     Who calls: the spout (or a Spark reader), from one thread, which owns the tracker, its spans and their state.
@@ -145,24 +86,10 @@ class SpanTracker:
             raise ConfigError(f"retry_limit must be an int >= 0, got {retry_limit!r}")
         if message_timeout_s is not None and not message_timeout_s > 0:
             raise ConfigError(f"message_timeout_s must be > 0 or None, got {message_timeout_s!r}")
-        self.shard_id = shard_id
-        self.retry_limit = retry_limit
-        self.backoff: Delays = backoff if backoff is not None else RetryPolicy(0.1, 2.0, 10.0)
-        self.message_timeout_s = message_timeout_s
         initial = NO_KEY if checkpoint is None else rank_of_key(checkpoint)
-        self._spans: list[Span] = []  # spans with records not done, in emission (= key) order
-        self._starts: list[int] = []  # ranks[0] of each span, aligned with _spans, for bisection
-        self._tail: Span | None = None  # the open span one-by-one emits append to, while it is the last span
-        self._hot = Span(self, [], 0.0, NO_KEY)  # the span of the last record acked alone (its hint: where next)
-        self._last = initial  # the greatest rank emitted (or the initial checkpoint)
-        self._retries = RetryQueue()
-        self._attempts: dict[int, int] = {}  # records FAILED (waiting or re-emitted): current attempt number
-        self._letters: list[tuple[SequenceKey, Any, int]] = []  # dead letters not yet taken by the caller
-        self._stats = TrackerStats()
-        self._emitted = 0
-        self._dead = 0  # pending dead letters
-        self._budget = COMPACT_SLACK  # records that may be done before the spans' size needs a look
-        self._tcur = NO_KEY  # timeout cursor: no record below this rank is in its first emission
+        super().__init__(initial, retry_limit, backoff if backoff is not None else RetryPolicy(0.1, 2.0, 10.0),
+                         message_timeout_s)
+        self.shard_id = shard_id
         self._checkpoint = (initial, None if checkpoint is None else key_of_rank(initial))
 
     # ------------------------------------------------------------------ emission
@@ -178,7 +105,7 @@ class SpanTracker:
             self._stats.duplicates_ignored += 1
             return False
         span = self._tail
-        if span is None or len(span.ranks) >= OPEN_SPAN_LIMIT:
+        if span is None or len(span.ranks) >= span_mod.OPEN_SPAN_LIMIT:
             span = self._open_span(key, now)
         span.ranks.append(key)
         span.items.append(item)  # type: ignore[union-attr]
@@ -272,7 +199,7 @@ class SpanTracker:
         held: list[int] = []
         held_bytes = 0
         if exclude:
-            state = self._state_of(span)
+            state = state_of(span)
             ranks, sizes = span.ranks, span.sizes
             for key in exclude:
                 rank = key if key.__class__ is int else rank_of_key(key)
@@ -313,7 +240,7 @@ class SpanTracker:
                 j = len(ranks)
         if j < len(ranks) and ranks[j] == rank:
             span.hint = j + 1
-            state = span.state if span.state is not None else self._state_of(span)
+            state = span.state if span.state is not None else state_of(span)
             code = state[j]
             if code == FIRST:
                 state[j] = DONE
@@ -368,7 +295,7 @@ class SpanTracker:
                 i += 1
                 continue
             if state is None:
-                state = self._state_of(span)
+                state = state_of(span)
             state[j:j + m] = bytes(m)  # DONE
             span.first -= m
             if span.sizes is not None:
@@ -383,22 +310,6 @@ class SpanTracker:
                 self._check_compaction()
         return count
 
-    def attempt_of(self, key: Key) -> int | None:
-        """The attempt at which a record is in flight: 1 in its first emission, the attempt of its last re-emission
-        after a failure; ``None`` when it is not in flight (unknown, done, waiting for its retry, or a pending dead
-        letter). Called through :meth:`ack_attempt`; two bisections (in C)."""
-        rank = key if key.__class__ is int else rank_of_key(key)
-        found = self._locate(rank)
-        if found is None:
-            return None
-        span, j = found
-        code = FIRST if span.state is None else span.state[j]
-        if code == FIRST:
-            return 1
-        if code == FAILED and rank not in self._retries:
-            return self._attempts[rank]
-        return None
-
     def ack_attempt(self, key: Key, attempt: int) -> bool:
         """:meth:`ack` of ONE emission of a record: only while the record is in flight at ``attempt`` (see
         :meth:`attempt_of`); ``False`` otherwise, and nothing changes (an emission that is over, failed since or
@@ -409,164 +320,6 @@ class SpanTracker:
         if self.attempt_of(rank) != attempt:
             return False
         return self.ack(rank)
-
-    def fail_attempt(self, key: Key, attempt: int, now: float) -> FailOutcome:
-        """:meth:`fail` of ONE emission of a record: only while the record is in flight at ``attempt``; otherwise
-        ``UNKNOWN`` and nothing changes (not counted in ``unknown_fails``: the emission is over). Called by the
-        spout when a consumer fails a tuple it names with its attempt, so that a late fail of an emission that is
-        over never fails the record's later attempt."""
-        rank = key if key.__class__ is int else rank_of_key(key)
-        if self.attempt_of(rank) != attempt:
-            return FailOutcome.UNKNOWN
-        return self.fail(rank, now)
-
-    def fail(self, key: Key, now: float) -> FailOutcome:
-        """Handle the failure of a record in flight, as ``InflightRecordTracker.fail``: ``RETRY`` (queued for
-        ``now + backoff.delay(attempt)``), ``DEAD_LETTER`` (retries ran out) or ``UNKNOWN`` (not in flight: unknown,
-        done, waiting for its retry, or a dead letter; counted in ``unknown_fails``). Called by the spout for a
-        record a consumer failed: it splits its span; the records around it stay in their first emission."""
-        rank = key if key.__class__ is int else rank_of_key(key)
-        found = self._locate(rank)
-        if found is not None:
-            span, j = found
-            code = self._state_of(span)[j]
-            if code == FIRST or (code == FAILED and rank not in self._retries):
-                return self._fail_at(span, j, rank, now)
-        self._stats.unknown_fails += 1
-        return FailOutcome.UNKNOWN
-
-    def give_up(self, key: Key) -> bool:
-        """Dead-letter a record in flight at once, without a retry, as ``InflightRecordTracker.give_up``.
-        ``False`` (nothing changed) for a key not in flight. Called by the spout when its scheme refuses a record."""
-        rank = key if key.__class__ is int else rank_of_key(key)
-        found = self._locate(rank)
-        if found is None:
-            return False
-        span, j = found
-        code = self._state_of(span)[j]
-        if code == FIRST:
-            self._leave_first(span, j)
-        elif code != FAILED or rank in self._retries:
-            return False
-        self._retries.forget(rank)
-        self._start_dead_letter(span, j, rank, self._attempts.pop(rank, 1))
-        return True
-
-    def take_dead_letters(self) -> list[tuple[SequenceKey, Any, int]]:
-        """Return and forget the records dead-lettered since the last call, as ``(key, item, last attempt)``.
-        Called by the spout to hand them to its dead-letter destination; they stay pending until
-        :meth:`dead_letter_written`."""
-        dead, self._letters = self._letters, []
-        return dead
-
-    def dead_letter_written(self, key: Key) -> bool:
-        """The dead letter of ``key`` was durably written: the record is done. ``False`` for a key that is not a
-        pending dead letter. Called by the spout once its dead-letter destination succeeded."""
-        rank = key if key.__class__ is int else rank_of_key(key)
-        found = self._locate(rank)
-        if found is None:
-            return False
-        span, j = found
-        state = self._state_of(span)
-        if state[j] != DEAD:
-            return False
-        state[j] = DONE
-        self._dead -= 1
-        self._stats.dead_lettered += 1
-        self._other_done(span, j)
-        return True
-
-    # ------------------------------------------------------------------ retries and timeouts
-
-    def next_retry(self, now: float) -> tuple[SequenceKey, Any, int] | None:
-        """Pop the retry due soonest if it is due and put it back in flight, as ``InflightRecordTracker.next_retry``:
-        ``(key, item, attempt)`` with the attempt incremented, or ``None``. Called by the spout before reading."""
-        rank = self._retries.pop_due(now)
-        if rank is None:
-            return None
-        attempt = self._attempts[rank] + 1
-        self._attempts[rank] = attempt
-        if self.message_timeout_s is not None:
-            self._retries.reemitted(rank, now)
-        self._stats.retried += 1
-        span, j = cast("tuple[Span, int]", self._locate(rank))
-        return key_of_rank(rank), None if span.items is None else span.items[j], attempt
-
-    def has_due_retry(self, now: float) -> bool:
-        """Whether :meth:`next_retry` would return a record at ``now``. Called by the spout's loop."""
-        return self._retries.has_due(now)
-
-    def expire(self, now: float) -> list[tuple[SequenceKey, FailOutcome]]:
-        """Fail every record in flight whose (re-)emission was at least ``message_timeout_s`` ago, as
-        ``InflightRecordTracker.expire``; returns ``(key, outcome)`` sorted by key. A span that times out whole
-        fails record by record (each goes its own way: retry or dead letter). Called by the spout's loop."""
-        timeout = self.message_timeout_s
-        if timeout is None:
-            return []
-        out: list[tuple[int, FailOutcome]] = []
-        found = self._first_emission_head()
-        if found is not None and (found[0].at if found[0].times is None else found[0].times[found[1]]) + timeout <= now:
-            overdue: list[tuple[Span, int]] = []
-            span, j = found
-            spans = self._spans
-            i = spans.index(span)
-            stopped = False
-            while i < len(spans) and not stopped:
-                span = spans[i]
-                i += 1
-                if not span.first:
-                    j = 0
-                    continue
-                state, times, at, n = span.state, span.times, span.at, len(span.ranks)
-                while True:
-                    if state is not None:
-                        j = state.find(FIRST, j)
-                        if j < 0:
-                            break
-                    elif j >= n:
-                        break
-                    if (at if times is None else times[j]) + timeout > now:
-                        stopped = True
-                        self._tcur = span.ranks[j]
-                        break
-                    overdue.append((span, j))
-                    j += 1
-                j = 0
-            if not stopped:
-                self._tcur = self._last + 1
-            fail_at = self._fail_at
-            for span, j in overdue:
-                rank = span.ranks[j]
-                out.append((rank, fail_at(span, j, rank, now)))
-        if self._attempts:
-            for rank in self._retries.pop_timed_out(now, timeout):
-                span, j = cast("tuple[Span, int]", self._locate(rank))
-                out.append((rank, self._fail_at(span, j, rank, now)))
-        if not out:
-            return []
-        self._stats.timed_out += len(out)
-        out.sort()
-        return [(key_of_rank(rank), outcome) for rank, outcome in out]
-
-    def next_due(self, now: float) -> float | None:
-        """Seconds from ``now`` until the next retry is due or the next message timeout happens (0.0 if one is
-        overdue, ``None`` if nothing is scheduled), as ``InflightRecordTracker.next_due``. Called by an event loop."""
-        times: list[float] = []
-        due = self._retries.next_retry_at()
-        if due is not None:
-            times.append(due)
-        timeout = self.message_timeout_s
-        if timeout is not None:
-            found = self._first_emission_head()
-            if found is not None:
-                span, j = found
-                times.append((span.at if span.times is None else span.times[j]) + timeout)
-            emitted_at = self._retries.next_reemission_at()
-            if emitted_at is not None:
-                times.append(emitted_at + timeout)
-        if not times:
-            return None
-        return max(0.0, min(times) - now)
 
     # ------------------------------------------------------------------ state for callers
 
@@ -599,181 +352,6 @@ class SpanTracker:
         stats.acked = self._emitted - stats.dead_lettered - self.inflight_count
         return stats
 
-    @property
-    def inflight_count(self) -> int:
-        """Records emitted and not yet done (waiting for a retry and pending dead letters included)."""
-        return sum(span.first + span.other for span in self._spans)
-
-    @property
-    def inflight_bytes(self) -> int:
-        """Sum of the ``size`` of the records counted by :attr:`inflight_count`."""
-        return sum(span.first_bytes + span.other_bytes for span in self._spans)
-
-    @property
-    def dead_letters_pending(self) -> int:
-        """Pending dead letters (retries ran out, letter not written yet); they hold the checkpoint back."""
-        return self._dead
-
-    @property
-    def retry_queue_len(self) -> int:
-        """Records failed and waiting for their re-emission."""
-        return len(self._retries)
-
-    @property
-    def retained_count(self) -> int:
-        """Keys the spans hold: the records not done, plus done ones until their span is dropped or compacted. Once
-        records are done, at most ``COMPACT_FACTOR * inflight_count + COMPACT_SLACK`` plus what the last 16 done
-        records left (the spans' size is looked at every 16 done records at least). A figure for memory checks."""
-        return sum(len(span.ranks) for span in self._spans)
-
-    @property
-    def span_count(self) -> int:
-        """Spans holding records not done: one per batch in flight, however many records it has."""
-        return len(self._spans)
-
     def __repr__(self) -> str:
         return (f"SpanTracker({self.shard_id!r}, inflight={self.inflight_count}, spans={len(self._spans)}, "
                 f"retry={len(self._retries)})")
-
-    # ------------------------------------------------------------------ internals
-
-    def _locate(self, rank: int) -> tuple[Span, int] | None:
-        """The span holding ``rank`` and its index there; ``None`` for a rank no span holds (unknown or done)."""
-        i = bisect_right(self._starts, rank) - 1
-        if i < 0:
-            return None
-        span = self._spans[i]
-        ranks = span.ranks
-        j = bisect_left(ranks, rank, span.head)
-        if j < len(ranks) and ranks[j] == rank:
-            return span, j
-        return None
-
-    @staticmethod
-    def _state_of(span: Span) -> bytearray:
-        """The span's state bytes, made (all FIRST) on the first record that leaves the span's common state."""
-        state = span.state
-        if state is None:
-            state = span.state = bytearray(b"\x01") * len(span.ranks)
-        return state
-
-    @staticmethod
-    def _leave_first(span: Span, j: int) -> None:
-        """Record ``j`` of ``span`` leaves its first emission (fails, times out or is given up) and stays pending."""
-        span.first -= 1
-        span.other += 1
-        if span.sizes is not None:
-            size = span.sizes[j]
-            span.first_bytes -= size
-            span.other_bytes += size
-
-    def _fail_at(self, span: Span, j: int, rank: int, now: float) -> FailOutcome:
-        """Fail record ``j`` of ``span`` (FIRST, or FAILED and re-emitted): retry or dead letter. Called by
-        :meth:`fail` and :meth:`expire`."""
-        state = self._state_of(span)
-        if state[j] == FIRST:
-            self._leave_first(span, j)
-        self._stats.failed += 1
-        attempts = self._attempts
-        attempt = attempts.get(rank, 1)
-        if attempt <= self.retry_limit:
-            attempts[rank] = attempt
-            state[j] = FAILED
-            self._retries.schedule(rank, now + self.backoff.delay(attempt))
-            return FailOutcome.RETRY
-        if attempts:
-            attempts.pop(rank, None)
-            self._retries.forget(rank)
-        self._start_dead_letter(span, j, rank, attempt)
-        return FailOutcome.DEAD_LETTER
-
-    def _start_dead_letter(self, span: Span, j: int, rank: int, attempt: int) -> None:
-        """Record ``j`` of ``span`` becomes a pending dead letter: no timeout, no retry, not done."""
-        self._state_of(span)[j] = DEAD
-        self._dead += 1
-        self._letters.append((key_of_rank(rank), None if span.items is None else span.items[j], attempt))
-
-    def _other_done(self, span: Span, j: int) -> None:
-        """Record ``j`` of ``span``, FAILED or DEAD, was just marked done."""
-        span.other -= 1
-        if span.sizes is not None:
-            span.other_bytes -= span.sizes[j]
-        self._done(span, 1)
-
-    def _done(self, span: Span, count: int) -> None:
-        """``count`` records of ``span`` just became done: drop the span when none is left, and look at the spans'
-        size once enough records were done since the last look."""
-        if not span.first and not span.other:
-            self._drop(span)
-        self._budget -= count
-        if self._budget < 0:
-            self._check_compaction()
-
-    def _drop(self, span: Span) -> None:
-        """Take a span whose records are all done out of the tracker and free its arrays (its caller may still hold
-        it: it then acks nothing)."""
-        spans, starts = self._spans, self._starts
-        i = 0 if spans[0] is span else bisect_left(starts, span.ranks[0])
-        del spans[i]
-        del starts[i]
-        if span is self._tail:
-            self._tail = None
-        span.owner = None
-        span.ranks, span.items, span.sizes, span.times, span.state = [], None, None, None, None
-
-    def _first_emission_head(self) -> tuple[Span, int] | None:
-        """The oldest record still in its first emission, as ``(span, index)``; moves the timeout cursor to it.
-        Records passed over are not in their first emission and never will be again."""
-        spans = self._spans
-        if not spans:
-            return None
-        i = max(bisect_right(self._starts, self._tcur) - 1, 0)
-        while i < len(spans):
-            span = spans[i]
-            i += 1
-            if not span.first:
-                continue
-            ranks = span.ranks
-            j = bisect_left(ranks, self._tcur, span.head)
-            state = span.state
-            if state is not None:
-                j = state.find(FIRST, j)
-                if j < 0:
-                    continue
-            elif j >= len(ranks):
-                continue
-            self._tcur = ranks[j]
-            return span, j
-        self._tcur = self._last + 1
-        return None
-
-    def _check_compaction(self) -> None:
-        """Compact every span holding more than twice its pending records (plus one) when all spans together hold
-        more than ``COMPACT_FACTOR * pending + COMPACT_SLACK`` keys; then set how many records may be done before
-        the next look."""
-        factor, slack = COMPACT_FACTOR, COMPACT_SLACK
-        live, slots = self.inflight_count, self.retained_count
-        if slots > factor * live + slack:
-            for i, span in enumerate(self._spans):
-                if len(span.ranks) > 2 * (span.first + span.other) + 1:
-                    self._compact(span)
-                    self._starts[i] = span.ranks[0]
-            slots = self.retained_count
-        self._budget = max((factor * live + slack - slots) // factor, 16)
-
-    @staticmethod
-    def _compact(span: Span) -> None:
-        """Keep only the span's pending records, each with the record emitted just before it (the checkpoint if
-        everything before it is done). The span stays the same object; its indices change."""
-        state = cast(bytearray, span.state)  # a span with done records has state bytes
-        keep = list(map(or_, state, islice(state, 1, None)))  # record j or j + 1 is not done
-        keep.append(state[-1])
-        span.ranks = list(compress(span.ranks, keep))
-        if span.items is not None:
-            span.items = list(compress(span.items, keep))
-        if span.sizes is not None:
-            span.sizes = array("q", compress(span.sizes, keep))
-        if span.times is not None:
-            span.times = array("d", compress(span.times, keep))
-        span.state = bytearray(compress(state, keep))
-        span.head = span.hint = 0

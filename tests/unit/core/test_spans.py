@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-import kinesis_spout.tracking.spans as spans_mod
+import kinesis_spout.tracking.span as span_mod
 from kinesis_spout.errors import ConfigError
 from kinesis_spout.records import SequenceKey
 from kinesis_spout.tracker import FailOutcome, RetryBackoff
@@ -255,7 +255,7 @@ def test_one_by_one_emits_share_an_open_span_and_replays_are_ignored() -> None:
 
 
 def test_memory_follows_pending_records_after_random_acks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(spans_mod, "COMPACT_SLACK", 0)
+    monkeypatch.setattr(span_mod, "COMPACT_SLACK", 0)
     keys = sparse_keys(3000, seed=11)
     tr = tracker()
     spans = [tr.emit_span(keys[i:i + 1000], 0.0) for i in range(0, 3000, 1000)]
@@ -264,7 +264,7 @@ def test_memory_follows_pending_records_after_random_acks(monkeypatch: pytest.Mo
     rng.shuffle(order)
     for n, key in enumerate(order[:2900], 1):
         assert tr.ack(key)
-        assert tr.retained_count <= spans_mod.COMPACT_FACTOR * (3000 - n) + 17 * spans_mod.COMPACT_FACTOR
+        assert tr.retained_count <= span_mod.COMPACT_FACTOR * (3000 - n) + 17 * span_mod.COMPACT_FACTOR
     left = sorted(order[2900:])
     assert tr.checkpoint == keys[keys.index(left[0]) - 1]
     assert sum(tr.ack_span(s) for s in spans if s is not None) == 100

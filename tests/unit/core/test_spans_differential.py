@@ -20,13 +20,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import kinesis_spout.tracking.retries as retries_mod
-import kinesis_spout.tracking.spans as spans_mod
+import kinesis_spout.tracking.span as span_mod
 from kinesis_spout.records import SequenceKey
 from kinesis_spout.tracker import FailOutcome, InflightRecordTracker, RetryBackoff
 from kinesis_spout.tracking.spans import Span, SpanTracker
 
 BASE = 49590338271490256608559692538361571095921575989136588898
-_KNOBS = ((spans_mod, "COMPACT_FACTOR"), (spans_mod, "COMPACT_SLACK"), (spans_mod, "OPEN_SPAN_LIMIT"),
+_KNOBS = ((span_mod, "COMPACT_FACTOR"), (span_mod, "COMPACT_SLACK"), (span_mod, "OPEN_SPAN_LIMIT"),
           (retries_mod, "HEAP_SLACK"))
 _DEFAULTS = {knob: getattr(*knob) for knob in _KNOBS}
 DT = st.one_of(st.sampled_from([0.0, 0.05, 0.1, 0.3, 0.5, 1.0, 2.5, 10.0]), st.floats(0.0, 20.0))
@@ -54,8 +54,8 @@ class Differential(RuleBasedStateMachine):
     def setup(self, retry_limit: int, timeout: float | None, initial_s: float, multiplier: float,
               initial: SequenceKey | None, compact_factor: int, compact_slack: int, open_limit: int,
               heap_slack: int, as_ranks: bool) -> None:
-        spans_mod.COMPACT_FACTOR, spans_mod.COMPACT_SLACK = compact_factor, compact_slack
-        spans_mod.OPEN_SPAN_LIMIT, retries_mod.HEAP_SLACK = open_limit, heap_slack
+        span_mod.COMPACT_FACTOR, span_mod.COMPACT_SLACK = compact_factor, compact_slack
+        span_mod.OPEN_SPAN_LIMIT, retries_mod.HEAP_SLACK = open_limit, heap_slack
         backoff = RetryBackoff(initial_s, multiplier, initial_s + 2.0)
         kwargs: dict[str, Any] = {"retry_limit": retry_limit, "backoff": backoff, "message_timeout_s": timeout,
                                   "checkpoint": initial}
@@ -325,7 +325,7 @@ class Differential(RuleBasedStateMachine):
         """The keys the spans hold follow what is pending (a look at the spans' size comes at least every 16 done
         records), and there are never more spans than pending records."""
         live = self.new.inflight_count
-        factor, slack = spans_mod.COMPACT_FACTOR, spans_mod.COMPACT_SLACK
+        factor, slack = span_mod.COMPACT_FACTOR, span_mod.COMPACT_SLACK
         assert self.new.retained_count <= factor * live + slack + factor * 17
         assert self.new.span_count <= live
 
