@@ -52,13 +52,15 @@ class PutRecordsError(KinesisError):
     """Records could not be put into a stream: PutRecords kept refusing some entries (or failing as a whole) until
     the writer's attempts or deadline ran out. ``written`` holds the items Kinesis accepted before giving up (they
     are in the stream), ``refused`` those it did not (not written: put them again, or let the task fail and be
-    retried), ``codes`` the error codes of the last refusals and ``attempts`` the calls made for the last chunk."""
+    retried), ``codes`` the error codes of the last refusals and ``attempts`` the calls made for the last chunk.
+    ``retriable`` is False when a call was refused as a whole for what it holds (the same call fails again)."""
 
     retriable = True
 
     def __init__(self, message: str, *, written: Sequence[Any] = (), refused: Sequence[Any] = (),
-                 codes: Sequence[str] = (), attempts: int = 0, code: str | None = None) -> None:
-        super().__init__(message, code=code)
+                 codes: Sequence[str] = (), attempts: int = 0, code: str | None = None,
+                 retriable: bool | None = None) -> None:
+        super().__init__(message, code=code, retriable=retriable)
         self.written = tuple(written)
         self.refused = tuple(refused)
         self.codes = tuple(codes)
@@ -66,7 +68,7 @@ class PutRecordsError(KinesisError):
 
 
 class InvalidRecordError(SpoutError, ValueError):
-    """A record cannot be put into Kinesis as it is: no data, a partition key empty or over 256 characters, an
+    """A record cannot be put into Kinesis as it is: no data, a partition key empty or over 256 UTF-16 code units, an
     explicit hash key that is not a number below 2**128, or over the 1 MiB record limit. The message names the record
     (its row), the limit and the fix; nothing of the batch it belongs to was put when the writer checks first."""
 

@@ -120,7 +120,8 @@ class AggregatingWriter(Generic[T]):
             except PutRecordsError as exc:
                 done = written + [m[0] for agg in exc.written for m in agg[1]]
                 raise PutRecordsError(str(exc), written=done, refused=[m[0] for agg in exc.refused for m in agg[1]],
-                                      codes=exc.codes, attempts=exc.attempts, code=exc.code) from exc
+                                      codes=exc.codes, attempts=exc.attempts, code=exc.code,
+                                      retriable=exc.retriable) from exc
             misplaced = [x for x in landed if x.shard_id != x.item[0]]
             written += [m[0] for x in landed if x.shard_id == x.item[0] for m in x.item[1]]
             if not misplaced:

@@ -18,11 +18,12 @@ import hashlib
 from typing import Sequence
 
 from kinesis_spout.kinesis.aggregation import MAGIC, hash_key
+from kinesis_spout.kinesis.limits import MAX_PARTITION_KEY_LENGTH, MAX_RECORD_BYTES, key_length
 
 __all__ = ["AggregateBuilder", "MAX_AGGREGATE_BYTES"]
 
 #: Kinesis' limit on one record (data plus partition key), which an aggregate must keep too.
-MAX_AGGREGATE_BYTES = 1 << 20
+MAX_AGGREGATE_BYTES = MAX_RECORD_BYTES
 _FRAME = len(MAGIC) + 16  # the magic before the message, the MD5 digest after it
 
 
@@ -44,6 +45,15 @@ def _varint_len(value: int) -> int:
     return (value.bit_length() + 6) // 7 or 1
 
 
+def _check_key(partition_key: str, utf8_len: int) -> None:
+    """ValueError when a partition key is empty or longer than Kinesis takes (:func:`key_length`; a key of at most
+    256 UTF-8 bytes is short enough whatever it holds, so only longer ones are measured)."""
+    if utf8_len == 0 or (utf8_len > MAX_PARTITION_KEY_LENGTH and key_length(partition_key) > MAX_PARTITION_KEY_LENGTH):
+        raise ValueError(f"partition key of {key_length(partition_key)} UTF-16 code units: Kinesis takes 1 to "
+                         f"{MAX_PARTITION_KEY_LENGTH} (validate user records first: "
+                         f"kinesis_spout.kinesis.putter.entry_problem)")
+
+
 def _field_len(payload: int) -> int:
     """Bytes of a length-delimited field of ``payload`` bytes (one-byte tag, varint length, payload)."""
     return 1 + ((payload.bit_length() + 6) // 7 or 1) + payload
@@ -55,8 +65,10 @@ class AggregateBuilder:
     Who calls: one writer thread (no lock). ``add`` appends a user record; ``size_with`` says what the record's size
     (data plus the aggregate's partition key, as Kinesis counts it) would be with one more; ``fill`` adds user
     records from a list for as long as the record stays within a limit (the writers' loop, without a call per
-    record); ``build`` returns the aggregate's data, partition key and explicit hash key. Keys are validated by the
-    caller (non-empty partition key, explicit hash key a decimal number).
+    record); ``build`` returns the aggregate's data, partition key and explicit hash key. A partition key Kinesis
+    would refuse (empty, over 256 UTF-16 code units) raises ValueError before the record is added, so neither an
+    aggregate's own key (its first user record's) nor a key of its table is one Kinesis or a de-aggregating reader
+    refuses; explicit hash keys are validated by the caller (a decimal number).
     """
 
     def __init__(self) -> None:
@@ -76,7 +88,9 @@ class AggregateBuilder:
         pk_index = self._pks.get(partition_key)
         if pk_index is None:
             pk_index = len(self._pks)
-            grow += _field_len(len(partition_key.encode("utf-8")))
+            n = len(partition_key.encode("utf-8"))
+            _check_key(partition_key, n)
+            grow += _field_len(n)
         body = 1 + _varint_len(pk_index) + _field_len(len(data))
         if explicit_hash_key is not None:
             ehk_index = self._ehks.get(explicit_hash_key)
@@ -122,6 +136,9 @@ class AggregateBuilder:
             if pk_index is None:
                 pk_index = len(pks)
                 n = len(pk) if pk.isascii() else len(pk.encode("utf-8"))
+                if n == 0 or n > MAX_PARTITION_KEY_LENGTH:
+                    self._message = message
+                    _check_key(pk, n)
                 grow = 1 + ((n.bit_length() + 6) // 7 or 1) + n
             n = len(data)
             body = 2 + ((pk_index.bit_length() + 6) // 7 or 1) + ((n.bit_length() + 6) // 7 or 1) + n

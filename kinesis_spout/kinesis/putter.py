@@ -18,6 +18,7 @@ Who uses it: the Spark sink (:mod:`kinesis_spout.spark.sink`), the aggregating w
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -28,18 +29,24 @@ from kinesis_spout.errors import KinesisError, PutRecordsError
 from kinesis_spout.kinesis.aggregation import hash_key
 from kinesis_spout.kinesis.client import THROTTLING_CODES, translate
 from kinesis_spout.kinesis.lean_put import put_records
+from kinesis_spout.kinesis.limits import (
+    MAX_BYTES_PER_CALL,
+    MAX_PARTITION_KEY_LENGTH,
+    MAX_RECORD_BYTES,
+    MAX_RECORDS_PER_CALL,
+    partition_key_problem,
+)
 from kinesis_spout.retry import RetryPolicy
 
-__all__ = ["MAX_BYTES_PER_CALL", "MAX_PARTITION_KEY_CHARS", "MAX_RECORDS_PER_CALL", "MAX_RECORD_BYTES", "Landed",
+__all__ = ["MAX_BYTES_PER_CALL", "MAX_PARTITION_KEY_LENGTH", "MAX_RECORDS_PER_CALL", "MAX_RECORD_BYTES", "Landed",
            "PutCounters", "PutEntry", "RecordPutter", "chunks", "entry_problem"]
 
 T = TypeVar("T")
 
-MAX_RECORDS_PER_CALL = 500
-MAX_BYTES_PER_CALL = 5 << 20
-#: One record: its data plus its partition key's UTF-8 bytes.
-MAX_RECORD_BYTES = 1 << 20
-MAX_PARTITION_KEY_CHARS = 256
+#: Where an AWS validation message names an entry of the call: ``records.N.member`` (N counted from 1).
+_NAMED_ENTRY = re.compile(r"\brecords\.(\d+)\.member\b")
+#: Entries named in a refused call's error, at most.
+_NAMED_AT_MOST = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,15 +81,16 @@ class Landed(Generic[T]):
 
 def entry_problem(data: Any, partition_key: Any, explicit_hash_key: Any = None) -> str | None:
     """Why a record cannot be put as it is (no data, a bad key, over 1 MiB), naming the limit; None when it can.
-    PURE; called by writers before anything is put."""
+    A partition key is measured as Kinesis measures it (:func:`~kinesis_spout.kinesis.limits.key_length`: UTF-16
+    code units). PURE; called by writers before anything is put, and by the putter to name the entries of a call
+    Kinesis refused as a whole."""
     if data is None:
         return "its data is null (a record needs data, possibly empty)"
     if not isinstance(data, (bytes, bytearray)):
         return f"its data is {type(data).__name__}, not bytes"
-    if not isinstance(partition_key, str) or not partition_key:
-        return "its partition key is null or empty (Kinesis takes 1 to 256 characters)"
-    if len(partition_key) > MAX_PARTITION_KEY_CHARS:
-        return f"its partition key has {len(partition_key)} characters (Kinesis takes at most 256)"
+    key_problem = partition_key_problem(partition_key)
+    if key_problem is not None:
+        return key_problem
     if explicit_hash_key is not None and (not isinstance(explicit_hash_key, str)
                                           or hash_key(partition_key, explicit_hash_key) is None
                                           or int(explicit_hash_key) >> 128):
@@ -137,18 +145,22 @@ class RecordPutter(Generic[T]):
     ``client`` is a boto3 Kinesis client (thread-safe, shared); ``policy`` paces the retries of refused entries
     (its ``max_attempts`` and ``deadline_s`` count per call of at most 500 records, from its first try);
     ``retry_calls`` also retries calls that failed as a whole with a retriable error. ``what`` names the records
-    in messages ("dead letters"). ``sleep``, ``clock`` and ``random`` are injectable for tests. One caller thread per
-    putter; ``counters`` may be read from any thread.
+    in messages ("dead letters"); ``name`` names one item in them ("row 17 of partition 2"): when a call is refused
+    as a whole (an entry Kinesis will not take, which the writer's checks should have caught), the error names the
+    entries Kinesis pointed at or :func:`entry_problem` finds, and why. ``sleep``, ``clock`` and ``random`` are
+    injectable for tests. One caller thread per putter; ``counters`` may be read from any thread.
     """
 
     def __init__(self, stream_name: str, client: Any, policy: RetryPolicy, *, retry_calls: bool = True,
-                 what: str = "records", sleep: Callable[[float], None] = time.sleep,
-                 clock: Callable[[], float] = time.monotonic, random: Callable[[], float] = _uniform) -> None:
+                 what: str = "records", name: Callable[[T], str] | None = None,
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
+                 random: Callable[[], float] = _uniform) -> None:
         self.stream_name = stream_name
         self.client = client
         self.policy = policy
         self.retry_calls = retry_calls
         self.what = what
+        self.name = name
         self.counters = PutCounters()
         self._sleep = sleep
         self._clock = clock
@@ -167,7 +179,7 @@ class RecordPutter(Generic[T]):
                 rest = [item for part in parts[n + 1:] for item, _ in part]
                 raise PutRecordsError(str(exc), written=[x.item for x in landed] + list(exc.written),
                                       refused=list(exc.refused) + rest, codes=exc.codes, attempts=exc.attempts,
-                                      code=exc.code) from exc.__cause__
+                                      code=exc.code, retriable=exc.retriable) from exc.__cause__
         return landed
 
     def _put_chunk(self, chunk: list[tuple[T, PutEntry]]) -> list[Landed[T]]:
@@ -185,9 +197,9 @@ class RecordPutter(Generic[T]):
                 if not (self.retry_calls and exc.retriable):
                     self._count(failed=len(todo))
                     raise PutRecordsError(f"PutRecords of {len(todo)} {self.what} into stream {self.stream_name!r} "
-                                          f"failed: {exc}", written=[x.item for x in landed],
+                                          f"failed: {exc}{self._culprits(todo, exc)}", written=[x.item for x in landed],
                                           refused=[item for item, _ in todo], codes=[exc.code or "Unknown"],
-                                          attempts=attempt, code=exc.code) from exc
+                                          attempts=attempt, code=exc.code, retriable=exc.retriable) from exc
                 codes.add(exc.code or "Unknown")
                 self._count(throttled=len(todo) if exc.code in THROTTLING_CODES else 0)
             else:
@@ -219,6 +231,25 @@ class RecordPutter(Generic[T]):
                                       refused=[item for item, _ in todo], codes=sorted(codes), attempts=attempt)
             self._count(retried=len(todo))
             self._sleep(pause)
+
+    def _culprits(self, todo: list[tuple[T, PutEntry]], exc: KinesisError) -> str:
+        """For a call refused as a whole and not to be retried: the entries Kinesis named (``records.N.member``)
+        and those :func:`entry_problem` finds, named and with why ("" when there are none): the call's error alone
+        (kinesis-local's "Partition key must be between 1 and 256 in length") says neither which nor why."""
+        if exc.retriable:
+            return ""
+        named = {int(n) - 1 for n in _NAMED_ENTRY.findall(str(exc)) if 0 < int(n) <= len(todo)}
+        found: list[str] = []
+        for i, (item, entry) in enumerate(todo):
+            problem = entry_problem(entry.data, entry.partition_key, entry.explicit_hash_key)
+            if problem is None and i not in named:
+                continue
+            if len(found) == _NAMED_AT_MOST:
+                found.append("and more")
+                break
+            who = f"{self.name(item)} (entry {i} of the call)" if self.name is not None else f"entry {i} of the call"
+            found.append(f"{who}: {problem or 'the entry Kinesis names'}")
+        return "; " + "; ".join(found) if found else ""
 
     def _count(self, *, put: int = 0, nbytes: int = 0, throttled: int = 0, failed: int = 0, retried: int = 0) -> None:
         c = self.counters

@@ -1,7 +1,10 @@
 """The ``kinesis_spout`` sink: ``df.write`` and ``writeStream`` into a Kinesis stream.
 
     (df.selectExpr("key AS partitionKey", "to_json(struct(*)) AS data")
-       .write.format("kinesis_spout").option("streamName", "enriched").save())
+       .write.format("kinesis_spout").option("streamName", "enriched").mode("append").save())
+
+``mode("append")`` is required: Spark refuses its default mode (ErrorIfExists) for Python data sources, and a
+Kinesis stream cannot be overwritten.
 
 The data source registered for reads (:class:`~kinesis_spout.spark.source.KinesisSpoutDataSource`) makes these
 writers. Modules: :mod:`~kinesis_spout.spark.sink.options` (the options), :mod:`~kinesis_spout.spark.sink.columns`

@@ -1,11 +1,13 @@
 """The rows of an Arrow record batch as PutRecords entries, checked column by column instead of row by row.
 
-Kinesis' limits on a record (data present, a partition key of 1 to 256 characters, data and key within 1 MiB) are
-checked on whole Arrow columns with ``pyarrow.compute`` (null counts, lengths, their sum): when every row of a batch
-passes, the batch's entries are made straight from the columns (text data taken as its UTF-8 bytes without a
-per-row ``encode``), and the per-row check (:func:`~kinesis_spout.kinesis.putter.entry_problem`) is skipped. When a
-row may fail, or the batch has explicit hash keys (whose check needs each number), the caller checks row by row, as
-before, so that the row is named (or dead-lettered) exactly as the row-by-row check does.
+Kinesis' limits on a record (data present, a partition key of 1 to 256 UTF-16 code units, data and key within 1 MiB)
+are checked on whole Arrow columns with ``pyarrow.compute`` (null counts, lengths, their sum; a key's UTF-16 length
+is at most its UTF-8 length, so keys are measured one by one with :func:`~kinesis_spout.kinesis.limits.key_length`
+only in a batch holding a key over 256 bytes): when every row of a batch passes, the batch's entries are made
+straight from the columns (text data taken as its UTF-8 bytes without a per-row ``encode``), and the per-row check
+(:func:`~kinesis_spout.kinesis.putter.entry_problem`) is skipped. When a row may fail, or the batch has explicit hash
+keys (whose check needs each number), the caller checks row by row, as before, so that the row is named (or
+dead-lettered) exactly as the row-by-row check does.
 
 PURE (pyarrow only). Who calls: :func:`~kinesis_spout.spark.sink.task.write_task`, on an executor, per batch.
 """
@@ -17,7 +19,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kinesis_spout.kinesis.putter import MAX_PARTITION_KEY_CHARS, MAX_RECORD_BYTES, PutEntry
+from kinesis_spout.kinesis.limits import MAX_PARTITION_KEY_LENGTH, MAX_RECORD_BYTES, key_length
+from kinesis_spout.kinesis.putter import PutEntry
 from kinesis_spout.spark.sink.columns import Columns
 from kinesis_spout.spark.sink.options import SinkOptions
 
@@ -61,9 +64,14 @@ def checked_entries(batch: Any, columns: Columns, options: SinkOptions, first_ro
     keys = batch.column(names.index(columns.partition_key))
     if keys.null_count:
         return None
-    chars = pc.utf8_length(keys)
-    if pc.min(chars).as_py() < 1 or _max(chars) > MAX_PARTITION_KEY_CHARS:
+    key_bytes = pc.binary_length(keys)
+    if pc.min(key_bytes).as_py() < 1:
         return None
-    if _max(pc.add(pc.binary_length(data), pc.binary_length(keys))) > MAX_RECORD_BYTES:
+    texts = keys.to_pylist()
+    # A key's UTF-16 length is at most its UTF-8 length: only a batch with a key over 256 bytes is measured key by
+    # key, as Kinesis measures it.
+    if _max(key_bytes) > MAX_PARTITION_KEY_LENGTH and max(map(key_length, texts)) > MAX_PARTITION_KEY_LENGTH:
         return None
-    return [(first_row + i, PutEntry(d, k)) for i, (d, k) in enumerate(zip(data.to_pylist(), keys.to_pylist()))]
+    if _max(pc.add(pc.binary_length(data), key_bytes)) > MAX_RECORD_BYTES:
+        return None
+    return [(first_row + i, PutEntry(d, k)) for i, (d, k) in enumerate(zip(data.to_pylist(), texts))]

@@ -5,7 +5,8 @@ options, parsed by the one parser of string options (:meth:`SpoutConfig.from_opt
 exactly as a read of the same options would. The sink's own:
 
 - ``partitionKeyColumn`` (default ``partitionKey``): the column holding each row's partition key; or
-- ``partitionKey``: one constant partition key for every row (then no column is needed);
+- ``partitionKey``: one constant partition key for every row (then no column is needed), 1 to 256 UTF-16 code units
+  long as Kinesis counts it (:func:`~kinesis_spout.kinesis.limits.key_length`);
 - ``explicitHashKeyColumn`` (default ``explicitHashKey``, used when the column exists);
 - ``aggregate`` (``false``): pack user records into KPL aggregates by shard;
 - ``putDeadlineS`` (``60``): how long a task keeps putting refused entries again before it fails;
@@ -13,7 +14,7 @@ exactly as a read of the same options would. The sink's own:
   JSON lines instead of failing the task.
 
 Spark hands a Python data source its options with lower-cased names: they match case-insensitively. PURE apart
-from the configuration types.
+from the configuration types and Kinesis' limits.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Mapping
 
 from kinesis_spout.config import SpoutConfig
 from kinesis_spout.errors import ConfigError
+from kinesis_spout.kinesis.limits import MAX_PARTITION_KEY_LENGTH, key_length
 
 __all__ = ["SINK_OPTIONS", "SinkOptions", "parse_sink_options"]
 
@@ -86,9 +88,10 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     config = SpoutConfig.from_options({**conn, "appName": "sink"})
     deadline = _number(PUT_DEADLINE_S, values.get(PUT_DEADLINE_S, "60"))
     constant = values.get(PARTITION_KEY)
-    if constant is not None and not 1 <= len(constant) <= 256:
-        raise ConfigError(f"option {PARTITION_KEY!r} must have 1 to 256 characters (Kinesis' limit on a partition "
-                          f"key), got {len(constant)}")
+    if constant is not None and not 1 <= key_length(constant) <= MAX_PARTITION_KEY_LENGTH:
+        raise ConfigError(f"option {PARTITION_KEY!r} must be 1 to {MAX_PARTITION_KEY_LENGTH} UTF-16 code units long "
+                          f"(Kinesis' limit on a partition key, counted as Java counts a string's length: a character "
+                          f"beyond U+FFFF, such as an emoji, counts 2), got {key_length(constant)}; use a shorter key")
     if constant is not None and PARTITION_KEY_COLUMN in values:
         raise ConfigError(f"options {PARTITION_KEY!r} (one key for every row) and {PARTITION_KEY_COLUMN!r} (a key per "
                           f"row from a column) exclude each other: set one")

@@ -22,10 +22,10 @@ import os
 import re
 import uuid
 from dataclasses import dataclass, fields
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from kinesis_spout.errors import InvalidRecordError
-from kinesis_spout.kinesis.aggregate_writer import AggregatingWriter
+from kinesis_spout.kinesis.aggregate_writer import Aggregate, AggregatingWriter
 from kinesis_spout.kinesis.putter import PutEntry, RecordPutter, entry_problem
 from kinesis_spout.kinesis.routing import ShardMap
 from kinesis_spout.retry import RetryPolicy
@@ -138,6 +138,20 @@ def _checked_rows(batch: Any, columns: Columns, options: SinkOptions, counts: Si
     return entries
 
 
+def _row_name(task: str) -> Callable[[int], str]:
+    """How the putter names a row in the error of a call Kinesis refused as a whole."""
+    return lambda row: f"row {row} of {task}"
+
+
+def _aggregate_name(task: str) -> Callable[[Aggregate[int]], str]:
+    """How the putter names an aggregate: by the rows it holds."""
+    def name(aggregate: Aggregate[int]) -> str:
+        rows = [m[0] for m in aggregate[1]]
+        shown = ", ".join(str(r) for r in rows[:5]) + (f" and {len(rows) - 5} more" if len(rows) > 5 else "")
+        return f"the aggregate of rows {shown} of {task}"
+    return name
+
+
 def write_task(batches: Iterable[Any], options: SinkOptions, columns: Columns, client: Any, task: str,
                counts: SinkCounts | None = None) -> SinkCounts:
     """Put the rows of ``batches`` (pyarrow RecordBatches) into the stream; returns the task's counts. Raises
@@ -145,7 +159,9 @@ def write_task(batches: Iterable[Any], options: SinkOptions, columns: Columns, c
     stay refused past ``putDeadlineS``. ``task`` names the task in errors. Changes the stream (and the dead-letter
     directory)."""
     counts = counts if counts is not None else SinkCounts()
-    putter: RecordPutter[Any] = RecordPutter(options.stream_name, client, put_policy(options.put_deadline_s))
+    name = _aggregate_name(task) if options.aggregate else _row_name(task)
+    putter: RecordPutter[Any] = RecordPutter(options.stream_name, client, put_policy(options.put_deadline_s),
+                                             name=name)
     stream = options.stream_name
     aggregating = AggregatingWriter(putter, lambda: ShardMap.load(client, stream),
                                     shard_map=known_map(options.config)) if options.aggregate else None

@@ -106,12 +106,23 @@ class KinesisSinkStreamWriter(DataSourceStreamArrowWriter):
                     _total(messages).describe())
 
 
+#: Spark hands a sink ``overwrite`` for ``mode("overwrite")`` and for a streaming ``outputMode("complete")``; its
+#: default mode and "ignore" it refuses itself (UNSUPPORTED_DATA_SOURCE_SAVE_MODE) before asking a Python sink.
+_ONLY_APPENDS = ('the kinesis_spout sink only appends (a Kinesis stream cannot be overwritten): write with '
+                 '.mode("append"). Spark refuses its default mode (ErrorIfExists) and "ignore" for Python data '
+                 'sources, so a write to Kinesis always says .mode("append")')
+_ONLY_APPENDS_STREAM = ('the kinesis_spout sink only appends (a Kinesis stream cannot be overwritten), and '
+                        'outputMode("complete") would write the whole result table again every micro-batch: use '
+                        'outputMode("append") (writeStream\'s default) on a query that appends rows')
+
+
 def make_writer(options: Mapping[str, str], schema: Any, overwrite: bool, streaming: bool) -> Any:
-    """The writer for ``options`` and ``schema``, checked: options, columns, the stream's existence. Called by the
-    data source on the driver (at ``save()`` / ``start()``), so a mistake fails before anything is written."""
+    """The writer for ``options`` and ``schema``, checked: the mode (``overwrite``: ``mode("overwrite")`` or a
+    streaming ``outputMode("complete")``, refused naming ``mode("append")``), options, columns, the stream's
+    existence. Called by the data source on the driver (at ``save()`` / ``start()``), so a mistake fails before
+    anything is written."""
     if overwrite:
-        raise ConfigError("the kinesis_spout sink only appends (a Kinesis stream cannot be overwritten): use "
-                          "mode('append') / outputMode('append') or leave the mode out")
+        raise ConfigError(_ONLY_APPENDS_STREAM if streaming else _ONLY_APPENDS)
     parsed = parse_sink_options(options)
     columns = check_schema(schema, parsed)
     check_stream(parsed)

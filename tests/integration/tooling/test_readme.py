@@ -33,6 +33,7 @@ from .snippets import README, ROOT, all_blocks, blocks
 TESTED = {"put": "dev_env", "quickstart": "test_quickstart_reads_acks_dead_letters_and_stops_cleanly_on_ctrl_c",
           "pipeline": "test_pipeline_snippet_counts_each_record_once_and_stops_on_sigterm",
           "readstream": "test_readstream_snippet_reads_what_is_there_and_ends",
+          "write": "test_write_snippet_puts_its_two_sentences_into_the_stream",
           "fixtures": "test_fixture_example_is_a_complete_passing_test_file",
           "memory-store": "test_memory_store_example_is_a_complete_passing_test_file_without_zookeeper"}
 
@@ -311,6 +312,29 @@ def test_readstream_snippet_reads_what_is_there_and_ends(dev_env, tmp_path) -> N
     rows = [row.strip("|").strip() for row in done.stdout.splitlines() if row.startswith("|")]
     assert sorted(rows) == ["", "an apple a day ke...", "line", "the cow jumped ov..."], done.stdout
     assert (tmp_path / "kinesis-spout-checkpoints" / "wordcount-stream" / "offsets").is_dir()
+
+
+@pytest.mark.spark  # a Spark driver in a subprocess
+def test_write_snippet_puts_its_two_sentences_into_the_stream(dev_env, tmp_path) -> None:
+    """df.write as printed (mode "append": Spark refuses its default mode for Python data sources) puts each row
+    once with its partition key; into a stream of its own here, so that the other snippets' stream keeps its three
+    sentences."""
+    import boto3
+
+    client = boto3.client("kinesis", endpoint_url=dev_env["KINESIS_SPOUT_ENDPOINT_URL"],
+                          region_name=dev_env["AWS_DEFAULT_REGION"], aws_access_key_id="test",
+                          aws_secret_access_key="test")
+    stream = f"readme-write-{uuid.uuid4().hex[:8]}"
+    client.create_stream(StreamName=stream, ShardCount=1)
+    client.get_waiter("stream_exists").wait(StreamName=stream, WaiterConfig={"Delay": 0.2})
+    done = subprocess.run([sys.executable, "-c", snippets()["write"]],
+                          env={**dev_env, "KINESIS_SPOUT_STREAM": stream}, capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    shard = client.list_shards(StreamName=stream)["Shards"][0]["ShardId"]
+    it = client.get_shard_iterator(StreamName=stream, ShardId=shard, ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+    got = sorted((r["PartitionKey"], r["Data"]) for r in client.get_records(ShardIterator=it)["Records"])
+    assert got == [("dog", b"jumps over the lazy dog"), ("fox", b"the quick brown fox")]
 
 
 def test_fixture_example_is_a_complete_passing_test_file(tmp_path) -> None:

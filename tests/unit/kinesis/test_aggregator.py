@@ -48,6 +48,23 @@ def test_long_keys_and_data_over_128_bytes_use_multi_byte_lengths() -> None:
     assert [(r.partition_key, r.data) for r in theirs(data)] == [(p, d) for p, d, _ in records]
 
 
+def test_a_key_kinesis_refuses_is_refused_before_it_is_added_by_add_and_by_fill() -> None:
+    wide = "\U0001F600" * 129  # 258 UTF-16 code units
+    builder = AggregateBuilder()
+    with pytest.raises(ValueError, match="partition key of 258 UTF-16 code units: Kinesis takes 1 to 256"):
+        builder.add(wide, None, b"x")
+    assert len(builder) == 0
+    bulk = AggregateBuilder()
+    with pytest.raises(ValueError, match="partition key of 258 UTF-16 code units"):
+        bulk.fill([("k", None, b"a"), (wide, None, b"b")], 0, 10_000)
+    assert len(bulk) == 1 and bulk.size_with("k", None, b"c") == build([("k", b"a", None), ("k", b"c", None)])[0]\
+        .__len__() + 1, "what was added before the refused key stays, sized as before"
+    with pytest.raises(ValueError, match="partition key of 0 UTF-16 code units"):
+        AggregateBuilder().fill([("", None, b"a")], 0, 10_000)
+    data, pk, _ = build([("\U0001F600" * 128, b"a", None)])
+    assert pk == "\U0001F600" * 128 and deaggregate(data) == [UserRecord(pk, None, b"a")]
+
+
 def test_an_empty_aggregate_is_refused() -> None:
     with pytest.raises(ValueError, match="at least one user record"):
         AggregateBuilder().build()

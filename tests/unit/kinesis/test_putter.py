@@ -144,7 +144,8 @@ def test_calls_keep_within_500_records_and_5_mib() -> None:
     ("text", "k", None, "not bytes"),
     (b"x", "", None, "partition key is null or empty"),
     (b"x", None, None, "partition key is null or empty"),
-    (b"x", "k" * 257, None, "257 characters"),
+    (b"x", "k" * 257, None, "257 UTF-16 code units"),
+    (b"x", "\U0001F600" * 129, None, "258 UTF-16 code units"),  # 129 code points: an emoji counts 2
     (b"x", "k", "12a", "not a decimal number"),
     (b"x", "k", str(2 ** 128), "not a decimal number"),
     (b"x" * (1 << 20), "k", None, "1048577 bytes"),
@@ -158,3 +159,34 @@ def test_records_kinesis_would_refuse_are_named_before_anything_is_put(data: Any
 def test_records_at_the_limits_are_accepted() -> None:
     assert entry_problem(b"x" * ((1 << 20) - 256), "k" * 256, str(2 ** 128 - 1)) is None
     assert entry_problem(b"", "k") is None
+    assert entry_problem(b"x", "\U0001F600" * 128) is None
+
+
+def _invalid(message: str, code: str = "ValidationException") -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": 400}},
+                       "PutRecords")
+
+
+def test_a_call_refused_as_a_whole_names_the_entries_kinesis_points_at_or_the_checks_find() -> None:
+    named = _invalid("1 validation error detected: Value 'x' at 'records.2.member.explicitHashKey' failed")
+    client, clock = FakeKinesis(named), Clock()
+    p = putter(client, clock, POLICY, name=lambda row: f"row {row}")
+    with pytest.raises(PutRecordsError, match=r"failed: .*\(ValidationException\); row 1 \(entry 1 of the call\): "
+                                              r"the entry Kinesis names$") as raised:
+        p.put(items(3))
+    assert raised.value.retriable is False and raised.value.refused == (0, 1, 2)
+    assert len(client.sent) == 1, "not tried again: the same call fails the same way"
+    unnamed = _invalid("Partition key must be between 1 and 256 in length", code="InvalidArgumentException")
+    client = FakeKinesis(unnamed)
+    bad = [(n, PutEntry(b"x", "\U0001F600" * 129 if n in (4, 6) else "k")) for n in range(8)]
+    with pytest.raises(PutRecordsError, match=r"; entry 4 of the call: its partition key has 258 UTF-16 code units .*"
+                                              r"; entry 6 of the call: its partition key has 258 ") as raised:
+        putter(client, clock, POLICY).put(bad)
+    assert raised.value.retriable is False
+
+
+def test_a_call_failing_for_a_passing_reason_names_no_entry() -> None:
+    client, clock = FakeKinesis(_throttled()), Clock()
+    with pytest.raises(PutRecordsError) as raised:
+        putter(client, clock, POLICY, retry_calls=False, name=lambda row: f"row {row}").put(items(2))
+    assert "row " not in str(raised.value) and raised.value.retriable

@@ -1,7 +1,7 @@
 """The sink's whole-column check of an Arrow batch: a batch whose rows are all within Kinesis' limits gives the same
 entries as the row-by-row check (text as its UTF-8 bytes, a constant key, large string types); a batch where any
-row breaks a limit (null data, a null, empty or 257-character key, over 1 MiB) or that has explicit hash keys is left
-to the row-by-row check, which names the row."""
+row breaks a limit (null data, a null or empty key, a key over 256 UTF-16 code units, over 1 MiB) or that has
+explicit hash keys is left to the row-by-row check, which names the row."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def row_by_row(datas: list[Any], keys: list[Any], first_row: int) -> list[tuple[
 def test_a_batch_within_the_limits_gives_the_entries_of_the_row_by_row_check(data_type: Any, key_type: Any) -> None:
     texts = ["a", "", "ключ ☃", "x" * 1000]
     datas: list[Any] = texts if data_type in (pa.string(), pa.large_string()) else [t.encode() for t in texts]
-    keys = ["k1", "é" * 256, "k", "kk"]
+    keys = ["k1", "é" * 256, "k", "\U0001F600" * 128]  # the last: 512 UTF-8 bytes, 256 UTF-16 code units
     columns = TEXT if data_type in (pa.string(), pa.large_string()) else BINARY
     got = checked_entries(batch(datas, keys, data_type, key_type), columns, OPTIONS, 7)
     assert got == row_by_row(datas, keys, 7)
@@ -66,6 +66,7 @@ def test_a_record_of_exactly_1_mib_passes() -> None:
     (["a", "b"], ["k", None]),  # null key
     (["a", "b"], ["k", ""]),  # empty key
     (["a", "b"], ["k", "k" * 257]),  # a key of 257 characters
+    (["a", "b"], ["k", "\U0001F600" * 129]),  # 129 code points, 258 UTF-16 code units
     (["a", "x" * (MAX_RECORD_BYTES - 1)], ["k", "kk"]),  # 1 MiB + 1 with its key
 ])
 def test_a_batch_with_a_row_beyond_a_limit_is_left_to_the_row_by_row_check(datas: list[Any], keys: list[Any]) -> None:

@@ -27,10 +27,18 @@ def test_options_match_case_insensitively_and_take_the_source_s_connection_setti
     ({"streamName": "s", "aggregate": "maybe"}, r"option 'aggregate' must be true or false, got 'maybe'"),
     ({"streamName": "s", "putDeadlineS": "0"}, r"option 'putDeadlineS' must be a number of seconds above 0"),
     ({"streamName": "s", "putDeadlineS": "nan"}, r"option 'putDeadlineS' must be a number of seconds above 0"),
-    ({"streamName": "s", "partitionKey": "k" * 257}, r"option 'partitionKey' must have 1 to 256 characters"),
+    ({"streamName": "s", "partitionKey": "k" * 257},
+     r"option 'partitionKey' must be 1 to 256 UTF-16 code units long .* got 257"),
+    ({"streamName": "s", "partitionKey": "\U0001F600" * 200},
+     r"option 'partitionKey' must be 1 to 256 UTF-16 code units long .* an emoji, counts 2\), got 400"),
     ({"streamName": "s", "partitionKey": "k", "partitionKeyColumn": "c"}, r"exclude each other"),
     ({"streamName": "s", "awsRoleDurationS": "soon"}, r"option 'awsRoleDurationS' must be a whole number"),
 ])
 def test_bad_options_are_refused_naming_the_option(options: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         parse_sink_options(options)
+
+
+def test_a_constant_key_of_256_utf16_units_is_taken() -> None:
+    assert parse_sink_options({"streamName": "s", "partitionKey": "\U0001F600" * 128}).partition_key == \
+        "\U0001F600" * 128
