@@ -27,7 +27,7 @@ __all__ = [
     "BackingMap", "BackingMapFactory", "ConditionalBackingMap", "Key", "MapKind", "MapState", "Snapshottable",
     "SpoutKind", "State", "StateDecodeError", "StateError", "StateFactory", "StateOrderError", "StatePairError",
     "StatePartitionError", "StateRunError", "StateSecondWriteError", "TxBatch", "ValueUpdater", "Versioned",
-    "check_pair", "tx_batch",
+    "as_keys", "check_pair", "tx_batch",
 ]
 
 #: A map key: the tuple of the group-by values (JSON-encodable scalars).
@@ -148,6 +148,27 @@ def tx_batch(batch: Any) -> TxBatch:
     if kind is None:
         return TxBatch(txid, SpoutKind.NON_TRANSACTIONAL, run)
     return TxBatch(txid, SpoutKind(kind), run)
+
+
+def as_keys(keys: Sequence[Any]) -> list[Key]:
+    """``keys`` as group keys: tuples as they are, lists (Storm's ``List<Object>`` keys) as the tuples of their
+    values. Called by the map states and the LRU cache at each multi_get/multi_update/multi_put; anything else (a
+    bare string or number, a key holding a list) raises TypeError naming the key and saying to pass tuples."""
+    out: list[Key] = []
+    for key in keys:
+        if isinstance(key, list):
+            key = tuple(key)
+        if isinstance(key, tuple):
+            try:
+                hash(key)
+            except TypeError:
+                pass
+            else:
+                out.append(key)
+                continue
+        raise TypeError(f"a state key must be a tuple of the group-by values (scalars), e.g. ('a',) or ('a', 1); a "
+                        f"list such as ['a', 1] is taken as that tuple. Got {key!r}: pass a tuple of scalars")
+    return out
 
 
 def check_pair(map_kind: MapKind, spout_kind: SpoutKind) -> None:
