@@ -25,9 +25,9 @@ from kinesis_spout.errors import ConfigError, SpoutError
 
 __all__ = [
     "BackingMap", "BackingMapFactory", "ConditionalBackingMap", "Key", "MapKind", "MapState", "Snapshottable",
-    "SpoutKind", "State", "StateDecodeError", "StateError", "StateFactory", "StateOrderError", "StatePairError",
-    "StatePartitionError", "StateRunError", "StateSecondWriteError", "TxBatch", "ValueUpdater", "Versioned",
-    "as_keys", "check_pair", "tx_batch",
+    "SpoutKind", "State", "StateDecodeError", "StateError", "StateFactory", "StateNoRunError", "StateOrderError",
+    "StatePairError", "StatePartitionError", "StateRunError", "StateSecondWriteError", "TxBatch", "ValueUpdater",
+    "Versioned", "as_keys", "check_pair", "tx_batch",
 ]
 
 #: A map key: the tuple of the group-by values (JSON-encodable scalars).
@@ -57,6 +57,12 @@ class StateOrderError(StateError):
 class StateRunError(StateError):
     """A key holds a txid written by another run (another readStream query, or a query restarted without its
     checkpoint location; another pipeline): equal txids of two runs are not a replay, so it is refused."""
+
+
+class StateNoRunError(StateRunError, ConfigError):
+    """A batch of a transactional or opaque map of this package with no run identity (a bare txid outside a
+    streaming query, a TxBatch without ``run``): its txids could not be told from another run's, so the
+    operations refuse it before anything is read or written. The message says how to name the run."""
 
 
 class StatePartitionError(StateError):
