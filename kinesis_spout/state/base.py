@@ -110,7 +110,8 @@ class TxBatch:
 
     ``run`` identifies the sequence of txids the batch belongs to (a readStream query's id, a pipeline's run id):
     a stored txid equal to the batch's is a replay only when it was written by the same run. None: no run is
-    known, and the txid alone decides (as for values stored without a run).
+    known, and the txid alone decides (as for values stored without a run); the Spark operations refuse such a
+    batch over a transactional or opaque map (StateNoRunError): name the run of your own loop here.
     """
 
     txid: int
