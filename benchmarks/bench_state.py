@@ -148,7 +148,7 @@ def measure_spark(ctx: BenchContext, spark: Any, url: str, keys_n: int, repeats:
     """Batch latency on Spark: persistent_aggregate into each exactly-once map vs group-by + blind write."""
     from pyspark.sql import functions as F
 
-    from kinesis_spout.state import Count, persistent_aggregate
+    from kinesis_spout.state import Count, SpoutKind, TxBatch, persistent_aggregate
 
     run_id = uuid.uuid4().hex[:8]
     df = spark.createDataFrame([(f"word-{i % keys_n:06d}",) for i in range(3 * keys_n)], "word string")
@@ -166,7 +166,8 @@ def measure_spark(ctx: BenchContext, spark: Any, url: str, keys_n: int, repeats:
     times: dict[str, list[float]] = {name: [] for name in ("plain", *factories)}
     trips: dict[str, list[int]] = {name: [] for name in factories}
     steps: list[tuple[str, Callable[[int], Any]]] = [("plain", lambda txid: plain())] + [
-        (name, lambda txid, f=f: persistent_aggregate(df, txid, f, group_by=["word"], aggregator=Count(),
+        (name, lambda txid, f=f: persistent_aggregate(df, TxBatch(txid, SpoutKind.TRANSACTIONAL, run=run_id), f,
+                                                      group_by=["word"], aggregator=Count(),
                                                       partitions=2)) for name, f in factories.items()]
     for _name, step in steps:  # warm-up (creates the keys), not measured
         step(0)

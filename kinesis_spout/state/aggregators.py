@@ -12,9 +12,9 @@ their partial aggregation in the JVM. Aggregators are picklable (they travel to 
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Iterable, Protocol, runtime_checkable
 
-__all__ = ["CombinerAggregator", "Count", "ReducerAggregator", "Sum"]
+__all__ = ["CombineInto", "CombinerAggregator", "Count", "ReduceInto", "ReducerAggregator", "Sum"]
 
 
 @runtime_checkable
@@ -80,3 +80,30 @@ class Sum:
 
     def __repr__(self) -> str:
         return f"Sum({self.field!r})"
+
+
+class CombineInto:
+    """The updater persistent_aggregate gives a map state for one key: combines the batch's partial aggregate into
+    the stored value (``zero()`` when none). Picklable; pure."""
+
+    def __init__(self, aggregator: Any, partial: Any) -> None:
+        self.aggregator = aggregator
+        self.partial = partial
+
+    def __call__(self, stored: Any) -> Any:
+        return self.aggregator.combine(self.aggregator.zero() if stored is None else stored, self.partial)
+
+
+class ReduceInto:
+    """The updater persistent_aggregate gives a map state for one key with a reducer: reduces the batch's rows of
+    the key into the stored value (``init()`` when none). Picklable; pure."""
+
+    def __init__(self, aggregator: Any, rows: Iterable[Any]) -> None:
+        self.aggregator = aggregator
+        self.rows = rows
+
+    def __call__(self, stored: Any) -> Any:
+        value = self.aggregator.init() if stored is None else stored
+        for row in self.rows:
+            value = self.aggregator.reduce(value, row)
+        return value

@@ -25,9 +25,9 @@ from kinesis_spout.errors import ConfigError, SpoutError
 
 __all__ = [
     "BackingMap", "BackingMapFactory", "ConditionalBackingMap", "Key", "MapKind", "MapState", "Snapshottable",
-    "SpoutKind", "State", "StateDecodeError", "StateError", "StateFactory", "StateOrderError", "StatePairError",
-    "StatePartitionError", "StateRunError", "StateSecondWriteError", "TxBatch", "ValueUpdater", "Versioned",
-    "check_pair", "tx_batch",
+    "SpoutKind", "State", "StateDecodeError", "StateError", "StateFactory", "StateNoRunError", "StateOrderError",
+    "StatePairError", "StatePartitionError", "StateRunError", "StateSecondWriteError", "TxBatch", "ValueUpdater",
+    "Versioned", "as_keys", "check_pair", "tx_batch",
 ]
 
 #: A map key: the tuple of the group-by values (JSON-encodable scalars).
@@ -57,6 +57,12 @@ class StateOrderError(StateError):
 class StateRunError(StateError):
     """A key holds a txid written by another run (another readStream query, or a query restarted without its
     checkpoint location; another pipeline): equal txids of two runs are not a replay, so it is refused."""
+
+
+class StateNoRunError(StateRunError, ConfigError):
+    """A batch of a transactional or opaque map of this package with no run identity (a bare txid outside a
+    streaming query, a TxBatch without ``run``): its txids could not be told from another run's, so the
+    operations refuse it before anything is read or written. The message says how to name the run."""
 
 
 class StatePartitionError(StateError):
@@ -104,7 +110,8 @@ class TxBatch:
 
     ``run`` identifies the sequence of txids the batch belongs to (a readStream query's id, a pipeline's run id):
     a stored txid equal to the batch's is a replay only when it was written by the same run. None: no run is
-    known, and the txid alone decides (as for values stored without a run).
+    known, and the txid alone decides (as for values stored without a run); the Spark operations refuse such a
+    batch over a transactional or opaque map (StateNoRunError): name the run of your own loop here.
     """
 
     txid: int
@@ -148,6 +155,27 @@ def tx_batch(batch: Any) -> TxBatch:
     if kind is None:
         return TxBatch(txid, SpoutKind.NON_TRANSACTIONAL, run)
     return TxBatch(txid, SpoutKind(kind), run)
+
+
+def as_keys(keys: Sequence[Any]) -> list[Key]:
+    """``keys`` as group keys: tuples as they are, lists (Storm's ``List<Object>`` keys) as the tuples of their
+    values. Called by the map states and the LRU cache at each multi_get/multi_update/multi_put; anything else (a
+    bare string or number, a key holding a list) raises TypeError naming the key and saying to pass tuples."""
+    out: list[Key] = []
+    for key in keys:
+        if isinstance(key, list):
+            key = tuple(key)
+        if isinstance(key, tuple):
+            try:
+                hash(key)
+            except TypeError:
+                pass
+            else:
+                out.append(key)
+                continue
+        raise TypeError(f"a state key must be a tuple of the group-by values (scalars), e.g. ('a',) or ('a', 1); a "
+                        f"list such as ['a', 1] is taken as that tuple. Got {key!r}: pass a tuple of scalars")
+    return out
 
 
 def check_pair(map_kind: MapKind, spout_kind: SpoutKind) -> None:

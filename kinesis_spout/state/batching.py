@@ -24,6 +24,7 @@ from kinesis_spout.state.base import (
     StateOrderError,
     StateRunError,
     ValueUpdater,
+    as_keys,
 )
 from kinesis_spout.state.values import OpaqueValue, TransactionalValue
 from kinesis_spout.state.writes import newer_call
@@ -109,8 +110,13 @@ class BatchedMap:
 
     # -- MapState ---------------------------------------------------------------------------------------------
     def multi_get(self, keys: Sequence[Key]) -> list[Any]:
-        """The current values of ``keys`` (None where there is none; the batch's own where it updated them),
-        one bulk read of the others."""
+        """The values of ``keys`` (None where there is none; lists are taken as tuples) as the map kind reads them
+        (see ``_read``): one bulk read of the keys it reads from the store."""
+        return self._read(as_keys(keys))
+
+    def _read(self, keys: list[Key]) -> list[Any]:
+        """The stored values of ``keys``, the batch's own where it updated them (what a store written at once, as
+        Trident's are, would hold): the TransactionalMap's and NonTransactionalMap's reads, as in Storm."""
         out: list[Any] = [None] * len(keys)
         missing = [i for i, k in enumerate(keys) if k not in self._pending]
         for i, k in enumerate(keys):
@@ -128,6 +134,7 @@ class BatchedMap:
         is written before commit()."""
         if len(keys) != len(updaters):
             raise ValueError(f"{len(keys)} keys but {len(updaters)} updaters")
+        keys = as_keys(keys)
         txid = self._current()
         fresh = list(dict.fromkeys(k for k in keys if k not in self._pending))
         if fresh:
@@ -144,15 +151,23 @@ class BatchedMap:
         for key, updater in zip(keys, updaters):
             pending = self._pending[key]
             pending.chain.append(updater)
-            if len(pending.chain) == 1:
-                pending.new, pending.value = self._first(key, pending.stored, updater, txid)
-            elif pending.new is not SKIP:
-                pending.new, pending.value = self._more(pending.new, updater)
+            self._step(key, pending, updater, len(pending.chain) == 1, txid)
             results.append(pending.value)
         return results
 
+    def _step(self, key: Key, pending: PendingKey, updater: ValueUpdater, first: bool, txid: int) -> None:
+        """Apply one update of the batch to ``pending``: the batch's first through the kind's ``_first``, the
+        others on top of it; a put (SetValue) on a key the batch leaves as it is (SKIP) is written all the same,
+        since its value does not depend on what the key held (Storm's multiPut)."""
+        if first or (pending.new is SKIP and isinstance(updater, SetValue)):
+            pending.new, pending.value = self._first(key, pending.stored, updater, txid)
+        elif pending.new is not SKIP:
+            pending.new, pending.value = self._more(pending.new, updater)
+
     def multi_put(self, keys: Sequence[Key], values: Sequence[Any]) -> None:
-        """Set ``keys`` to ``values`` for the current txid (Trident's multiPut): an update like any other."""
+        """Set ``keys`` to ``values`` for the current txid (Trident's multiPut): an update like any other, except
+        that it is written on a replayed txid too (a TransactionalMap's replayed key takes the new value, as in
+        Storm); later updates of the batch count on top of it."""
         if len(keys) != len(values):
             raise ValueError(f"{len(keys)} keys but {len(values)} values")
         self.multi_update(keys, [SetValue(v) for v in values])
@@ -177,11 +192,8 @@ class BatchedMap:
                 self._check(key, got.value, txid)
                 pending = self._pending[key]
                 pending.stored, pending.token = got.value, got.token
-                pending.new, pending.value = self._first(key, got.value, pending.chain[0], txid)
-                for updater in pending.chain[1:]:
-                    if pending.new is SKIP:
-                        break
-                    pending.new, pending.value = self._more(pending.new, updater)
+                for i, updater in enumerate(pending.chain):
+                    self._step(key, pending, updater, i == 0, txid)
             todo = [k for k in lost if self._writes(k)]
             if not todo:
                 return
@@ -234,15 +246,7 @@ class BatchedMap:
             return
         if not isinstance(stored, cls):
             raise self._wrong(key, stored)
-        if self._run is not None and stored.run is not None and stored.run != self._run:
-            raise StateRunError(
-                f"key {key!r} holds batch {stored.txid} of run {stored.run!r}, and this is batch {txid} of run "
-                f"{self._run!r}: two runs number their batches independently, so equal txids of two runs are no "
-                f"replay and the update is refused (this state writes nothing of the batch). A readStream query "
-                f"restarted without its checkpointLocation gets a new query id and starts its batch ids at 0 again: "
-                f"restart it with its original checkpointLocation. To count afresh in a new run, give it a new "
-                f"state namespace (namespace= of the backing map factory). Two queries or pipelines must not share "
-                f"one namespace.")
+        self._check_run(key, stored, txid)
         if stored.txid > txid:
             raise self._order(key, stored.txid, txid)
         if stored.txid == txid and newer_call(stored.call, self._call):
@@ -252,6 +256,18 @@ class BatchedMap:
                 f"the key; its updates are refused so as not to undo the newer write. Spark retries or drops the "
                 f"task; if this keeps happening, the drivers writing the namespace disagree on the time",
                 retriable=True)
+
+    def _check_run(self, key: Key, stored: Any, txid: int) -> None:
+        """Refuse a stored txid of another run than the batch's (StateRunError): it is no replay of this batch."""
+        if self._run is not None and stored.run is not None and stored.run != self._run:
+            raise StateRunError(
+                f"key {key!r} holds batch {stored.txid} of run {stored.run!r}, and this is batch {txid} of run "
+                f"{self._run!r}: two runs number their batches independently, so equal txids of two runs are no "
+                f"replay and the call is refused (this state writes nothing of the batch). A readStream query "
+                f"restarted without its checkpointLocation gets a new query id and starts its batch ids at 0 again: "
+                f"restart it with its original checkpointLocation. To count afresh in a new run, give it a new "
+                f"state namespace (namespace= of the backing map factory). Two queries or pipelines must not share "
+                f"one namespace.")
 
     def _wrong(self, key: Key, stored: Any) -> StateError:
         what = {TransactionalValue: "a TransactionalMap", OpaqueValue: "an OpaqueMap"}.get(type(stored),

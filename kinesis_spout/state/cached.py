@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, Sequence
 
-from kinesis_spout.state.base import BackingMap, ConditionalBackingMap, Key, Versioned
+from kinesis_spout.state.base import BackingMap, ConditionalBackingMap, Key, Versioned, as_keys
 
 __all__ = ["CachedMap", "ConditionalCachedMap"]
 
@@ -45,6 +45,7 @@ class CachedMap:
 
     def multi_get(self, keys: Sequence[Key]) -> list[Any]:
         """The stored values of ``keys``: cached ones from the cache, the others in one bulk read (then cached)."""
+        keys = as_keys(keys)
         out: list[Any] = [None] * len(keys)
         missing: list[int] = []
         for i, key in enumerate(keys):
@@ -66,6 +67,7 @@ class CachedMap:
 
     def multi_put(self, keys: Sequence[Key], values: Sequence[Any]) -> None:
         """Write ``values`` to the backing map, then cache them."""
+        keys = as_keys(keys)
         self.backing.multi_put(keys, values)
         for key, value in zip(keys, values):
             self._remember(key, value, _UNKNOWN)
@@ -93,6 +95,7 @@ class ConditionalCachedMap(CachedMap):
     def multi_get_versioned(self, keys: Sequence[Key]) -> list[Versioned]:
         """The values of ``keys`` with their tokens: from the cache where it knows the token, the others in one
         bulk versioned read (then cached). Called by the map states before a conditional write."""
+        keys = as_keys(keys)
         out: list[Versioned] = [Versioned(None, None)] * len(keys)
         missing: list[int] = []
         for i, key in enumerate(keys):
@@ -114,6 +117,7 @@ class ConditionalCachedMap(CachedMap):
         """Write each key whose stored token is still ``tokens[i]`` (the backing map's compare-and-set). A written
         key is cached with its new value (its new token unknown: the next versioned read goes to the store); a key
         another writer changed is dropped from the cache, so that reading it again reads the store."""
+        keys = as_keys(keys)
         written = self.backing.multi_put_if(keys, values, tokens)
         for key, value, ok in zip(keys, values, written):
             if ok:

@@ -20,7 +20,7 @@ from kinesis_spout.state.base import (
     StateRunError,
     ValueUpdater,
 )
-from kinesis_spout.state.batching import SKIP, BatchedMap
+from kinesis_spout.state.batching import SKIP, BatchedMap, SetValue
 from kinesis_spout.state.values import OpaqueValue, TransactionalValue
 
 __all__ = ["MapFactory", "NonTransactionalMap", "OpaqueMap", "TransactionalMap"]
@@ -54,6 +54,9 @@ class TransactionalMap(_KindMap):
             val = updater(None)
             return TransactionalValue(txid, val, self._run, self._call, self._parts(None)), val
         if stored.txid == txid:
+            if isinstance(updater, SetValue):  # a put: written on a replay too (Storm's multiPut)
+                val = updater(None)
+                return TransactionalValue(txid, val, self._run_for(stored), self._call, self._parts(stored)), val
             if self._same_write(stored) and self._part not in stored.parts:
                 parts = ", ".join(str(p) for p in stored.parts)
                 raise StatePartitionError(
@@ -115,6 +118,9 @@ class OpaqueMap(_KindMap):
         elif self._same_write(stored):
             if self._part in stored.parts:  # a retried task of a partition whose updates the key holds
                 if stored.parts != (self._part,):  # with other partitions' updates: cannot tell its own apart
+                    if isinstance(updater, SetValue):  # a put does not depend on them: written
+                        new = OpaqueValue(txid, updater(None), stored.prev, run, self._call, stored.parts)
+                        return new, new.curr
                     return SKIP, stored.curr
                 # this partition's updates alone: recompute them from prev (the retry may see more rows)
                 new = OpaqueValue(txid, updater(stored.prev), stored.prev, run, self._call, self._parts(None))
@@ -127,6 +133,28 @@ class OpaqueMap(_KindMap):
     def _more(self, new: Any, updater: ValueUpdater) -> tuple[Any, Any]:
         curr = updater(new.curr)
         return replace(new, curr=curr), curr
+
+    def _read(self, keys: list[Key]) -> list[Any]:
+        """Storm's OpaqueMap reads: outside a batch, the latest value; during batch ``txid`` (between begin_commit
+        and commit), the value before that batch: ``prev`` of a key holding the batch's own txid (an earlier
+        attempt's, another partition's, or this state's own updates once written), ``curr`` of an older txid. A
+        stored txid newer than the batch's is refused (StateOrderError), as is another run's (StateRunError).
+        The batch's updates not committed yet are not read. One bulk read."""
+        txid = self._txid
+        if txid is None:
+            return super()._read(keys)
+        out: list[Any] = []
+        for key, stored in zip(keys, self.backing.multi_get(keys)):
+            if stored is None:
+                out.append(None)
+                continue
+            if not isinstance(stored, OpaqueValue):
+                raise self._wrong(key, stored)
+            self._check_run(key, stored, txid)
+            if stored.txid > txid:
+                raise self._order(key, stored.txid, txid)
+            out.append(stored.prev if stored.txid == txid else stored.curr)
+        return out
 
     def _value_of(self, key: Key, stored: Any) -> Any:
         if stored is None:

@@ -18,6 +18,13 @@ that finds the batch's txid stored under a key it has not touched takes it for a
 TransactionalMap keeps the key as it is (and ignores its updates of it in this batch), the OpaqueMap recomputes
 them from ``prev``.
 
+**Reads and puts, as in Storm.** Outside a batch a map reads the latest value. During batch T the OpaqueMap reads
+the value before T (``prev`` of a key holding txid T, ``curr`` of an older one; a newer txid is StateOrderError,
+another run's StateRunError), so a replayed batch never reads its earlier attempt; the TransactionalMap and the
+NonTransactionalMap read the stored value, the batch's own updates included (Storm writes them at once). A
+``multi_put`` is written whatever the stored txid (on a replayed txid too, as Storm's multiPut). Keys given as lists
+are taken as tuples.
+
 **Who wrote a txid.** A stored txid is taken for a replay only when it was written by the same run: the
 operations pass the batch's run (a readStream query's id, a pipeline's ``run_id``) to ``begin_commit``, and it is
 stored with each txid. A key holding a txid of another run is refused with

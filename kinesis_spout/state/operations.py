@@ -10,28 +10,23 @@ next batch's update cannot start before this one's is done, which is Trident's o
 
 Each call tells the map states who writes (see :mod:`kinesis_spout.state.maps`): the batch's **run** and the
 **write** (a new id per call, and the partition number). The run of a ``foreachBatch`` batch_id is the streaming
-query's id (``query:<id>``, read on the driver from the Spark job property ``sql.streaming.queryId``, which stays
-the same when a query restarts from its checkpoint location and changes when it starts without one); the run of a
-SpoutPipeline batch is its ``run_id`` (None when it has none: the txid alone decides). A key written by another
-run's batch is refused (:class:`~kinesis_spout.state.base.StateRunError`) instead of being taken for a replay;
-for the package's transactional and opaque maps the namespace's run is checked on the driver first (one read, see
-:meth:`~kinesis_spout.state.maps.MapFactory.claim_run`), so a refused batch writes nothing.
+query's id (``query:<id>``, from the Spark job property ``sql.streaming.queryId``, kept across restarts from the
+checkpoint location); of a SpoutPipeline batch, its ``run_id``; of a :class:`~kinesis_spout.state.base.TxBatch`,
+its ``run``. A batch with no run (a bare int outside a streaming query, a TxBatch without ``run``) over a
+transactional or opaque map of this package is refused (:class:`~kinesis_spout.state.base.StateNoRunError`): its
+txids could not be told from another run's. A key written by another run's batch is refused
+(:class:`~kinesis_spout.state.base.StateRunError`); the namespace's run is checked on the driver first (one read,
+see :meth:`~kinesis_spout.state.maps.MapFactory.claim_run`), so a refused batch writes nothing.
 
-**One call per namespace and batch.** The maps cannot tell a second call of a batch on the same namespace from a
-replay of the first (both are a new write of the same txid and run), so the driver refuses it with
-:class:`~kinesis_spout.state.base.StateSecondWriteError` before its Spark job: it remembers, per namespace and run,
-the last batch attempt whose call completed (a SpoutPipeline batch object, new at each attempt; for a
-``foreachBatch`` batch_id, the query's Spark run ``spark.jobGroup.id``, new at each start of the query). A replay
-is a new attempt and goes through; a call that failed may be made again in the same attempt; other namespaces are
-not affected. Not known, and not refused: calls with a :class:`~kinesis_spout.state.base.TxBatch` or outside a
-streaming query, NonTransactionalMaps (no txids: each call counts), and states that are not the package's map
-factories.
+**One call per namespace and batch.** The maps cannot tell a second call of a batch on a namespace from a replay
+of the first, so the driver refuses it (:class:`~kinesis_spout.state.base.StateSecondWriteError`) before its Spark
+job: it remembers, per namespace and run, the last batch attempt whose call completed (a SpoutPipeline batch
+object; for a ``foreachBatch`` batch_id, the query's ``spark.jobGroup.id``, new at each start). A replay is a new
+attempt and goes through. Not known, and not refused: TxBatch calls, NonTransactionalMaps, others' states.
 
-The ``batch`` argument gives the txid and the spout kind (see :func:`~kinesis_spout.state.base.tx_batch`): an
-int (``foreachBatch``'s batch_id on the readStream source) is a transactional txid; a SpoutPipeline batch in
-exactly-once mode carries its kind; a pair that cannot be exactly-once raises
-:class:`~kinesis_spout.state.base.StatePairError` before anything is read or written. pyspark and pyarrow are
-imported when an operation is called.
+The ``batch`` argument gives the txid and the spout kind (see :func:`~kinesis_spout.state.base.tx_batch`); a pair
+that cannot be exactly-once raises :class:`~kinesis_spout.state.base.StatePairError` before anything is read or
+written. pyspark and pyarrow are imported when an operation is called.
 """
 
 from __future__ import annotations
@@ -39,15 +34,17 @@ from __future__ import annotations
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Protocol, Sequence
+from typing import Any, Iterator, Protocol, Sequence
 
 from kinesis_spout.errors import ConfigError
+from kinesis_spout.state.aggregators import CombineInto, ReduceInto
 from kinesis_spout.state.base import (
     Key,
     MapKind,
     MapState,
     SpoutKind,
     StateFactory,
+    StateNoRunError,
     StateSecondWriteError,
     TxBatch,
     check_pair,
@@ -98,13 +95,28 @@ def _partitions(df: Any, partitions: int | None) -> int:
     return partitions
 
 
-def _batch(df: Any, batch: Any) -> TxBatch:
-    """The batch's txid, kind and run; for a ``foreachBatch`` batch_id, the run is the query's id."""
+def _batch(df: Any, batch: Any, state: Any) -> TxBatch:
+    """The batch's txid, kind and run, checked against ``state`` on the driver before anything is read or written:
+    a pair that cannot be exactly-once raises StatePairError; a batch with no run over a transactional or opaque
+    map of this package raises StateNoRunError. For a ``foreachBatch`` batch_id, the run is the query's id."""
     tx = tx_batch(batch)
     if tx.run is None and isinstance(batch, int) and not isinstance(batch, bool):
         query = _query_id(df)
         if query:
-            return TxBatch(tx.txid, tx.kind, f"query:{query}")
+            tx = TxBatch(tx.txid, tx.kind, f"query:{query}")
+    check_pair(state.kind, tx.kind)
+    if tx.run is None and _namespace(state) is not None:
+        bare = isinstance(batch, int) and not isinstance(batch, bool)
+        what = "a bare batch id outside a streaming query" if bare else f"a {type(batch).__name__} without a run"
+        raise StateNoRunError(
+            f"batch {tx.txid} is {what}: a {state.kind.value} map takes a stored txid equal to the batch's for a "
+            f"replay of that batch, so a second run of the same loop (its ids starting again) would be skipped or "
+            f"recomputed as replays and counted wrong without a word. Refused before anything is read or written. "
+            f"Name the run: pass TxBatch({tx.txid}, SpoutKind.{tx.kind.name}, run=\"<name of this run>\") as the "
+            f"batch (from kinesis_spout.state). Keep the name to replay a txid after a crash and to go on counting "
+            f"in the namespace (with txids after its last one); a namespace belongs to the first run that writes "
+            f"it, so a run with a new name needs a new namespace. foreachBatch of a readStream query and "
+            f"SpoutPipeline(exactly_once=...) batches give their run themselves")
     return tx
 
 
@@ -197,27 +209,6 @@ def _round_trips(state: Any) -> int:
     return int(getattr(backing, "round_trips", 0) or 0)
 
 
-class _Combine:
-    def __init__(self, aggregator: Any, partial: Any) -> None:
-        self.aggregator = aggregator
-        self.partial = partial
-
-    def __call__(self, stored: Any) -> Any:
-        return self.aggregator.combine(self.aggregator.zero() if stored is None else stored, self.partial)
-
-
-class _Reduce:
-    def __init__(self, aggregator: Any, rows: Iterable[Any]) -> None:
-        self.aggregator = aggregator
-        self.rows = rows
-
-    def __call__(self, stored: Any) -> Any:
-        value = self.aggregator.init() if stored is None else stored
-        for row in self.rows:
-            value = self.aggregator.reduce(value, row)
-        return value
-
-
 def _write_partitions(rdd: Any, state: StateFactory, tx: TxBatch, num: int, apply: Any, attempt: Any = None
                       ) -> tuple[int, int, int]:
     """Run ``apply(map_state, items)`` on each non-empty partition of ``rdd`` under the batch's txid, then commit
@@ -264,8 +255,7 @@ def persistent_aggregate(df: Any, batch: Any, state: StateFactory, *, group_by: 
     (default: Spark's default parallelism) is how many tasks write, each with one bulk read and one bulk write.
     Blocks until every partition wrote; returns a :class:`PersistResult`.
     """
-    tx = _batch(df, batch)
-    check_pair(state.kind, tx.kind)
+    tx = _batch(df, batch, state)
     keys = _columns(df, group_by, "group_by")
     num = _partitions(df, partitions)
     agg = aggregator
@@ -277,13 +267,13 @@ def persistent_aggregate(df: Any, batch: Any, state: StateFactory, *, group_by: 
             pairs = df.rdd.map(lambda r: (tuple(r[c] for c in keys), agg.init(r))).reduceByKey(agg.combine, num)
 
         def apply(st: MapState, items: list[tuple[Key, Any]]) -> int:
-            st.multi_update([k for k, _ in items], [_Combine(agg, v) for _, v in items])
+            st.multi_update([k for k, _ in items], [CombineInto(agg, v) for _, v in items])
             return len(items)
     elif all(callable(getattr(agg, m, None)) for m in ("init", "reduce")):
         pairs = df.rdd.map(lambda r: (tuple(r[c] for c in keys), r)).groupByKey(num)
 
         def apply(st: MapState, items: list[tuple[Key, Any]]) -> int:
-            st.multi_update([k for k, _ in items], [_Reduce(agg, rows) for _, rows in items])
+            st.multi_update([k for k, _ in items], [ReduceInto(agg, rows) for _, rows in items])
             return len(items)
     else:
         raise ConfigError(f"aggregator must be a combiner (init(row), combine(a, b), zero()) or a reducer (init(), "
@@ -323,8 +313,7 @@ def partition_persist(df: Any, batch: Any, state: StateFactory, updater: StateUp
     over one without it, the call is refused with ConfigError before anything is written. ``PersistResult.keys``
     counts rows here.
     """
-    tx = _batch(df, batch)
-    check_pair(state.kind, tx.kind)
+    tx = _batch(df, batch, state)
     if not callable(getattr(updater, "update_state", None)):
         raise ConfigError(f"updater must have update_state(state, rows), got {updater!r}")
     if partition_by is None and state.kind is MapKind.TRANSACTIONAL:
@@ -345,15 +334,22 @@ def partition_persist(df: Any, batch: Any, state: StateFactory, updater: StateUp
 
 
 def state_query(df: Any, state: StateFactory, *, key_columns: Sequence[str], result_column: str = "value",
-                result_type: str = "long") -> Any:
-    """``df`` with the state's current value of each row's key in ``result_column`` (null where none).
+                result_type: str = "long", batch: Any = None) -> Any:
+    """``df`` with the state's value of each row's key in ``result_column`` (null where none).
 
     Trident's stateQuery with batch_retrieve: each partition reads all its distinct keys in one bulk read on its
     executor, and the values are joined back to the rows. ``result_type`` is the Spark SQL type of the values
-    (``"long"``, ``"double"``, ``"string"``...). Lazy, like any DataFrame: each action reads again.
+    (``"long"``, ``"double"``, ``"string"``...). Without ``batch``, the latest values. With ``batch`` (the batch
+    being processed, as given to persistent_aggregate), the reads are those of a state in that batch, as in
+    Trident: an OpaqueMap gives the value before the batch (never a replayed batch's earlier, partial attempt) and
+    refuses a key written by a later batch (StateOrderError) or another run (StateRunError); a TransactionalMap
+    gives the stored value. Lazy, like any DataFrame: each action reads again.
     """
     from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 
+    from kinesis_spout.state.maps import BatchedMap, SnapshottableMap
+
+    tx = _batch(df, batch, state) if batch is not None else None
     keys = _columns(df, key_columns, "key_columns")
     if result_column in df.columns:
         raise ConfigError(f"result_column {result_column!r} is already a column of the DataFrame; pick another name")
@@ -371,6 +367,10 @@ def state_query(df: Any, state: StateFactory, *, key_columns: Sequence[str], res
         wanted = list({tuple(r[c] for c in keys) for r in taken})
         st = state.make_state(index, 1)
         try:
+            if tx is not None and isinstance(st, (BatchedMap, SnapshottableMap)):
+                st.begin_commit(tx.txid, run=tx.run)
+            elif tx is not None and callable(getattr(st, "begin_commit", None)):
+                st.begin_commit(tx.txid)
             found = dict(zip(wanted, st.multi_get(wanted)))
         finally:
             close = getattr(st, "close", None)

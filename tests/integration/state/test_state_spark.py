@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 
 import pytest
@@ -12,6 +13,7 @@ from kinesis_spout.state import (
     OpaqueMap,
     SpoutKind,
     StatePairError,
+    StateRunError,
     Sum,
     TransactionalMap,
     TxBatch,
@@ -36,6 +38,11 @@ def backing(redis):
     return RedisBackingMap.factory(redis.url, namespace=f"t-{uuid.uuid4().hex[:10]}")
 
 
+def tx(txid, kind=SpoutKind.TRANSACTIONAL):
+    """A batch of this test's run (outside a streaming query a transactional or opaque map needs a named run)."""
+    return TxBatch(txid, kind, run="test")
+
+
 def read(factory, words):
     state = factory.make_state()
     try:
@@ -47,23 +54,23 @@ def read(factory, words):
 def test_persistent_aggregate_counts_and_a_replayed_txid_counts_once(spark, backing) -> None:
     counts = TransactionalMap.factory(backing)
     df = words_df(spark)
-    result = persistent_aggregate(df, 1, counts, group_by=["word"], aggregator=Count(), partitions=2)
+    result = persistent_aggregate(df, tx(1), counts, group_by=["word"], aggregator=Count(), partitions=2)
     assert (result.txid, result.kind, result.keys) == (1, SpoutKind.TRANSACTIONAL, 5)
     assert result.round_trips == 2 * result.partitions  # one bulk read and one bulk write per partition
-    persistent_aggregate(df, 1, counts, group_by=["word"], aggregator=Count())  # Spark replays batch 1
+    persistent_aggregate(df, tx(1), counts, group_by=["word"], aggregator=Count())  # Spark replays batch 1
     assert read(counts, ["the", "and", "cat", "dog", "bird"]) == {"the": 3, "and": 2, "cat": 1, "dog": 1, "bird": 1}
-    persistent_aggregate(words_df(spark, ["the"]), 2, counts, group_by=["word"], aggregator=Count())
+    persistent_aggregate(words_df(spark, ["the"]), tx(2), counts, group_by=["word"], aggregator=Count())
     assert read(counts, ["the"]) == {"the": 4}
 
 
 def test_opaque_map_recomputes_a_replay_that_differs(spark, backing) -> None:
     counts = OpaqueMap.factory(backing)
-    persistent_aggregate(words_df(spark), TxBatch(1, SpoutKind.OPAQUE), counts, group_by=["word"],
+    persistent_aggregate(words_df(spark), tx(1, SpoutKind.OPAQUE), counts, group_by=["word"],
                          aggregator=Count())
-    persistent_aggregate(words_df(spark, ["the", "cat"]), TxBatch(2, SpoutKind.OPAQUE), counts,
+    persistent_aggregate(words_df(spark, ["the", "cat"]), tx(2, SpoutKind.OPAQUE), counts,
                          group_by=["word"], aggregator=Count())
     # txid 2 replayed with other records: its first attempt no longer counts
-    persistent_aggregate(words_df(spark, ["the"]), TxBatch(2, SpoutKind.OPAQUE), counts, group_by=["word"],
+    persistent_aggregate(words_df(spark, ["the"]), tx(2, SpoutKind.OPAQUE), counts, group_by=["word"],
                          aggregator=Count())
     assert read(counts, ["the", "cat"]) == {"the": 4, "cat": 2}
 
@@ -93,7 +100,7 @@ def test_sum_a_combiner_of_ones_own_and_a_reducer(spark, backing) -> None:
                           (Longest(), {"t": 3, "c": 3, "a": 3, "d": 3, "b": 4}),
                           (Joined(), {"t": "ttt", "c": "c", "a": "aa", "d": "d", "b": "b"})):
         factory = OpaqueMap.factory(RedisBackingMap.factory(backing.url, namespace=f"{backing.namespace}-{agg!r}"[:60]))
-        persistent_aggregate(df, 1, factory, group_by=["first"], aggregator=agg)
+        persistent_aggregate(df, tx(1), factory, group_by=["first"], aggregator=agg)
         assert read(factory, list(expected)) == expected
 
 
@@ -115,7 +122,7 @@ def test_a_wrong_pair_is_refused_before_anything_is_written(spark, backing) -> N
 
 def test_state_query_joins_each_rows_value(spark, backing) -> None:
     counts = OpaqueMap.factory(backing)
-    persistent_aggregate(words_df(spark), 1, counts, group_by=["word"], aggregator=Count())
+    persistent_aggregate(words_df(spark), tx(1), counts, group_by=["word"], aggregator=Count())
     probe = spark.createDataFrame([("the",), ("bird",), ("zebra",), ("the",)], "word string").repartition(2)
     joined = state_query(probe, counts, key_columns=["word"], result_column="count")
     got = sorted((r["word"], r["count"]) for r in joined.collect())
@@ -130,16 +137,16 @@ def test_partition_persist_with_an_updater_on_memcached(spark, memcached) -> Non
 
     factory = TransactionalMap.factory(MemcachedBackingMap.factory(memcached.server,
                                                                    namespace=f"t-{uuid.uuid4().hex[:10]}"))
-    result = partition_persist(words_df(spark), 1, factory, LastLength(), partition_by=["word"])
+    result = partition_persist(words_df(spark), tx(1), factory, LastLength(), partition_by=["word"])
     assert result.keys == len(WORDS)
     assert read(factory, ["the", "bird"]) == {"the": 3, "bird": 4}
 
 
 def test_bad_arguments_are_clear_errors(spark, backing) -> None:
     with pytest.raises(ValueError, match="group_by names columns .*'nope'"):
-        persistent_aggregate(words_df(spark), 1, OpaqueMap.factory(backing), group_by=["nope"], aggregator=Count())
+        persistent_aggregate(words_df(spark), tx(1), OpaqueMap.factory(backing), group_by=["nope"], aggregator=Count())
     with pytest.raises(ValueError, match="combiner .* or a reducer"):
-        persistent_aggregate(words_df(spark), 1, OpaqueMap.factory(backing), group_by=["word"], aggregator=len)
+        persistent_aggregate(words_df(spark), tx(1), OpaqueMap.factory(backing), group_by=["word"], aggregator=len)
 
 
 class Crash(BaseException):
@@ -228,8 +235,8 @@ def row_by_row():
 def test_partition_persist_row_by_row_counts_every_row(spark, backing, cls) -> None:
     counts = cls.factory(backing)
     df = words_df(spark, ["a", "a", "a", "b"], parts=1)
-    partition_persist(df, 1, counts, row_by_row(), partition_by=["word"], partitions=2)
-    partition_persist(df, 1, counts, row_by_row(), partition_by=["word"], partitions=2)  # Spark replays batch 1
+    partition_persist(df, tx(1), counts, row_by_row(), partition_by=["word"], partitions=2)
+    partition_persist(df, tx(1), counts, row_by_row(), partition_by=["word"], partitions=2)  # Spark replays batch 1
     assert read(counts, ["a", "b"]) == {"a": 3, "b": 1}
 
 
@@ -240,7 +247,71 @@ def test_partition_persist_a_key_in_two_partitions(spark, backing) -> None:
     assert [sorted(r.word for r in p) for p in df.rdd.glom().collect()] == [["a", "a"], ["a", "b"]]
     counts = OpaqueMap.factory(backing)
     for _ in range(2):  # the batch and its replay
-        partition_persist(df, TxBatch(1, SpoutKind.OPAQUE), counts, row_by_row(), partitions=2)
+        partition_persist(df, tx(1, SpoutKind.OPAQUE), counts, row_by_row(), partitions=2)
         assert read(counts, ["a", "b"]) == {"a": 3, "b": 1}
     with pytest.raises(ValueError, match="TransactionalMap needs partition_by"):
-        partition_persist(df, 1, TransactionalMap.factory(backing), row_by_row())
+        partition_persist(df, tx(1), TransactionalMap.factory(backing), row_by_row())
+
+
+@pytest.mark.parametrize("cls", [TransactionalMap, OpaqueMap])
+def test_a_loop_of_bare_batch_ids_is_refused_and_a_named_run_counts_right(spark, backing, cls) -> None:
+    """A user's own loop passing 0, 1 as batches, run twice: the second run's ids would be taken for replays of
+    the first and its counts silently lost. Refused before anything is written; a named run (TxBatch with run)
+    counts, replays and goes on counting in its namespace, and another run is refused there."""
+    counts = cls.factory(backing)
+    batches = [["b", "c"], ["a", "a", "d"]]
+    words = ["a", "b", "c", "d"]
+
+    def loop(batch_of, first=0):
+        for txid, batch_words in enumerate(batches, start=first):
+            persistent_aggregate(words_df(spark, batch_words), batch_of(txid), counts, group_by=["word"],
+                                 aggregator=Count())
+
+    refused = []
+    for _ in range(2):  # the loop, run twice
+        try:
+            loop(lambda txid: txid)
+        except StateRunError as exc:
+            refused.append(str(exc))
+    assert read(counts, words) == dict.fromkeys(words)  # nothing of either run written
+    assert len(refused) == 2
+    assert re.search(r"batch 0 is a bare batch id outside a streaming query.*"
+                     r"TxBatch\(0, SpoutKind\.TRANSACTIONAL, run=", refused[0])
+    with pytest.raises(StateRunError, match=r"TxBatch without a run.*run="):
+        persistent_aggregate(words_df(spark), TxBatch(0, SpoutKind.TRANSACTIONAL), counts, group_by=["word"],
+                             aggregator=Count())
+    with pytest.raises(StateRunError, match="bare batch id"):
+        partition_persist(words_df(spark), 0, counts, row_by_row(), partition_by=["word"])
+
+    nightly = lambda txid: TxBatch(txid, SpoutKind.TRANSACTIONAL, run="nightly")  # noqa: E731
+    loop(nightly)
+    persistent_aggregate(words_df(spark, batches[1]), nightly(1), counts, group_by=["word"],
+                         aggregator=Count())  # a replay of txid 1 (after a crash, say): counted once
+    assert read(counts, words) == {"a": 2, "b": 1, "c": 1, "d": 1}
+    loop(nightly, first=2)  # the run goes on in its namespace with the txids after its last
+    assert read(counts, words) == {"a": 4, "b": 2, "c": 2, "d": 2}
+    with pytest.raises(StateRunError, match="belongs to run 'nightly'"):
+        loop(lambda txid: TxBatch(txid, SpoutKind.TRANSACTIONAL, run="another"))
+    assert read(counts, words) == {"a": 4, "b": 2, "c": 2, "d": 2}
+    persistent_aggregate(words_df(spark, ["x"]), 0, NonTransactionalMap.factory(
+        RedisBackingMap.factory(backing.url, namespace=f"{backing.namespace}-plain")), group_by=["word"],
+        aggregator=Count())  # at-least-once, no txids: a bare id is accepted
+
+
+def test_state_query_in_a_batch_reads_the_value_before_the_batch(spark, backing) -> None:
+    """Trident's stateQuery reads in the batch: a replay of batch 1 reads what was there before batch 1 (its earlier
+    attempt's counts are not seen); batch 2 reads batch 1's counts; without a batch, the latest values."""
+    counts = OpaqueMap.factory(backing)
+    first = TxBatch(1, SpoutKind.TRANSACTIONAL, run="r")
+    persistent_aggregate(words_df(spark, ["the", "cat", "the"]), first, counts, group_by=["word"], aggregator=Count())
+    probe = spark.createDataFrame([("the",), ("cat",), ("dog",)], "word string").repartition(2)
+
+    def query(batch):
+        joined = state_query(probe, counts, key_columns=["word"], result_column="count", batch=batch)
+        return {r["word"]: r["count"] for r in joined.collect()}
+
+    assert query(first) == {"the": None, "cat": None, "dog": None}
+    assert query(TxBatch(2, SpoutKind.TRANSACTIONAL, run="r")) == {"the": 2, "cat": 1, "dog": None}
+    assert query(None) == {"the": 2, "cat": 1, "dog": None}
+    with pytest.raises(StateRunError, match="bare batch id"):
+        query(1)

@@ -180,6 +180,8 @@ def test_snapshottable_map_keeps_a_global_value(backing) -> None:
     total.begin_commit(1)  # a replay of txid 1 with another partial
     assert total.update(plus(7)) == 7
     total.set(9)
+    assert total.get() is None  # an opaque read during batch 1: the value before batch 1 (Storm's rule)
+    total.commit(1)
     assert total.get() == 9
 
 
