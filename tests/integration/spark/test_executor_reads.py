@@ -42,6 +42,7 @@ from .support import (
     load,
     message_ids,
     read_partition,
+    source_options,
     stored_checkpoints,
 )
 
@@ -334,12 +335,13 @@ def delete_stream(client: Any, stream: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("read_mode", ["executors", "driver"])  # one rule, both read modes
 def test_a_stream_deleted_or_re_created_while_the_query_was_stopped_is_an_error_saying_what_to_do(
-        spark: Any, kinesalite: KinesisEndpoint, zookeeper: Any, tmp_path: Path) -> None:
+        read_mode: str, spark: Any, kinesalite: KinesisEndpoint, zookeeper: Any, tmp_path: Path) -> None:
     stream = kinesalite.create_stream(shards=2)
     client = kinesalite.client()
     placed = kinesalite.put(stream, [f"old-{i}".encode() for i in range(20)])
-    options = executor_options(kinesalite, zookeeper, stream)
+    options = source_options(kinesalite, zookeeper, stream, readMode=read_mode)
     df = load(spark, options)
     first, query = run_available_now(spark, df, tmp_path / "checkpoint")
     assert query.exception() is None and sorted(m for ids in first.values() for m in ids) == \
