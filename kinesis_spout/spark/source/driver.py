@@ -163,7 +163,13 @@ class KinesisSpoutStreamReader(PlannedReader[DriverPlanner], DataSourceStreamRea
         """The batch's partitions: the records ``latestOffset`` read and kept, several shards' to a partition up to
         ``recordsPerPartition`` records (:func:`~kinesis_spout.spark.source.packing.pack`; a shard's records are
         never split); a shard whose records were not kept here (a batch replayed after a restart) is a partition
-        of its own that its task reads from Kinesis."""
+        of its own that its task reads from Kinesis. A stream deleted under the query: as in :meth:`latestOffset`."""
+        try:
+            return self._partitions(start, end)
+        except KinesisError as exc:
+            raise stream_gone(exc, self.config, KNOWN_ON_DRIVER) from exc
+
+    def _partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InputPartition]:
         first, last = parse_offset(start, "start offset"), parse_offset(end, "end offset")
         kept: list[tuple[tuple[str, str, str, list[Record]], int, int]] = []
         out: list[InputPartition] = []

@@ -36,6 +36,7 @@ from kinesis_spout.testing.spark import quick_start_env
 from .support import (
     APP,
     CONSUMER,
+    delete_stream,
     drive,
     executor_options,
     last_by_shard,
@@ -321,19 +322,6 @@ def test_a_stream_resharded_while_the_query_was_stopped_goes_on_children_after_p
         assert child_batches and max(parent_batches) < min(child_batches), f"{child} was read before its parents"
 
 
-def delete_stream(client: Any, stream: str) -> None:
-    client.delete_stream(StreamName=stream)
-
-    def gone() -> bool:
-        try:
-            client.describe_stream_summary(StreamName=stream)
-        except client.exceptions.ResourceNotFoundException:
-            return True
-        return False
-
-    assert wait_until(gone, 30), f"stream {stream} was not deleted"
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("read_mode", ["executors", "driver"])  # one rule, both read modes
 def test_a_stream_deleted_or_re_created_while_the_query_was_stopped_is_an_error_saying_what_to_do(
@@ -381,6 +369,9 @@ def test_a_deleted_stream_stops_the_planner_and_the_tasks_with_what_to_do(kinesa
     with pytest.raises(StreamNotFoundError, match=f"stream '{stream}' does not exist .*its checkpoint location "
                                                   f"holds batch 0.*was it deleted\\?.*new appName"):
         restarted.latestOffset(end, ReadMaxRows(10))
+    with pytest.raises(StreamNotFoundError, match=f"stream '{stream}' does not exist .*batch 0 was planned on it"
+                                                  r".*was it deleted\?"):
+        restarted.partitions(start, end)  # a restart replays the batch it had planned: the stream is gone
     reader.stop()
     restarted.stop()
 
