@@ -5,10 +5,12 @@ source refuses ``metricsPort``, which neither kind of read serves, saying where 
 from __future__ import annotations
 
 import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from kinesis_spout import ConfigError
 from kinesis_spout.spark.offsets import parse_source_options
-from kinesis_spout.spark.source import parse_batch_options
+from kinesis_spout.spark.source import KinesisSpoutDataSource, parse_batch_options
+from kinesis_spout.spark.source.datasource import RefusedStreamReader
 
 STREAM = {"streamName": "s", "appName": "a", "zookeeper": "127.0.0.1:2181"}
 
@@ -56,3 +58,29 @@ def test_metrics_port_is_refused_saying_where_a_stream_reads_figures_are(parse: 
 
 def test_metrics_port_none_is_no_port_and_is_accepted() -> None:
     parse_source_options({**STREAM, "metricsPort": "none"})
+
+
+def test_load_refuses_a_batch_reads_time_next_to_a_stream_reads_options_saying_what_each_kind_would_do() -> None:
+    source = KinesisSpoutDataSource({"streamname": "s", "appname": "a", "readmode": "driver",
+                                     "startingtimestamp": "2026-11-22T10:00:00Z"})
+    with pytest.raises(ConfigError) as caught:
+        source.schema()  # what Spark runs at load()
+    text = str(caught.value)
+    assert "option 'startingtimestamp' is an option of batch reads" in text and "'initialTimestamp'" in text
+    assert "(If this is a batch read, spark.read, leave out 'appname', 'readmode':" in text, text
+
+
+def test_load_refuses_a_stream_read_without_app_name_when_its_options_show_a_stream_read() -> None:
+    with pytest.raises(ConfigError, match=r"^option 'appName' is required by a stream read.*leave out 'zookeeper'"):
+        KinesisSpoutDataSource({"streamname": "s", "zookeeper": "127.0.0.1:2181"}).schema()
+
+
+def test_a_stream_read_load_could_not_tell_from_a_batch_read_is_refused_by_the_readers_first_call() -> None:
+    source = KinesisSpoutDataSource({"streamname": "s", "startingtimestamp": "2026-11-22T10:00:00Z"})
+    reader = source.streamReader(None)  # Spark, at start(): raising here would be buried by PySpark
+    assert isinstance(reader, RefusedStreamReader)
+    for call in (reader.initialOffset, reader.getDefaultReadLimit, reader.prepareForTriggerAvailableNow,
+                 lambda: reader.latestOffset({}, ReadAllAvailable())):
+        with pytest.raises(ConfigError, match="option 'startingtimestamp' is an option of batch reads"):
+            call()
+    reader.stop()
