@@ -20,7 +20,9 @@ connector option                         here                     note
 ``kinesis.stsRoleArn``                   ``awsRoleArn``           a role to assume (``awsExternalId`` if asked)
 ``kinesis.stsSessionName``               ``awsRoleSessionName``
 ``kinesis.stsEndpointUrl``               ``awsStsEndpointUrl``
-``kinesis.consumerType``                 (none)                   ``GetRecords`` only (no enhanced fan-out yet)
+``kinesis.consumerType``                 ``retrieval``            ``GetRecords`` is ``polling``, ``SubscribeToShard``
+                                                                  is ``fanout`` (enhanced fan-out)
+``kinesis.consumerName``                 ``consumerName``         the fan-out consumer; refused on a polling read
 =======================================  =======================  ==================================================
 
 Options of Spark's Kafka source (``startingOffsets``, ``maxOffsetsPerTrigger``, ``failOnDataLoss``, ``subscribe``,
@@ -33,7 +35,7 @@ from typing import Mapping
 
 from kinesis_spout.errors import ConfigError
 
-__all__ = ["ALIASES", "KAFKA", "REFUSED", "resolve_aliases"]
+__all__ = ["ALIASES", "CONSUMER_TYPES", "KAFKA", "REFUSED", "resolve_aliases"]
 
 #: connector option (lower case) -> this source's option
 ALIASES: dict[str, str] = {
@@ -48,7 +50,12 @@ ALIASES: dict[str, str] = {
     "kinesis.stsrolearn": "awsRoleArn",
     "kinesis.stssessionname": "awsRoleSessionName",
     "kinesis.stsendpointurl": "awsStsEndpointUrl",
+    "kinesis.consumertype": "retrieval",
+    "kinesis.consumername": "consumerName",
 }
+
+#: ``kinesis.consumerType`` values (lower case) -> ``retrieval``
+CONSUMER_TYPES: dict[str, str] = {"getrecords": "polling", "subscribetoshard": "fanout"}
 
 #: connector options whose meaning differs here (lower case) -> what to use instead
 REFUSED: dict[str, str] = {
@@ -61,7 +68,6 @@ REFUSED: dict[str, str] = {
                                      "checkpoints in ZooKeeper (options zookeeper, appName)",
     "kinesis.metadatapath": "batch metadata lives in Spark's checkpoint location; checkpoints in ZooKeeper "
                             "(options zookeeper, appName)",
-    "kinesis.consumername": "enhanced fan-out (SubscribeToShard) is not supported yet",
 }
 
 
@@ -125,11 +131,6 @@ def resolve_aliases(options: Mapping[str, str]) -> dict[str, str]:
             raise ConfigError(f"option {name!r} of the AWS Scala connector has no equivalent here: {REFUSED[lowered]}")
         if lowered in KAFKA:
             raise ConfigError(f"option {name!r} is Kafka's, not this source's: {KAFKA[lowered]}")
-        if lowered == "kinesis.consumertype":
-            if str(value).strip().lower() != "getrecords":
-                raise ConfigError(f"option {name!r}: only GetRecords is supported (enhanced fan-out with "
-                                  f"SubscribeToShard is not yet), got {value!r}")
-            continue
         if lowered not in ALIASES:
             out[name] = value
             continue
@@ -137,10 +138,34 @@ def resolve_aliases(options: Mapping[str, str]) -> dict[str, str]:
             translated = _starting_position(name, value)
         elif lowered == "kinesis.describeshardinterval":
             translated = {ALIASES[lowered]: _duration_s(name, value)}
+        elif lowered == "kinesis.consumertype":
+            translated = {ALIASES[lowered]: _consumer_type(name, value)}
         else:
             translated = {ALIASES[lowered]: value}
         for target, text in translated.items():
             if target.lower() in given:
                 raise ConfigError(f"options {name!r} and {given[target.lower()]!r} both set {target}; keep one")
             out[target] = text
+    _check_consumer_name(options, out)
     return out
+
+
+def _consumer_type(option: str, value: str) -> str:
+    retrieval = CONSUMER_TYPES.get(str(value).strip().lower())
+    if retrieval is None:
+        raise ConfigError(f"option {option!r} must be GetRecords (polling) or SubscribeToShard (enhanced fan-out), "
+                          f"got {value!r}")
+    return retrieval
+
+
+def _check_consumer_name(options: Mapping[str, str], out: Mapping[str, str]) -> None:
+    """Refuse the connector's ``kinesis.consumerName`` on a read that polls: there it would name nothing (fan-out is
+    billed per consumer, so it is never turned on by a name alone)."""
+    name = next((str(n) for n in options if str(n).lower() == "kinesis.consumername"), None)
+    if name is None:
+        return
+    retrieval = next((str(v).strip().lower() for k, v in out.items() if k.lower() == "retrieval"), "polling")
+    if retrieval != "fanout":
+        raise ConfigError(f"option {name!r} names an enhanced fan-out consumer, but this read polls (GetRecords): "
+                          f"add .option('kinesis.consumerType', 'SubscribeToShard') (or this source's "
+                          f".option('retrieval', 'fanout')) to read through the consumer, or leave {name!r} out")

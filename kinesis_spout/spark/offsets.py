@@ -109,11 +109,17 @@ def parse_source_options(options: Mapping[str, str]) -> tuple[SpoutConfig, Sourc
     Who calls: the data source (``schema()``, to fail at ``load()``) and the stream reader's constructor. Spark
     hands Python data sources their options with lower-cased names, so names match case-insensitively and are
     given to :meth:`SpoutConfig.from_options` (the one parser of string options) under their canonical spelling.
-    Raises ``ConfigError`` naming the option.
+    Raises ``ConfigError`` naming the option: a batch read's option (``startingTimestamp``...) or no ``appName`` with
+    what a stream read does instead, and ``metricsPort``, which the source does not serve
+    (:mod:`kinesis_spout.spark.batch_options`).
     """
     from kinesis_spout.spark.aliases import resolve_aliases
+    from kinesis_spout.spark.batch_options import metrics_port_problem, stream_read_problem
 
     options = resolve_aliases(options)
+    problem = metrics_port_problem(options) or stream_read_problem(options)
+    if problem is not None:
+        raise problem
     canonical = {name.lower(): name for name in (*OPTION_NAMES, *SOURCE_ONLY_OPTIONS)}
     spout_options: dict[str, str] = {}
     limits: dict[str, int] = {}

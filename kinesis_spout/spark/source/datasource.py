@@ -16,20 +16,22 @@ Spark runs a data source's driver side in a Python process of its own, which can
 from __future__ import annotations
 
 import logging
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Iterator, NoReturn, Sequence
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 
 from kinesis_spout.config import SpoutConfig
-from kinesis_spout.errors import StreamNotFoundError
+from kinesis_spout.errors import ConfigError, StreamNotFoundError
 from kinesis_spout.kinesis.client import make_client, translate
+from kinesis_spout.spark.batch_options import STREAM_SIGNS, given, load_problem
 from kinesis_spout.spark.offsets import choose_read_mode, parse_source_options, unused_options
 from kinesis_spout.spark.schema import SCHEMA_DDL
 from kinesis_spout.spark.source.batch import KinesisBatchReader, parse_batch_options
 from kinesis_spout.spark.source.driver import KinesisSpoutStreamReader
 from kinesis_spout.spark.source.executor import ExecutorStreamReader
 
-__all__ = ["KinesisSpoutDataSource", "check_stream_exists", "register"]
+__all__ = ["KinesisSpoutDataSource", "RefusedStreamReader", "check_stream_exists", "register"]
 
 log = logging.getLogger("kinesis_spout.spark")
 
@@ -52,9 +54,20 @@ class KinesisSpoutDataSource(DataSource):
     def schema(self) -> str:
         """Called by Spark at ``load()``: validates the options there, so a bad one fails before the query.
 
-        ``load()`` serves ``spark.read`` and ``spark.readStream`` alike, so the batch-read options are accepted and
-        ``appName`` is not required here; a stream query without ``appName`` fails at ``start()``."""
-        config, _, _ = parse_batch_options(self.options)
+        At ``load()`` Spark runs only the constructor and this method, in a Python worker, with the same options for
+        ``spark.read`` and ``spark.readStream``: nothing says which kind of read it is. Options that only a stream
+        read acts on (``appName``, ``zookeeper``, ``initialPosition``, ``readMode``, a trigger limit...: see
+        :data:`~kinesis_spout.spark.batch_options.STREAM_SIGNS`) make it a stream read, checked as one (a batch
+        read's ``startingTimestamp`` is refused with the stream's way to start at a time, a missing ``appName``
+        named); other options are checked as a batch read's, and a stream read with them is refused when its query
+        starts (:meth:`streamReader`)."""
+        problem = load_problem(self.options)
+        if problem is not None:
+            raise problem
+        if given(self.options, STREAM_SIGNS):
+            config, _ = parse_source_options(self.options)
+        else:
+            config, _, _ = parse_batch_options(self.options)
         check_stream_exists(config)
         unused = unused_options(self.options)
         if unused:
@@ -67,8 +80,15 @@ class KinesisSpoutDataSource(DataSource):
         return KinesisBatchReader(self.options)
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        """The reader of the ``readMode`` option: ``driver``, ``executors``, or ``auto`` (by the Spark master)."""
-        cfg, limits = parse_source_options(self.options)
+        """The reader of the ``readMode`` option: ``driver``, ``executors``, or ``auto`` (by the Spark master).
+
+        Who calls: Spark, when the query starts. Options a stream read refuses that ``load()`` took for a batch
+        read's give a :class:`RefusedStreamReader`, which fails the query with the refusal (raised here, PySpark
+        4.3 would bury it under an ``UnboundLocalError`` of its own)."""
+        try:
+            cfg, limits = parse_source_options(self.options)
+        except ConfigError as exc:
+            return RefusedStreamReader(str(exc))
         mode = choose_read_mode(limits.read_mode, self.spark_master)
         if limits.read_mode == "auto":
             log.info("readMode auto: %s (Spark master %s); set the option readMode to choose", mode,
@@ -89,6 +109,41 @@ class KinesisSpoutDataSource(DataSource):
         from kinesis_spout.spark.sink import make_writer
 
         return make_writer(self.options, schema, overwrite, streaming=True)
+
+
+class RefusedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The stream reader of options a stream read refuses: every call Spark makes raises the refusal, a
+    ``ConfigError`` with ``message`` (the first call fails the query with it). ``stop()`` does nothing."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def _refuse(self) -> NoReturn:
+        raise ConfigError(self.message)
+
+    def initialOffset(self) -> dict[str, Any]:
+        self._refuse()
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        self._refuse()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        self._refuse()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._refuse()
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        self._refuse()
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        self._refuse()
+
+    def commit(self, end: dict[str, Any]) -> None:
+        self._refuse()
+
+    def stop(self) -> None:
+        return None
 
 
 def register(spark: Any) -> type[KinesisSpoutDataSource]:

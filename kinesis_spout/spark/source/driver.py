@@ -24,6 +24,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 
 from kinesis_spout.config import MIN_POLL_INTERVAL_S
+from kinesis_spout.errors import KinesisError
 from kinesis_spout.kinesis.shards import HashKeyRange
 from kinesis_spout.positions import TRIM_HORIZON, Position
 from kinesis_spout.records import Record, records_bytes
@@ -43,11 +44,14 @@ from kinesis_spout.spark.source.planning import (
     default_read_limit,
     read_budget,
 )
-from kinesis_spout.spark.source.shard_reads import read_range
+from kinesis_spout.spark.source.shard_reads import read_range, stream_gone
 
 __all__ = ["KeptRecords", "KinesisSpoutStreamReader", "ShardRange"]
 
 log = logging.getLogger("kinesis_spout.spark")
+
+#: Why a driver-read query knows its stream, in the error of a stream deleted under it (:func:`stream_gone`).
+KNOWN_ON_DRIVER = "its checkpoint location or the app's ZooKeeper checkpoints hold positions in it"
 
 
 
@@ -127,8 +131,15 @@ class KinesisSpoutStreamReader(PlannedReader[DriverPlanner], DataSourceStreamRea
         Who calls: Spark, only after every batch up to ``start`` completed, so ``start`` is written to ZooKeeper
         first (this is also how the last batch of an AvailableNow run reaches ZooKeeper). On an idle stream it
         waits IDLE_WAIT_S for new records before answering (Spark would otherwise ask again every 10 ms); under
-        AvailableNow it waits until there is a batch or the run is complete.
+        AvailableNow it waits until there is a batch or the run is complete. A stream that was deleted (or deleted
+        and re-created) under the query is an error that says what to do (:func:`stream_gone`, as executor reads).
         """
+        try:
+            return self._latest_offset(start, limit)
+        except KinesisError as exc:
+            raise stream_gone(exc, self.config, KNOWN_ON_DRIVER) from exc
+
+    def _latest_offset(self, start: dict[str, str], limit: ReadLimit) -> dict[str, str]:
         positions = parse_offset(start, "start offset")
         self._planning.save(positions, force=False)
         self._planner.forget_kept(positions)
@@ -152,7 +163,13 @@ class KinesisSpoutStreamReader(PlannedReader[DriverPlanner], DataSourceStreamRea
         """The batch's partitions: the records ``latestOffset`` read and kept, several shards' to a partition up to
         ``recordsPerPartition`` records (:func:`~kinesis_spout.spark.source.packing.pack`; a shard's records are
         never split); a shard whose records were not kept here (a batch replayed after a restart) is a partition
-        of its own that its task reads from Kinesis."""
+        of its own that its task reads from Kinesis. A stream deleted under the query: as in :meth:`latestOffset`."""
+        try:
+            return self._partitions(start, end)
+        except KinesisError as exc:
+            raise stream_gone(exc, self.config, KNOWN_ON_DRIVER) from exc
+
+    def _partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InputPartition]:
         first, last = parse_offset(start, "start offset"), parse_offset(end, "end offset")
         kept: list[tuple[tuple[str, str, str, list[Record]], int, int]] = []
         out: list[InputPartition] = []
@@ -198,4 +215,7 @@ class KinesisSpoutStreamReader(PlannedReader[DriverPlanner], DataSourceStreamRea
                hash_range: HashKeyRange | None = None) -> list[Record]:
         """Read exactly the records of ``(start, end]`` of a shard from Kinesis (a batch replayed after a restart),
         with the worker process's client. Who calls: ``read``, on an executor."""
-        return read_range(WORKER_CLIENTS.kinesis(self.config), self.config, shard_id, start, end, hash_range)
+        try:
+            return read_range(WORKER_CLIENTS.kinesis(self.config), self.config, shard_id, start, end, hash_range)
+        except KinesisError as exc:
+            raise stream_gone(exc, self.config, "a batch was planned on it") from exc

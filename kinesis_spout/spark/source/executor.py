@@ -100,8 +100,15 @@ class ExecutorStreamReader(PlannedReader[ExecutorPlanner], DataSourceStreamReade
         """One task per shard of the planned batch that is not finished (the tasks read; nothing is carried). With
         ``retrieval=fanout`` the app's consumer is registered (or found) here, and the task of each shard that was
         behind its tip subscribes; the others ask GetRecords (a subscription per batch for a shard with little to
-        read would only wait out Kinesis' 5 s between subscriptions)."""
+        read would only wait out Kinesis' 5 s between subscriptions). A stream deleted under the query: as in
+        :meth:`latestOffset`."""
         planned = PlannedBatch.parse(end, "end offset")
+        try:
+            return self._partitions(planned)
+        except KinesisError as exc:
+            raise stream_gone(exc, self.config, f"batch {planned.batch} was planned on it") from exc
+
+    def _partitions(self, planned: PlannedBatch) -> Sequence[InputPartition]:
         cutoff = planned.cutoff.isoformat() if planned.cutoff is not None else None
         consumer = self._planning.consumer_arn() if self.config.retrieval == "fanout" else None
         at_tip = self._planner.at_tip(planned.batch)  # fan-out: these are read with GetRecords, not subscribed

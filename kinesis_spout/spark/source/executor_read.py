@@ -16,7 +16,6 @@ from typing import Any, Callable
 from pyspark.sql.datasource import InputPartition
 
 from kinesis_spout.config import SpoutConfig
-from kinesis_spout.errors import KinesisError, StreamNotFoundError
 from kinesis_spout.kinesis.getter import FetchResult
 from kinesis_spout.kinesis.shards import HashKeyRange
 from kinesis_spout.kinesis.subscription import RESUBSCRIBE_S
@@ -28,6 +27,7 @@ from kinesis_spout.spark.source.shard_reads import (
     read_range,
     shard_getter,
     skip_consumed,
+    stream_gone,
     subscribed_getter,
 )
 
@@ -62,33 +62,6 @@ class ShardTask(InputPartition):
 
     def __repr__(self) -> str:
         return f"ShardTask(batch {self.batch}, {self.shard_id} after {self.start})"
-
-
-def stream_gone(exc: KinesisError, cfg: SpoutConfig, known: str) -> KinesisError:
-    """``exc`` as it is, or, when it says the stream is gone or is not the one this query read (it was deleted,
-    maybe re-created, while the query was stopped), an error of the same kind that says so and what to do."""
-    where = f"endpoint {cfg.endpoint_url}" if cfg.endpoint_url else f"region {cfg.region or 'default'}"
-    fix = (f"Its records are gone: start the query with a new checkpoint location, and with a new appName or after "
-           f"resetting app {cfg.app_name!r}'s ZooKeeper checkpoints (`kinesis-spout checkpoints reset`), which hold "
-           f"positions in the old stream")
-    text = str(exc)
-    if isinstance(exc, StreamNotFoundError) and "Shard " in text:  # a shard: Kinesis says the same when it expired
-        return StreamNotFoundError(
-            f"a shard of stream {cfg.stream_name!r} at {where} does not exist, but this query read it ({known}): "
-            f"was the stream deleted, or is the shard older than the stream's retention? If the stream was "
-            f"deleted: {fix}. [{exc}]", code=exc.code)
-    if isinstance(exc, StreamNotFoundError):
-        return StreamNotFoundError(
-            f"stream {cfg.stream_name!r} does not exist at {where}, but this query read it ({known}): was it "
-            f"deleted? {fix}. (If it was not deleted, check the options streamName, region and endpointUrl.) "
-            f"[{exc}]", code=exc.code)
-    if exc.code == "InvalidArgumentException" and ("did not come from this stream" in text
-                                                   or "StartingSequenceNumber" in text):
-        return KinesisError(
-            f"stream {cfg.stream_name!r} at {where} is not the stream this query read ({known}): Kinesis says a "
-            f"position of it does not come from this stream, so the stream was deleted and re-created. {fix}. "
-            f"[{exc}]", code=exc.code)
-    return exc
 
 
 def read_shard_batch(client: Any, store: Any, cfg: SpoutConfig, task: ShardTask) -> list[Record]:

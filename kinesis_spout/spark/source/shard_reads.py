@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from kinesis_spout.config import MIN_POLL_INTERVAL_S, SpoutConfig
-from kinesis_spout.errors import KinesisError
+from kinesis_spout.errors import KinesisError, StreamNotFoundError
 from kinesis_spout.kinesis.getter import PacedGetter, ShardGetter
 from kinesis_spout.kinesis.shards import HashKeyRange
 from kinesis_spout.kinesis.subscription import FanOutGetter, WaitingFanOut
@@ -20,7 +20,8 @@ from kinesis_spout.positions import Position
 from kinesis_spout.records import Record
 from kinesis_spout.spark.offsets import consumed, in_range, range_is_empty
 
-__all__ = ["MAX_RETRIES", "paced_getter", "read_range", "shard_getter", "skip_consumed", "subscribed_getter"]
+__all__ = ["MAX_RETRIES", "paced_getter", "read_range", "shard_getter", "skip_consumed", "stream_gone",
+           "subscribed_getter"]
 
 #: Retriable errors (throttling, 5xx, lost connections) in a row before a shard's read fails the query.
 MAX_RETRIES = 30
@@ -93,3 +94,34 @@ def read_range(client: Any, cfg: SpoutConfig, shard_id: str, start: Position, en
                 f"shard has no more records after {out[-1].sequence_number if out else start.encode()}; was "
                 f"the stream re-created or did the records expire? Start the query afresh (new checkpoint "
                 f"location) to continue from ZooKeeper's checkpoints")
+
+
+def stream_gone(exc: KinesisError, cfg: SpoutConfig, known: str) -> KinesisError:
+    """``exc`` as it is, or, when it says the stream is gone or is not the one this query read (it was deleted,
+    maybe re-created, while the query was stopped), an error of the same kind that says so and what to do.
+
+    The one rule of both read modes. Who calls: each stream reader around its planning on the driver (``known``
+    says why the query knows the stream: its checkpoint location's batch, or that it started on it) and around a
+    task's read or replay on an executor (the batch planned on it)."""
+    where = f"endpoint {cfg.endpoint_url}" if cfg.endpoint_url else f"region {cfg.region or 'default'}"
+    fix = (f"Its records are gone: start the query with a new checkpoint location, and with a new appName or after "
+           f"resetting app {cfg.app_name!r}'s ZooKeeper checkpoints (`kinesis-spout checkpoints reset`), which hold "
+           f"positions in the old stream")
+    text = str(exc)
+    if isinstance(exc, StreamNotFoundError) and "Shard " in text:  # a shard: Kinesis says the same when it expired
+        return StreamNotFoundError(
+            f"a shard of stream {cfg.stream_name!r} at {where} does not exist, but this query read it ({known}): "
+            f"was the stream deleted, or is the shard older than the stream's retention? If the stream was "
+            f"deleted: {fix}. [{exc}]", code=exc.code)
+    if isinstance(exc, StreamNotFoundError):
+        return StreamNotFoundError(
+            f"stream {cfg.stream_name!r} does not exist at {where}, but this query read it ({known}): was it "
+            f"deleted? {fix}. (If it was not deleted, check the options streamName, region and endpointUrl.) "
+            f"[{exc}]", code=exc.code)
+    if exc.code == "InvalidArgumentException" and ("did not come from this stream" in text
+                                                   or "StartingSequenceNumber" in text):
+        return KinesisError(
+            f"stream {cfg.stream_name!r} at {where} is not the stream this query read ({known}): Kinesis says a "
+            f"position of it does not come from this stream, so the stream was deleted and re-created. {fix}. "
+            f"[{exc}]", code=exc.code)
+    return exc

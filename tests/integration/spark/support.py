@@ -131,3 +131,17 @@ def drive(reader: ExecutorStreamReader, start: dict[str, Any], limit: Any, max_b
         reader.commit(end)
         start = end
     raise AssertionError(f"no end after {max_batches} batches")
+
+
+def delete_stream(client: Any, stream: str) -> None:
+    """Delete ``stream`` and wait until Kinesis says it does not exist."""
+    client.delete_stream(StreamName=stream)
+
+    def gone() -> bool:
+        try:
+            client.describe_stream_summary(StreamName=stream)
+        except client.exceptions.ResourceNotFoundException:
+            return True
+        return False
+
+    assert wait_until(gone, 30), f"stream {stream} was not deleted"

@@ -36,12 +36,14 @@ from kinesis_spout.testing.spark import quick_start_env
 from .support import (
     APP,
     CONSUMER,
+    delete_stream,
     drive,
     executor_options,
     last_by_shard,
     load,
     message_ids,
     read_partition,
+    source_options,
     stored_checkpoints,
 )
 
@@ -320,26 +322,14 @@ def test_a_stream_resharded_while_the_query_was_stopped_goes_on_children_after_p
         assert child_batches and max(parent_batches) < min(child_batches), f"{child} was read before its parents"
 
 
-def delete_stream(client: Any, stream: str) -> None:
-    client.delete_stream(StreamName=stream)
-
-    def gone() -> bool:
-        try:
-            client.describe_stream_summary(StreamName=stream)
-        except client.exceptions.ResourceNotFoundException:
-            return True
-        return False
-
-    assert wait_until(gone, 30), f"stream {stream} was not deleted"
-
-
 @pytest.mark.slow
+@pytest.mark.parametrize("read_mode", ["executors", "driver"])  # one rule, both read modes
 def test_a_stream_deleted_or_re_created_while_the_query_was_stopped_is_an_error_saying_what_to_do(
-        spark: Any, kinesalite: KinesisEndpoint, zookeeper: Any, tmp_path: Path) -> None:
+        read_mode: str, spark: Any, kinesalite: KinesisEndpoint, zookeeper: Any, tmp_path: Path) -> None:
     stream = kinesalite.create_stream(shards=2)
     client = kinesalite.client()
     placed = kinesalite.put(stream, [f"old-{i}".encode() for i in range(20)])
-    options = executor_options(kinesalite, zookeeper, stream)
+    options = source_options(kinesalite, zookeeper, stream, readMode=read_mode)
     df = load(spark, options)
     first, query = run_available_now(spark, df, tmp_path / "checkpoint")
     assert query.exception() is None and sorted(m for ids in first.values() for m in ids) == \
@@ -379,6 +369,9 @@ def test_a_deleted_stream_stops_the_planner_and_the_tasks_with_what_to_do(kinesa
     with pytest.raises(StreamNotFoundError, match=f"stream '{stream}' does not exist .*its checkpoint location "
                                                   f"holds batch 0.*was it deleted\\?.*new appName"):
         restarted.latestOffset(end, ReadMaxRows(10))
+    with pytest.raises(StreamNotFoundError, match=f"stream '{stream}' does not exist .*batch 0 was planned on it"
+                                                  r".*was it deleted\?"):
+        restarted.partitions(start, end)  # a restart replays the batch it had planned: the stream is gone
     reader.stop()
     restarted.stop()
 

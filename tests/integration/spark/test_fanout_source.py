@@ -200,3 +200,29 @@ def test_a_spark_query_reads_through_fan_out(spark: Any, kinesis_local: KinesisE
     assert sorted(r["message_id"] for r in rows) == sorted(message_ids(placed))
     stored = stored_checkpoints(zookeeper, stream)
     assert {s: d["sequence_number"] for s, d in stored.items()} == last_by_shard(placed)
+
+
+@pytest.mark.parametrize("read_mode", ["driver", "executors"])
+def test_the_connectors_fan_out_options_read_through_the_consumer_they_name(read_mode: str,
+                                                                           kinesis_local: KinesisEndpoint,
+                                                                           zookeeper: Any) -> None:
+    """Users of the AWS connector keep their options: kinesis.consumerType=SubscribeToShard with
+    kinesis.consumerName reads through enhanced fan-out, by the consumer of that name, in both read modes."""
+    stream = kinesis_local.create_stream(shards=2)
+    placed = kinesis_local.put(stream, [f"c{i}".encode() for i in range(30)])
+    options = source_options(kinesis_local, zookeeper, stream, readMode=read_mode,
+                             **{"kinesis.consumerType": "SubscribeToShard", "kinesis.consumerName": "billing-efo"})
+    reader: Any = (KinesisSpoutStreamReader if read_mode == "driver" else ExecutorStreamReader)(options)
+    reader.prepareForTriggerAvailableNow()
+    try:
+        if read_mode == "driver":
+            batches, _ = run_batches(reader, reader.initialOffset(), reader.getDefaultReadLimit())
+            got = [mid for *_, ids in batches for mid in ids]
+        else:
+            steps, _ = drive(reader, reader.initialOffset(), reader.getDefaultReadLimit())
+            got = [mid for *_, ids in steps for mid in ids]
+    finally:
+        reader.stop()
+    assert sorted(got) == sorted(message_ids(placed)) and len(got) == len(set(got))
+    consumers = list_consumers(make_client(kinesis_local.region, kinesis_local.endpoint_url), stream)
+    assert [c.name for c in consumers] == ["billing-efo"]

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
+from kinesis_spout.errors import StreamNotFoundError
 from kinesis_spout.spark.source import KeptRecords, KinesisSpoutStreamReader, ShardRange
 from kinesis_spout.testing.kinesis import KinesisEndpoint, wait_for_stream
 from kinesis_spout.testing.process import wait_until
@@ -32,6 +33,7 @@ from .support import (
     CONSUMER,
     available_now_while_producing,
     collecting_sink,
+    delete_stream,
     last_by_shard,
     load,
     message_ids,
@@ -400,6 +402,36 @@ def test_sigkill_of_the_driver_and_a_restart_lose_nothing(moto_kinesis: KinesisE
           f"{replays} replays")
     # a restart replays only the batch Spark had planned but not committed: at most one batch per kill
     assert replays <= kills * PER_BATCH
+
+
+def test_a_stream_deleted_under_a_driver_read_is_an_error_saying_what_to_do(kinesalite: KinesisEndpoint,
+                                                                         zookeeper: Any) -> None:
+    """The rule of executor reads, on the driver: its planning and its replays name the deleted stream and what to
+    do (a new checkpoint location, a new appName or reset checkpoints), not Kinesis's bare 'not found'."""
+    stream = kinesalite.create_stream(shards=1)
+    kinesalite.put(stream, [b"one", b"two"])
+    reader = KinesisSpoutStreamReader(source_options(kinesalite, zookeeper, stream, readMode="driver"))
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadMaxRows(10))
+    assert end != start
+    restarted = pickle.loads(pickle.dumps(reader))  # a new process: it reads the batch from Kinesis again
+    [replay] = restarted.partitions(start, end)
+    assert isinstance(replay, ShardRange)
+    delete_stream(kinesalite.client(), stream)
+    said = (rf"stream '{stream}'.* does not exist.*, but this query read it \((its checkpoint location or the "
+            rf"app's ZooKeeper checkpoints hold positions in it|a batch was planned on it)\): was (it|the stream) "
+            rf"deleted.*new checkpoint location.*new appName")
+    planner, replayer = (pickle.loads(pickle.dumps(reader)) for _ in range(2))  # restarts after the deletion
+    try:
+        with pytest.raises(StreamNotFoundError, match=said):
+            planner.latestOffset(end, ReadMaxRows(10))
+        with pytest.raises(StreamNotFoundError, match=said):
+            replayer.partitions(start, end)  # a restart replays the batch it had planned
+        with pytest.raises(StreamNotFoundError, match=said):
+            read_partition(restarted, replay)  # a task of the replay
+    finally:
+        for each in (reader, restarted, planner, replayer):
+            each.stop()
 
 
 def test_a_stream_that_does_not_exist_fails_at_load_naming_it(spark: Any, moto_kinesis: KinesisEndpoint,

@@ -242,6 +242,8 @@ def test_every_string_option_and_connector_alias_lands_in_its_group_field(tmp_pa
         "kinesis.stsSessionName": ("job-1", "kinesis", "credentials.role_session_name", "job-1"),
         "kinesis.stsEndpointUrl": ("https://sts.example", "kinesis", "credentials.sts_endpoint_url",
                                    "https://sts.example"),
+        "kinesis.consumerType": ("SubscribeToShard", "reading", "retrieval", "fanout"),
+        "kinesis.consumerName": ("billing-efo", "reading", "consumer_name", "billing-efo"),
     }
     assert {a.lower() for a in aliased} == set(ALIASES)
     config = SpoutConfig.from_options(resolve_aliases({"appName": "a", **{a: t for a, (t, *_) in aliased.items()}}))

@@ -34,7 +34,7 @@ def test_a_starting_timestamp_and_durations_are_translated() -> None:
     ("kinesis.maxFetchRecordsPerShard", "100", "maxRecordsPerTrigger limits the whole batch"),
     ("kinesis.metadataCommitterType", "HDFS", "ZooKeeper"),
     ("kinesis.awsSecretKey", "x", "option 'awsSecretAccessKey' is set without option 'awsAccessKeyId'"),
-    ("kinesis.consumerType", "SubscribeToShard", "only GetRecords is supported"),
+    ("kinesis.consumerType", "EnhancedFanOut", r"must be GetRecords \(polling\) or SubscribeToShard"),
     ("kinesis.startingPosition", "SOMEWHERE", "must be LATEST, TRIM_HORIZON, EARLIEST"),
     ("kinesis.describeShardInterval", "often", "must be a duration"),
 ])
@@ -60,3 +60,20 @@ def test_the_connector_credential_options_set_this_sources_credentials() -> None
 def test_an_alias_next_to_the_option_it_stands_for_is_refused() -> None:
     with pytest.raises(ConfigError, match="options 'kinesis.streamName' and 'streamName' both set streamName"):
         resolve_aliases({"streamName": "a", "kinesis.streamName": "b"})
+
+
+def test_the_connector_fan_out_options_read_through_this_sources_fan_out_consumer() -> None:
+    config, _ = parse_source_options({"streamName": "s", "appName": "a", "kinesis.consumerType": "SubscribeToShard",
+                                      "kinesis.consumerName": "billing-efo"})
+    assert (config.retrieval, config.consumer_name) == ("fanout", "billing-efo")
+    config, _ = parse_source_options({"streamName": "s", "appName": "a", "kinesis.consumertype": "getrecords"})
+    assert (config.retrieval, config.consumer_name) == ("polling", None)
+
+
+def test_a_connector_consumer_name_without_fan_out_is_refused_naming_the_option_that_turns_it_on() -> None:
+    with pytest.raises(ConfigError, match=r"option 'kinesis.consumerName' names an enhanced fan-out consumer, but "
+                                          r"this read polls.*kinesis.consumerType.*SubscribeToShard.*retrieval"):
+        parse_source_options({"streamName": "s", "appName": "a", "kinesis.consumerName": "billing-efo"})
+    with pytest.raises(ConfigError, match="options 'kinesis.consumerType' and 'retrieval' both set retrieval"):
+        parse_source_options({"streamName": "s", "appName": "a", "kinesis.consumerType": "SubscribeToShard",
+                              "retrieval": "fanout"})
