@@ -10,8 +10,9 @@ default trigger (the next batch as soon as the last one is done and records are 
 ``durationMs.triggerExecution`` of its progress (planning with ``latestOffset``, the Spark job, the commit). The
 first batches are warm-up, left out of the figures (the pipeline's first, the query's first two: they hold what
 arrived while the consumer started); then the run measures for 12 s (10 s, and one run per figure, with ``--quick``)
-and stops between batches. records/s are the records of the batches kept over the time from the first kept batch's
-start to the last one's end: they match the producer's rate when the consumer keeps up.
+and at least two batches, whichever ends later, and stops between batches. records/s are the records of the
+batches kept over the time from the first kept batch's start to the last one's end: they match the producer's rate
+when the consumer keeps up.
 
 **Backlog.** The same consumers read a stream that already holds 20,000 records, from TRIM_HORIZON to the last: the
 pipeline with ``max_batch_records=10,000`` and ``trigger_interval_s=0`` (batches back to back), the source with
@@ -122,6 +123,11 @@ PIPELINE_WARMUP = 1  # batches left out of the percentiles
 SOURCE_WARMUP = 2
 #: How long the warm-up batches may take (the first Spark job of a session starts the Python workers).
 WARMUP_TIMEOUT_S = 120.0
+#: A caught-up run measures for its window and until it has this many batches after the warm-up ones, whichever
+#: ends later: on a loaded machine a batch can take longer than a short window (a smoke run's 2 s).
+MIN_MEASURED_BATCHES = 2
+#: How long the measured batches may take after the window, before a caught-up run gives up (a hang, not speed).
+MEASURE_TIMEOUT_S = 120.0
 WARMUP_RECORDS = 40  # records of the session's warm-up query
 
 #: ``source_shards``: the shard counts of the readStream rows (the smoke run keeps to 4, for time)
@@ -255,11 +261,12 @@ def pipeline_caught_up(ctx: BenchContext, spark: Any, seconds: float) -> dict[st
     def measured_long_enough() -> bool:
         if not warm_at and len(seen) >= PIPELINE_WARMUP:
             warm_at.append(time.monotonic())
-        return bool(warm_at) and time.monotonic() - warm_at[0] >= seconds
+        return (bool(warm_at) and time.monotonic() - warm_at[0] >= seconds
+                and len(seen) >= PIPELINE_WARMUP + MIN_MEASURED_BATCHES)
 
     producer = Producer(endpoint, stream, RATE, RECORD_BYTES).start()
     try:
-        final = pipeline.run(timeout_s=seconds + WARMUP_TIMEOUT_S,
+        final = pipeline.run(timeout_s=seconds + WARMUP_TIMEOUT_S + MEASURE_TIMEOUT_S,
                              until=_watch_batches(pipeline, seen, measured_long_enough))
     finally:
         put = producer.stop()
@@ -268,8 +275,9 @@ def pipeline_caught_up(ctx: BenchContext, spark: Any, seconds: float) -> dict[st
     if final.failed or sum(counted) != final.records:
         raise BenchmarkError(f"pipeline: {final.failed} records failed, counts {sum(counted)} != {final.records}")
     kept = [seen[i] for i in sorted(seen)][PIPELINE_WARMUP:]
-    if len(kept) < 2:
-        raise BenchmarkError(f"pipeline made {len(seen)} batches in {seconds:g} s; too few to measure")
+    if len(kept) < MIN_MEASURED_BATCHES:
+        raise BenchmarkError(f"pipeline made {len(seen)} batches in {seconds + WARMUP_TIMEOUT_S + MEASURE_TIMEOUT_S:g}"
+                             f" s; too few to measure")
     p50, p95 = _ms([b.latency_s for b in kept])
     window = (kept[-1].started_at - kept[0].started_at).total_seconds() + kept[-1].latency_s
     return {"p50": p50, "p95": p95, "records_per_s": sum(b.records for b in kept) / window,
@@ -385,24 +393,28 @@ def source_caught_up(ctx: BenchContext, spark: Any, probe: SparkCostProbe, secon
         query = _query(spark, _source_options(ctx, endpoint, stream, readMode=read_mode), counted, checkpoint,
                        available_now=False)
         try:
-            deadline = time.monotonic() + seconds + WARMUP_TIMEOUT_S
+            give_up_at = time.monotonic() + WARMUP_TIMEOUT_S
             warm_at = None
 
             def measured_long_enough() -> bool:
-                nonlocal warm_at, deadline
+                nonlocal warm_at, give_up_at
                 _progress(query, batches)
                 if warm_at is None and len(batches) >= SOURCE_WARMUP:
                     snaps.append(probe.snapshot())
                     warm_at = time.monotonic()
-                    deadline = warm_at + seconds
-                done = warm_at is not None and time.monotonic() >= deadline
+                    give_up_at = warm_at + seconds + MEASURE_TIMEOUT_S
+                done = (warm_at is not None and time.monotonic() >= warm_at + seconds
+                        and len(batches) >= SOURCE_WARMUP + MIN_MEASURED_BATCHES)
                 if done:
                     snaps.append(probe.snapshot())
                 return done
 
-            _await(query, measured_long_enough, lambda: time.monotonic() >= deadline)
+            _await(query, measured_long_enough, lambda: time.monotonic() >= give_up_at)
             if warm_at is None:
                 raise BenchmarkError(f"the readStream query made {len(batches)} batches in {WARMUP_TIMEOUT_S:g} s")
+            if len(snaps) < 2:
+                raise BenchmarkError(f"the readStream query made {len(batches)} batches in {seconds:g} s and "
+                                     f"{MEASURE_TIMEOUT_S:g} s more; too few to measure")
             # stop between batches: the producer first, then the query once it has read everything
             put = producer.stop()
             drained = lambda: sum(counted) >= put  # noqa: E731
@@ -417,8 +429,8 @@ def source_caught_up(ctx: BenchContext, spark: Any, probe: SparkCostProbe, secon
                                     if is_source_runner(p)])  # not to end inside the next run's window
     ordered = [batches[i] for i in sorted(batches)]
     kept = ordered[SOURCE_WARMUP:]
-    if len(kept) < 2:
-        raise BenchmarkError(f"the readStream query made {len(batches)} batches in {seconds:g} s; too few")
+    if len(kept) < MIN_MEASURED_BATCHES:
+        raise BenchmarkError(f"the readStream query made {len(batches)} batches; too few to measure")
     p50, p95 = _ms([b["ms"] / 1000 for b in kept])
     window = (kept[-1]["start"] - kept[0]["start"]).total_seconds() + kept[-1]["ms"] / 1000
     return {"p50": p50, "p95": p95, "records_per_s": sum(b["rows"] for b in kept) / window,

@@ -124,7 +124,7 @@ class _NodeEmulator:
     package = ""
 
     def __init__(self, node_modules: Path | None = None, port: int | None = None,
-                 start_timeout_s: float = 60.0) -> None:
+                 start_timeout_s: float = 120.0) -> None:
         self.node_modules = node_modules  # None: looked up at start() (see the module's docstring)
         self._port = port
         self.start_timeout_s = start_timeout_s

@@ -42,7 +42,7 @@ class KinesisEndpoint:
     def unique_stream_name(self, prefix: str = "test") -> str:
         return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
-    def create_stream(self, name: str | None = None, shards: int = 1, timeout_s: float = 30.0) -> str:
+    def create_stream(self, name: str | None = None, shards: int = 1, timeout_s: float = 60.0) -> str:
         """Create a stream with ``shards`` shards and wait until it is ACTIVE; returns its name."""
         name = name or self.unique_stream_name()
         client = self.client()
@@ -60,7 +60,7 @@ class KinesisEndpoint:
         return put_records(self.client(), stream, records, partition_keys)
 
 
-def wait_for_stream(client: Any, name: str, timeout_s: float = 30.0) -> None:
+def wait_for_stream(client: Any, name: str, timeout_s: float = 60.0) -> None:
     """Wait until the stream is ACTIVE; raises TimeoutError naming the stream otherwise."""
     deadline = time.monotonic() + timeout_s
     status = "unknown"

@@ -44,7 +44,7 @@ class MemcachedServer:
     """A memcached server of this process (same life cycle as :class:`~kinesis_spout.testing.redis.RedisServer`).
     ``server`` is the ``host:port`` the state backend takes."""
 
-    def __init__(self, port: int | None = None, memory_mb: int = 64, start_timeout_s: float = 15.0) -> None:
+    def __init__(self, port: int | None = None, memory_mb: int = 64, start_timeout_s: float = 60.0) -> None:
         self._port = port
         self.memory_mb = memory_mb
         self.start_timeout_s = start_timeout_s

@@ -46,7 +46,7 @@ class RedisServer:
     ``stop()``/``kill()`` end it (``start()`` again serves on the same port, empty); ``close()`` also removes
     its directory. Idempotent."""
 
-    def __init__(self, port: int | None = None, start_timeout_s: float = 15.0) -> None:
+    def __init__(self, port: int | None = None, start_timeout_s: float = 60.0) -> None:
         self._port = port
         self.start_timeout_s = start_timeout_s
         self._dir: Path | None = None

@@ -67,7 +67,7 @@ class ZooKeeperServer:
     """
 
     def __init__(self, port: int | None = None, data_dir: Path | None = None, jar: Path | None = None,
-                 start_timeout_s: float = 30.0, *, tls: bool = False) -> None:
+                 start_timeout_s: float = 120.0, *, tls: bool = False) -> None:
         self._port = port
         self.tls = tls
         self._tls_port: int | None = None

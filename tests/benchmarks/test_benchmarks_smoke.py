@@ -13,6 +13,9 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,17 +34,61 @@ from kinesis_spout.testing.spark import quick_start_env  # noqa: E402
 pytestmark = pytest.mark.spark
 
 
+#: A smoke run that prints no progress line for this long is stuck: a step of it hangs. Its steps take seconds on a
+#: quiet 2-core machine and up to two minutes at a load average of 15 (a Spark session's start and first jobs), and
+#: the run's length grows with the load other users put on the machine: only a silence that long fails it.
+SMOKE_STALL_S = 600.0
+#: The whole run's bound, past any load seen: a run that keeps printing progress is still moving through its steps.
+SMOKE_BOUND_S = 3600.0
+
+
+def run_until_stalled(argv: list[str], env: dict[str, str], stall_s: float, bound_s: float
+                      ) -> tuple[int | None, str, str]:
+    """Run ``argv`` in ROOT until it ends, prints no line on stdout for ``stall_s``, or ``bound_s`` passed; a run
+    that stalls or overruns is killed (its return code is then None). Returns (return code, stdout, stderr)."""
+    lines: list[str] = []
+    last_line = [time.monotonic()]
+    with tempfile.TemporaryFile("w+") as errors:
+        proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=errors, text=True)
+
+        def follow() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.append(line)
+                last_line[0] = time.monotonic()
+
+        reader = threading.Thread(target=follow, name="smoke-progress", daemon=True)
+        reader.start()
+        ends_at = time.monotonic() + bound_s
+        code: int | None = None
+        while code is None and time.monotonic() - last_line[0] < stall_s and time.monotonic() < ends_at:
+            try:
+                code = proc.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                continue
+        if code is None:
+            proc.kill()
+            proc.wait()
+        reader.join(30)
+        errors.seek(0)
+        return code, "".join(lines), errors.read()
+
+
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any], str]:
-    """One smoke run of every benchmark: (results dir, latest.json, progress output)."""
+    """One smoke run of every benchmark: (results dir, latest.json, progress output).
+
+    The run takes 85 s on 2 cores at a load average of 2-4 and 6 minutes or more at 15 (Spark alone 40 s and
+    3 minutes): it is bounded by its progress (SMOKE_STALL_S without a line), not by a time that a loaded machine
+    outruns. Its Spark JVMs start with the quick options: a smoke run asserts no speed."""
     out = tmp_path_factory.mktemp("bench-smoke")
-    # The run takes 85 s on 2 cores at a load average of 2-4 and 125 s at 5-6 (Spark alone 40 s and 70 s): it
-    # grows with the load other users put on the machine, so the limit, which only bounds a hang, leaves room.
-    # Its one Spark JVM starts with the quick options: a smoke run asserts no speed.
-    done = subprocess.run([sys.executable, "-m", "benchmarks", "--smoke", "--out", str(out), "--no-chart"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=420, env=quick_start_env(os.environ))
-    assert done.returncode == 0, f"smoke run failed:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
-    return out, json.loads((out / "latest.json").read_text()), done.stdout
+    code, stdout, stderr = run_until_stalled(
+        [sys.executable, "-m", "benchmarks", "--smoke", "--out", str(out), "--no-chart"],
+        quick_start_env(os.environ), SMOKE_STALL_S, SMOKE_BOUND_S)
+    assert code is not None, (f"smoke run printed nothing for {SMOKE_STALL_S:g} s (or ran {SMOKE_BOUND_S:g} s), "
+                              f"killed:\n{stdout[-4000:]}\n{stderr[-4000:]}")
+    assert code == 0, f"smoke run failed:\n{stdout[-4000:]}\n{stderr[-4000:]}"
+    return out, json.loads((out / "latest.json").read_text()), stdout
 
 
 def rows_of(results: dict[str, Any], name: str) -> list[dict[str, Any]]:
@@ -322,3 +369,14 @@ def test_kpl_figures_compare_aggregated_with_one_by_one(smoke: tuple[Path, dict[
     assert by[("KinesisSpout", "aggregated")]["checkpoints_at_end"] is True
     for case in ("decoder: kinesis_spout", "decoder: aws-kinesis-agg"):
         assert assert_figure(by[(case, "aggregated (in memory)")]["cpu_us_per_user_record"]) > 0
+
+
+def test_the_smoke_bound_kills_a_silent_run_and_lets_a_slow_one_that_progresses_finish() -> None:
+    """The smoke fixture's bound: a run that stops printing is killed after the stall time; one that takes longer
+    than the stall time in all, but prints a line within each, runs to its end (a loaded machine's run)."""
+    silent = [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"]
+    code, out, _ = run_until_stalled(silent, dict(os.environ), stall_s=1.0, bound_s=60.0)
+    assert code is None and out == "started\n"
+    slow = [sys.executable, "-c", "import time\nfor i in range(8):\n    print(i, flush=True); time.sleep(0.75)"]
+    code, out, _ = run_until_stalled(slow, dict(os.environ), stall_s=5.0, bound_s=60.0)
+    assert code == 0 and out.split() == [str(i) for i in range(8)]

@@ -15,6 +15,8 @@ from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until
 
 PTEE = "ProvisionedThroughputExceededException"
+#: How many bursts of calls the rate test makes at most, to get one that fits in a second on a loaded machine
+BURSTS = 10
 
 
 def _get(client: Any, stream: str, shard: str) -> str:
@@ -35,13 +37,22 @@ def test_calls_beyond_the_rate_are_throttled_per_shard_across_clients(
     kinesis_backend.put(stream, [b"a", b"b", b"c"])
     proxy.limit_rate("GetRecords", 5)
     apps = [make_client(through.region, through.endpoint_url, read_timeout_s=10.0) for _ in range(2)]
-    t0 = time.monotonic()
-    answers = [_get(apps[i % 2], stream, "shardId-000000000000") for i in range(8)]  # two apps, one shard
-    other = _get(apps[0], stream, "shardId-000000000001")
-    assert time.monotonic() - t0 < 1.0, "the calls took over a second: the window moved on (a slow machine)"
+    # The nine calls must fall in one sliding second; a loaded machine may spread them over more, and then the
+    # window moves on during the burst, which proves nothing either way: such a burst is made again, once the
+    # second has passed (refused calls do not count, the others leave the window after a second).
+    for _ in range(BURSTS):
+        refused = proxy.injected.get(f"GetRecords:{PTEE}", 0)
+        t0 = time.monotonic()
+        answers = [_get(apps[i % 2], stream, "shardId-000000000000") for i in range(8)]  # two apps, one shard
+        other = _get(apps[0], stream, "shardId-000000000001")
+        if time.monotonic() - t0 < 1.0:
+            break
+        time.sleep(1.0)  # the sliding second of the rate limit itself: every call of this burst leaves it
+    else:
+        pytest.fail(f"none of {BURSTS} bursts of nine calls fit in a second: the machine is too slow for this test")
     assert answers == ["ok"] * 5 + [PTEE] * 3, answers
     assert other == "ok", "another shard has a budget of its own"
-    assert proxy.injected[f"GetRecords:{PTEE}"] == 3
+    assert proxy.injected[f"GetRecords:{PTEE}"] - refused == 3
     assert wait_until(lambda: _get(apps[1], stream, "shardId-000000000000") == "ok", 5), "the window never moved"
 
 

@@ -58,8 +58,17 @@ def test_a_docs_snippet_runs(block: Block, reader_env: str) -> None:
     run_block(block)
 
 
+@pytest.fixture(scope="module")
+def warm_spark(spark: Any) -> Any:
+    """The shared Spark session with its Python workers started: a reader's session has run jobs before, and the
+    first Python job of a session (tens of seconds on a loaded machine) would otherwise come out of the time a
+    block gives its own work (``pipeline.run(..., timeout_s=...)``)."""
+    assert spark.sparkContext.parallelize(range(4), 2).map(lambda n: n + 1).sum() == 10
+    return spark
+
+
 @pytest.mark.parametrize("block", [b for b in RUN if b.uses_spark], ids=lambda b: b.id)
-def test_a_docs_snippet_on_spark_runs(block: Block, reader_env: str, spark: Any, redis: Any,
+def test_a_docs_snippet_on_spark_runs(block: Block, reader_env: str, warm_spark: Any, redis: Any,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REDIS_URL", redis.url)
     run_block(block)
