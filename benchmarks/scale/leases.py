@@ -77,9 +77,10 @@ def _balance(cluster: ScaleCluster, watch: LeaseWatch, size: LeaseRunSize, log: 
 def _rest(cluster: ScaleCluster, watch: LeaseWatch, producer: ShardProducer, size: LeaseRunSize,
           log: Callable[[str], None]) -> dict[str, Any]:
     assert cluster.zookeeper is not None and cluster.workers is not None
+    workers = cluster.workers
     producer.pause()
     time.sleep(size.put_every_s + 1.0)  # a round being put ends
-    wait_until(lambda: producer.produced() <= {m for m, _, _ in cluster.workers.deliveries()}, 120, 0.5)
+    wait_until(lambda: producer.produced() <= {m for m, _, _ in workers.deliveries()}, size.phase_timeout_s, 0.5)
     time.sleep(2.0)  # the last checkpoints written
     counter = ZkRequestCounter(cluster.zookeeper.hosts, PREFIX)
     pids = {name: proc.pid for name, proc in cluster.workers.procs.items() if proc.poll() is None}
@@ -149,6 +150,7 @@ def _join(cluster: ScaleCluster, watch: LeaseWatch, size: LeaseRunSize, log: Cal
 def run(cluster: ScaleCluster, size: LeaseRunSize, log: Callable[[str], None]) -> dict[str, Any]:
     """The four phases and the delivery check on a started ``cluster``; the figures, by phase."""
     assert cluster.kinesalite is not None and cluster.workers is not None
+    workers = cluster.workers
     watch = LeaseWatch(cluster.zk_client(), cluster.base).start()
     producer = ShardProducer(cluster.kinesalite.endpoint_url, cluster.stream, size.put_every_s).start()
     figures: dict[str, Any] = {}
@@ -161,13 +163,13 @@ def run(cluster: ScaleCluster, size: LeaseRunSize, log: Callable[[str], None]) -
         producer.stop()
     produced = producer.produced()
     t0 = time.monotonic()
-    wait_until(lambda: produced <= {m for m, _, _ in cluster.workers.deliveries()}, size.phase_timeout_s, 0.5)
-    deliveries = [m for m, _, _ in cluster.workers.deliveries()]
+    wait_until(lambda: produced <= {m for m, _, _ in workers.deliveries()}, size.phase_timeout_s, 0.5)
+    deliveries = [m for m, _, _ in workers.deliveries()]
     delivered = set(deliveries)
     figures["records"] = {"produced": len(produced), "delivered": len(produced & delivered),
                           "lost": len(produced - delivered), "duplicates": len(deliveries) - len(delivered),
                           "rounds": producer.rounds, "drain_s": round(time.monotonic() - t0, 1),
-                          "lease_lost_refusals": cluster.workers.lease_lost()}
+                          "lease_lost_refusals": workers.lease_lost()}
     log(f"records: {figures['records']}")
     return figures
 
