@@ -66,7 +66,9 @@ def _balance(cluster: ScaleCluster, watch: LeaseWatch, size: LeaseRunSize, log: 
     moves_at_balanced = watch.state()[2]
     even = _timed(lambda: watch.even(names, size.shards), t0, size.phase_timeout_s)
     moves = watch.state()[2]
-    out = {"workers_started_s": started_s, "all_registered_s": watch.last("join", t0, names),
+    taken = watch.take_quantiles(t0, {s for s in watch.state()[0]})
+    out = {"workers_started_s": started_s, "half_taken_s": taken["half"], "p90_taken_s": taken["p90"],
+           "all_registered_s": watch.last("join", t0, names),
            "first_lease_s": watch.first("first-take", t0), "all_owned_s": owned, "balanced_s": balanced,
            "even_s": even, "moves_until_balanced": moves_at_balanced, "moves_until_even": moves,
            "moves_per_shard": round(moves / size.shards, 3), "fair_share_limit": size.shards // size.workers + 1}
@@ -118,13 +120,17 @@ def _failover(cluster: ScaleCluster, watch: LeaseWatch, size: LeaseRunSize, log:
     names = sorted(cluster.workers.procs, key=lambda n: int(n[1:]))
     killed = set(names[-size.kill:])
     survivors = set(names) - killed
+    orphans = {shard for shard, owner in watch.state()[0].items() if owner in killed}
     moves0, t0 = watch.state()[2], time.monotonic()
     for name in killed:
         cluster.workers.signal(name, signal.SIGKILL)
     owned = _timed(lambda: watch.owned_by(survivors, size.shards), t0, size.phase_timeout_s)
     balanced = _timed(lambda: watch.balanced(survivors, size.shards), t0, size.phase_timeout_s)
     even = _timed(lambda: watch.even(survivors, size.shards), t0, size.phase_timeout_s)
-    out = {"killed": size.kill, "sessions_dropped_s": watch.last("leave", t0, killed), "owned_again_s": owned,
+    retaken = watch.take_quantiles(t0, orphans)
+    out = {"killed": size.kill, "orphaned_shards": len(orphans), "sessions_dropped_s": watch.last("leave", t0, killed),
+           "first_retaken_s": retaken["first"], "half_retaken_s": retaken["half"], "p90_retaken_s": retaken["p90"],
+           "owned_again_s": owned,
            "balanced_again_s": balanced, "even_again_s": even, "moves": watch.state()[2] - moves0,
            "session_timeout_s": size.session_timeout_s}
     log(f"failover after {size.kill} SIGKILLs: sessions dropped {out['sessions_dropped_s']} s, owned again "

@@ -8,6 +8,7 @@ constructors; ``start()`` begins, ``stop()`` ends (idempotent).
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from collections import Counter
@@ -23,7 +24,8 @@ class LeaseWatch:
 
     A **move** is a lease that a worker takes while another worker was its last owner (given back in between or
     not); a first take of a never-owned lease is not one. ``events`` lists ``(monotonic time, kind, detail)`` for
-    workers joining and leaving (``join``/``leave``) and the first take of every lease (``first-take``)."""
+    workers joining and leaving (``join``/``leave``), the first take of every lease (``first-take``) and every take by
+a worker other than the last owner (``take``)."""
 
     def __init__(self, client: Any, base: str) -> None:
         self.client = client
@@ -81,6 +83,7 @@ class LeaseWatch:
                 self.moves += 1
             if previous != owner:
                 self.takes += 1
+                self.events.append((time.monotonic(), "take", shard))
             self.last_holder[shard] = owner
 
     def _on_workers(self, children: list[str]) -> None:
@@ -121,6 +124,22 @@ class LeaseWatch:
         with self.lock:
             times = [t for t, k, d in self.events if k == kind and t >= since and (detail is None or d == detail)]
         return round(min(times) - since, 2) if times else None
+
+    def take_quantiles(self, since: float, shards: set[str]) -> dict[str, float | None]:
+        """When ``shards`` were taken after ``since``: seconds until the first, half, 90 % and all of them had
+        been taken (each shard's first take counts; None for a share never reached)."""
+        with self.lock:
+            first: dict[str, float] = {}
+            for t, kind, shard in self.events:
+                if kind == "take" and t >= since and shard in shards and shard not in first:
+                    first[shard] = t - since
+        times = sorted(first.values())
+
+        def at(share: float) -> float | None:
+            needed = max(1, math.ceil(share * len(shards)))
+            return round(times[needed - 1], 2) if len(times) >= needed else None
+
+        return {"first": at(0.0), "half": at(0.5), "p90": at(0.9), "all": at(1.0)}
 
     def last(self, kind: str, since: float, details: set[str] | None = None) -> float | None:
         """Seconds from ``since`` to the last event of ``kind`` (about one of ``details``) after it."""
