@@ -79,6 +79,13 @@ class ScaleCluster:
             self._zk_client.start(timeout=60)
         return self._zk_client
 
+    def make_nodes(self, names: list[str]) -> None:
+        """Make the nodes of workers ``names`` now (a few ``ip`` commands each), so that starting them later times
+        the workers alone."""
+        for name in names:
+            if name not in self.network.nodes:
+                self.network.add_node(name)
+
     def start_worker(self, name: str) -> int:
         """Start lease worker ``name`` on a node of its own; returns its pid."""
         assert self.workers is not None, "ScaleCluster.start() first"

@@ -57,6 +57,7 @@ def _znodes(cluster: ScaleCluster) -> int | None:
 def _balance(cluster: ScaleCluster, watch: LeaseWatch, size: LeaseRunSize, log: Callable[[str], None]
              ) -> dict[str, Any]:
     names = {f"w{i + 1}" for i in range(size.workers)}
+    cluster.make_nodes(sorted(names))
     t0 = time.monotonic()
     for name in sorted(names, key=lambda n: int(n[1:])):
         cluster.start_worker(name)
@@ -86,11 +87,14 @@ def _rest(cluster: ScaleCluster, watch: LeaseWatch, producer: ShardProducer, siz
     time.sleep(2.0)  # the last checkpoints written
     counter = ZkRequestCounter(cluster.zookeeper.hosts, PREFIX)
     pids = {name: proc.pid for name, proc in cluster.workers.procs.items() if proc.poll() is None}
+    servers = {"zookeeper": cluster.zookeeper.pid, "kinesalite": cluster.kinesalite.pid if cluster.kinesalite else None}
     before, cpu_before, gets_before, t0 = counter.read(), {n: cpu_seconds(p) for n, p in pids.items()}, \
         request_counts(cluster.counts_file), time.monotonic()
+    servers_before = {n: cpu_seconds(p) if p else None for n, p in servers.items()}
     time.sleep(size.rest_s)
     after, cpu_after, gets_after = counter.read(), {n: cpu_seconds(p) for n, p in pids.items()}, \
         request_counts(cluster.counts_file)
+    servers_after = {n: cpu_seconds(p) if p else None for n, p in servers.items()}
     window = time.monotonic() - t0
     producer.resume()
     delta = after.minus(before)
@@ -100,6 +104,8 @@ def _rest(cluster: ScaleCluster, watch: LeaseWatch, producer: ShardProducer, siz
     out = {"window_s": round(window, 1), "zk_requests_per_s": round((delta.reads + delta.writes) / window, 1),
            "zk_writes_per_s": round(delta.writes / window, 2), "zk_reads_per_s": round(delta.reads / window, 1),
            "zk_reads_per_s_per_shard": round(delta.reads / window / size.shards, 3),
+           # each lease round of a worker reads every lease once: the rounds' pace, if they make most reads
+           "implied_lease_round_s": round(len(pids) * size.shards * window / delta.reads, 1) if delta.reads else None,
            "zk_packets_per_s": round(delta.packets / window, 1), "zk_znodes": _znodes(cluster),
            "zk_connections": after.connections,
            "worker_cpu_pct_mean": round(100 * sum(cpu) / len(cpu) / window, 2) if cpu else None,
@@ -107,6 +113,8 @@ def _rest(cluster: ScaleCluster, watch: LeaseWatch, producer: ShardProducer, siz
            "worker_rss_mib_mean": round(sum(rss) / len(rss), 1) if rss else None,
            "worker_rss_mib_max": round(max(rss), 1) if rss else None,
            "get_records_per_s_per_shard": round(get_records / window / size.shards, 3) if gets_after else None,
+           **{f"{n}_cpu_pct": round(100 * ((servers_after[n] or 0.0) - (servers_before[n] or 0.0)) / window, 1)
+              for n in servers if servers_before[n] is not None and servers_after[n] is not None},
            "kinesis_requests_per_s": round((sum(gets_after.values()) - sum(gets_before.values())) / window, 1)
            if gets_after else None}
     log(f"at rest: {out['zk_requests_per_s']} ZK requests/s, {out['zk_znodes']} znodes, "
@@ -143,6 +151,7 @@ def _join(cluster: ScaleCluster, watch: LeaseWatch, size: LeaseRunSize, log: Cal
     assert cluster.workers is not None
     live = {n for n, p in cluster.workers.procs.items() if p.poll() is None}
     name = f"w{len(cluster.workers.procs) + 1}"
+    cluster.make_nodes([name])
     moves0, t0 = watch.state()[2], time.monotonic()
     cluster.start_worker(name)
     members = live | {name}
