@@ -194,6 +194,10 @@ def cleanup_leftovers() -> list[str]:
     """Remove every network of this harness whose owner process is gone (a test that crashed or was killed);
     returns their ids. Networks of live processes (other test runs on this machine) are left alone."""
     removed = []
+    for line in run(["ip", "netns", "list"], check=False).splitlines():
+        probe = re.match(rf"^({PREFIX}-probe(\d+))\b", line)
+        if probe and _start_time(int(probe.group(2))) is None:  # a probe of unavailable_reason() cut short
+            run(["ip", "netns", "del", probe.group(1)], check=False)
     for network_id in sorted(existing_ids()):
         if not _owner_alive(network_id):
             remove_network(network_id)
