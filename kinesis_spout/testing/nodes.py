@@ -31,6 +31,7 @@ import ipaddress
 import os
 import signal
 import subprocess
+import time
 import uuid
 from pathlib import Path
 from types import TracebackType
@@ -191,11 +192,13 @@ class NodeNetwork:
     Who calls: tests and benchmarks. The constructor does no I/O. ``start()`` removes the leftovers of crashed runs,
     then makes the bridge (or falls back to loopback addresses, ``reason`` saying why); ``add_node()`` makes a
     node; ``close()`` kills the nodes' processes and removes namespaces, veths and bridge; it is idempotent and
-    also runs at interpreter exit. ``require=True``: raise :class:`NodesUnavailable` rather than fall back.
+    also runs at interpreter exit. ``require=True``: raise :class:`NodesUnavailable` rather than fall back. At most
+four networks exist on a machine at once: ``start()`` waits up to ``slot_wait_s`` for one of them to close.
     """
 
-    def __init__(self, *, require: bool = False) -> None:
+    def __init__(self, *, require: bool = False, slot_wait_s: float = 120.0) -> None:
         self.require = require
+        self.slot_wait_s = slot_wait_s  # how long start() waits for a free subnet while other runs hold them all
         self.network_id = uuid.uuid4().hex[:6]
         self.reason: str | None = None
         self.netem_reason: str | None = None
@@ -235,14 +238,27 @@ class NodeNetwork:
                 raise NodesUnavailable(f"network namespaces cannot be made: {self.reason}")
             self._started = True
             return self
+        deadline = time.monotonic() + self.slot_wait_s
+        while (subnet := self._make_bridge()) is None:
+            if time.monotonic() >= deadline:
+                raise NodesUnavailable(f"every node subnet of {netns.SUBNET} was in use by other runs on this "
+                                       f"machine for {self.slot_wait_s:g} s (networks "
+                                       f"{sorted(netns.existing_ids())}); wait for them to end, or raise slot_wait_s")
+            time.sleep(1.0)  # another run holds every slot: it frees one when it closes
+        self.subnet = subnet
+        self._started = True
+        atexit.register(self.close)
+        return self
+
+    def _make_bridge(self) -> ipaddress.IPv4Network | None:
+        """Under the machine-wide lock: remove leftovers, take a free slot and make the bridge on it; None when
+        every slot is taken."""
         with netns.allocation_lock():
             netns.cleanup_leftovers()
-            netns.record_owner(self.network_id)
             subnet = netns.free_slot()
             if subnet is None:
-                netns.remove_network(self.network_id)
-                raise NodesUnavailable(f"every node subnet of {netns.SUBNET} is in use by another run on this "
-                                       f"machine (networks {sorted(netns.existing_ids())}); wait for it to end")
+                return None
+            netns.record_owner(self.network_id)
             try:
                 netns.run(["ip", "link", "add", self.bridge, "type", "bridge"])
                 netns.run(["ip", "addr", "add", f"{subnet.network_address + 1}/{subnet.prefixlen}", "dev",
@@ -251,10 +267,7 @@ class NodeNetwork:
             except netns.NetnsCommandError:
                 netns.remove_network(self.network_id)
                 raise
-        self.subnet = subnet
-        self._started = True
-        atexit.register(self.close)
-        return self
+            return subnet
 
     def add_node(self, name: str) -> Node:
         """Make node ``name`` (a namespace with lo up and ``eth0`` at the next address, or the next loopback

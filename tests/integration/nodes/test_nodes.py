@@ -171,3 +171,19 @@ def test_bad_netem_settings_are_refused_by_name() -> None:
     with pytest.raises(LinkControlUnavailable, match="loopback"):
         Node("a", "127.0.0.2", None, None).set_netem(delay_ms=10)
     assert issubclass(NodesUnavailable, RuntimeError)
+
+
+@needs_namespaces
+def test_when_every_subnet_is_taken_start_waits_then_says_which_setting_to_raise() -> None:
+    held: list[NodeNetwork] = []
+    try:
+        with pytest.raises(NodesUnavailable, match="slot_wait_s") as refused:
+            for _ in range(len(netns.slots()) + 1):  # other runs on this machine may hold some slots already
+                held.append(NodeNetwork(require=True, slot_wait_s=0.5).start())
+        assert "in use by other runs" in str(refused.value)
+        assert len({network.subnet for network in held}) == len(held)
+    finally:
+        for network in held:
+            network.close()
+    with NodeNetwork(require=True, slot_wait_s=30) as network:  # a slot is free again once they closed
+        assert network.can_cut_links
