@@ -5,7 +5,7 @@ PYTEST_ARGS ?=
 # Quiets mkdocs-material's banner about its successor, printed on every build
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup demo test test-fast test-unit test-spark test-crash lint docs docs-check docs-serve bench bench-smoke soak \
+.PHONY: setup demo test test-fast test-unit test-spark test-crash lint docs docs-check docs-serve bench bench-smoke soak scale \
 	mutation clean
 
 setup:
@@ -81,6 +81,14 @@ bench-smoke: setup
 # make soak SOAK_ARGS="--paths spout,leases --kills 5", SOAK_ARGS=--quick (3 faults per path), --seed N replays.
 soak: setup
 	$(PY) -m benchmarks.soak $(SOAK_ARGS)
+
+# Lease workers at scale, on demand (not part of `make test`): kinesalite, ZooKeeper and every lease worker each on a
+# node of its own (a network namespace: kinesis_spout.testing.nodes; loopback addresses where namespaces cannot be
+# made); seconds to balance, moves, failover after SIGKILLs, a join, ZooKeeper load and worker CPU at rest, every
+# record delivered. Results: benchmarks/results/scale.md (and scale.json). The issue's size is the default (1,024
+# shards, 16 workers, 4 killed); a quick run: make scale SCALE_ARGS="--shards 64 --workers 4 --kill 1".
+scale: setup
+	$(PY) -m benchmarks.scale $(SCALE_ARGS)
 
 # Mutation testing of the modules where a mistake loses data, on demand (not part of `make test`): its own venv
 # (.venv-mutation), mutmut at nice 19 with MUTATION_JOBS workers; prints the score per module and the survivors.

@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 from types import TracebackType
-from typing import TypeVar
+from typing import Sequence, TypeVar
 from urllib.error import HTTPError, URLError
 from urllib.request import Request, urlopen
 
@@ -124,8 +124,11 @@ class _NodeEmulator:
     package = ""
 
     def __init__(self, node_modules: Path | None = None, port: int | None = None,
-                 start_timeout_s: float = 120.0) -> None:
+                 start_timeout_s: float = 120.0, *, host: str = "127.0.0.1",
+                 command_prefix: Sequence[str] = ()) -> None:
         self.node_modules = node_modules  # None: looked up at start() (see the module's docstring)
+        self.host = host  # the address clients reach it at: a node's (kinesis_spout.testing.nodes)
+        self.command_prefix = list(command_prefix)  # e.g. ``ip netns exec NODE``: run it inside a node
         self._port = port
         self.start_timeout_s = start_timeout_s
         self._workdir: Path | None = None
@@ -139,7 +142,7 @@ class _NodeEmulator:
 
     @property
     def endpoint_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     @property
     def running(self) -> bool:
@@ -173,6 +176,7 @@ class _NodeEmulator:
             self._port = free_port()
         self._workdir = Path(tempfile.mkdtemp(prefix=f"kinesis-spout-{self.package}-"))
         argv, env = self._argv_env(package_dir)
+        argv = [*self.command_prefix, *argv]
         self._process = ServerProcess(self.name, argv, self._workdir / "server.log", env=env, cwd=self._workdir)
         self._process.start()
         self._process.wait_ready(lambda: http_answers(self.endpoint_url), self.start_timeout_s)
@@ -205,11 +209,17 @@ class KinesaliteServer(_NodeEmulator):
     name = "kinesalite"
     package = "kinesalite"
 
+    def __init__(self, node_modules: Path | None = None, port: int | None = None, start_timeout_s: float = 120.0,
+                 *, host: str = "127.0.0.1", command_prefix: Sequence[str] = (), shard_limit: int = 1000) -> None:
+        super().__init__(node_modules, port, start_timeout_s, host=host, command_prefix=command_prefix)
+        self.shard_limit = shard_limit  # kinesalite's --shardLimit: the most shards its streams may have in all
+
     def _argv_env(self, package_dir: Path) -> tuple[list[str], dict[str, str]]:
         # the guard keeps a client killed mid-request from ending the server (see kinesalite_guard.js)
         argv = ["node", "-r", str(Path(__file__).with_name("kinesalite_guard.js")), str(package_dir / "cli.js"),
                 "--port", str(self.port),
-                "--createStreamMs", "5", "--deleteStreamMs", "5", "--updateStreamMs", "5", "--shardLimit", "1000"]
+                "--createStreamMs", "5", "--deleteStreamMs", "5", "--updateStreamMs", "5",
+                "--shardLimit", str(self.shard_limit)]
         return argv, {}
 
 

@@ -23,7 +23,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from kinesis_spout import InitialPosition, KinesisSpout, SpoutConfig
 from kinesis_spout.errors import LeaseLost
@@ -49,12 +49,13 @@ class WorkerProcesses:
         self.directory = directory
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
-    def start(self, name: str) -> None:
+    def start(self, name: str, command_prefix: Sequence[str] = ()) -> None:
+        """Launch worker ``name``; ``command_prefix`` (e.g. ``node.command([])``) runs it inside a node."""
         log = self.directory / f"{name}.log"
         log.touch()
         with open(self.directory / f"{name}.err", "wb") as err:
-            self.procs[name] = subprocess.Popen(self.argv + ["--worker", name, "--log", str(log)], env=self.env,
-                                                stdout=subprocess.DEVNULL, stderr=err)
+            argv = [*command_prefix, *self.argv, "--worker", name, "--log", str(log)]
+            self.procs[name] = subprocess.Popen(argv, env=self.env, stdout=subprocess.DEVNULL, stderr=err)
 
     def signal(self, name: str, sig: int) -> None:
         self.procs[name].send_signal(sig)

@@ -15,6 +15,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 from types import TracebackType
+from typing import Sequence
 
 from kinesis_spout.errors import ServerStartError
 from kinesis_spout.testing.process import ServerProcess, free_port, stop_all
@@ -67,8 +68,11 @@ class ZooKeeperServer:
     """
 
     def __init__(self, port: int | None = None, data_dir: Path | None = None, jar: Path | None = None,
-                 start_timeout_s: float = 120.0, *, tls: bool = False) -> None:
+                 start_timeout_s: float = 120.0, *, tls: bool = False, host: str = "127.0.0.1",
+                 command_prefix: Sequence[str] = ()) -> None:
         self._port = port
+        self.host = host  # the address it binds and is reached at: a node's (kinesis_spout.testing.nodes)
+        self.command_prefix = list(command_prefix)  # e.g. ``ip netns exec NODE``: run it inside a node
         self.tls = tls
         self._tls_port: int | None = None
         self.tls_files: TlsFiles | None = None
@@ -86,8 +90,8 @@ class ZooKeeperServer:
 
     @property
     def hosts(self) -> str:
-        """The connect string, ``127.0.0.1:PORT``."""
-        return f"127.0.0.1:{self.port}"
+        """The connect string, ``HOST:PORT`` (``127.0.0.1:PORT`` unless given another ``host``)."""
+        return f"{self.host}:{self.port}"
 
     @property
     def tls_hosts(self) -> str:
@@ -115,7 +119,7 @@ class ZooKeeperServer:
                 "syncLimit=5",
                 f"dataDir={data_dir / 'data'}",
                 f"clientPort={self._port}",
-                "clientPortAddress=127.0.0.1",
+                f"clientPortAddress={self.host}",
                 "maxClientCnxns=200",
                 "admin.enableServer=false",
                 "4lw.commands.whitelist=srvr,ruok,stat,mntr",
@@ -170,13 +174,13 @@ class ZooKeeperServer:
             self._port = free_port()
         cfg = self._write_config(self._data_dir)
         argv = [
-            "java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+            *self.command_prefix, "java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
             "-cp", self._classpath(),
             "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg),
         ]
         self._process = ServerProcess("ZooKeeper", argv, self._data_dir / "zookeeper.log")
         self._process.start()
-        self._process.wait_ready(lambda: "Mode:" in four_letter("127.0.0.1", self.port, "srvr"),
+        self._process.wait_ready(lambda: "Mode:" in four_letter(self.host, self.port, "srvr"),
                                  self.start_timeout_s)
         return self
 

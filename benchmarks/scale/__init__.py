@@ -1,0 +1,1 @@
+"""``make scale``: the scale benchmark (lease workers on nodes of their own); see :mod:`benchmarks.scale.runner`."""
