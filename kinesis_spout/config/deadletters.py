@@ -2,7 +2,10 @@
 
 PURE: the configuration holds the target as a plain object; :mod:`kinesis_spout.deadletters` (I/O) opens its
 writer and checks what it got. :class:`DeadLetterDestination` is the contract a destination follows, declared here
-so that the configuration needs nothing from the I/O layer.
+so that the configuration needs nothing from the I/O layer. Nothing here imports the ``SpoutConfig`` that holds
+these settings (it would close an import cycle through the flat view): a destination is handed the spout's
+``SpoutConfig``, typed ``Any`` so that destinations typed with ``SpoutConfig`` match the contract, and
+:meth:`LocalDeadLetters.path` reads only the two names of :class:`SpoutNames`.
 """
 
 from __future__ import annotations
@@ -10,16 +13,13 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Union, runtime_checkable
+from typing import Any, Callable, Protocol, Union, runtime_checkable
 
 from kinesis_spout.config.names import fail, require_float, require_int
 from kinesis_spout.records import Record
 
-if TYPE_CHECKING:
-    from kinesis_spout.config.spout import SpoutConfig
-
 __all__ = ["DEAD_LETTER_DIR_ENV", "DEFAULT_DEAD_LETTER_DIR", "DeadLetterDestination", "DeadLetterHandler",
-           "DeadLetterSettings", "DeadLetterTarget", "LocalDeadLetters", "log_dead_letter"]
+           "DeadLetterSettings", "DeadLetterTarget", "LocalDeadLetters", "SpoutNames", "log_dead_letter"]
 
 log = logging.getLogger("kinesis_spout")
 
@@ -32,9 +32,21 @@ DeadLetterHandler = Callable[[Record, str], None]
 class DeadLetterDestination(Protocol):
     """A dead-letter destination as configured (``SpoutConfig(dead_letter=...)``): immutable settings that make a
     fresh writer for each spout. ``open_writer`` does no I/O (the writer connects or opens its file on its first
-    write) and returns a :class:`kinesis_spout.deadletters.DeadLetterWriter`; the spout checks that it did."""
+    write) and returns a :class:`kinesis_spout.deadletters.DeadLetterWriter`; the spout checks that it did.
+    ``config`` is the spout's :class:`~kinesis_spout.config.SpoutConfig` (typed ``Any`` here: see the module)."""
 
-    def open_writer(self, config: SpoutConfig) -> Any: ...
+    def open_writer(self, config: Any) -> Any: ...
+
+
+class SpoutNames(Protocol):
+    """What names a spout's dead-letter file: its app and stream (a :class:`~kinesis_spout.config.SpoutConfig` has
+    both). Read by :meth:`LocalDeadLetters.path`."""
+
+    @property
+    def app_name(self) -> str: ...
+
+    @property
+    def stream_name(self) -> str: ...
 
 
 #: The environment variable that moves the default dead-letter folder.
@@ -64,7 +76,7 @@ class LocalDeadLetters:
 
     folder: str | None = None
 
-    def path(self, config: SpoutConfig) -> str:
+    def path(self, config: SpoutNames) -> str:
         """The file of ``config``'s letters (an absolute path). Reads the environment and the working directory."""
         folder = self.folder or os.environ.get(DEAD_LETTER_DIR_ENV) or DEFAULT_DEAD_LETTER_DIR
         return os.path.abspath(os.path.join(folder, _safe(config.app_name), _safe(config.stream_name) + ".jsonl"))

@@ -3,54 +3,18 @@ keys, refused entries are put again, a second replay puts nothing, and a file th
 
 from __future__ import annotations
 
-import json
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from kinesis_spout import InitialPosition, JsonScheme, KinesisSpout, MemoryCheckpointStore, SpoutConfig
 from kinesis_spout.cli import main
 from kinesis_spout.deadletters import JsonLinesDeadLetters, KinesisDeadLetters
 from kinesis_spout.testing.faults import FaultProxy
 from kinesis_spout.testing.kinesis import KinesisEndpoint
-from kinesis_spout.testing.spout import drain
+
+from .support import read_all, spout_letters
 
 PTEE = "ProvisionedThroughputExceededException"
-
-
-def read_all(endpoint: KinesisEndpoint, stream: str) -> list[dict[str, Any]]:
-    client = endpoint.client()
-    out: list[dict[str, Any]] = []
-    for shard in endpoint.shard_ids(stream):
-        iterator = client.get_shard_iterator(StreamName=stream, ShardId=shard,
-                                             ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
-        out += client.get_records(ShardIterator=iterator, Limit=10_000)["Records"]
-    return out
-
-
-def spout_letters(endpoint: KinesisEndpoint, stream: str, dead_letter: Any) -> list[tuple[bytes, str]]:
-    """Run a JsonScheme spout over 6 poison records among good ones; returns the poison (data, partition key)."""
-    data: list[str] = []
-    keys: list[str] = []
-    for i in range(6):
-        data += [json.dumps({"n": i}), f"poison {i}"]
-        keys += [f"good-{i}", f"pk-{i}"]
-    data.append("{}")
-    keys.append("end")
-    endpoint.put(stream, data, partition_keys=keys)
-    config = SpoutConfig(stream_name=stream, app_name="replay", endpoint_url=endpoint.endpoint_url,
-                         region=endpoint.region, initial_position=InitialPosition.TRIM_HORIZON,
-                         empty_record_backoff_s=0.2, scheme=JsonScheme(), dead_letter=dead_letter)
-    with KinesisSpout(config, MemoryCheckpointStore()) as spout:
-        got = drain(spout, 7)
-        deadline = time.monotonic() + 20
-        while spout.poison_records < 6 and time.monotonic() < deadline:  # a shard may end with a poison record
-            got += drain(spout, 1, timeout_s=0.5)
-        assert len(got) == 7 and spout.poison_records == 6
-        assert spout.flush_checkpoints()
-    return sorted((d.encode(), k) for d, k in zip(data, keys) if d.startswith("poison"))
 
 
 def test_letters_of_a_spout_go_back_with_their_keys_a_refusal_is_put_again_and_a_second_replay_puts_nothing(

@@ -12,7 +12,8 @@ import pytest
 from kinesis_spout.cli import main
 from kinesis_spout.deadletters import JsonLinesDeadLetters
 from kinesis_spout.testing.kinesis import KinesisEndpoint
-from tests.integration.deadletters.test_dead_letter_replay import read_all, spout_letters
+
+from .support import read_all, spout_letters
 
 
 def replay_argv(letters: Path, target: str, endpoint: KinesisEndpoint) -> list[str]:

@@ -25,7 +25,7 @@ from kinesis_spout.positions import LATEST, TRIM_HORIZON
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until
 
-from ..spout.test_fanout import TcpCutter
+from ..support import TcpCutter
 
 #: ``subscription_renewal_s``'s least value (ReadingSettings): shorter than kinesis-local's second between events.
 RENEW_S = 0.5

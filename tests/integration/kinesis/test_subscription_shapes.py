@@ -3,7 +3,7 @@ then events, the last naming the closed shard's children), and the refusals real
 out every record, ends the shard at its ChildShards, and names the fix of each refusal.
 
 kinesis-local sends neither the initial response nor ChildShards, so these shapes are served here by a small HTTP
-server replaying recorded byte shapes; frames are built by the encoder of the event-stream unit tests."""
+server replaying recorded byte shapes; frames are built by the encoder the event-stream unit tests use."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from kinesis_spout.kinesis.client import make_client
 from kinesis_spout.kinesis.subscription import FanOutGetter
 from kinesis_spout.positions import TRIM_HORIZON
 from kinesis_spout.testing.process import wait_until
-from tests.unit.kinesis.test_eventstream import INITIAL, event
+from tests.unit.kinesis.eventstream_frames import INITIAL, event
 
 SHARD = "shardId-000000000000"
 ARN = "arn:aws:kinesis:us-east-1:123456789012:stream/orders/consumer/billing:1"

@@ -1,8 +1,9 @@
 """Helpers of the sink tests: reading a stream back whole (raw records of every shard, and user records through the
-spout), and checking where aggregated user records landed."""
+spout), checking where aggregated user records landed, and the text files a streaming write reads."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from kinesis_spout import InitialPosition, KinesisSpout, MemoryCheckpointStore, SpoutConfig
@@ -73,3 +74,20 @@ def read_with_spout(endpoint: KinesisEndpoint, stream: str, expected: int, timeo
         for _ in range(3):  # nothing more
             take()
     return got
+
+
+def write_files(directory: Path, files: int, per_file: int) -> list[str]:
+    """``files`` text files in ``directory`` (made if missing), ``per_file`` numbered lines each, numbered on across
+    files: the input of a streaming write. Returns the lines written, in order."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ids: list[str] = []
+    for f in range(files):
+        lines = [str(f * per_file + i) for i in range(per_file)]
+        (directory / f"part-{f:04d}.txt").write_text("\n".join(lines) + "\n")
+        ids += lines
+    return ids
+
+
+def stored(endpoint: KinesisEndpoint, stream: str) -> int:
+    """How many records ``stream`` holds, in all its shards."""
+    return sum(len(v) for v in raw_records(endpoint, stream).values())

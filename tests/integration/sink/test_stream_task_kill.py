@@ -16,8 +16,7 @@ import pytest
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until
 
-from .support import read_with_spout
-from .test_stream_write import stored, write_files
+from .support import read_with_spout, stored, write_files
 
 WRITER = Path(__file__).parents[1] / "procs" / "sink_task_kill_writer.py"
 

@@ -19,19 +19,9 @@ from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until
 from kinesis_spout.testing.spark import quick_start_env
 
-from .support import raw_records, read_with_spout
+from .support import read_with_spout, stored, write_files
 
 WRITER = Path(__file__).parents[1] / "procs" / "sink_stream_writer.py"
-
-
-def write_files(directory: Path, files: int, per_file: int) -> list[str]:
-    directory.mkdir(parents=True, exist_ok=True)
-    ids: list[str] = []
-    for f in range(files):
-        lines = [str(f * per_file + i) for i in range(per_file)]
-        (directory / f"part-{f:04d}.txt").write_text("\n".join(lines) + "\n")
-        ids += lines
-    return ids
 
 
 def test_a_streaming_write_puts_every_row_once(kinesalite: KinesisEndpoint, spark: Any, tmp_path: Path) -> None:
@@ -47,10 +37,6 @@ def test_a_streaming_write_puts_every_row_once(kinesalite: KinesisEndpoint, spar
     assert query.exception() is None
     got = Counter(r.data.decode() for r in read_with_spout(kinesalite, stream, len(ids)))
     assert got == Counter(ids)
-
-
-def stored(endpoint: KinesisEndpoint, stream: str) -> int:
-    return sum(len(v) for v in raw_records(endpoint, stream).values())
 
 
 @pytest.mark.crash

@@ -25,7 +25,7 @@ from kinesis_spout.spark import SpoutPipeline
 from kinesis_spout.state.txlog import OwnershipLost
 from kinesis_spout.testing.process import wait_until
 
-from .test_exactly_once_ownership import EXPECTED, Fixture, Runner
+from .ownership import EXPECTED, Fixture, Runner
 
 pytestmark = pytest.mark.slow
 

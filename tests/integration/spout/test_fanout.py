@@ -4,10 +4,8 @@ cut connections) losing nothing, backpressure, and the errors of endpoints witho
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
-import urllib.parse
 from collections import defaultdict
 from typing import Any
 
@@ -23,7 +21,7 @@ from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until
 from kinesis_spout.testing.spout import drain
 
-from ..support import aggregate
+from ..support import TcpCutter, aggregate
 
 RETRIEVALS = ["polling", "fanout"]
 
@@ -217,66 +215,6 @@ class Producer(threading.Thread):
             key = f"key-{i % self.keys}"
             self.placed += self.endpoint.put(self.stream, [f"{key}:{i}".encode()], [key])
             time.sleep(self.pace_s)  # the producer's pace, not synchronisation
-
-
-class TcpCutter:
-    """A TCP relay in front of an endpoint whose live connections :meth:`cut` ends at once (a streamed reply
-    included: an HTTP proxy that reads whole replies cannot cut a subscription)."""
-
-    def __init__(self, upstream_url: str) -> None:
-        parsed = urllib.parse.urlsplit(upstream_url)
-        self.upstream = (parsed.hostname or "127.0.0.1", parsed.port or 80)
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.endpoint_url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        self.lock = threading.Lock()
-        self.sockets: list[socket.socket] = []  # under lock
-        self.closed = False
-
-    def __enter__(self) -> TcpCutter:
-        threading.Thread(target=self._accept, daemon=True).start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.closed = True
-        self.listener.close()
-        self.cut()
-
-    def _accept(self) -> None:
-        while not self.closed:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(self.upstream)
-            with self.lock:
-                self.sockets += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        for s in (src, dst):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def cut(self) -> int:
-        """End every connection open now; returns how many relays were cut."""
-        with self.lock:
-            live, self.sockets = self.sockets, []
-        for s in live:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            s.close()
-        return len(live) // 2
 
 
 def test_a_live_split_under_fan_out_keeps_each_keys_order(kinesis_local: KinesisEndpoint) -> None:

@@ -4,9 +4,7 @@
 from __future__ import annotations
 
 import base64
-import binascii
 import json
-import struct
 from datetime import datetime, timezone
 
 import pytest
@@ -16,26 +14,8 @@ from kinesis_spout.kinesis.eventstream import EventStreamDecoder, parse_event
 from kinesis_spout.kinesis.subscription import starting_position
 from kinesis_spout.positions import LATEST, TRIM_HORIZON, after, at_timestamp
 
+from .eventstream_frames import INITIAL, encode, event
 
-def encode(headers: dict[str, str], payload: bytes) -> bytes:
-    """One event-stream message (string headers only), framed as the AWS event-stream format specifies."""
-    head = b""
-    for name, value in headers.items():
-        raw_name, raw_value = name.encode(), value.encode()
-        head += struct.pack("!B", len(raw_name)) + raw_name + b"\x07" + struct.pack("!H", len(raw_value)) + raw_value
-    total = 12 + len(head) + len(payload) + 4
-    prelude = struct.pack("!II", total, len(head))
-    prelude += struct.pack("!I", binascii.crc32(prelude) & 0xFFFFFFFF)
-    body = prelude + head + payload
-    return body + struct.pack("!I", binascii.crc32(body) & 0xFFFFFFFF)
-
-
-def event(payload: dict[str, object]) -> bytes:
-    return encode({":message-type": "event", ":event-type": "SubscribeToShardEvent",
-                   ":content-type": "application/json"}, json.dumps(payload).encode())
-
-
-INITIAL = encode({":message-type": "event", ":event-type": "initial-response"}, b"{}")
 SEQ1 = "49680571496625077500013097732006182401233942320789848066"
 SEQ2 = "49680571496625077500013097732012227030332015741541285890"
 
