@@ -62,6 +62,7 @@ def test_the_stop_rule_stops_when_the_next_try_could_not_start_before_the_deadli
     assert policy.stop_reason(1, 9.999) is None and policy.stop_reason(1, 10.0) == "deadline_s", "no pause counted"
     assert (policy.past_deadline(9.0, 0.5), policy.past_deadline(9.0, 1.0)) == (False, True)
     assert not RetryPolicy().past_deadline(1e9, 1e9), "no deadline"
+    assert (policy.stops_after(1, 9.0, 0.5), policy.stops_after(1, 9.0, 1.0)) == (False, True)
     both = RetryPolicy(max_attempts=2, deadline_s=1.0)
     assert both.stop_reason(2, 5.0) == "max_attempts", "the tries are named first when both limits are reached"
     assert both.stop_reason(1, 5.0) == "deadline_s"
@@ -158,6 +159,9 @@ def test_a_callable_interrupt_ends_the_wait_within_a_poll_and_otherwise_the_paus
     assert len(asked) == 4, "asked before the first sleep and after each"
     t = FakeTime()
     assert wait(0.0, lambda: False, sleep=t.sleep, clock=t.clock) and t.sleeps == []
+    backoff = Backoff(RetryPolicy(), clock=t.clock, sleep=t.sleep)
+    assert backoff.wait(1.0, lambda: False), "on the backoff's own clock and sleep"
+    assert sum(t.sleeps) == pytest.approx(1.0) and max(t.sleeps) == pytest.approx(POLL_S)
 
 
 def test_an_event_interrupt_is_looked_at_first_and_wakes_the_wait() -> None:
@@ -187,3 +191,4 @@ def test_min_s_lets_full_jitter_go_down_to_no_pause() -> None:
         RetryPolicy(initial_s=0.1, min_s=0.5)
     with pytest.raises(ConfigError, match="RetryPolicy.min_s must be from 0"):
         RetryPolicy(min_s=-1.0)
+    assert RetryPolicy(initial_s=0.1, jitter=1.0, min_s=0.1).delay(2, lambda: 0.0) == 0.1, "min_s may be initial_s"
