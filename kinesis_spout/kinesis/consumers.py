@@ -9,13 +9,15 @@ Who calls: the spout's ``open()`` and the Spark source (through :func:`ensure_co
 
 from __future__ import annotations
 
+import math
 import time
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from kinesis_spout.errors import KinesisError
 from kinesis_spout.kinesis.client import translate
+from kinesis_spout.retry import Backoff, RetryPolicy
 
 __all__ = ["CONSUMER_LIMIT", "Consumer", "deregister_consumer", "ensure_consumer", "list_consumers", "stream_arn"]
 
@@ -82,14 +84,23 @@ def describe_consumer(client: Any, arn: str, name: str) -> Consumer | None:
     return Consumer(str(found["ConsumerName"]), str(found["ConsumerARN"]), str(found["ConsumerStatus"]))
 
 
-def ensure_consumer(client: Any, stream_name: str, name: str, *, timeout_s: float = 120.0,
-                    poll_s: float = 0.1) -> Consumer:
+def ensure_consumer(client: Any, stream_name: str, name: str, *, timeout_s: float = 120.0, poll_s: float = 0.1,
+                    sleep: Callable[[float], object] = time.sleep,
+                    clock: Callable[[], float] = time.monotonic) -> Consumer:
     """The ACTIVE consumer ``name`` of ``stream_name``: registered when missing (or found when it exists), then
-    waited for until ACTIVE (at most ``timeout_s``). Raises a ``KinesisError`` naming the fix when the stream's
-    consumer limit is reached, the consumer is being deleted, the endpoint has no fan-out or the wait times out."""
+    waited for until ACTIVE (at most ``timeout_s``, looking every ``poll_s``; registrations throttled by Kinesis
+    are tried again every ``poll_s``, at least 0.5 s). Raises a ``KinesisError`` naming the fix when the stream's
+    consumer limit is reached, the consumer is being deleted, the endpoint has no fan-out or the wait times out.
+    ``sleep`` and ``clock`` are injectable for tests."""
+    if not timeout_s > 0 or not 0 <= poll_s < math.inf:
+        raise ValueError(f"ensure_consumer: timeout_s must be > 0 and poll_s >= 0 seconds, got timeout_s="
+                         f"{timeout_s!r} and poll_s={poll_s!r}")
     arn = stream_arn(client, stream_name)
     what = f"registering stream consumer {name!r} of stream {stream_name!r} (retrieval='fanout')"
-    deadline = time.monotonic() + timeout_s
+    # one deadline for the registration and the wait, from now; a look may start up to the deadline
+    looks = Backoff(RetryPolicy(initial_s=poll_s, multiplier=1.0, max_s=poll_s, deadline_s=timeout_s), clock=clock,
+                    sleep=sleep)
+    looks.start()
     consumer = describe_consumer(client, arn, name)
     while consumer is None:
         try:
@@ -99,7 +110,7 @@ def ensure_consumer(client: Any, stream_name: str, name: str, *, timeout_s: floa
             code = _code(exc)
             if code == "ResourceInUseException":  # registered meanwhile by another worker of the app
                 consumer = describe_consumer(client, arn, name)
-                if consumer is None and time.monotonic() >= deadline:
+                if consumer is None and looks.expired:
                     raise _fail(client, exc, what) from exc
                 continue
             if code != "LimitExceededException":
@@ -112,9 +123,9 @@ def ensure_consumer(client: Any, stream_name: str, name: str, *, timeout_s: floa
                     f"you no longer use (kinesis-spout consumers list / deregister --stream {stream_name}), share "
                     f"one consumer_name between apps reading the same records, or read with retrieval='polling'",
                     code=code, retriable=False) from exc
-            if time.monotonic() >= deadline:
+            if looks.expired:
                 raise _fail(client, exc, what) from exc
-            time.sleep(max(poll_s, 0.5))
+            looks.wait(max(looks.next_delay(), 0.5))
         except BotoCoreError as exc:
             raise _fail(client, exc, what) from exc
     while True:
@@ -126,11 +137,11 @@ def ensure_consumer(client: Any, stream_name: str, name: str, *, timeout_s: floa
                     f"{what}: the consumer is being deleted (status DELETING); wait until the deregistration ends "
                     f"and open again (it is then registered anew), or choose another consumer_name",
                     code="ResourceInUseException", retriable=True)
-        if time.monotonic() >= deadline:
+        if looks.expired:
             raise KinesisError(f"{what}: the consumer is not ACTIVE after {timeout_s:.0f} s (status "
                                f"{consumer.status if consumer else 'missing'}); check it with kinesis-spout consumers "
                                f"list --stream {stream_name}", code="Timeout", retriable=True)
-        time.sleep(poll_s)
+        looks.wait(looks.next_delay())
         consumer = describe_consumer(client, arn, name)
 
 

@@ -36,7 +36,7 @@ from kinesis_spout.kinesis.limits import (
     MAX_RECORDS_PER_CALL,
     partition_key_problem,
 )
-from kinesis_spout.retry import RetryPolicy
+from kinesis_spout.retry import Backoff, RetryPolicy
 
 __all__ = ["MAX_BYTES_PER_CALL", "MAX_PARTITION_KEY_LENGTH", "MAX_RECORDS_PER_CALL", "MAX_RECORD_BYTES", "Landed",
            "PutCounters", "PutEntry", "RecordPutter", "chunks", "entry_problem"]
@@ -186,10 +186,10 @@ class RecordPutter(Generic[T]):
         """One call's entries; refused ones put again (alone) after the policy's delays."""
         landed: list[Landed[T]] = []
         todo = chunk
-        started = self._clock()
-        attempt = 0
+        backoff = Backoff(self.policy, random=self._random, clock=self._clock, sleep=self._sleep)
+        backoff.start()  # the policy's deadline counts from the call's first try
         while True:
-            attempt += 1
+            attempt = backoff.failures + 1
             codes: set[str] = set()
             try:
                 reply = self._call([(entry.data, entry.partition_key, entry.explicit_hash_key) for _, entry in todo])
@@ -218,19 +218,16 @@ class RecordPutter(Generic[T]):
                 todo = refused
                 if not todo:
                     return landed
-            elapsed = self._clock() - started
-            pause = self.policy.delay(attempt, self._random)
-            deadline = self.policy.deadline_s
-            if (self.policy.max_attempts is not None and attempt >= self.policy.max_attempts) or \
-                    (deadline is not None and elapsed + pause >= deadline):
+            failure = backoff.failed()
+            if failure.stop is not None:
                 self._count(failed=len(todo))
-                limit = (f"{attempt} times" if deadline is None or elapsed + pause < deadline else
-                         f"{attempt} times in {elapsed:.1f} s (deadline {deadline:g} s)")
+                limit = (f"{attempt} times in {failure.elapsed_s:.1f} s (deadline {self.policy.deadline_s:g} s)"
+                         if self.policy.past_deadline(failure.elapsed_s, failure.pause_s) else f"{attempt} times")
                 raise PutRecordsError(f"stream {self.stream_name!r} refused {len(todo)} {self.what} {limit} "
                                       f"({', '.join(sorted(codes))})", written=[x.item for x in landed],
                                       refused=[item for item, _ in todo], codes=sorted(codes), attempts=attempt)
             self._count(retried=len(todo))
-            self._sleep(pause)
+            backoff.wait(failure.pause_s)
 
     def _culprits(self, todo: list[tuple[T, PutEntry]], exc: KinesisError) -> str:
         """For a call refused as a whole and not to be retried: the entries Kinesis named (``records.N.member``)

@@ -9,12 +9,11 @@ committed. Pure logic apart from the pause between conflict rounds: the I/O is t
 
 from __future__ import annotations
 
-import random
-import time
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Sequence
 
 from kinesis_spout.errors import SpoutStateError
+from kinesis_spout.retry import Backoff, RetryPolicy
 from kinesis_spout.state.base import (
     BackingMap,
     ConditionalBackingMap,
@@ -29,12 +28,17 @@ from kinesis_spout.state.base import (
 from kinesis_spout.state.values import OpaqueValue, TransactionalValue
 from kinesis_spout.state.writes import newer_call
 
-__all__ = ["CONFLICT_BACKOFF_MAX_S", "CONFLICT_ROUNDS", "SKIP", "BatchedMap", "PendingKey", "SetValue", "identical"]
+__all__ = ["CONFLICT_BACKOFF_MAX_S", "CONFLICT_RETRY", "CONFLICT_ROUNDS", "SKIP", "BatchedMap", "PendingKey",
+           "SetValue", "identical"]
 
 #: Rounds of a conditional commit against writers that keep changing the same keys, before the batch is failed.
 CONFLICT_ROUNDS = 50
 #: The longest random pause between two such rounds.
 CONFLICT_BACKOFF_MAX_S = 0.05
+#: The pause between two such rounds: writers that keep colliding on the same keys take turns, each after a random
+#: pause from 0 up to 2 ms, doubling, at most 50 ms; no pause after the last round.
+CONFLICT_RETRY = RetryPolicy(initial_s=0.002, multiplier=2.0, max_s=CONFLICT_BACKOFF_MAX_S, jitter=1.0, min_s=0.0,
+                             max_attempts=CONFLICT_ROUNDS)
 #: "No write needed": the key already holds this batch's updates (what a kind's ``_first`` returns then).
 SKIP: Any = object()
 
@@ -181,7 +185,8 @@ class BatchedMap:
         if not isinstance(backing, ConditionalBackingMap):
             backing.multi_put(todo, [self._pending[k].new for k in todo])
             return
-        for rounds in range(1, CONFLICT_ROUNDS + 1):
+        rounds = Backoff(CONFLICT_RETRY)
+        while True:
             written = backing.multi_put_if(todo, [self._pending[k].new for k in todo],
                                            [self._pending[k].token for k in todo])
             lost = [k for k, ok in zip(todo, written) if not ok]
@@ -197,10 +202,11 @@ class BatchedMap:
             todo = [k for k in lost if self._writes(k)]
             if not todo:
                 return
-            # writers that keep colliding on the same keys take turns: a random pause, doubling up to 50 ms
-            time.sleep(random.uniform(0, min(CONFLICT_BACKOFF_MAX_S, 0.001 * 2 ** rounds)))
-        raise StateError(f"{len(todo)} keys (e.g. {todo[0]!r}) kept changing under concurrent writers for "
-                         f"{CONFLICT_ROUNDS} rounds; the batch is failed and will be replayed", retriable=True)
+            failure = rounds.failed()
+            if failure.stop is not None:
+                raise StateError(f"{len(todo)} keys (e.g. {todo[0]!r}) kept changing under concurrent writers for "
+                                 f"{failure.attempt} rounds; the batch is failed and will be replayed", retriable=True)
+            rounds.wait(failure.pause_s)
 
     def _writes(self, key: Key) -> bool:
         """Whether the commit must write ``key`` (not when the key already holds what the batch would store)."""

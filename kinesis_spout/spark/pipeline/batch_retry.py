@@ -22,7 +22,7 @@ from random import random as _uniform
 from typing import Callable
 
 from kinesis_spout.errors import BatchFailedError, ConfigError
-from kinesis_spout.retry import Backoff, RetryPolicy
+from kinesis_spout.retry import Backoff, RetryPolicy, wait
 from kinesis_spout.spark.pipeline.loop import RunLoop
 from kinesis_spout.tracker import RetryBackoff
 
@@ -97,25 +97,26 @@ class BatchRetry:
         run ends during the wait (nothing of the batch is acked or failed). When no try is left, logs at ERROR and
         raises BatchFailedError chained from ``exc``."""
         policy = self._backoff.policy
-        pause = self._backoff.next_delay()
-        tries = self._backoff.failures
-        elapsed = self._backoff.failing_for()
+        failure = self._backoff.failed()
+        tries = failure.attempt
+        if failure.stop == "max_attempts":
+            raise self._give_up(exc, tries, failure.elapsed_s, f"batch_retry_limit={tries - 1}") from exc
+        if failure.stop == "deadline_s":
+            raise self._give_up(exc, tries, failure.elapsed_s,
+                                f"batch_retry_deadline_s={policy.deadline_s:g}") from exc
         of = f" of {policy.max_attempts}" if policy.max_attempts is not None else ""
-        limit = ""
-        if policy.max_attempts is not None and tries >= policy.max_attempts:
-            limit = f"batch_retry_limit={policy.max_attempts - 1}"
-        elif policy.deadline_s is not None and elapsed + pause >= policy.deadline_s:
-            limit = f"batch_retry_deadline_s={policy.deadline_s:g}"
-        if limit:
-            raise self._give_up(exc, tries, elapsed, limit) from exc
         log.warning("%s: process() raised (try %d%s): %s; its %d records are held (neither acked nor failed) and "
                     "the batch is tried again with the same records in %.2f s", self.label, tries, of, summary(exc),
-                    self.records, pause, exc_info=exc if tries == 1 else None)
-        if self._loop.wait_until(time.monotonic() + pause):
+                    self.records, failure.pause_s, exc_info=exc if tries == 1 else None)
+        # the run's limits end the wait; the loop's own wait between two looks wakes at once on stop()
+        if wait(failure.pause_s, self._loop.finished, sleep=self._nap):
             return True
         log.warning("%s: the run ends while the batch waits for try %d; its %d records were neither acked nor failed "
                     "and %s", self.label, tries + 1, self.records, self.next_run)
         return False
+
+    def _nap(self, seconds: float) -> None:
+        self._loop.wait_until(time.monotonic() + seconds)
 
     def _give_up(self, exc: BaseException, tries: int, elapsed: float, limit: str) -> BatchFailedError:
         message = (f"{self.label} failed {tries} {'try' if tries == 1 else 'tries'} in {elapsed:.1f} s ({limit}); "

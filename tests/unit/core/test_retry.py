@@ -68,6 +68,8 @@ def test_jitter_stays_between_the_first_delay_and_the_ceiling_and_never_passes_t
                 d = policy.delay(n, lambda r=r: r)  # type: ignore[misc]
                 assert policy.initial_s <= d <= policy.max_s, f"delay({n}) with random {r} = {d}"
                 assert d <= policy.ceiling(n)
+    rounding = RetryPolicy(initial_s=0.1, multiplier=100.0, max_s=7.058328667684434, jitter=0.7215400323407826)
+    assert rounding.delay(2, lambda: 1.0) == 7.058328667684434, "the sum rounds past the ceiling: the ceiling it is"
     no_jitter = RetryPolicy(initial_s=0.1, max_s=1.0)
     assert no_jitter.delay(3, lambda: pytest.fail("random drawn without jitter")) == pytest.approx(0.4)
 
@@ -265,7 +267,8 @@ def test_a_deadline_under_a_second_is_kept_and_no_sleep_ends_at_it() -> None:
 
 
 @pytest.mark.parametrize(("waited", "said"), [(0.25, "0.25"), (0.125, "0.125"), (9.87, "9.87"), (10.04, "10"),
-                                              (12.0, "12"), (0.0, "0")])
+                                              (12.0, "12"), (0.0, "0"),
+                                              (1.5e-10, "1.5e-10")])
 def test_the_error_says_short_waits_to_three_significant_digits_and_long_ones_in_tenths(waited: float,
                                                                                          said: str) -> None:
     t = FakeTime()

@@ -96,3 +96,21 @@ def test_settings_are_checked_and_an_exception_is_summed_up_in_one_line() -> Non
         batch_retry_policy(1, None, RetryBackoff(initial_s=1.0, max_s=float("inf")))
     assert summary(KeyError("k")) == "KeyError: 'k'" and summary(RuntimeError()) == "RuntimeError"
     assert len(summary(ValueError("x" * 1000))) == len("ValueError: ") + 300
+
+
+
+def test_a_run_limit_reached_during_the_wait_ends_it_and_the_deadline_counts_from_the_batch_s_first_failure() -> None:
+    looks = 0
+
+    def until() -> bool:  # the run's until(): true from its third look on, during a wait of a minute
+        nonlocal looks
+        looks += 1
+        return looks >= 3
+
+    loop = RunLoop(MetricsRecorder(), threading.Event(), lambda: 0, until, None, None)
+    clock = Clock()
+    retry = BatchRetry(batch_retry_policy(3, 300.0, RetryBackoff(initial_s=60.0, multiplier=1.0, max_s=60.0)), loop,
+                       4, 1, "again", clock=clock)
+    clock.now += 500.0  # the batch waited before its first try: that does not count against its deadline
+    assert retry.failed(RuntimeError("down")) is False and looks >= 3
+    assert retry.attempt == 2
