@@ -1,0 +1,92 @@
+"""What ``readMode=executors`` costs ZooKeeper per caught-up batch, counted (not timed) on real servers.
+
+The stream reader is driven as Spark drives it (latestOffset, partitions, read, commit), without a session, on
+kinesalite and a real ZooKeeper behind the project's proxy, which counts every request the reader's sessions send
+(the driver's and the task's). A caught-up stream of many shards where only a few receive records: a batch costs
+ZooKeeper a few requests plus a few per shard that had new records, and an idle shard gets no task and no node.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+from kinesis_spout.spark.batches import PlannedBatch
+from kinesis_spout.spark.source import WORKER_CLIENTS, ExecutorStreamReader
+from kinesis_spout.testing.kinesis import KinesisEndpoint
+from kinesis_spout.testing.zkproxy import Op, ZooKeeperFaultProxy
+
+from .support import executor_options, message_ids, read_partition
+
+SHARDS = 8
+ROUNDS = 7  # enough batches for old recorded ends to be cleaned up within them
+#: requests per caught-up batch at most: a few per batch, plus this many per shard with new records
+PER_BATCH, PER_BUSY_SHARD = 3, 2
+
+
+def keys_for(client: Any, stream: str, shard_id: str, n: int) -> list[str]:
+    """``n`` partition keys that Kinesis puts on ``shard_id``."""
+    shards = client.list_shards(StreamName=stream)["Shards"]
+    rng = next(s["HashKeyRange"] for s in shards if s["ShardId"] == shard_id)
+    low, high = int(rng["StartingHashKey"]), int(rng["EndingHashKey"])
+    keys: list[str] = []
+    i = 0
+    while len(keys) < n:
+        key = f"k{i}"
+        if low <= int(hashlib.md5(key.encode()).hexdigest(), 16) <= high:
+            keys.append(key)
+        i += 1
+    return keys
+
+
+def requests(proxy: ZooKeeperFaultProxy) -> int:
+    """The requests the proxy passed on so far, pings left out (an idle session's, not the reader's work)."""
+    return sum(n for op, n in proxy.requests().items() if op != Op.PING)
+
+
+def one_batch(reader: ExecutorStreamReader, start: dict[str, Any]) -> tuple[dict[str, Any], list[Any], list[str]]:
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert end != start, "no batch was planned though a shard had new records"
+    parts = list(reader.partitions(start, end))
+    ids = [mid for part in parts for mid in read_partition(reader, part)]
+    reader.commit(end)
+    return end, parts, ids
+
+
+def test_a_caught_up_batch_costs_zookeeper_a_few_requests_plus_a_few_per_shard_with_new_records(
+        kinesalite: KinesisEndpoint, zookeeper: Any) -> None:
+    stream = kinesalite.create_stream(shards=SHARDS)
+    client = kinesalite.client()
+    shard_ids = sorted(s["ShardId"] for s in client.list_shards(StreamName=stream)["Shards"])
+    busy = shard_ids[0]
+    keys = keys_for(client, stream, busy, ROUNDS * 10)
+    kinesalite.put(stream, [f"warm-{i}".encode() for i in range(SHARDS * 4)])
+    with ZooKeeperFaultProxy(zookeeper.hosts) as proxy:
+        options = {**executor_options(kinesalite, zookeeper, stream), "zookeeper": proxy.hosts,
+                   "checkpointIntervalS": "1"}
+        reader = ExecutorStreamReader(options)
+        try:
+            start = reader.initialOffset()
+            start, _, _ = one_batch(reader, start)  # the backlog: every shard has records
+            counts, busy_tasks, idle_tasks = [], 0, 0
+            for round_no in range(ROUNDS):  # caught up: records on one shard only between batches
+                placed = kinesalite.put(stream, [f"r{round_no}-{i}".encode() for i in range(10)],
+                                        keys[round_no * 10:(round_no + 1) * 10])
+                before = requests(proxy)
+                start, parts, ids = one_batch(reader, start)
+                counts.append(requests(proxy) - before)
+                assert ids == message_ids(placed)  # every new record once, nothing else
+                busy_tasks += sum(1 for p in parts if p.shard_id == busy)
+                idle_tasks += sum(1 for p in parts if p.shard_id != busy)
+            planned = PlannedBatch.parse(start)
+            assert set(planned.starts) == set(shard_ids)  # the idle shards stay in the offset, at their ends
+        finally:
+            reader.stop()
+            WORKER_CLIENTS.checkpoints(reader.config).close()  # the tasks' session, on the proxy closed next
+    bound = PER_BATCH + PER_BUSY_SHARD * 1
+    assert idle_tasks == 0, \
+        f"idle shards got {idle_tasks} tasks in {ROUNDS} caught-up batches (ZooKeeper requests: {counts})"
+    assert busy_tasks == ROUNDS
+    assert max(counts) <= bound, f"ZooKeeper requests per caught-up batch: {counts}, expected at most {bound}"
