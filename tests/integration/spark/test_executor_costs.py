@@ -4,6 +4,8 @@ The stream reader is driven as Spark drives it (latestOffset, partitions, read, 
 kinesalite and a real ZooKeeper behind the project's proxy, which counts every request the reader's sessions send
 (the driver's and the task's). A caught-up stream of many shards where only a few receive records: a batch costs
 ZooKeeper a few requests plus a few per shard that had new records, and an idle shard gets no task and no node.
+The driver's checkpoint copies of the shards it wrote before go in one transaction, which never overwrites a
+checkpoint another writer moved meanwhile.
 """
 
 from __future__ import annotations
@@ -13,8 +15,13 @@ from typing import Any
 
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
+from kinesis_spout import ZooKeeperCheckpointStore
+from kinesis_spout.checkpoint.base import Checkpoint
+from kinesis_spout.positions import after
 from kinesis_spout.spark.batches import PlannedBatch
+from kinesis_spout.spark.offsets import parse_source_options
 from kinesis_spout.spark.source import WORKER_CLIENTS, ExecutorStreamReader
+from kinesis_spout.spark.source.planning import QueryPlanning
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.zkproxy import Op, ZooKeeperFaultProxy
 
@@ -90,3 +97,29 @@ def test_a_caught_up_batch_costs_zookeeper_a_few_requests_plus_a_few_per_shard_w
         f"idle shards got {idle_tasks} tasks in {ROUNDS} caught-up batches (ZooKeeper requests: {counts})"
     assert busy_tasks == ROUNDS
     assert max(counts) <= bound, f"ZooKeeper requests per caught-up batch: {counts}, expected at most {bound}"
+
+
+def test_checkpoints_the_driver_wrote_before_go_in_one_transaction_that_never_overwrites_another_writer(
+        kinesalite: KinesisEndpoint, zookeeper: Any) -> None:
+    stream = kinesalite.create_stream(shards=1)
+    with ZooKeeperFaultProxy(zookeeper.hosts) as proxy:
+        config, _ = parse_source_options({**executor_options(kinesalite, zookeeper, stream), "zookeeper": proxy.hosts})
+        planning = QueryPlanning(config)
+        other = ZooKeeperCheckpointStore.from_config(parse_source_options(executor_options(
+            kinesalite, zookeeper, stream))[0])
+        other.open()
+        try:
+            planning.save({"a": after("100"), "b": after("100")}, force=True)  # first writes: one by one
+            before = proxy.requests()
+            planning.save({"a": after("200"), "b": after("200")}, force=True)
+            sent = {op: n - before.get(op, 0) for op, n in proxy.requests().items() if n != before.get(op, 0)}
+            assert sent == {Op.MULTI: 1}, f"two checkpoints written before took {sent}"
+            assert [other.load(s).sequence_number for s in "ab"] == ["200", "200"]
+            other.save(Checkpoint("a", "900"))  # another writer moves a on: the next transaction must not apply
+            planning.save({"a": after("300"), "b": after("300")}, force=True)
+            assert [other.load(s).sequence_number for s in "ab"] == ["900", "300"]
+            planning.save({"a": after("400"), "b": after("400")}, force=True)  # versions learned again
+            assert [other.load(s).sequence_number for s in "ab"] == ["900", "400"]
+        finally:
+            planning.close()
+            other.close()
