@@ -89,6 +89,12 @@ def test_a_caught_up_batch_costs_zookeeper_a_few_requests_plus_a_few_per_shard_w
                 idle_tasks += sum(1 for p in parts if p.shard_id != busy)
             planned = PlannedBatch.parse(start)
             assert set(planned.starts) == set(shard_ids)  # the idle shards stay in the offset, at their ends
+            assert planned.idle == set(shard_ids) - {busy}
+            # a shard idle for all those batches wakes up: its records come in the next batch, each once
+            woken = kinesalite.put(stream, [f"wake-{i}".encode() for i in range(5)],
+                                   keys_for(client, stream, shard_ids[-1], 5))
+            _, parts, ids = one_batch(reader, start)
+            assert ids == message_ids(woken) and [p.shard_id for p in parts] == [shard_ids[-1]]
         finally:
             reader.stop()
             WORKER_CLIENTS.checkpoints(reader.config).close()  # the tasks' session, on the proxy closed next
