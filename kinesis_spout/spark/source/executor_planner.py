@@ -254,7 +254,7 @@ class ExecutorPlanner:
         belonged to other shards (the next probe, at the shard's pace, reads on after it); ``PROBE_IDLE`` when nothing
         is there (or on a retriable error); None when the shard is not due yet.
 
-        Who calls: ``_worth_a_batch``, on the driver's planning thread; changes ``_probes``."""
+        Who calls: ``_seen_new``, on the driver's planning thread; changes ``_probes``."""
         probe = self._probes.get(shard_id)
         now = time.monotonic()
         if probe is None or probe[0] != position:
