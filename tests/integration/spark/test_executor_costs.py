@@ -1,9 +1,10 @@
 """What ``readMode=executors`` costs ZooKeeper per caught-up batch, counted (not timed) on real servers.
 
 The stream reader is driven as Spark drives it (latestOffset, partitions, read, commit), without a session, on
-kinesalite and a real ZooKeeper behind the project's proxy, which counts every request the reader's sessions send
-(the driver's and the task's). A caught-up stream of many shards where only a few receive records: a batch costs
-ZooKeeper a few requests plus a few per shard that had new records, and an idle shard gets no task and no node.
+kinesalite and moto, and a real ZooKeeper behind the project's proxy, which counts every request the reader's
+sessions send (the driver's and the task's). A caught-up stream of many shards where only a few receive records:
+a batch costs ZooKeeper a few requests plus a few per shard that had new records, and an idle shard gets no task
+and no node.
 The driver's checkpoint copies of the shards it wrote before go in one transaction, which never overwrites a
 checkpoint another writer moved meanwhile.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from kinesis_spout import ZooKeeperCheckpointStore
@@ -62,8 +64,10 @@ def one_batch(reader: ExecutorStreamReader, start: dict[str, Any]) -> tuple[dict
     return end, parts, ids
 
 
+@pytest.mark.parametrize("emulator", ["kinesalite", "moto_kinesis"])
 def test_a_caught_up_batch_costs_zookeeper_a_few_requests_plus_a_few_per_shard_with_new_records(
-        kinesalite: KinesisEndpoint, zookeeper: Any) -> None:
+        emulator: str, request: pytest.FixtureRequest, zookeeper: Any) -> None:
+    kinesalite: KinesisEndpoint = request.getfixturevalue(emulator)
     stream = kinesalite.create_stream(shards=SHARDS)
     client = kinesalite.client()
     shard_ids = sorted(s["ShardId"] for s in client.list_shards(StreamName=stream)["Shards"])
