@@ -103,6 +103,10 @@ class ExecutorPlanner:
         idle = frozenset(s for s in caught_up if s not in seen and not positions[s].unresolved)
         if len(idle) == len(active) and not joined and not pinned:
             return None
+        if cutoff is not None and fresh:
+            # the first batch of an AvailableNow run reads every shard: one probe that found nothing (a retriable
+            # error) must not leave out, for the whole run, records that were there when it started
+            idle = frozenset()
         # else a batch reads the shards with something new (maybe none: it puts the new shards and pins into
         # Spark's offset log); an idle shard gets no task and no recorded end
         self._at_tip = (start.batch + 1, frozenset(caught_up))
@@ -250,9 +254,10 @@ class ExecutorPlanner:
 
     def _probe(self, shard_id: str, position: Position) -> str | None:
         """One ``GetRecords(Limit=1)`` after ``position`` when the shard may be polled: ``PROBE_FOUND`` if a record
-        (or the shard's end) is there; ``PROBE_PASSED`` if the reply held a Kinesis record whose user records all
-        belonged to other shards (the next probe, at the shard's pace, reads on after it); ``PROBE_IDLE`` when nothing
-        is there (or on a retriable error); None when the shard is not due yet.
+        (or the shard's end) is there, or the reply was empty but said the shard's tip is further on;
+        ``PROBE_PASSED`` if the reply held a Kinesis record whose user records all belonged to other shards (the next
+        probe, at the shard's pace, reads on after it); ``PROBE_IDLE`` when nothing is there (or on a retriable
+        error); None when the shard is not due yet.
 
         Who calls: ``_seen_new``, on the driver's planning thread; changes ``_probes``."""
         probe = self._probes.get(shard_id)
@@ -273,7 +278,8 @@ class ExecutorPlanner:
             log.info("probing %s: %s", shard_id, exc)
             self._probes[shard_id] = (pos, getter, now + MIN_POLL_INTERVAL_S)
             return PROBE_IDLE
-        if skip_consumed(result.records, position) or result.shard_end:
+        behind = not result.fetched and (result.millis_behind_latest or 0) > 0  # an empty reply short of the tip
+        if skip_consumed(result.records, position) or result.shard_end or behind:
             self._probes.pop(shard_id, None)  # the batch's task reads it; a new probe starts at the new end
             return PROBE_FOUND
         if result.fetched:  # every user record dropped (or already read): more may follow, read on at the pace
