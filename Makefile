@@ -5,14 +5,25 @@ PYTEST_ARGS ?=
 # Quiets mkdocs-material's banner about its successor, printed on every build
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup demo test test-fast test-unit test-spark test-crash lint docs docs-check docs-serve bench bench-smoke soak scale \
-	mutation clean
+.PHONY: setup demo dist test test-fast test-unit test-spark test-crash lint docs docs-check docs-serve bench bench-smoke soak \
+	scale mutation clean
 
 setup:
 	@scripts/setup.sh
 
-demo: setup
+# The demo sets up what it needs only (scripts/setup.sh demo: the package, moto's server, ZooKeeper; Redis and
+# memcached too for DEMO_ARGS="--exactly-once ..."), none of the contributor's tools.
+demo:
+	@scripts/setup.sh demo $(if $(findstring exactly-once,$(DEMO_ARGS)),servers)
 	$(PY) examples/wordcount.py --demo $(DEMO_ARGS)
+
+# A wheel of this checkout in dist/ (DIST_DIR=...), the install that works until a release is on PyPI:
+# pip install 'dist/kinesis_spout-VERSION-py3-none-any.whl[state,metrics]'
+DIST_DIR ?= dist
+dist:
+	@scripts/setup.sh bare
+	$(PY) -m pip wheel --quiet --no-deps --wheel-dir $(DIST_DIR) .
+	@ls -1 $(DIST_DIR)/kinesis_spout-*.whl
 
 # The whole suite on two pytest-xdist workers (all but the browser check of the site: addopts in pyproject.toml) (-n 2; --dist worksteal: an idle worker takes tests queued for the
 # other). Each worker starts its own servers on free ports, in temporary directories of its own.
@@ -97,4 +108,4 @@ mutation:
 	@scripts/mutation.sh
 
 clean:
-	rm -rf .venv .venv-mutation mutants emulators/node_modules .pytest_cache .hypothesis build site *.egg-info
+	rm -rf .venv .venv-mutation mutants emulators/node_modules .pytest_cache .hypothesis build dist site *.egg-info

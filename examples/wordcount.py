@@ -42,7 +42,8 @@ import time
 from collections import Counter
 from typing import Any, Callable
 
-from kinesis_spout import InitialPosition, Record, SpoutConfig
+from kinesis_spout import InitialPosition, SpoutConfig
+from kinesis_spout.deadletters import LocalDeadLetters
 
 WORDS_COLUMN = "word"
 
@@ -119,7 +120,13 @@ def run_pipeline(spark: Any, config: SpoutConfig, totals: Counter[str], processe
         POISON["failed"] += sum(1 for row in poison if row.attempt == 1)
         return [row.message_id for row in poison]  # these records fail: retried, then dead-lettered
 
-    SpoutPipeline(spark, config, process, trigger_interval_s=0.5).run(until=done)
+    pipeline = SpoutPipeline(spark, config, process, trigger_interval_s=0.5)
+
+    def dead_lettered_and_done() -> bool:
+        POISON["dead_lettered"] = pipeline.metrics.dead_lettered  # written to the dead-letter file
+        return done()
+
+    pipeline.run(until=dead_lettered_and_done)
 
 
 def run_stream(spark: Any, config: SpoutConfig, totals: Counter[str], processed: list[int],
@@ -157,16 +164,9 @@ def run_stream(spark: Any, config: SpoutConfig, totals: Counter[str], processed:
             query.stop()
 
 
-#: Poison sentences failed on their first attempt, and those dead-lettered since (the handler runs on the spout's
-#: dead-letter thread, the only writer of the second count).
+#: Poison sentences failed on their first attempt, and those dead-lettered since (the pipeline's count of letters
+#: written to the dead-letter file).
 POISON = {"failed": 0, "dead_lettered": 0}
-
-
-def dead_letter(record: Record, reason: str) -> None:
-    """Count a dead letter. The spout logs each batch of them in one WARNING line (how many, why, where), and each
-    one at DEBUG: ``--verbose`` shows them."""
-    logging.getLogger("wordcount").debug("dead letter %s (%r): %s", record.message_id, record.data[:40], reason)
-    POISON["dead_lettered"] += 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoint-location", help="--engine stream: Spark's checkpoint folder (default: a "
                         "temporary one); keep one across runs with --exactly-once")
     parser.add_argument("--verbose", action="store_true", help="DEBUG lines of the spout and of this example (each "
-                                                               "dead letter, each shard's lag per batch)")
+                                                               "retried read, each shard's lag per batch)")
     args = parser.parse_args(argv)
     if args.exactly_once and not args.state_url and not args.demo:
         parser.error("--exactly-once needs --state-url (or --demo, which starts a private server)")
@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             producer.create_stream()
         config = SpoutConfig(stream_name=args.stream, app_name=args.app, zookeeper=zookeeper, endpoint_url=endpoint,
                              region=args.region, initial_position=InitialPosition.TRIM_HORIZON,
-                             dead_letter=dead_letter, retry_limit=2)
+                             dead_letter=LocalDeadLetters(), retry_limit=2)
         exactly = None
         if args.exactly_once:
             url = args.state_url
@@ -269,8 +269,10 @@ def main(argv: list[str] | None = None) -> int:
             totals = exactly.read(sorted(totals))
             print(f"[wordcount] exactly-once counts read back from {exactly.where}")
         if POISON["failed"]:
+            letters = LocalDeadLetters().path(config)
             print(f"[wordcount] {POISON['failed']} poison sentences failed, retried {config.retry_limit} times, "
-                  f"dead-lettered: {POISON['dead_lettered']}")
+                  f"dead-lettered: {POISON['dead_lettered']}, kept in {letters} (see them: kinesis-spout "
+                  f"dead-letters list {letters})")
         print("[wordcount] top words:")
         for word, n in totals.most_common(10):
             print(f"[wordcount]   {word:<10} {n}")

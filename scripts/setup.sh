@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Sets up everything kinesis_spout needs on this machine, idempotently:
-#   venv      a .venv with the package (editable) and its test extras
+#   venv      a .venv with the package (editable), its test extras and the contributor's tools (.[test,dev])
+#   demo      what `make demo` needs only: a .venv with the package and moto's server (.[demo]), and ZooKeeper
+#   bare      a .venv with pip only (`make dist` builds the wheel with it)
 #   servers   Debian's zookeeper, redis-server and memcached packages (the servers the fixtures start)
 #   emulators the npm Kinesis emulators (kinesalite, kinesis-local) in emulators/node_modules
 #   browser   Debian's chromium and chromium-driver, for `make docs-check` only (never part of the default steps)
-# Usage: scripts/setup.sh [venv] [servers] [emulators] [browser]
+# Usage: scripts/setup.sh [venv] [demo] [bare] [servers] [emulators] [browser]
 #        (no argument: venv, servers and emulators; "zookeeper" = "servers")
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,22 +16,36 @@ ZK_JAR=/usr/share/java/zookeeper.jar
 
 log() { printf '[setup] %s\n' "$*"; }
 
-setup_venv() {
-  local stamp=.venv/.installed
-  if [ -f "$stamp" ] && [ "$stamp" -nt pyproject.toml ]; then
-    log "venv: up to date (.venv)"; return
-  fi
+# Creates .venv (with an up-to-date pip) when it is missing.
+make_venv() {
   if [ ! -x .venv/bin/python ]; then
     log "venv: creating .venv with $($PYTHON --version)"
     "$PYTHON" -m venv .venv
+    .venv/bin/python -m pip install --quiet --upgrade pip
   fi
-  # [test] is what a user's tests need; [dev] adds the contributor's tools (ruff, mypy, import-linter, mkdocs,
-  # selenium), which `make test` (lint first) and `make docs` need in this checkout.
-  log "venv: installing kinesis-spout[test,dev] (the first pyspark build takes about a minute)"
-  .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e '.[test,dev]'
+}
+
+# Installs the package (editable) with the extras $1 into .venv, unless its stamp $2 (or the full install's) is newer
+# than pyproject.toml.
+install_venv() {
+  local extras=$1 stamp=$2 full=.venv/.installed
+  for done in "$stamp" "$full"; do
+    if [ -f "$done" ] && [ "$done" -nt pyproject.toml ]; then
+      log "venv: up to date (.venv, kinesis-spout[$extras])"; return
+    fi
+  done
+  make_venv
+  log "venv: installing kinesis-spout[$extras] (the first pyspark build takes about a minute)"
+  .venv/bin/python -m pip install --quiet -e ".[$extras]"
   touch "$stamp"
 }
+
+# [test] is what a user's tests need; [dev] adds the contributor's tools (ruff, mypy, import-linter, mkdocs,
+# selenium), which `make test` (lint first) and `make docs` need in this checkout.
+setup_venv() { install_venv test,dev .venv/.installed; }
+
+# [demo] is moto's server, the demo's embedded Kinesis: `make demo` needs none of the contributor's tools.
+setup_demo_venv() { install_venv demo .venv/.installed-demo; }
 
 # Sets SUDO to "" (root) or "sudo" (password-less sudo), or explains what to install by hand and exits 1.
 need_root() {
@@ -47,13 +63,17 @@ MSG
 
 # Debian packages for the servers the fixtures start: ZooKeeper (checkpoints, leases), Redis and Memcached (the
 # exactly-once state backends). Only the missing ones are installed.
+# With the argument "zookeeper-only" (the demo), only ZooKeeper.
 setup_servers() {
-  local missing=()
+  local missing=() wanted="zookeeper, redis-server, memcached"
+  [ "${1:-}" = zookeeper-only ] && wanted=zookeeper
   [ -f "$ZK_JAR" ] || missing+=(zookeeper)
-  command -v redis-server >/dev/null || [ -x /usr/bin/redis-server ] || missing+=(redis-server)
-  command -v memcached >/dev/null || [ -x /usr/bin/memcached ] || missing+=(memcached)
+  if [ "$wanted" != zookeeper ]; then
+    command -v redis-server >/dev/null || [ -x /usr/bin/redis-server ] || missing+=(redis-server)
+    command -v memcached >/dev/null || [ -x /usr/bin/memcached ] || missing+=(memcached)
+  fi
   if [ ${#missing[@]} -eq 0 ]; then
-    log "servers: present (zookeeper, redis-server, memcached)"; return
+    log "servers: present ($wanted)"; return
   fi
   need_root 'or point the tests and the demo at your own servers: see docs/testing.md, "Using your own servers"' "${missing[@]}"
   log "servers: installing Debian packages: ${missing[*]}"
@@ -106,9 +126,11 @@ steps=("$@")
 for step in "${steps[@]}"; do
   case "$step" in
     venv) setup_venv ;;
+    demo) setup_demo_venv; setup_servers zookeeper-only ;;
+    bare) make_venv ;;
     servers|zookeeper) setup_servers ;;
     emulators) setup_emulators ;;
     browser) setup_browser ;;
-    *) echo "[setup] unknown step: $step (expected venv, servers, emulators or browser)" >&2; exit 2 ;;
+    *) echo "[setup] unknown step: $step (expected venv, demo, bare, servers, emulators or browser)" >&2; exit 2 ;;
   esac
 done

@@ -4,6 +4,8 @@
 - ``checkpoints reset --stream S --app A --shard ID --to {trim-horizon,latest,SEQ[:SUB]} --yes``: rewrite one shard's
   checkpoint (it may move backwards: that is the point). Stop the app first, or its next write wins. A shard without a
   checkpoint must be listed by Kinesis (``--endpoint-url``, ``--region``), unless ``--force``.
+- ``checkpoints reset --stream S --app A --all --to {trim-horizon,latest} --yes``: rewrite every stored checkpoint of
+  the app's stream (unreadable ones too), to read the stream again from its oldest records or to skip to its tip.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ def register(sub: Any) -> None:
     cps.add_argument("action", nargs="?", choices=["list", "reset"], default="list")
     add_zookeeper_arguments(cps)
     cps.add_argument("--shard", help="reset: the shard id")
+    cps.add_argument("--all", action="store_true",
+                     help="reset: every stored checkpoint of the app's stream (with --to trim-horizon or latest)")
     cps.add_argument("--to", help="reset: trim-horizon, latest, or a sequence number to resume after")
     cps.add_argument("--yes", action="store_true", help="reset: really rewrite the checkpoint")
     cps.add_argument("--force", action="store_true",
@@ -190,8 +194,11 @@ def reset(args: argparse.Namespace) -> int:
     """Rewrite one shard's checkpoint (``--yes``), or print what would change (exit 2)."""
     from kinesis_spout.checkpoint.base import Checkpoint
 
+    if getattr(args, "all", False):
+        return reset_all(args)
     if not args.shard or not args.to:
-        raise ConfigError("checkpoints reset needs --shard ID and --to {trim-horizon,latest,SEQUENCE_NUMBER}")
+        raise ConfigError("checkpoints reset needs --shard ID (or --all) and --to {trim-horizon,latest,"
+                          "SEQUENCE_NUMBER}")
     position = parse_target(args.to)
     config = spout_config(args)
     new = Checkpoint.at(args.shard, position)
@@ -224,4 +231,45 @@ def reset(args: argparse.Namespace) -> int:
     finally:
         store.close()
     print("rewritten: the app resumes this shard from there on its next start")
+    return 0
+
+
+def reset_all(args: argparse.Namespace) -> int:
+    """``reset --all``: rewrite every checkpoint node of the app's stream (readable or not) to ``--to``
+    (trim-horizon or latest: a sequence number belongs to one shard), or print what would change (exit 2).
+    Shards without a checkpoint are left alone: they start at the app's initial position anyway."""
+    from kinesis_spout.checkpoint.base import Checkpoint
+
+    if args.shard:
+        raise ConfigError(f"checkpoints reset takes --shard {args.shard} or --all, not both: --all rewrites every "
+                          f"stored checkpoint of the stream")
+    position = parse_target(args.to or "")
+    if position.key is not None:
+        raise ConfigError(f"checkpoints reset --all takes --to trim-horizon or --to latest, got {args.to!r}: a "
+                          f"sequence number is one shard's (reset that shard with --shard ID --to {args.to})")
+    config = spout_config(args)
+    store = open_store(args, config)
+    try:
+        if not args.force:
+            check_app_and_stream(store, config)
+        checkpoints, unreadable = read_all(store)
+        shard_ids = sorted({*checkpoints, *unreadable})
+        if not shard_ids:
+            print(f"no checkpoint at {config.checkpoint_path}: nothing to reset (each shard starts at the app's "
+                  f"initial position; --shard ID writes one)")
+            return 0
+        for shard_id in shard_ids:
+            old = checkpoints.get(shard_id)
+            old_text = describe(old) if old is not None else f"unreadable ({unreadable[shard_id][0]})"
+            print(f"{config.checkpoint_path}/{shard_id}: {old_text} -> {describe(Checkpoint.at(shard_id, position))}")
+        if not args.yes:
+            print(f"not changed: add --yes to rewrite these {len(shard_ids)} checkpoints (stop the app first: a "
+                  f"running spout's next write would win)", file=sys.stderr)
+            return 2
+        owner = f"kinesis-spout reset by {getpass.getuser()}@{socket.gethostname()}"
+        for shard_id in shard_ids:
+            store.save(Checkpoint.at(shard_id, position).stamped(owner), force=True)
+    finally:
+        store.close()
+    print(f"{len(shard_ids)} checkpoints rewritten: the app resumes each shard from there on its next start")
     return 0

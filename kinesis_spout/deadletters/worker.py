@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import Counter
@@ -16,7 +17,7 @@ from kinesis_spout.tracker import RetryBackoff
 
 log = logging.getLogger("kinesis_spout.deadletters")
 
-__all__ = ["DEAD_LETTER_BACKOFF", "DeadLetterWorker"]
+__all__ = ["DEAD_LETTER_BACKOFF", "DeadLetterWorker", "describe_writer", "written_before"]
 
 #: Backoff between failed writes of the same dead letters: 0.1 s, doubling, at most 5 s; no limit of tries (letters
 #: are never dropped). No jitter: spouts whose writes failed in the same outage of the destination retry together.
@@ -44,6 +45,22 @@ def describe_writer(writer: DeadLetterWriter) -> str:
     if stream:
         return f"the Kinesis stream {stream!r}"
     return type(writer).__name__
+
+
+def written_before(writer: DeadLetterWriter | None) -> str:
+    """Where the letters written so far are, for a message about a stop (a storm): the file, the stream or the
+    handler; for a file not created yet (no letter written), that none was, and the file they go to; for a local
+    writer fallen back to the log, the log. Who calls: the spout's storm message."""
+    if writer is None:
+        return "letters written before went to the dead-letter destination"
+    path = getattr(writer, "path", None)
+    if path and getattr(writer, "falls_back", False):
+        return f"letters written before are in this process's log at ERROR ({path} could not be created)"
+    if path and not os.path.exists(path):
+        return f"no dead letter was written before the storm (they go to {path}, not created yet)"
+    where = describe_writer(writer)
+    return (f"letters written before went to {where}" if isinstance(writer, HandlerWriter) else
+            f"letters written before are in {where}")
 
 
 def written_summary(letters: Sequence[DeadLetter], where: str) -> str:

@@ -44,6 +44,22 @@ AUTH_CODES = frozenset({
 _TRANSIENT = (BotoConnectionError, HTTPClientError, ReadTimeoutError)
 
 
+class EmulatorCredentialsMissing(NoCredentialsError):
+    """No AWS credentials for a client of an explicit endpoint (an emulator, most often): :func:`translate` adds
+    that any dummy keys do there. Raised by the hook :func:`make_client` installs, before a request is signed."""
+
+    fmt = "Unable to locate credentials for the endpoint {endpoint_url}"
+
+
+def _refuse_unsigned(endpoint_url: str) -> Any:
+    """A ``before-sign`` hook raising :class:`EmulatorCredentialsMissing` (botocore would raise its bare
+    ``NoCredentialsError`` a step later, naming no endpoint)."""
+    def refuse(**_kwargs: Any) -> None:
+        raise EmulatorCredentialsMissing(endpoint_url=endpoint_url)
+
+    return refuse
+
+
 def _fast_timestamp(value: Any) -> datetime:
     """Kinesis sends arrival timestamps as epoch seconds; botocore's generic parser costs ~60% of parse time."""
     if isinstance(value, (int, float)):
@@ -67,11 +83,18 @@ def make_client(region: str | None, endpoint_url: str | None, *, read_timeout_s:
         check_endpoint_url(endpoint_url)  # botocore's own refusal is a bare ValueError
     session = botocore.session.get_session()
     apply_credentials(session, credentials, region)
+    if endpoint_url is not None and (credentials is None or credentials.is_default) \
+            and session.get_credentials() is None:  # found ones are kept by the session: create_client reuses them
+        unsigned = _refuse_unsigned(endpoint_url)
+    else:
+        unsigned = None
     session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=_fast_timestamp)
     config = Config(retries={"total_max_attempts": 1}, connect_timeout=5, read_timeout=read_timeout_s,
                     max_pool_connections=256, user_agent_extra="kinesis-spout")
     client = session.create_client("kinesis", region_name=region or _default_region(session),
                                    endpoint_url=endpoint_url, config=config)
+    if unsigned is not None:
+        client.meta.events.register("before-sign.kinesis", unsigned)
     lean_put.enable(client)  # PutRecords of the writers: see kinesis_spout.kinesis.lean_put
     return lean.enable(client)  # GetRecords of the readers: see kinesis_spout.kinesis.lean
 
@@ -104,6 +127,12 @@ def translate(exc: Exception, what: str) -> KinesisError:
                     "awsRoleArn, or the default chain) and their IAM permissions for Kinesis")
         message = error_message(message, status)  # an HTML error page: its status and title
         return KinesisError(f"{what}: {message} ({code}){hint}", code=code, retriable=retriable)
+    if isinstance(exc, EmulatorCredentialsMissing):
+        return KinesisError(f"{what}: {exc}; an emulator (moto, kinesalite, kinesis-local, LocalStack) takes any "
+                            f"keys: export AWS_ACCESS_KEY_ID=dummy AWS_SECRET_ACCESS_KEY=dummy (or give them: "
+                            f"SpoutConfig.credentials, options awsAccessKeyId / awsSecretAccessKey); for AWS itself, "
+                            f"configure real credentials (awsProfile, awsRoleArn, or the default chain)",
+                            code="NoCredentialsError", retriable=False)
     if isinstance(exc, NoCredentialsError | PartialCredentialsError):
         return KinesisError(f"{what}: {exc}; configure AWS credentials: SpoutConfig.credentials (options "
                             f"awsProfile / awsAccessKeyId / awsRoleArn), or the default chain (environment, shared "

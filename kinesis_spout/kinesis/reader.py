@@ -28,6 +28,23 @@ from kinesis_spout.records import Record, record_sizes, records_bytes
 
 log = logging.getLogger("kinesis_spout.kinesis")
 
+#: Retried errors in a row (throttles, 500s) logged at DEBUG only: a shard throttled now and then, or an emulator's
+#: occasional 500, is routine. The next one is logged at WARNING with the count, and so is each doubling of the run
+#: (2x, 4x...); a reader that recovers after a WARNING says so at INFO.
+QUIET_RETRIES = 3
+
+
+def log_retried_error(exc: KinesisError, shard_id: str, failures: int, failing_for_s: float, pause: float) -> None:
+    """Log one retried read error of ``shard_id``, the ``failures``-th in a row: at DEBUG while the run is at most
+    :data:`QUIET_RETRIES` long, at WARNING (with the count) when it passes that and at each doubling of the run.
+    Who calls: the shard readers and the Spark source's driver reads, after each retriable error."""
+    run = failures // (QUIET_RETRIES + 1)
+    if failures > QUIET_RETRIES and failures % (QUIET_RETRIES + 1) == 0 and run & (run - 1) == 0:
+        log.warning("%s; %d failed calls in a row on %s for %.1f s, retrying in %.2f s (the first %d of a run are "
+                    "logged at DEBUG)", exc, failures, shard_id, failing_for_s, pause, QUIET_RETRIES)
+    else:
+        log.debug("%s; retrying %s in %.2f s (failure %d in a row)", exc, shard_id, pause, failures)
+
 
 class BufferedShardReader:
     """Prefetches one shard into a bounded buffer; a :class:`~kinesis_spout.kinesis.pool.ReaderPool` polls it.
@@ -178,8 +195,10 @@ class BufferedShardReader:
             if backoff.exhausted:
                 raise KinesisError(f"{exc} (gave up after {backoff.failures - 1} retries)", code=exc.code) from exc
             self.retried_errors += 1
-            log.warning("%s; retrying %s in %.2f s", exc, self.shard_id, pause)
+            log_retried_error(exc, self.shard_id, backoff.failures, backoff.failing_for(), pause)
             return time.monotonic() + pause
+        if backoff.failures > QUIET_RETRIES:
+            log.info("reads of %s recovered after %d failed calls in a row", self.shard_id, backoff.failures)
         backoff.reset()
         self.millis_behind_latest = result.millis_behind_latest
         if self._pushed:  # the next event may be taken at once; none there: parked until the getter calls

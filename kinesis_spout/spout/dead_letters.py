@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from kinesis_spout.deadletters.base import DeadLetter
 from kinesis_spout.deadletters.storm import StormRules, StormTrip
+from kinesis_spout.deadletters.worker import written_before
 from kinesis_spout.errors import DeadLetterStormError
 
 if TYPE_CHECKING:
@@ -133,13 +134,12 @@ class DeadLetterGlue:
             first.setdefault(letter.record.shard_id, letter)
         shards = ", ".join(f"{shard} from sequence number {letter.record.sequence_number}"
                            for shard, letter in sorted(first.items()))
-        writer = self.worker.writer if self.worker is not None else None
-        where = getattr(writer, "path", None) or getattr(writer, "stream_name", None) or "the dead-letter destination"
+        where = written_before(self.worker.writer if self.worker is not None else None)
         sample = f"{unwritten[0].record.message_id}: {unwritten[0].reason}"[:300]
         return (f"dead-letter storm on stream {cfg.stream_name!r} (app {cfg.app_name!r}): {trip.summary} "
                 f"({trip.rule}={trip.limit:g}); the spout stopped. Likely cause: {cause} (first: {sample}). "
                 f"Checkpoints: the run's last {len(unwritten)} letters were not written and no checkpoint passes "
-                f"their records, so a restart reads them again ({shards}); letters written before are in {where}. "
+                f"their records, so a restart reads them again ({shards}); {where}. "
                 f"To resume: fix the scheme (SpoutConfig(scheme=...)) or whatever fails the records, or, if these "
                 f"dead letters are expected, raise {trip.rule} (DeadLetterSettings; 0 disables the rule), and restart")
 

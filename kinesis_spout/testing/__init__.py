@@ -14,15 +14,59 @@ the ack you choose (:mod:`kinesis_spout.testing.crash`), and :func:`stored_check
 per shard (:mod:`kinesis_spout.testing.checkpoints`).
 """
 
-from kinesis_spout.testing.checkpoints import SHARD_END, StoredCheckpoint, stored_checkpoints
-from kinesis_spout.testing.crash import CrashPoint, CrashRun, kill_at
-from kinesis_spout.testing.emulators import KinesaliteServer, KinesisLocalServer
-from kinesis_spout.testing.kinesis import KinesisEndpoint, put_records, wait_for_stream
-from kinesis_spout.testing.memcached import MemcachedServer
-from kinesis_spout.testing.moto_server import MotoKinesisServer
-from kinesis_spout.testing.redis import RedisServer
-from kinesis_spout.testing.spout import drain
-from kinesis_spout.testing.zookeeper import ZooKeeperServer
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names below, for type checkers and IDEs; at run time they are loaded on first use
+    from kinesis_spout.testing.checkpoints import SHARD_END, StoredCheckpoint, stored_checkpoints
+    from kinesis_spout.testing.crash import CrashPoint, CrashRun, kill_at
+    from kinesis_spout.testing.emulators import KinesaliteServer, KinesisLocalServer
+    from kinesis_spout.testing.kinesis import KinesisEndpoint, put_records, wait_for_stream
+    from kinesis_spout.testing.memcached import MemcachedServer
+    from kinesis_spout.testing.moto_server import MotoKinesisServer
+    from kinesis_spout.testing.redis import RedisServer
+    from kinesis_spout.testing.spout import drain
+    from kinesis_spout.testing.zookeeper import ZooKeeperServer
+
+#: Where each public name lives. Importing the package (as pytest does for every run in a venv where kinesis_spout
+#: is installed, through the plugin :mod:`kinesis_spout.testing.plugin`) loads none of them: the spout, boto3 and
+#: the ZooKeeper client are loaded by the first test that uses them, not by every pytest start (PEP 562).
+_WHERE: dict[str, str] = {
+    "SHARD_END": "kinesis_spout.testing.checkpoints",
+    "StoredCheckpoint": "kinesis_spout.testing.checkpoints",
+    "stored_checkpoints": "kinesis_spout.testing.checkpoints",
+    "CrashPoint": "kinesis_spout.testing.crash",
+    "CrashRun": "kinesis_spout.testing.crash",
+    "kill_at": "kinesis_spout.testing.crash",
+    "KinesaliteServer": "kinesis_spout.testing.emulators",
+    "KinesisLocalServer": "kinesis_spout.testing.emulators",
+    "KinesisEndpoint": "kinesis_spout.testing.kinesis",
+    "put_records": "kinesis_spout.testing.kinesis",
+    "wait_for_stream": "kinesis_spout.testing.kinesis",
+    "MemcachedServer": "kinesis_spout.testing.memcached",
+    "MotoKinesisServer": "kinesis_spout.testing.moto_server",
+    "RedisServer": "kinesis_spout.testing.redis",
+    "drain": "kinesis_spout.testing.spout",
+    "ZooKeeperServer": "kinesis_spout.testing.zookeeper",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported from its module on first use and kept in the package's namespace. Called by Python
+    for a name the package does not hold yet (PEP 562)."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kinesis_spout.testing' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The package's names and its public names not loaded yet."""
+    return sorted(set(globals()) | set(_WHERE))
+
 
 __all__ = [
     "SHARD_END",

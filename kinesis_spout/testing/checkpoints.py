@@ -17,8 +17,8 @@ if TYPE_CHECKING:
 
 __all__ = ["SHARD_END", "StoredCheckpoint", "stored_checkpoints"]
 
-#: The sequence number :func:`stored_checkpoints` gives a shard read to its end (its children are read next).
 SHARD_END = "SHARD_END"
+"""The sequence number :func:`stored_checkpoints` gives a shard read to its end (its children are read next)."""
 
 
 class StoredCheckpoint(NamedTuple):

@@ -38,7 +38,7 @@ from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.memcached import MemcachedServer
 from kinesis_spout.testing.moto_server import MotoKinesisServer
 from kinesis_spout.testing.redis import RedisServer
-from kinesis_spout.testing.spark import spark  # noqa: F401 - a fixture of this plugin
+from kinesis_spout.testing.spark import local_spark_session
 from kinesis_spout.testing.zookeeper import ZooKeeperServer
 
 KINESIS_BACKENDS = ("moto_kinesis", "kinesalite")
@@ -198,3 +198,30 @@ def redis() -> Iterator[RedisServer]:
 def memcached() -> Iterator[MemcachedServer]:
     """A private memcached server for the whole test session. Tests use namespaces of their own."""
     yield from _running(MemcachedServer())
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """A ``local[2]`` SparkSession, session-scoped: started by the first test that asks for it, shared by every
+    later test of the run (of the pytest-xdist worker), stopped at the end.
+
+    The start is the slow part: the JVM takes about 5 s on an idle 2-core machine and up to ~30 s on a busy one,
+    and the first job some seconds more (its Python workers start); later tests pay nothing. So mark tests that use
+    it ``slow`` or run them apart (``-m spark``), and do not stop it in a test (``spark.stop()`` would leave the
+    later tests a stopped session). Tables and views a test registers stay for the later ones: give them names of
+    the test's own. Quiet and small: see :func:`local_spark_session`.
+
+        def test_counts(spark):
+            assert spark.range(3).count() == 3
+
+    Its Python workers inherit the environment of the moment the JVM starts, which may come before any Kinesis
+    fixture ran: the dummy credentials those fixtures set for the local servers are set here first (never over
+    credentials already in the environment)."""
+    for name, value in (("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"),
+                        ("AWS_DEFAULT_REGION", "us-east-1")):
+        os.environ.setdefault(name, value)
+    session = local_spark_session()
+    try:
+        yield session
+    finally:
+        session.stop()

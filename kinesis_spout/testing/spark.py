@@ -1,14 +1,13 @@
 """A local Spark session for tests: one per test session, because each start costs seconds (a JVM starts, then
 Python workers at the first job). Tests that start Spark drivers in processes of their own (crash tests, examples)
-pay that start in each process: :func:`quick_start_env` makes it cheaper."""
+pay that start in each process: :func:`quick_start_env` makes it cheaper. The ``spark`` fixture itself is the
+plugin's (:mod:`kinesis_spout.testing.plugin`): this module does not need pytest, so the demo can use it."""
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Iterator, Mapping
-
-import pytest
+from typing import Any, Mapping
 
 #: JVM options of a Spark driver that lives for seconds: the C1 JIT only (no C2 compiler threads competing for the
 #: cores while the JVM starts) and a serial collector. On a busy 2-core machine a local driver's start and first
@@ -49,30 +48,3 @@ def local_spark_session(app_name: str = "kinesis-spout-tests", cores: int = 2) -
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     return spark
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    """A ``local[2]`` SparkSession, session-scoped: started by the first test that asks for it, shared by every
-    later test of the run (of the pytest-xdist worker), stopped at the end.
-
-    The start is the slow part: the JVM takes about 5 s on an idle 2-core machine and up to ~30 s on a busy one,
-    and the first job some seconds more (its Python workers start); later tests pay nothing. So mark tests that use
-    it ``slow`` or run them apart (``-m spark``), and do not stop it in a test (``spark.stop()`` would leave the
-    later tests a stopped session). Tables and views a test registers stay for the later ones: give them names of
-    the test's own. Quiet and small: see :func:`local_spark_session`.
-
-        def test_counts(spark):
-            assert spark.range(3).count() == 3
-
-    Its Python workers inherit the environment of the moment the JVM starts, which may come before any Kinesis
-    fixture ran: the dummy credentials those fixtures set for the local servers are set here first (never over
-    credentials already in the environment)."""
-    for name, value in (("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"),
-                        ("AWS_DEFAULT_REGION", "us-east-1")):
-        os.environ.setdefault(name, value)
-    session = local_spark_session()
-    try:
-        yield session
-    finally:
-        session.stop()

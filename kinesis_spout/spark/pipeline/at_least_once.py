@@ -148,7 +148,8 @@ class AtLeastOnceRunner:
             try:
                 failed = failed_message_ids(self.settings.process(df, batch))
             except Exception as exc:  # noqa: BLE001 - user code failed: the batch is tried again, no record failed
-                self.loop.record(spout, batch, 0, 0, summary(exc), t1 - t0, time.monotonic() - t1, started)
+                self.loop.record(spout, batch, 0, 0, summary(exc), t1 - t0, time.monotonic() - t1,
+                                 started if retry.attempt == 1 else t0)
                 if not retry.failed(exc):
                     return False
                 continue
@@ -164,5 +165,7 @@ class AtLeastOnceRunner:
             strays = sorted(failed - {t.message_id for t in tuples})
             log.warning("batch %d: process() returned %d failed message ids that are not in the batch (e.g. %s); "
                         "ignored", batch_id, len(strays), ", ".join(strays[:3]))
-        self.loop.record(spout, batch, len(tuples) - len(to_fail), len(to_fail), None, t1 - t0, process_s, started)
+        # a later try's latency is its own: the earlier tries and the backoff before it are not part of it
+        self.loop.record(spout, batch, len(tuples) - len(to_fail), len(to_fail), None, t1 - t0, process_s,
+                         started if batch.attempt == 1 else t0)
         return True

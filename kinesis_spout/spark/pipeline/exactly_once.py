@@ -214,11 +214,12 @@ class ExactlyOnceRunner:
                     tuples.ack()
                 else:
                     spout.ack_many(ids)
-                self.loop.record(spout, batch, len(records), 0, None, t1 - t0, process_s, started)
+                self.loop.record(spout, batch, len(records), 0, None, t1 - t0, process_s,
+                                 started if attempt == 1 else t0)  # a later try's latency is its own
                 return True
             what = summary(error) if error is not None else f"{len(failed)} records failed"
             self.loop.record(spout, batch, 0, 0 if error is not None else len(records), what, t1 - t0, process_s,
-                             started)
+                             started if attempt == 1 else t0)
             # a try may fail because the ownership was lost (the state refused the write of a txid that a new owner
             # moved past): then that is the error, not the failure of process()
             ownership.ensure(f"another attempt of txid {entry.txid} (attempt {attempt} failed)", txlog)

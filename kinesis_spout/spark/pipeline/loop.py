@@ -89,7 +89,9 @@ class RunLoop:
     def record(self, spout: KinesisSpout, batch: Batch, acked: int, failed: int, error: str | None,
                dataframe_s: float, process_s: float, started: float) -> None:
         """Record and log the figures of one try of a batch: ``acked`` and ``failed`` of its records (both 0 for a
-        try whose ``process`` raised, ``error``: its records are held, neither acked nor failed)."""
+        try whose ``process`` raised, ``error``: its records are held, neither acked nor failed). ``started`` is
+        when the try began (the monotonic time): the batch's first record taken for the first try, the try's own
+        start for a later one, so the latency logged is that try's."""
         shards = spout.metrics()
         figures = BatchMetrics(batch_id=batch.id, records=batch.records, bytes=batch.bytes, retries=batch.retries,
                                acked=acked, failed=failed, error=error, started_at=batch.started_at,

@@ -45,12 +45,40 @@ def _timestamp(name: str, value: Any) -> datetime:
     return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
 
 
+def initial_position_problem(options: Mapping[str, str]) -> ConfigError | None:
+    """Why a batch read cannot take the stream read's ``initialPosition`` it was given, or None (none given, or
+    ``TRIM_HORIZON``, which is where a batch read starts anyway). ``LATEST`` would read nothing a batch read can
+    end on, and was once ignored silently (the whole stream was read); ``AT_TIMESTAMP`` is ``startingTimestamp``."""
+    typed = {str(raw).lower(): str(raw) for raw in options}
+    name = typed.get("initialposition")
+    if name is None:
+        return None
+    value = str(options[name]).strip()
+    kind = value.upper().replace("-", "_")
+    if kind == "TRIM_HORIZON":
+        return None
+    when_name = typed.get("initialtimestamp")
+    when = str(options[when_name]).strip() if when_name is not None else "2026-11-22T10:00:00+00:00"
+    instead = (f"a batch read starts at a time with .option('startingTimestamp', {when!r}) instead"
+               if kind == "AT_TIMESTAMP" else
+               "to read the records that arrive from now on, use a stream read (spark.readStream, whose first "
+               "batch starts at the tip with initialPosition LATEST); to read recent records only, give a batch "
+               "read .option('startingTimestamp', ...)")
+    return ConfigError(f"option {name!r}={value!r} is a stream read's (spark.readStream): a batch read "
+                       f"(spark.read) reads from option 'startingTimestamp' (default: the oldest record, "
+                       f"TRIM_HORIZON) to 'endingTimestamp' (default: when the read is planned); {instead}")
+
+
 def parse_batch_options(options: Mapping[str, str]) -> tuple[SpoutConfig, datetime | None, datetime | None]:
     """The configuration and the (start, end) times of a batch read; ``ConfigError`` naming a bad option.
 
     Spark hands the options with lower-cased names; they match case-insensitively. ``appName`` defaults to
-    ``batch-read`` (nothing is stored under it).
+    ``batch-read`` (nothing is stored under it). A stream read's ``initialPosition`` other than ``TRIM_HORIZON`` is
+    refused (:func:`initial_position_problem`).
     """
+    problem = initial_position_problem(options)
+    if problem is not None:
+        raise problem
     canonical = {n.lower(): n for n in BATCH_OPTIONS}
     times: dict[str, datetime] = {}
     rest: dict[str, str] = {}

@@ -46,9 +46,13 @@ from kinesis_spout.spark.source.planning import (
 )
 from kinesis_spout.spark.source.shard_reads import read_range, stream_gone
 
-__all__ = ["KeptRecords", "KinesisSpoutStreamReader", "ShardRange"]
+__all__ = ["TASK_BYTES", "KeptRecords", "KinesisSpoutStreamReader", "ShardRange", "kept_partitions"]
 
 log = logging.getLogger("kinesis_spout.spark")
+
+#: The most Arrow bytes of kept records in one partition: a task travels with its partition, and Spark warns about
+#: every task over 1000 KiB ("contains a task of very large size"); the rest of the task stays well under the margin.
+TASK_BYTES = 768 << 10
 
 #: Why a driver-read query knows its stream, in the error of a stream deleted under it (:func:`stream_gone`).
 KNOWN_ON_DRIVER = "its checkpoint location or the app's ZooKeeper checkpoints hold positions in it"
@@ -72,7 +76,8 @@ class ShardRange(InputPartition):
 
 class KeptRecords(InputPartition):
     """Records the driver read for a micro-batch, of one or more shards, as an Arrow IPC stream (``arrow``): each
-    shard's records in order, the shards one after the other. ``ranges``: each shard's ``(shard_id, start, end)``."""
+    shard's records in order, the shards one after the other. ``ranges``: each shard's ``(shard_id, start, end)``
+    (a shard whose records are too many bytes for one task spans several partitions: :func:`kept_partitions`)."""
 
     def __init__(self, ranges: Sequence[tuple[str, str, str]], arrow: bytes) -> None:
         super().__init__(tuple(ranges))
@@ -82,6 +87,27 @@ class KeptRecords(InputPartition):
     def __repr__(self) -> str:
         shards = ", ".join(shard_id for shard_id, _, _ in self.ranges)
         return f"KeptRecords({shards}: {len(self.arrow)} bytes)"
+
+
+def kept_partitions(stream: str, runs: Sequence[Sequence[tuple[str, str, str, list[Record]]]]) -> list[KeptRecords]:
+    """The partitions of the kept records of a batch: one per run of :func:`~kinesis_spout.spark.source.packing.pack`
+    (``(shard_id, start, end, records)`` each), cut in order into partitions of at most :data:`TASK_BYTES` of Arrow
+    (a partition of one record may be larger), so that no task makes Spark warn. Who calls: ``partitions``."""
+    out: list[KeptRecords] = []
+    for run in runs:
+        ranges = [(shard_id, a, b) for shard_id, a, b, _ in run]
+        out += _sized(stream, ranges, [r for *_, records in run for r in records])
+    return out
+
+
+def _sized(stream: str, ranges: list[tuple[str, str, str]], records: list[Record]) -> list[KeptRecords]:
+    """``records`` (in order) as one partition, or as several of at most :data:`TASK_BYTES` each."""
+    arrow = encode_records(stream, records)
+    if len(arrow) <= TASK_BYTES or len(records) < 2:
+        return [KeptRecords(ranges, arrow)]
+    parts = -(-len(arrow) // TASK_BYTES)
+    step = -(-len(records) // parts)
+    return [kept for i in range(0, len(records), step) for kept in _sized(stream, ranges, records[i:i + step])]
 
 
 class KinesisSpoutStreamReader(PlannedReader[DriverPlanner], DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -183,11 +209,7 @@ class KinesisSpoutStreamReader(PlannedReader[DriverPlanner], DataSourceStreamRea
                 out.append(ShardRange(shard_id, a, b, self._planning.hash_range(shard_id)))
             elif records:  # (none: a shard that joined the query in this batch at a stored checkpoint)
                 kept.append(((shard_id, a, b, records), len(records), records_bytes(records)))
-        stream = self.config.stream_name
-        for run in pack(kept, self.limits.records_per_partition):
-            out.append(KeptRecords([(s, a, b) for s, a, b, _ in run],
-                                   encode_records(stream, [r for *_, records in run for r in records])))
-        return out
+        return out + kept_partitions(self.config.stream_name, pack(kept, self.limits.records_per_partition))
 
     def commit(self, end: dict[str, str]) -> None:
         """Spark completed every batch up to ``end``: write it to ZooKeeper as the shards' checkpoints."""

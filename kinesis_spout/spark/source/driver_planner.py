@@ -19,6 +19,7 @@ from typing import Mapping, Sequence
 from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.errors import KinesisError
 from kinesis_spout.kinesis.getter import GET_RECORDS_RETRY, LATEST_MARGIN, ShardGetter
+from kinesis_spout.kinesis.reader import log_retried_error
 from kinesis_spout.kinesis.subscription import FanOutGetter
 from kinesis_spout.positions import TRIM_HORIZON, Position, at_timestamp
 from kinesis_spout.records import Record
@@ -247,7 +248,7 @@ class DriverPlanner:
             if not exc.retriable or cursor.backoff.failures >= MAX_RETRIES:
                 raise
             pause = cursor.backoff.next_delay()
-            log.warning("%s; trying %s again in %.2f s", exc, cursor.shard_id, pause)
+            log_retried_error(exc, cursor.shard_id, cursor.backoff.failures, cursor.backoff.failing_for(), pause)
             cursor.next_poll = time.monotonic() + pause
             return
         cursor.backoff.reset()

@@ -108,12 +108,15 @@ def assert_the_wordcount_counted_everything(out: subprocess.CompletedProcess[str
     processed, produced = int(final[0][1]), int(final[0][4])
     assert produced > 0 and processed >= produced  # "[wordcount] N sentences of M produced"
     if engine == "pipeline":  # the README promises the poison sentences are seen retried, then dead-lettered
-        poison = [line.split() for line in out.stdout.splitlines() if " poison sentences failed" in line]
-        assert poison and int(poison[0][1]) > 0 and poison[0][-1] == poison[0][1], out.stdout
-        # summarised: a WARNING line per batch of letters written ("N dead letters written to ..."), none per letter
-        written = [int(n) for n in re.findall(r"WARNING kinesis_spout\.deadletters: (\d+) dead letters? written "
-                                              r"to the dead-letter handler dead_letter \(", out.stderr)]
-        assert sum(written) == int(poison[0][1]) and len(written) <= 3, out.stderr[-3000:]
+        poison = re.search(r"\[wordcount\] (\d+) poison sentences failed, retried \d+ times, dead-lettered: (\d+), "
+                           r"kept in (\S+\.jsonl) \(see them: kinesis-spout dead-letters list \3\)", out.stdout)
+        assert poison and 0 < int(poison[1]) == int(poison[2]), out.stdout
+        # where the letters are: the file named, holding each of them
+        assert len(Path(poison[3]).read_text().splitlines()) == int(poison[1]), poison[3]
+        # summarised: the first letter of each shard says where they go, later ones are counted (none per letter)
+        firsts = re.findall(r"WARNING kinesis_spout\.deadletters: dead letters of shardId-\d+ go to (\S+\.jsonl) ",
+                            out.stderr)
+        assert firsts and set(firsts) == {poison[3]} and len(firsts) <= 4, out.stderr[-3000:]
         assert "dead letter shardId" not in out.stdout + out.stderr, out.stderr[-3000:]
     counts = {parts[1]: int(parts[2]) for parts in (line.split() for line in out.stdout.splitlines())
               if len(parts) == 3 and parts[0] == "[wordcount]" and parts[2].isdigit()}
