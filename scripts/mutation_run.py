@@ -14,6 +14,9 @@ Usage: ``python scripts/mutation_run.py [--second-pass] [--retest-survivors] [--
 and mutant names]``.
 ``--second-pass`` tests the survivors of the first pass again (once each; run it with a larger budget),
 ``--retest-survivors`` tests every surviving and untested mutant again (after tests were added),
+``MUTATION_ONLY=PREFIX`` (e.g. ``kinesis_spout/tracking/``) mutates only the modules of ``only_mutate`` whose path
+starts with it; when the unit tests alone test all of them, mutmut records the calls of ``tests/unit`` only (no server
+starts): a partial round in minutes. Use a ``mutants/`` of its own for it (move the full round's aside).
 ``--restat GLOB`` (repeatable) records again which functions the tests matching GLOB (fnmatch on node ids) call:
 mutmut records that once per test, so a test that reaches a function added or moved since keeps its old record
 (the function's mutants then have "no tests") until it is recorded again: pass it for a test file edited since
@@ -48,8 +51,9 @@ INTEGRATION = "tests/integration/"
 TESTS_BY_MODULE: dict[str, list[str]] = {
     "kinesis_spout.positions": UNIT,  # tests/unit/core/test_positions.py
     "kinesis_spout.records": UNIT,  # tests/unit/core/test_records.py
-    "kinesis_spout.tracker": UNIT,  # tests/unit/core/test_tracker_*.py
-    "kinesis_spout.tracking": UNIT,  # inflight, retries, keys, outcomes: tests/unit/core/test_tracker_*.py
+    "kinesis_spout.tracker": UNIT,  # RetryBackoff: tests/unit/core/test_retry.py, test_tracker_retries.py
+    # the tracker (span, span_list, span_failures, spans, retries, keys): tests/unit/core/test_spans*, test_tracker_*
+    "kinesis_spout.tracking": UNIT,
     "kinesis_spout.retry": UNIT,  # tests/unit/core/test_retry.py
     "kinesis_spout.config": UNIT,  # its modules: tests/unit/core/test_config*.py
     "kinesis_spout.spout.shards": UNIT,  # a shard's lifecycle: tests/unit/spout/test_shard_lifecycle.py
@@ -386,6 +390,19 @@ def main() -> None:
     import tomllib
 
     mutated = frozenset(tomllib.loads(Path("pyproject.toml").read_text())["tool"]["mutmut"]["only_mutate"])
+    only = os.environ.get("MUTATION_ONLY")
+    unit_only_run = False
+    if only:  # a partial round: fewer modules mutated, and no server when the unit tests test all of them
+        mutated = frozenset(path for path in mutated if path.startswith(only))
+        if not mutated:
+            sys.exit(f"MUTATION_ONLY={only!r} matches none of [tool.mutmut] only_mutate in pyproject.toml: give the "
+                     "start of one of their paths, e.g. kinesis_spout/tracking/")
+        config().only_mutate = sorted(mutated)
+        unit_only_run = all(patterns_for(path.removesuffix(".py").replace("/", ".")) == UNIT for path in mutated)
+        if unit_only_run:
+            config().pytest_add_cli_args_test_selection = ["tests/unit"]
+        print(f"MUTATION_ONLY={only}: mutating {len(mutated)} modules"
+              + (", recording the unit tests' calls only" if unit_only_run else ""))
     copied = refresh_copies(mutated=mutated) + sum(refresh_copies(Path(folder)) for folder in ALSO_COPY)
     print(f"refreshed {copied} stale copies of files not mutated in mutants/")
     if restat:
@@ -410,7 +427,8 @@ def main() -> None:
     def collect_and_narrow(*a: object, **kw: object) -> None:
         collect(*a, **kw)  # type: ignore[arg-type]
         recorded = set(state().duration_by_test)
-        extra = [path for path in EXTRA_TESTS if not any(t.startswith(path + "::") for t in recorded)]
+        extra = [] if unit_only_run else [
+            path for path in EXTRA_TESTS if not any(t.startswith(path + "::") for t in recorded)]
         if extra:
             print(f"    recording the calls of the tests outside the selection: {', '.join(extra)}")
             mutmut_main.run_stats_collection(a[0], tests=extra)  # type: ignore[arg-type]

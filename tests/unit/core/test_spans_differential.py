@@ -1,4 +1,4 @@
-"""Hypothesis differential test: the span tracker against today's per-record InflightRecordTracker.
+"""Hypothesis differential test: the library's tracker (SpanTracker) against the per-record reference tracker.
 
 Random sequences of operations go to both trackers: one-by-one emits, batches emitted as spans (the per-record tracker
 gets the same keys through emit_many), acks, fails, give-ups, dead letters written, whole-span acks with excluded
@@ -22,8 +22,10 @@ from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invar
 import kinesis_spout.tracking.retries as retries_mod
 import kinesis_spout.tracking.span as span_mod
 from kinesis_spout.records import SequenceKey
-from kinesis_spout.tracker import FailOutcome, InflightRecordTracker, RetryBackoff
+from kinesis_spout.tracker import FailOutcome, RetryBackoff
 from kinesis_spout.tracking.spans import Span, SpanTracker
+
+from .reference_tracker import PerRecordTracker
 
 BASE = 49590338271490256608559692538361571095921575989136588898
 _KNOBS = ((span_mod, "COMPACT_FACTOR"), (span_mod, "COMPACT_SLACK"), (span_mod, "OPEN_SPAN_LIMIT"),
@@ -59,7 +61,7 @@ class Differential(RuleBasedStateMachine):
         backoff = RetryBackoff(initial_s, multiplier, initial_s + 2.0)
         kwargs: dict[str, Any] = {"retry_limit": retry_limit, "backoff": backoff, "message_timeout_s": timeout,
                                   "checkpoint": initial}
-        self.old = InflightRecordTracker("shardId-000000000001", **kwargs)
+        self.old = PerRecordTracker("shardId-000000000001", **kwargs)
         self.new = SpanTracker("shardId-000000000001", **kwargs)
         self.as_ranks = as_ranks
         self.keys: list[SequenceKey] = []  # every key emitted, in order

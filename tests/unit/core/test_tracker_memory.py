@@ -1,4 +1,5 @@
-"""The per-shard InflightRecordTracker's memory follows what is pending: runs of acked records are compacted away
+"""The per-record reference tracker's memory (the tracker benchmark's baseline; the library's tracker has its own
+in test_spans.py and test_tracker_model.py) follows what is pending: runs of acked records are compacted away
 (keeping every checkpoint and timeout right), the keys it retains stay within their bound after every record done,
 and the bytes it holds shrink with what is pending. Pure: no server, no clock, no sleep."""
 
@@ -12,10 +13,12 @@ from typing import TypeVar
 import pytest
 
 from kinesis_spout.records import SequenceKey
-from kinesis_spout.tracker import FailOutcome, InflightRecordTracker, RetryBackoff
-from kinesis_spout.tracking.inflight import COMPACT_FACTOR, COMPACT_SLACK
+from kinesis_spout.tracker import FailOutcome, RetryBackoff
 
+from . import reference_records
 from .keys import BASE, A, B, C, D, sparse_keys
+from .reference_records import COMPACT_FACTOR, COMPACT_SLACK
+from .reference_tracker import PerRecordTracker as InflightRecordTracker
 
 T = TypeVar("T")
 
@@ -93,7 +96,7 @@ def test_compaction_keeps_the_acked_tail(finish: str) -> None:
 
 
 def test_compaction_with_nothing_pending_keeps_the_last_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("kinesis_spout.tracking.inflight.COMPACT_SLACK", 0)
+    monkeypatch.setattr(reference_records, "COMPACT_SLACK", 0)
     tr = InflightRecordTracker("s", retry_limit=0, message_timeout_s=None)
     for k in (A, B, C):
         tr.emit(k, 0.0)
