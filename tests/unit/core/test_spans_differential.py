@@ -13,6 +13,7 @@ rule provably does not change with spans.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, settings
@@ -332,6 +333,9 @@ class Differential(RuleBasedStateMachine):
         assert self.new.span_count <= live
 
 
-Differential.TestCase.settings = settings(max_examples=250, stateful_step_count=50, deadline=None,
+#: Under mutation testing (mutmut runs a copy of the tests in mutants/, each test within 20 s): fewer examples.
+UNDER_MUTATION = "mutants" in Path(__file__).resolve().parts
+Differential.TestCase.settings = settings(max_examples=40 if UNDER_MUTATION else 250, stateful_step_count=50,
+                                          deadline=None,
                                           suppress_health_check=[HealthCheck.too_slow])
 TestSpanTrackerAgainstPerRecordTracker = Differential.TestCase

@@ -12,6 +12,7 @@ Hypothesis switches rules on and off per example, so setup emits a first batch.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, settings
@@ -401,9 +402,11 @@ class ReferenceMachine(TrackerMachine):
         return 2 * self.tr.retained_count <= factor * pending + 2 * slack + 2
 
 
+#: Under mutation testing (mutmut runs a copy of the tests in mutants/, each test within 20 s): fewer examples.
+UNDER_MUTATION = "mutants" in Path(__file__).resolve().parts
 for machine in (TrackerMachine, ReferenceMachine):
     machine.TestCase.settings = settings(
-        max_examples=200,
+        max_examples=30 if UNDER_MUTATION else 200,
         stateful_step_count=50,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow],
