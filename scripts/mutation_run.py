@@ -306,8 +306,8 @@ def narrow(tests: set[str], module: str, duration: dict[str, float]) -> set[str]
 SECOND_PASS = Path("mutants") / "second-pass.json"
 
 #: Folders besides the package and the tests that tests import (mutmut copies neither into mutants/): the benchmark
-#: helpers, and scripts/docs_reference.py (the reference pages' test).
-ALSO_COPY = ["benchmarks", "scripts"]
+#: helpers, and scripts/docs_reference.py and the pages it renders (the reference pages' test).
+ALSO_COPY = ["benchmarks", "scripts", "docs"]
 
 
 def reset_survivors(skip: set[str] = frozenset()) -> int:  # type: ignore[assignment]
@@ -401,7 +401,8 @@ def main() -> None:
         config().only_mutate = sorted(mutated)
         unit_only_run = all(patterns_for(path.removesuffix(".py").replace("/", ".")) == UNIT for path in mutated)
         if unit_only_run:
-            config().pytest_add_cli_args_test_selection = ["tests/unit"]
+            # the unit tests of the library (tests/unit/tooling tests the project's scripts and pages)
+            config().pytest_add_cli_args_test_selection = ["tests/unit", "--ignore=tests/unit/tooling"]
         print(f"MUTATION_ONLY={only}: mutating {len(mutated)} modules"
               + (", recording the unit tests' calls only" if unit_only_run else ""))
     copied = refresh_copies(mutated=mutated) + sum(refresh_copies(Path(folder)) for folder in ALSO_COPY)
