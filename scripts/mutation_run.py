@@ -52,8 +52,12 @@ TESTS_BY_MODULE: dict[str, list[str]] = {
     "kinesis_spout.positions": UNIT,  # tests/unit/core/test_positions.py
     "kinesis_spout.records": UNIT,  # tests/unit/core/test_records.py
     "kinesis_spout.tracker": UNIT,  # RetryBackoff: tests/unit/core/test_retry.py, test_tracker_retries.py
-    # the tracker (span, span_list, span_failures, spans, retries, keys): tests/unit/core/test_spans*, test_tracker_*
-    "kinesis_spout.tracking": UNIT,
+    # the tracker (span, span_list, span_failures, spans, retries, keys): its own tests, those of the spans, the
+    # per-record cases, the model and the differential test, and of the public name (a mutant of a function every
+    # spout test reaches ran against some 300 unit tests otherwise)
+    "kinesis_spout.tracking": [f"tests/unit/core/{name}::*" for name in (
+        "test_spans*.py", "test_tracker_checkpoints.py", "test_tracker_retries.py", "test_tracker_model.py",
+        "test_public_names.py")],
     "kinesis_spout.retry": UNIT,  # tests/unit/core/test_retry.py
     "kinesis_spout.config": UNIT,  # its modules: tests/unit/core/test_config*.py
     "kinesis_spout.spout.shards": UNIT,  # a shard's lifecycle: tests/unit/spout/test_shard_lifecycle.py
@@ -259,6 +263,12 @@ def listed_as(module: str) -> str | None:
     return None
 
 
+def unit_tested(module: str) -> bool:
+    """Whether only unit tests (no server) are listed for ``module``."""
+    patterns = patterns_for(module)
+    return bool(patterns) and all(p.startswith("tests/unit/") for p in patterns or ())
+
+
 def patterns_for(module: str) -> list[str] | None:
     """The patterns of ``TESTS_BY_MODULE`` for ``module`` (see ``listed_as``), None when it has none."""
     listed = listed_as(module)
@@ -285,7 +295,7 @@ def narrow(tests: set[str], module: str, duration: dict[str, float]) -> set[str]
     # a test run on both backends: keep the kinesalite run (real sequence numbers), drop the moto one
     kept = {t for t in kept if "[moto_kinesis" not in t or t.replace("[moto_kinesis", "[kinesalite", 1) not in kept}
     unit = {t for t in kept if t.startswith("tests/unit/")} if own else set()  # no servers: all of them
-    if unit and patterns == UNIT:
+    if unit and all(p.startswith("tests/unit/") for p in patterns):
         return unit
     fastest = sorted(kept - unit, key=lambda t: (duration.get(t, 0.0), t))
     if BUDGET_S <= 0:
@@ -334,7 +344,7 @@ def unit_only(keys: set[str]) -> set[str]:
 
     path = Path("mutants") / "mutmut-stats.json"
     recorded = json.loads(path.read_text())["tests_by_mangled_function_name"] if path.exists() else {}
-    return {key for key in keys if patterns_for(get_module_from_key(key)) == UNIT and any(
+    return {key for key in keys if unit_tested(get_module_from_key(key)) and any(
         t.startswith("tests/unit/") for t in recorded.get(mangled_name_from_mutant_name(key), ()))}
 
 
@@ -399,7 +409,7 @@ def main() -> None:
             sys.exit(f"MUTATION_ONLY={only!r} matches none of [tool.mutmut] only_mutate in pyproject.toml: give the "
                      "start of one of their paths, e.g. kinesis_spout/tracking/")
         config().only_mutate = sorted(mutated)
-        unit_only_run = all(patterns_for(path.removesuffix(".py").replace("/", ".")) == UNIT for path in mutated)
+        unit_only_run = all(unit_tested(path.removesuffix(".py").replace("/", ".")) for path in mutated)
         if unit_only_run:
             # the unit tests of the library (tests/unit/tooling tests the project's scripts and pages)
             config().pytest_add_cli_args_test_selection = ["tests/unit", "--ignore=tests/unit/tooling"]
