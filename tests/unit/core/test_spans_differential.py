@@ -335,7 +335,7 @@ class Differential(RuleBasedStateMachine):
 
 #: Under mutation testing (mutmut runs a copy of the tests in mutants/, each test within 20 s): fewer examples.
 UNDER_MUTATION = "mutants" in Path(__file__).resolve().parts
-Differential.TestCase.settings = settings(max_examples=40 if UNDER_MUTATION else 250, stateful_step_count=50,
+Differential.TestCase.settings = settings(max_examples=15 if UNDER_MUTATION else 250, stateful_step_count=50,
                                           deadline=None,
                                           suppress_health_check=[HealthCheck.too_slow])
 TestSpanTrackerAgainstPerRecordTracker = Differential.TestCase

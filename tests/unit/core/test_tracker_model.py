@@ -406,7 +406,7 @@ class ReferenceMachine(TrackerMachine):
 UNDER_MUTATION = "mutants" in Path(__file__).resolve().parts
 for machine in (TrackerMachine, ReferenceMachine):
     machine.TestCase.settings = settings(
-        max_examples=30 if UNDER_MUTATION else 200,
+        max_examples=10 if UNDER_MUTATION else 200,
         stateful_step_count=50,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow],
