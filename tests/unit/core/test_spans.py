@@ -254,6 +254,19 @@ def test_one_by_one_emits_share_an_open_span_and_replays_are_ignored() -> None:
     assert tr.expire(30.0) == [(keys[0], FailOutcome.RETRY)]  # emitted at 0.0; the next at 1.0
 
 
+def test_an_open_span_takes_open_span_limit_one_by_one_emits_and_the_next_starts_another(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(span_mod, "OPEN_SPAN_LIMIT", 3)
+    keys = sparse_keys(7, seed=12)
+    tr = tracker()
+    counts = []
+    for i, key in enumerate(keys):
+        assert tr.emit(key, float(i))
+        counts.append(tr.span_count)
+    assert counts == [1, 1, 1, 2, 2, 2, 3]
+    assert tr.ack_many(keys[:3]) == 3 and (tr.span_count, tr.checkpoint) == (2, keys[2])  # the first span dropped
+
+
 def test_memory_follows_pending_records_after_random_acks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(span_mod, "COMPACT_SLACK", 0)
     keys = sparse_keys(3000, seed=11)
