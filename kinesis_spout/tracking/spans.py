@@ -127,7 +127,6 @@ class SpanTracker(SpanFailures):
         """Start the open span at the tail for one-by-one emits, its first key ``key``."""
         span = Span(self, [], now, self._last)
         span.items, span.sizes, span.times, span.state = [], array("q"), array("d"), bytearray()
-        span.open = True
         self._spans.append(span)
         self._starts.append(key)
         self._tail = span

@@ -303,3 +303,28 @@ def test_bad_batches_and_settings_are_refused_naming_the_problem() -> None:
     with pytest.raises(ConfigError, match="message_timeout_s"):
         tracker(message_timeout_s=0.0)
     assert SpanTracker("s", checkpoint=SequenceKey(BASE)).checkpoint == SequenceKey(BASE)
+
+
+def test_the_default_backoff_doubles_from_a_tenth_of_a_second_up_to_ten_seconds() -> None:
+    keys = sparse_keys(1, seed=13)
+    tr = SpanTracker("shardId-000000000000", retry_limit=20, message_timeout_s=None)
+    assert tr.emit(keys[0], 0.0)
+    now, delays = 0.0, []
+    for _ in range(9):
+        assert tr.fail(keys[0], now) is FailOutcome.RETRY
+        delay = tr.next_due(now)
+        assert delay is not None
+        delays.append(round(delay, 6))
+        now += delay
+        assert tr.next_retry(now) is not None
+    assert delays == [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 10.0, 10.0]
+
+
+def test_a_run_of_keys_given_partly_as_ranks_and_partly_as_sequence_keys_is_one_span() -> None:
+    keys = sparse_keys(7, seed=14)
+    tr = tracker()
+    mixed = [keys[0].rank, keys[1], keys[2], keys[3].rank]  # ranks at both ends, keys inside
+    assert tr.emit_many(mixed, 0.0) == 0 and (tr.span_count, tr.inflight_count) == (1, 4)
+    with pytest.raises(ValueError, match="strictly increasing"):
+        tr.emit_many([keys[6].rank, keys[5], keys[4].rank], 0.0)
+    assert tr.ack_many(keys[:4]) == 4 and tr.checkpoint == keys[3]

@@ -97,3 +97,21 @@ def test_a_compacted_span_hands_back_the_items_of_its_retries_and_dead_letters(
     left = [j for j in pending if j not in failing and j != given_up]
     assert (tr.inflight_count, tr.inflight_bytes) == (len(left), sum(size(j) for j in left))
     assert tr.checkpoint == keys[left[0] - 1]  # every record before the first left is acked or dead-lettered
+
+
+def test_spans_acked_whole_but_a_few_records_are_compacted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Acks of whole spans (the spout's batch acks) count towards the next look at the spans' size, as one-by-one
+    acks do: three 1,000-record spans acked but 20 records each end up holding about those 60 records' keys."""
+    monkeypatch.setattr(span_mod, "COMPACT_SLACK", 0)
+    keys = sparse_keys(3000, seed=9)
+    tr = SpanTracker("shardId-000000000000")
+    spans = [tr.emit_span(keys[i:i + 1000], 0.0) for i in range(0, 3000, 1000)]
+    rng = random.Random(6)
+    held = [sorted(rng.sample(keys[i:i + 1000], 20)) for i in range(0, 3000, 1000)]
+    for span, keep in zip(spans, held):
+        assert span is not None and tr.ack_span(span, exclude=keep) == 980
+    assert tr.inflight_count == 60
+    assert tr.retained_count <= span_mod.COMPACT_FACTOR * 60 + 17 * span_mod.COMPACT_FACTOR  # 3,000 uncompacted
+    first = keys.index(held[0][0])
+    assert tr.checkpoint == (keys[first - 1] if first else None)
+    assert tr.ack_many([key for keep in held for key in keep]) == 60 and tr.checkpoint == keys[-1]
