@@ -328,3 +328,21 @@ def test_a_run_of_keys_given_partly_as_ranks_and_partly_as_sequence_keys_is_one_
     with pytest.raises(ValueError, match="strictly increasing"):
         tr.emit_many([keys[6].rank, keys[5], keys[4].rank], 0.0)
     assert tr.ack_many(keys[:4]) == 4 and tr.checkpoint == keys[3]
+
+
+def test_ack_many_of_a_span_s_records_with_gaps_acks_exactly_those() -> None:
+    keys = sparse_keys(3, seed=15)
+    tr = tracker()
+    assert tr.emit_span(keys, 0.0) is not None
+    assert tr.ack_many([keys[0].rank, keys[2].rank]) == 2  # the run of the span's records breaks after the first
+    assert (tr.inflight_count, tr.checkpoint) == (1, keys[0])
+    assert tr.ack(keys[1]) and tr.checkpoint == keys[2]
+
+
+def test_the_next_timeout_is_that_of_the_oldest_record_still_in_its_first_emission() -> None:
+    keys = sparse_keys(2, seed=16)
+    tr = tracker(message_timeout_s=30.0)
+    assert tr.emit(keys[0], 0.0) and tr.emit(keys[1], 10.0)  # one open span, a time per record
+    assert tr.ack(keys[0])
+    assert tr.next_due(10.0) == 30.0  # keys[1]'s, emitted at 10.0, not the done keys[0]'s
+    assert tr.expire(39.0) == [] and tr.expire(40.0) == [(keys[1], FailOutcome.RETRY)]
