@@ -1,5 +1,11 @@
 """The in-flight record tracker alone: emit+ack pairs per second, and bytes of memory per in-flight record.
 
+Two trackers in the same run. The library's one tracker (``SpanTracker``, exported as ``InflightRecordTracker``),
+and as the baseline the per-record tracker it replaced (one map entry a record, a port of the original Storm
+spout's), which now lives in the tests as their reference model (``tests/unit/core/reference_tracker.py``,
+``PerRecordTracker``): the rows without "span" are the baseline's. Run from the project's root (``python -m
+benchmarks``), which puts ``tests`` on the import path.
+
 Throughput. Records are spread round-robin over 1, 4 or 64 shards (one tracker each, as in the spout). Each cycle
 emits 1,000 records, fails 1% of them, acks the others (in emission order, or shuffled within the cycle), lets
 the failed ones come back through the retry queue and acks them, then reads every shard's checkpoint and runs its
@@ -21,7 +27,7 @@ size is given apart), the payload is one shared object (not counted), emission t
 ``after compaction``: 4N emitted, a random three quarters acked (compactions ran while they were).
 
 Span tracker (``SpanTracker``: a batch of one shard's records is one span, acked whole in O(1)), in the same run,
-each row beside today's per-record tracker with the ratio span / per-record. ``span, keys counted, batched
+each row beside the per-record baseline with the ratio span / per-record. ``span, keys counted, batched
 calls``: each cycle emits one span per shard (``emit_span`` of the ranks built from strings in a list
 comprehension, as above), fails 1% one by one, and acks each span whole (``ack_span``: the failed records are left
 to their retries); the per-record row it is compared with is ``keys counted, batched calls``. ``span, keys
@@ -45,8 +51,8 @@ from typing import Any
 from benchmarks.context import BenchContext
 from benchmarks.stats import ratio, summary
 from kinesis_spout.records import RANK_BASE, SequenceKey, parse_message_id_rank
-from kinesis_spout.tracker import InflightRecordTracker
 from kinesis_spout.tracking.spans import SpanTracker
+from tests.unit.core.reference_tracker import PerRecordTracker
 
 TITLE = "In-flight record tracker: emit+ack pairs/s and memory per in-flight record"
 GOAL_PAIRS_PER_S = 2_000_000
@@ -78,8 +84,8 @@ COLUMNS = [
     ("ratio_to_per_record", "span / per-record", "x"),
 ]
 
-Tracker = InflightRecordTracker
-SPAN = "span"  # the kind of tracker of a row: per-record (today's) or span
+Tracker = PerRecordTracker  # the baseline (see the module docstring)
+SPAN = "span"  # the kind of tracker of a row: per-record (the baseline) or span (the library's tracker)
 SPAN_EMITS = 1000  # records per span in the span memory rows emitted in spans
 WHOLE_BATCH = 10_000
 BATCHES_TIMED = 20
@@ -421,7 +427,8 @@ def headline(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         best = max(speed, key=lambda r: r["pairs_per_s"]["median"])
         goal = keys in (RANK, BATCHED)
         label = {RANK: "built from strings, a call per record", BATCHED: "built from strings, batched calls"}
-        out.append({"figure": f"tracker emit+ack pairs/s, keys {label.get(keys, keys)}, slowest to fastest case",
+        out.append({"figure": f"per-record tracker (baseline) emit+ack pairs/s, keys {label.get(keys, keys)}, "
+                              "slowest to fastest case",
                     "value": f"{worst['pairs_per_s']['median']:,.0f} ({worst['case']}) to "
                              f"{best['pairs_per_s']['median']:,.0f} ({best['case']})",
                     "goal": f">= {GOAL_PAIRS_PER_S:,}" if goal else "-",
@@ -456,7 +463,8 @@ def headline(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if not rows_in_state:
             continue
         worst = max(rows_in_state, key=lambda r: r["bytes_per_inflight_record"]["median"])
-        out.append({"figure": f"tracker bytes per in-flight record, {state} (keys and payload not counted), "
+        out.append({"figure": f"per-record tracker (baseline) bytes per in-flight record, {state} (keys and "
+                              "payload not counted), "
                               f"largest case",
                     "value": f"{worst['bytes_per_inflight_record']['median']:.0f} B ({worst['case']}); "
                              f"+{worst['key_bytes']} B per key",

@@ -8,6 +8,8 @@
 # run from scratch; MUTATION_ARGS=--retest-survivors to test the survivors again after adding tests, and
 # MUTATION_ARGS="--retest-survivors --restat tests/integration/kinesis/test_reader.py::*" after editing tests recorded
 # before (a pattern per edited file; words split on spaces, never globbed: no quotes inside).
+# MUTATION_ONLY=kinesis_spout/tracking/ mutates only the modules under that path (pure ones: against the unit
+# tests alone, no server), in a mutants/ of its own (move the full round's aside first).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -14,6 +14,9 @@ Usage: ``python scripts/mutation_run.py [--second-pass] [--retest-survivors] [--
 and mutant names]``.
 ``--second-pass`` tests the survivors of the first pass again (once each; run it with a larger budget),
 ``--retest-survivors`` tests every surviving and untested mutant again (after tests were added),
+``MUTATION_ONLY=PREFIX`` (e.g. ``kinesis_spout/tracking/``) mutates only the modules of ``only_mutate`` whose path
+starts with it; when the unit tests alone test all of them, mutmut records the calls of ``tests/unit`` only (no server
+starts): a partial round in minutes. Use a ``mutants/`` of its own for it (move the full round's aside).
 ``--restat GLOB`` (repeatable) records again which functions the tests matching GLOB (fnmatch on node ids) call:
 mutmut records that once per test, so a test that reaches a function added or moved since keeps its old record
 (the function's mutants then have "no tests") until it is recorded again: pass it for a test file edited since
@@ -23,7 +26,7 @@ Run from the project root, in the mutation venv (``make mutation`` does both).
 mutmut copies the package into ``mutants/`` once and rewrites only the mutated modules when they change (it copies
 the tests on every run): the driver first refreshes the copies of the other modules that changed since, so the
 mutants never run against a stale ``config.py`` or a missing module, and copies the folders the tests import besides
-the package (``ALSO_COPY``: the benchmark helpers some unit tests test).
+the package (``ALSO_COPY``: the benchmark helpers and the scripts some unit tests test).
 """
 
 from __future__ import annotations
@@ -48,8 +51,13 @@ INTEGRATION = "tests/integration/"
 TESTS_BY_MODULE: dict[str, list[str]] = {
     "kinesis_spout.positions": UNIT,  # tests/unit/core/test_positions.py
     "kinesis_spout.records": UNIT,  # tests/unit/core/test_records.py
-    "kinesis_spout.tracker": UNIT,  # tests/unit/core/test_tracker_*.py
-    "kinesis_spout.tracking": UNIT,  # inflight, retries, keys, outcomes: tests/unit/core/test_tracker_*.py
+    "kinesis_spout.tracker": UNIT,  # RetryBackoff: tests/unit/core/test_retry.py, test_tracker_retries.py
+    # the tracker (span, span_list, span_failures, spans, retries, keys): its own tests, those of the spans, the
+    # per-record cases, the model and the differential test, and of the public name (a mutant of a function every
+    # spout test reaches ran against some 300 unit tests otherwise)
+    "kinesis_spout.tracking": [f"tests/unit/core/{name}::*" for name in (
+        "test_spans*.py", "test_tracker_checkpoints.py", "test_tracker_retries.py", "test_tracker_model.py",
+        "test_public_names.py")],
     "kinesis_spout.retry": UNIT,  # tests/unit/core/test_retry.py
     "kinesis_spout.config": UNIT,  # its modules: tests/unit/core/test_config*.py
     "kinesis_spout.spout.shards": UNIT,  # a shard's lifecycle: tests/unit/spout/test_shard_lifecycle.py
@@ -255,6 +263,12 @@ def listed_as(module: str) -> str | None:
     return None
 
 
+def unit_tested(module: str) -> bool:
+    """Whether only unit tests (no server) are listed for ``module``."""
+    patterns = patterns_for(module)
+    return bool(patterns) and all(p.startswith("tests/unit/") for p in patterns or ())
+
+
 def patterns_for(module: str) -> list[str] | None:
     """The patterns of ``TESTS_BY_MODULE`` for ``module`` (see ``listed_as``), None when it has none."""
     listed = listed_as(module)
@@ -281,7 +295,7 @@ def narrow(tests: set[str], module: str, duration: dict[str, float]) -> set[str]
     # a test run on both backends: keep the kinesalite run (real sequence numbers), drop the moto one
     kept = {t for t in kept if "[moto_kinesis" not in t or t.replace("[moto_kinesis", "[kinesalite", 1) not in kept}
     unit = {t for t in kept if t.startswith("tests/unit/")} if own else set()  # no servers: all of them
-    if unit and patterns == UNIT:
+    if unit and all(p.startswith("tests/unit/") for p in patterns):
         return unit
     fastest = sorted(kept - unit, key=lambda t: (duration.get(t, 0.0), t))
     if BUDGET_S <= 0:
@@ -301,8 +315,9 @@ def narrow(tests: set[str], module: str, duration: dict[str, float]) -> set[str]
 
 SECOND_PASS = Path("mutants") / "second-pass.json"
 
-#: Folders besides the package and the tests that tests import (mutmut copies neither into mutants/).
-ALSO_COPY = ["benchmarks"]
+#: Folders besides the package and the tests that tests import (mutmut copies neither into mutants/): the benchmark
+#: helpers, and scripts/docs_reference.py and the pages it renders (the reference pages' test).
+ALSO_COPY = ["benchmarks", "scripts", "docs"]
 
 
 def reset_survivors(skip: set[str] = frozenset()) -> int:  # type: ignore[assignment]
@@ -329,7 +344,7 @@ def unit_only(keys: set[str]) -> set[str]:
 
     path = Path("mutants") / "mutmut-stats.json"
     recorded = json.loads(path.read_text())["tests_by_mangled_function_name"] if path.exists() else {}
-    return {key for key in keys if patterns_for(get_module_from_key(key)) == UNIT and any(
+    return {key for key in keys if unit_tested(get_module_from_key(key)) and any(
         t.startswith("tests/unit/") for t in recorded.get(mangled_name_from_mutant_name(key), ()))}
 
 
@@ -386,6 +401,20 @@ def main() -> None:
     import tomllib
 
     mutated = frozenset(tomllib.loads(Path("pyproject.toml").read_text())["tool"]["mutmut"]["only_mutate"])
+    only = os.environ.get("MUTATION_ONLY")
+    unit_only_run = False
+    if only:  # a partial round: fewer modules mutated, and no server when the unit tests test all of them
+        mutated = frozenset(path for path in mutated if path.startswith(only))
+        if not mutated:
+            sys.exit(f"MUTATION_ONLY={only!r} matches none of [tool.mutmut] only_mutate in pyproject.toml: give the "
+                     "start of one of their paths, e.g. kinesis_spout/tracking/")
+        config().only_mutate = sorted(mutated)
+        unit_only_run = all(unit_tested(path.removesuffix(".py").replace("/", ".")) for path in mutated)
+        if unit_only_run:
+            # the unit tests of the library (tests/unit/tooling tests the project's scripts and pages)
+            config().pytest_add_cli_args_test_selection = ["tests/unit", "--ignore=tests/unit/tooling"]
+        print(f"MUTATION_ONLY={only}: mutating {len(mutated)} modules"
+              + (", recording the unit tests' calls only" if unit_only_run else ""))
     copied = refresh_copies(mutated=mutated) + sum(refresh_copies(Path(folder)) for folder in ALSO_COPY)
     print(f"refreshed {copied} stale copies of files not mutated in mutants/")
     if restat:
@@ -410,7 +439,8 @@ def main() -> None:
     def collect_and_narrow(*a: object, **kw: object) -> None:
         collect(*a, **kw)  # type: ignore[arg-type]
         recorded = set(state().duration_by_test)
-        extra = [path for path in EXTRA_TESTS if not any(t.startswith(path + "::") for t in recorded)]
+        extra = [] if unit_only_run else [
+            path for path in EXTRA_TESTS if not any(t.startswith(path + "::") for t in recorded)]
         if extra:
             print(f"    recording the calls of the tests outside the selection: {', '.join(extra)}")
             mutmut_main.run_stats_collection(a[0], tests=extra)  # type: ignore[arg-type]

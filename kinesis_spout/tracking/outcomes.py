@@ -9,7 +9,7 @@ __all__ = ["FailOutcome", "TrackerStats"]
 
 
 class FailOutcome(enum.Enum):
-    """What :meth:`InflightRecordTracker.fail` did with a failed record."""
+    """What :meth:`~kinesis_spout.tracking.spans.SpanTracker.fail` did with a failed record."""
 
     RETRY = "retry"  # queued for re-emission after a backoff
     DEAD_LETTER = "dead_letter"  # retries exhausted: a pending dead letter, done once its write succeeded
@@ -18,11 +18,12 @@ class FailOutcome(enum.Enum):
 
 @dataclass(slots=True)
 class TrackerStats:
-    """Counters of one tracker, for metrics, read through :attr:`InflightRecordTracker.stats`. Only the tracker
-    writes them (from the one thread that calls it).
+    """Counters of one tracker, for metrics, read through its ``stats``
+    (:attr:`~kinesis_spout.tracking.spans.SpanTracker.stats`). Only the tracker writes them (from the one thread that
+    calls it).
 
     ``emitted`` counts new records (not re-emissions, which are ``retried``); ``acked`` counts successful acks;
-    ``dead_lettered`` counts dead letters written (:meth:`InflightRecordTracker.dead_letter_written`);
+    ``dead_lettered`` counts dead letters written (``dead_letter_written``);
     ``failed`` counts every failure that was acted upon, timeouts included (``timed_out`` is the part caused by the
     message timeout); ``unknown_*`` count acks and fails that changed nothing.
     """

@@ -1,7 +1,7 @@
 """The retry queue of one shard's tracker, and the message timeouts of re-emitted records.
 
 PURE: no threads, clocks or I/O; times come in as ``now`` arguments. Owned by the tracker that holds it (one
-:class:`~kinesis_spout.tracker.InflightRecordTracker`, called from one thread); only that tracker calls it, and
+:class:`~kinesis_spout.tracking.spans.SpanTracker`, called from one thread); only that tracker calls it, and
 only for records that failed at least once, never on the path of a record that never fails.
 
 Records are ranks (see :mod:`kinesis_spout.tracking.keys`). Two heaps with lazy deletion: ``(due, rank)`` for the

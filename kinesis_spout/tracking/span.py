@@ -44,7 +44,7 @@ class Span:
     """
 
     __slots__ = ("owner", "ranks", "items", "sizes", "times", "at", "before", "state", "head", "hint", "first",
-                 "other", "first_bytes", "other_bytes", "open")
+                 "other", "first_bytes", "other_bytes")
 
     def __init__(self, owner: object, ranks: list[int], at: float, before: int) -> None:
         self.owner: object | None = owner  # the tracker that made it (compared by identity); None once dropped
@@ -61,7 +61,6 @@ class Span:
         self.other = 0  # records FAILED or DEAD (not done, not in their first emission)
         self.first_bytes = 0  # sum of the sizes of the FIRST records
         self.other_bytes = 0  # sum of the sizes of the FAILED and DEAD records
-        self.open = False  # one-by-one emits append to it (it then has every array, and state bytes)
 
     def __len__(self) -> int:
         """Keys the span holds (its records, or after a compaction its pending ones and their predecessors)."""

@@ -63,7 +63,7 @@ class SpanFailures(SpanList):
         return self.fail(rank, now)
 
     def fail(self, key: Key, now: float) -> FailOutcome:
-        """Handle the failure of a record in flight, as ``InflightRecordTracker.fail``: ``RETRY`` (queued for
+        """Handle the failure of a record in flight: ``RETRY`` (attempt <= ``retry_limit``, queued for
         ``now + backoff.delay(attempt)``), ``DEAD_LETTER`` (retries ran out) or ``UNKNOWN`` (not in flight: unknown,
         done, waiting for its retry, or a dead letter; counted in ``unknown_fails``). Called by the spout for a
         record a consumer failed: it splits its span; the records around it stay in their first emission."""
@@ -78,8 +78,10 @@ class SpanFailures(SpanList):
         return FailOutcome.UNKNOWN
 
     def give_up(self, key: Key) -> bool:
-        """Dead-letter a record in flight at once, without a retry, as ``InflightRecordTracker.give_up``.
-        ``False`` (nothing changed) for a key not in flight. Called by the spout when its scheme refuses a record."""
+        """Dead-letter a record in flight at once, without a retry, with its current attempt number; like any dead
+        letter it is done once :meth:`dead_letter_written` is called. ``False`` (nothing changed) for a key not in
+        flight (unknown, done, waiting for its retry, or already a dead letter). Called by the spout when its scheme
+        refuses a record."""
         rank = key if key.__class__ is int else rank_of_key(key)
         found = self._locate(rank)
         if found is None:
@@ -119,8 +121,9 @@ class SpanFailures(SpanList):
         return True
 
     def next_retry(self, now: float) -> tuple[SequenceKey, Any, int] | None:
-        """Pop the retry due soonest if it is due and put it back in flight, as ``InflightRecordTracker.next_retry``:
-        ``(key, item, attempt)`` with the attempt incremented, or ``None``. Called by the spout before reading."""
+        """Pop the retry due soonest if it is due (``due <= now``) and put it back in flight (its message timeout
+        restarts at ``now``): ``(key, item, attempt)`` with the attempt incremented, or ``None``. Called by the spout
+        before reading."""
         rank = self._retries.pop_due(now)
         if rank is None:
             return None
@@ -137,8 +140,9 @@ class SpanFailures(SpanList):
         return self._retries.has_due(now)
 
     def expire(self, now: float) -> list[tuple[SequenceKey, FailOutcome]]:
-        """Fail every record in flight whose (re-)emission was at least ``message_timeout_s`` ago, as
-        ``InflightRecordTracker.expire``; returns ``(key, outcome)`` sorted by key. A span that times out whole
+        """Fail, as ``fail(key, now)``, every record in flight whose (re-)emission was at least
+        ``message_timeout_s`` ago (records waiting for a retry do not time out); counts ``timed_out``; returns
+        ``(key, outcome)`` sorted by key (empty when the timeout is ``None``). A span that times out whole
         fails record by record (each goes its own way: retry or dead letter). Called by the spout's loop."""
         timeout = self.message_timeout_s
         if timeout is None:
@@ -190,7 +194,7 @@ class SpanFailures(SpanList):
 
     def next_due(self, now: float) -> float | None:
         """Seconds from ``now`` until the next retry is due or the next message timeout happens (0.0 if one is
-        overdue, ``None`` if nothing is scheduled), as ``InflightRecordTracker.next_due``. Called by an event loop."""
+        overdue, ``None`` if nothing is scheduled). Called by an event loop."""
         times: list[float] = []
         due = self._retries.next_retry_at()
         if due is not None:

@@ -5,12 +5,13 @@ PURE: standard library only, no threads, clocks or I/O. Time comes in as ``now``
 monotonic clock, never decreasing between calls). One tracker per shard, called from one thread, which owns all of
 its state and the state of the spans it hands out.
 
-:class:`SpanTracker` answers exactly as :class:`~kinesis_spout.tracker.InflightRecordTracker` does (same methods,
-same return values, same safe checkpoint, same retry order, same counters) for any sequence of emits, acks, fails,
-retries, timeouts and dead letters; it adds :meth:`SpanTracker.emit_span`, which puts a run of records in flight as
-ONE :class:`Span` and returns it, :meth:`SpanTracker.ack_span`, which acks a whole span in O(1), and
-:meth:`SpanTracker.ack_attempt` and :meth:`SpanTracker.fail_attempt`, which ack or fail one emission of a record (its
-attempt), never a later one.
+:class:`SpanTracker` is the library's one tracker (``kinesis_spout.InflightRecordTracker`` is the same class). It
+answers exactly as a per-record tracker (a port of the original Storm spout's, one map entry a record: the tests'
+reference model) does (same methods, same return values, same safe checkpoint, same retry order, same counters) for
+any sequence of emits, acks, fails, retries, timeouts and dead letters; it adds :meth:`SpanTracker.emit_span`, which
+puts a run of records in flight as ONE :class:`Span` and returns it, :meth:`SpanTracker.ack_span`, which acks a whole
+span in O(1), and :meth:`SpanTracker.ack_attempt` and :meth:`SpanTracker.fail_attempt`, which ack or fail one
+emission of a record (its attempt), never a later one.
 
 A span holds its records' keys as one list of ranks (see :mod:`kinesis_spout.tracking.keys`), and beside it, only
 when needed: the items (one list), the sizes (one array), the emission times (one array; a span emitted in one call
@@ -64,7 +65,8 @@ class SpanTracker(SpanFailures):
     """Tracks the records of one shard as spans, from emission until they are done, and derives the safe checkpoint.
 
     Who calls: the spout (or a Spark reader), from one thread, which owns the tracker, its spans and their state.
-    The same methods and answers as :class:`~kinesis_spout.tracker.InflightRecordTracker`, plus :meth:`emit_span`,
+    Also exported as ``kinesis_spout.InflightRecordTracker``. Per-record calls (emit, ack, fail, retries,
+    timeouts, dead letters, the checkpoint and the counters) plus :meth:`emit_span`,
     :meth:`ack_span`, :meth:`attempt_of`, :meth:`ack_attempt` and :meth:`fail_attempt`. Costs: :meth:`emit_span` O(n) in
     C (a list copy and an order check), :meth:`ack_span` O(1) for a span none of whose records failed or was acked alone
     (one pass in C over its state bytes otherwise); per-record acks in emission order O(1), other per-record calls two
@@ -95,8 +97,10 @@ class SpanTracker(SpanFailures):
     # ------------------------------------------------------------------ emission
 
     def emit(self, key: Key, now: float, item: object = None, size: int = 0) -> bool:
-        """Put a NEW record in flight (attempt 1), emitted at ``now``; as ``InflightRecordTracker.emit``: a key at
-        or below the greatest emitted so far is a replay, ignored, counted in ``duplicates_ignored`` (``False``).
+        """Put a NEW record in flight (attempt 1), emitted at ``now``: a key at or below the greatest emitted so
+        far (or the initial checkpoint) is a replay after a re-seek, ignored, counted in ``duplicates_ignored``
+        (``False``). ``item`` is opaque (handed back by :meth:`next_retry` and with dead letters); ``size`` counts
+        into :attr:`inflight_bytes` until the record is done.
         Called by the spout for a record it emits alone; it joins the open span at the tail (up to
         ``OPEN_SPAN_LIMIT`` records), or starts one."""
         if key.__class__ is not int:
@@ -123,7 +127,6 @@ class SpanTracker(SpanFailures):
         """Start the open span at the tail for one-by-one emits, its first key ``key``."""
         span = Span(self, [], now, self._last)
         span.items, span.sizes, span.times, span.state = [], array("q"), array("d"), bytearray()
-        span.open = True
         self._spans.append(span)
         self._starts.append(key)
         self._tail = span
@@ -141,7 +144,8 @@ class SpanTracker(SpanFailures):
 
     def emit_many(self, keys: Sequence[Key], now: float, items: Sequence[object] | None = None,
                   sizes: Sequence[int] | None = None) -> int:
-        """:meth:`emit_span`, answering as ``InflightRecordTracker.emit_many``: how many leading keys were replays."""
+        """:meth:`emit_span`, answering how many leading keys were replays (ignored, counted in
+        ``duplicates_ignored``; 0 when every record is new). ``ValueError`` as :meth:`emit_span`."""
         return self._emit_run(keys, now, items, sizes, "emit_many")[1]
 
     def _emit_run(self, keys: Sequence[Key], now: float, items: Sequence[object] | None,
@@ -222,7 +226,7 @@ class SpanTracker(SpanFailures):
         return count
 
     def ack(self, key: Key) -> bool:
-        """Mark a record done, as ``InflightRecordTracker.ack`` (a record waiting for its retry leaves the queue);
+        """Mark a record done (a record waiting for its retry leaves the queue);
         may advance :attr:`checkpoint`. Unknown or done keys, and pending dead letters, return ``False`` and are
         counted in ``unknown_acks``. Called by the spout for a record acked alone: it splits its span."""
         rank = key if key.__class__ is int else rank_of_key(key)
@@ -263,7 +267,7 @@ class SpanTracker(SpanFailures):
         return False
 
     def ack_many(self, keys: Iterable[Key]) -> int:
-        """:meth:`ack` for many keys, in order; returns how many were acked (as ``InflightRecordTracker.ack_many``).
+        """:meth:`ack` for many keys, in order; returns how many were acked.
         Called by the spout with keys of one shard acked together that are not a whole span (a consumer's
         ``ack_many`` of message ids).
 
@@ -326,7 +330,7 @@ class SpanTracker(SpanFailures):
     @property
     def checkpoint(self) -> SequenceKey | None:
         """The safe checkpoint (the greatest emitted key at or below which every record is done; the initial
-        checkpoint while none is), as ``InflightRecordTracker.checkpoint``. Never moves backwards. Read by the
+        checkpoint while none is). Never moves backwards. Read by the
         spout after acks to persist it when it advances."""
         spans = self._spans
         if not spans:
@@ -346,7 +350,8 @@ class SpanTracker(SpanFailures):
 
     @property
     def stats(self) -> TrackerStats:
-        """The counters, as ``InflightRecordTracker.stats`` (the same object each time, brought up to date)."""
+        """The counters, for metrics: the same object each time; ``emitted`` and ``acked`` are derived (emitted =
+        acked + dead-lettered + in flight) and brought up to date when this property is read."""
         stats = self._stats
         stats.emitted = self._emitted
         stats.acked = self._emitted - stats.dead_lettered - self.inflight_count

@@ -42,3 +42,24 @@ def test_the_config_groups_are_exported_from_the_top_and_are_the_types_of_a_conf
     for name in ("KinesisSettings", "ReadingSettings", "TrackingSettings", "ZooKeeperSettings", "DeadLetterSettings",
                  "MetricsSettings", "WorkerSettings"):
         assert name in kinesis_spout.__all__, name
+
+
+def test_inflight_record_tracker_is_the_library_s_one_tracker_and_takes_the_per_record_tracker_s_arguments() -> None:
+    from kinesis_spout import FailOutcome, InflightRecordTracker, RetryBackoff, SequenceKey
+    from kinesis_spout.tracker import SpanTracker
+    from kinesis_spout.tracking.spans import SpanTracker as the_tracker
+
+    assert InflightRecordTracker is SpanTracker is the_tracker
+    assert "InflightRecordTracker" in kinesis_spout.__all__
+    # every argument, keyword and key form the per-record tracker took
+    tracker = InflightRecordTracker("shardId-000000000000", retry_limit=0, backoff=RetryBackoff(0.0, 1.0, 0.0),
+                                    message_timeout_s=None, checkpoint=SequenceKey(100))
+    assert tracker.emit(SequenceKey(101), 0.0, "a", 3) and tracker.emit(SequenceKey(102).rank, 0.0)
+    assert tracker.emit_many([SequenceKey(103), SequenceKey(104)], 0.0, ["c", "d"], [1, 1]) == 0
+    assert tracker.fail(SequenceKey(101), 1.0) is FailOutcome.DEAD_LETTER
+    assert tracker.ack_many([SequenceKey(102).rank, SequenceKey(103)]) == 2 and tracker.ack(SequenceKey(104))
+    assert tracker.checkpoint == SequenceKey(100)
+    assert tracker.take_dead_letters() == [(SequenceKey(101), "a", 1)]
+    assert tracker.dead_letter_written(SequenceKey(101))
+    assert tracker.checkpoint == SequenceKey(104) and tracker.inflight_count == 0
+    assert (tracker.retry_limit, tracker.message_timeout_s, tracker.backoff) == (0, None, RetryBackoff(0.0, 1.0, 0.0))

@@ -254,6 +254,19 @@ def test_one_by_one_emits_share_an_open_span_and_replays_are_ignored() -> None:
     assert tr.expire(30.0) == [(keys[0], FailOutcome.RETRY)]  # emitted at 0.0; the next at 1.0
 
 
+def test_an_open_span_takes_open_span_limit_one_by_one_emits_and_the_next_starts_another(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(span_mod, "OPEN_SPAN_LIMIT", 3)
+    keys = sparse_keys(7, seed=12)
+    tr = tracker()
+    counts = []
+    for i, key in enumerate(keys):
+        assert tr.emit(key, float(i))
+        counts.append(tr.span_count)
+    assert counts == [1, 1, 1, 2, 2, 2, 3]
+    assert tr.ack_many(keys[:3]) == 3 and (tr.span_count, tr.checkpoint) == (2, keys[2])  # the first span dropped
+
+
 def test_memory_follows_pending_records_after_random_acks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(span_mod, "COMPACT_SLACK", 0)
     keys = sparse_keys(3000, seed=11)
@@ -290,3 +303,46 @@ def test_bad_batches_and_settings_are_refused_naming_the_problem() -> None:
     with pytest.raises(ConfigError, match="message_timeout_s"):
         tracker(message_timeout_s=0.0)
     assert SpanTracker("s", checkpoint=SequenceKey(BASE)).checkpoint == SequenceKey(BASE)
+
+
+def test_the_default_backoff_doubles_from_a_tenth_of_a_second_up_to_ten_seconds() -> None:
+    keys = sparse_keys(1, seed=13)
+    tr = SpanTracker("shardId-000000000000", retry_limit=20, message_timeout_s=None)
+    assert tr.emit(keys[0], 0.0)
+    now, delays = 0.0, []
+    for _ in range(9):
+        assert tr.fail(keys[0], now) is FailOutcome.RETRY
+        delay = tr.next_due(now)
+        assert delay is not None
+        delays.append(round(delay, 6))
+        now += delay
+        assert tr.next_retry(now) is not None
+    assert delays == [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 10.0, 10.0]
+
+
+def test_a_run_of_keys_given_partly_as_ranks_and_partly_as_sequence_keys_is_one_span() -> None:
+    keys = sparse_keys(7, seed=14)
+    tr = tracker()
+    mixed = [keys[0].rank, keys[1], keys[2], keys[3].rank]  # ranks at both ends, keys inside
+    assert tr.emit_many(mixed, 0.0) == 0 and (tr.span_count, tr.inflight_count) == (1, 4)
+    with pytest.raises(ValueError, match="strictly increasing"):
+        tr.emit_many([keys[6].rank, keys[5], keys[4].rank], 0.0)
+    assert tr.ack_many(keys[:4]) == 4 and tr.checkpoint == keys[3]
+
+
+def test_ack_many_of_a_span_s_records_with_gaps_acks_exactly_those() -> None:
+    keys = sparse_keys(3, seed=15)
+    tr = tracker()
+    assert tr.emit_span(keys, 0.0) is not None
+    assert tr.ack_many([keys[0].rank, keys[2].rank]) == 2  # the run of the span's records breaks after the first
+    assert (tr.inflight_count, tr.checkpoint) == (1, keys[0])
+    assert tr.ack(keys[1]) and tr.checkpoint == keys[2]
+
+
+def test_the_next_timeout_is_that_of_the_oldest_record_still_in_its_first_emission() -> None:
+    keys = sparse_keys(2, seed=16)
+    tr = tracker(message_timeout_s=30.0)
+    assert tr.emit(keys[0], 0.0) and tr.emit(keys[1], 10.0)  # one open span, a time per record
+    assert tr.ack(keys[0])
+    assert tr.next_due(10.0) == 30.0  # keys[1]'s, emitted at 10.0, not the done keys[0]'s
+    assert tr.expire(39.0) == [] and tr.expire(40.0) == [(keys[1], FailOutcome.RETRY)]

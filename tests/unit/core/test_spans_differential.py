@@ -1,4 +1,4 @@
-"""Hypothesis differential test: the span tracker against today's per-record InflightRecordTracker.
+"""Hypothesis differential test: the library's tracker (SpanTracker) against the per-record reference tracker.
 
 Random sequences of operations go to both trackers: one-by-one emits, batches emitted as spans (the per-record tracker
 gets the same keys through emit_many), acks, fails, give-ups, dead letters written, whole-span acks with excluded
@@ -13,6 +13,7 @@ rule provably does not change with spans.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, settings
@@ -22,8 +23,10 @@ from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invar
 import kinesis_spout.tracking.retries as retries_mod
 import kinesis_spout.tracking.span as span_mod
 from kinesis_spout.records import SequenceKey
-from kinesis_spout.tracker import FailOutcome, InflightRecordTracker, RetryBackoff
+from kinesis_spout.tracker import FailOutcome, RetryBackoff
 from kinesis_spout.tracking.spans import Span, SpanTracker
+
+from .reference_tracker import PerRecordTracker
 
 BASE = 49590338271490256608559692538361571095921575989136588898
 _KNOBS = ((span_mod, "COMPACT_FACTOR"), (span_mod, "COMPACT_SLACK"), (span_mod, "OPEN_SPAN_LIMIT"),
@@ -59,7 +62,7 @@ class Differential(RuleBasedStateMachine):
         backoff = RetryBackoff(initial_s, multiplier, initial_s + 2.0)
         kwargs: dict[str, Any] = {"retry_limit": retry_limit, "backoff": backoff, "message_timeout_s": timeout,
                                   "checkpoint": initial}
-        self.old = InflightRecordTracker("shardId-000000000001", **kwargs)
+        self.old = PerRecordTracker("shardId-000000000001", **kwargs)
         self.new = SpanTracker("shardId-000000000001", **kwargs)
         self.as_ranks = as_ranks
         self.keys: list[SequenceKey] = []  # every key emitted, in order
@@ -330,6 +333,9 @@ class Differential(RuleBasedStateMachine):
         assert self.new.span_count <= live
 
 
-Differential.TestCase.settings = settings(max_examples=250, stateful_step_count=50, deadline=None,
+#: Under mutation testing (mutmut runs a copy of the tests in mutants/, each test within 20 s): fewer examples.
+UNDER_MUTATION = "mutants" in Path(__file__).resolve().parts
+Differential.TestCase.settings = settings(max_examples=15 if UNDER_MUTATION else 250, stateful_step_count=50,
+                                          deadline=None,
                                           suppress_health_check=[HealthCheck.too_slow])
 TestSpanTrackerAgainstPerRecordTracker = Differential.TestCase

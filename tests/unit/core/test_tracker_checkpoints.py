@@ -1,6 +1,7 @@
-"""The per-shard InflightRecordTracker's emits, acks and checkpoint: the original's 3x3 ack cases, out-of-order acks,
-replays and unknown keys, sparse 56-digit keys and KPL sub-sequences, keys as SequenceKeys, ranks or plain pairs,
-the keys it refuses, and emit_many / ack_many as emit / ack for each key. Pure: no server, no clock, no sleep."""
+"""The per-shard tracker's (InflightRecordTracker, the span tracker) emits, acks and checkpoint: the original's 3x3
+ack cases, out-of-order acks, replays and unknown keys, sparse 56-digit keys and KPL sub-sequences, keys as
+SequenceKeys, ranks or plain pairs, the keys it refuses, and emit_many / ack_many as emit / ack for each key. Pure: no
+server, no clock, no sleep."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The per-shard InflightRecordTracker's memory follows what is pending: runs of acked records are compacted away
+"""The per-record reference tracker's memory (the tracker benchmark's baseline; the library's tracker has its own
+in test_spans.py and test_tracker_model.py) follows what is pending: runs of acked records are compacted away
 (keeping every checkpoint and timeout right), the keys it retains stay within their bound after every record done,
 and the bytes it holds shrink with what is pending. Pure: no server, no clock, no sleep."""
 
@@ -12,17 +13,19 @@ from typing import TypeVar
 import pytest
 
 from kinesis_spout.records import SequenceKey
-from kinesis_spout.tracker import FailOutcome, InflightRecordTracker, RetryBackoff
-from kinesis_spout.tracking.inflight import COMPACT_FACTOR, COMPACT_SLACK
+from kinesis_spout.tracker import FailOutcome, RetryBackoff
 
+from . import reference_records
 from .keys import BASE, A, B, C, D, sparse_keys
+from .reference_records import COMPACT_FACTOR, COMPACT_SLACK
+from .reference_tracker import PerRecordTracker
 
 T = TypeVar("T")
 
 
 def test_acked_runs_do_not_accumulate() -> None:
     keys = sparse_keys(100_000, seed=11)
-    tr = InflightRecordTracker("s")
+    tr = PerRecordTracker("s")
     for k in keys:
         tr.emit(k, 0.0)
         if k is not keys[0]:
@@ -39,7 +42,7 @@ def test_acked_runs_do_not_accumulate() -> None:
 
 def test_in_order_acks_without_reading_the_checkpoint() -> None:
     keys = sparse_keys(5_000, seed=17)
-    tr = InflightRecordTracker("s")
+    tr = PerRecordTracker("s")
     for k in keys:
         tr.emit(k, 0.0)
         tr.ack(k)
@@ -51,7 +54,7 @@ def test_compaction_keeps_checkpoints_and_timeouts_right() -> None:
     """Many records with every 30th pending: compaction must keep each pending key's predecessor and the
     timeout cursor."""
     keys = sparse_keys(9_000, seed=5)
-    tr = InflightRecordTracker("s", message_timeout_s=100.0)
+    tr = PerRecordTracker("s", message_timeout_s=100.0)
     for i, k in enumerate(keys):
         tr.emit(k, float(i // 1000))
     assert tr.next_due(0.0) == 100.0  # puts the timeout cursor on keys[0]
@@ -75,7 +78,7 @@ def test_compaction_keeps_checkpoints_and_timeouts_right() -> None:
 def test_compaction_keeps_the_acked_tail(finish: str) -> None:
     """The last emitted key, acked before a compaction, is still the checkpoint once the rest is done."""
     keys = sparse_keys(2_000, seed=13)
-    tr = InflightRecordTracker("s", retry_limit=0)
+    tr = PerRecordTracker("s", retry_limit=0)
     for k in keys:
         tr.emit(k, 0.0)
     tr.ack(keys[-1])
@@ -93,8 +96,8 @@ def test_compaction_keeps_the_acked_tail(finish: str) -> None:
 
 
 def test_compaction_with_nothing_pending_keeps_the_last_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("kinesis_spout.tracking.inflight.COMPACT_SLACK", 0)
-    tr = InflightRecordTracker("s", retry_limit=0, message_timeout_s=None)
+    monkeypatch.setattr(reference_records, "COMPACT_SLACK", 0)
+    tr = PerRecordTracker("s", retry_limit=0, message_timeout_s=None)
     for k in (A, B, C):
         tr.emit(k, 0.0)
     tr.ack(A)
@@ -109,7 +112,7 @@ def test_compaction_with_nothing_pending_keeps_the_last_key(monkeypatch: pytest.
     assert tr.checkpoint == D
 
 
-def _within_bound(tr: InflightRecordTracker) -> bool:
+def _within_bound(tr: PerRecordTracker) -> bool:
     """The bound compaction keeps: the keys retained in emission order at most 2.5 times what is pending, plus the
     slack."""
     return 2 * tr.retained_count <= COMPACT_FACTOR * tr.inflight_count + 2 * COMPACT_SLACK
@@ -122,7 +125,7 @@ def test_order_stays_within_its_bound_after_every_record_done(finish: str) -> No
     checkpoint (read now and then) is the key before the first pending one."""
     n = 6_000
     ranks = [BASE + 3 * i for i in range(1, n + 1)]
-    tr = InflightRecordTracker("s", retry_limit=0, backoff=RetryBackoff(0.0, 1.0, 0.0), message_timeout_s=None)
+    tr = PerRecordTracker("s", retry_limit=0, backoff=RetryBackoff(0.0, 1.0, 0.0), message_timeout_s=None)
     assert tr.emit_many(ranks, 0.0) == 0
     done = [r for i, r in enumerate(ranks) if i % 4]
     if finish == "dead_letter":  # done through dead letters: those count as pending until written
@@ -172,12 +175,12 @@ def test_memory_follows_pending_after_random_acks() -> None:
     gone = sorted(set(range(len(keys))) - set(left))
     random.Random(26).shuffle(gone)
 
-    def full() -> InflightRecordTracker:
-        tr = InflightRecordTracker("s")
+    def full() -> PerRecordTracker:
+        tr = PerRecordTracker("s")
         tr.emit_many(keys, 0.0, sizes=[1] * len(keys))
         return tr
 
-    def after_acks() -> InflightRecordTracker:
+    def after_acks() -> PerRecordTracker:
         tr = full()
         for i in gone:
             assert tr.ack(keys[i])

@@ -1,31 +1,37 @@
-"""Hypothesis stateful test: InflightRecordTracker against a plain, obviously-correct reference model.
+"""Hypothesis stateful test: the library's tracker (SpanTracker, exported as InflightRecordTracker) and the tests'
+per-record reference tracker (PerRecordTracker), each against a plain, obviously-correct model.
 
 The model keeps every emitted record, in emission order, with its state; the checkpoint is a linear scan.
 Random emit/ack/fail/give_up/next_retry/expire calls, batches of them (emit_many, ack_many), dead letters written in
 any order, random clock advances, sparse 56-digit keys with random gaps and KPL sub-sequences, keys passed as
 SequenceKey, as ranks or mixed, retry limits 0..3, and tiny compaction thresholds (down to compacting on every ack,
-and rebuilding the pending dict at every look) so that the compaction paths run too. Hypothesis switches rules on
-and off per example, so setup emits a first batch.
+and rebuilding the pending dict at every look; one-record open spans) so that the compaction paths run too.
+Hypothesis switches rules on and off per example, so setup emits a first batch.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-import kinesis_spout.tracking.inflight as inflight_mod
 import kinesis_spout.tracking.retries as retries_mod
+import kinesis_spout.tracking.span as span_mod
 from kinesis_spout.records import SequenceKey
 from kinesis_spout.tracker import FailOutcome, InflightRecordTracker, RetryBackoff
 
+from . import reference_records as inflight_mod
+from .reference_tracker import PerRecordTracker
+
 BASE = 49590338271490256608559692538361571095921575989136588898
-# The tracker's tuning constants, shrunk per example and put back after it: (module, name).
+# The trackers' tuning constants, shrunk per example and put back after it: (module, name).
 _KNOBS = ((inflight_mod, "COMPACT_FACTOR"), (inflight_mod, "COMPACT_SLACK"), (retries_mod, "HEAP_SLACK"),
-          (inflight_mod, "DICT_CHECK"), (inflight_mod, "DICT_SLACK"))
+          (inflight_mod, "DICT_CHECK"), (inflight_mod, "DICT_SLACK"), (span_mod, "COMPACT_FACTOR"),
+          (span_mod, "COMPACT_SLACK"), (span_mod, "OPEN_SPAN_LIMIT"))
 _DEFAULTS = {knob: getattr(*knob) for knob in _KNOBS}
 
 INFLIGHT, WAITING, DEAD, DONE = "inflight", "waiting", "dead", "done"  # DEAD: a dead letter not written yet
@@ -45,7 +51,22 @@ class ModelRecord:
 
 
 class TrackerMachine(RuleBasedStateMachine):
-    """Drives one tracker and one model with the same calls and compares every answer and every counter."""
+    """Drives one tracker and one model with the same calls and compares every answer and every counter. This class
+    drives the library's tracker; :class:`ReferenceMachine` the per-record reference tracker."""
+
+    def configure(self, compact_factor: int, compact_slack: int, heap_slack: int, dict_check: int,
+                  dict_slack: int) -> None:
+        """Shrink the tracker's tuning knobs for this example (compaction factor 5, 6, 9 -> 3, 4, 7)."""
+        span_mod.COMPACT_FACTOR, span_mod.COMPACT_SLACK = compact_factor - 2, compact_slack
+        retries_mod.HEAP_SLACK, span_mod.OPEN_SPAN_LIMIT = heap_slack, {1: 1, 3: 3}.get(dict_check, 4096)
+
+    def new_tracker(self, **kwargs: Any) -> Any:
+        return InflightRecordTracker("shardId-000000000001", **kwargs)
+
+    def retained_within_bound(self, pending: int) -> bool:
+        """The span tracker looks at its spans' size at least every 16 records done: in between, what those left."""
+        factor = span_mod.COMPACT_FACTOR
+        return self.tr.retained_count <= factor * pending + span_mod.COMPACT_SLACK + 17 * factor
 
     @initialize(
         retry_limit=st.integers(0, 3),
@@ -80,14 +101,12 @@ class TrackerMachine(RuleBasedStateMachine):
         check_checkpoint_every_step: bool,
         first_batch: list[tuple[int, bool, int]],
     ) -> None:
-        inflight_mod.COMPACT_FACTOR, inflight_mod.COMPACT_SLACK = compact_factor, compact_slack
-        retries_mod.HEAP_SLACK, inflight_mod.DICT_CHECK, inflight_mod.DICT_SLACK = heap_slack, dict_check, dict_slack
+        self.configure(compact_factor, compact_slack, heap_slack, dict_check, dict_slack)
         self.key_form = key_form
         self.backoff = RetryBackoff(initial_s, multiplier, initial_s + extra_max)
         self.retry_limit = retry_limit
         self.timeout = timeout
-        self.tr = InflightRecordTracker(
-            "shardId-000000000001",
+        self.tr = self.new_tracker(
             retry_limit=retry_limit,
             backoff=self.backoff,
             message_timeout_s=timeout,
@@ -352,8 +371,7 @@ class TrackerMachine(RuleBasedStateMachine):
         dead letters are the model's."""
         pending = [r for r in self.records if r.state != DONE]
         assert self.tr.dead_letters_pending == sum(r.state == DEAD for r in self.records)
-        factor, slack = inflight_mod.COMPACT_FACTOR, inflight_mod.COMPACT_SLACK
-        assert 2 * self.tr.retained_count <= factor * len(pending) + 2 * slack + 2
+        assert self.retained_within_bound(len(pending)), (self.tr.retained_count, len(pending))
 
     @invariant()
     def counts_match_model(self) -> None:
@@ -367,10 +385,31 @@ class TrackerMachine(RuleBasedStateMachine):
             assert getattr(stats, name) == value, name
 
 
-TrackerMachine.TestCase.settings = settings(
-    max_examples=200,
-    stateful_step_count=50,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+class ReferenceMachine(TrackerMachine):
+    """The same calls and checks against the per-record reference tracker, the one the differential test holds the
+    library's tracker to: a reference is only worth what its own test says."""
+
+    def configure(self, compact_factor: int, compact_slack: int, heap_slack: int, dict_check: int,
+                  dict_slack: int) -> None:
+        inflight_mod.COMPACT_FACTOR, inflight_mod.COMPACT_SLACK = compact_factor, compact_slack
+        retries_mod.HEAP_SLACK, inflight_mod.DICT_CHECK, inflight_mod.DICT_SLACK = heap_slack, dict_check, dict_slack
+
+    def new_tracker(self, **kwargs: Any) -> Any:
+        return PerRecordTracker("shardId-000000000001", **kwargs)
+
+    def retained_within_bound(self, pending: int) -> bool:
+        factor, slack = inflight_mod.COMPACT_FACTOR, inflight_mod.COMPACT_SLACK
+        return 2 * self.tr.retained_count <= factor * pending + 2 * slack + 2
+
+
+#: Under mutation testing (mutmut runs a copy of the tests in mutants/, each test within 20 s): fewer examples.
+UNDER_MUTATION = "mutants" in Path(__file__).resolve().parts
+for machine in (TrackerMachine, ReferenceMachine):
+    machine.TestCase.settings = settings(
+        max_examples=10 if UNDER_MUTATION else 200,
+        stateful_step_count=50,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
 TestTracker = TrackerMachine.TestCase
+TestReferenceTracker = ReferenceMachine.TestCase

@@ -1,6 +1,6 @@
-"""The per-shard InflightRecordTracker's failures: retries in due order with a capped backoff, dead letters after
-the retry limit (or at once when given up), message timeouts counted from the latest emission, and the settings it
-refuses, each error naming the field. Pure: no server, no clock, no sleep."""
+"""The per-shard tracker's (InflightRecordTracker, the span tracker) failures: retries in due order with a capped
+backoff, dead letters after the retry limit (or at once when given up), message timeouts counted from the latest
+emission, and the settings it refuses, each error naming the field. Pure: no server, no clock, no sleep."""
 
 from __future__ import annotations
 

@@ -1,10 +1,12 @@
-"""The records of one shard in flight, in emission order, and the safe checkpoint they allow.
+"""The reference model's records of one shard in flight, in emission order, and the safe checkpoint they allow.
 
-PURE: standard library only, no threads, clocks or I/O. :class:`InflightRecords` is the base class of
-:class:`~kinesis_spout.tracker.InflightRecordTracker`: the per-record hot paths (``emit``, ``emit_many``, the
-checkpoint, the counts) are its own methods, so a call costs no extra indirection. Its state is owned by the one
-thread that calls the tracker; the attributes below are shared with that subclass, which adds acks, failures,
-retries and dead letters, and nobody else touches them.
+Test support, not library code: :class:`InflightRecords` is the base class of
+:class:`~tests.unit.core.reference_tracker.PerRecordTracker`, the per-record tracker (a port of the original Storm
+spout's linked map of records in flight) that the differential and model tests hold the library's one tracker,
+:class:`~kinesis_spout.tracking.spans.SpanTracker`, to, and that the tracker benchmark runs as its baseline. The
+per-record hot paths (``emit``, ``emit_many``, the checkpoint, the counts) are its own methods. Its state is owned by
+the one thread that calls the tracker; the attributes below are shared with that subclass, which adds acks,
+failures, retries and dead letters, and nobody else touches them.
 
 The **safe checkpoint** is the greatest emitted key K such that every record emitted at or below K is done
 (acked, or dead-lettered after its retries ran out, once its dead letter is written). New keys arrive in
@@ -59,7 +61,7 @@ DICT_SLACK = 16384
 class InflightRecords:
     """The records of one shard from emission until they are done, in emission order, and the safe checkpoint.
 
-    Who calls: the spout, through :class:`~kinesis_spout.tracker.InflightRecordTracker` (this class's only
+    Who calls: the tests and the tracker benchmark, through :class:`PerRecordTracker` (this class's only
     subclass), from one thread. O(1) amortized per record; memory proportional to the records not yet done.
     """
 
