@@ -135,8 +135,9 @@ class ZooKeeperLeases:
         The reads are pipelined: every lease node's read is sent at once and the answers collected after, so a
         round over N shards costs one round trip to ZooKeeper, not N (N requests still). A read that failed (the
         connection lost meanwhile), and every read while the connection is down, is made on its own within the
-        session's operation deadline, which raises ``CheckpointError`` when ZooKeeper stays away. Each answer is as ZooKeeper had the node when it answered:
-        the epochs are what a compare-and-set is checked against, so nothing read here is trusted beyond that."""
+        session's operation deadline, which raises ``CheckpointError`` when ZooKeeper stays away. Each answer is as
+        ZooKeeper had the node when it answered: an epoch read here is only what a later compare-and-set is checked
+        against, never trusted beyond that."""
         from kazoo.exceptions import NoNodeError
 
         nodes = {shard_id: self._node(shard_id) for shard_id in shard_ids}
