@@ -90,8 +90,8 @@ def test_a_round_over_many_shards_sends_every_lease_read_before_it_waits_for_an_
         zookeeper: Any, proxy: ZooKeeperFaultProxy, workers: Callable[..., Worker]) -> None:
     """A round over N shards costs one round trip to ZooKeeper, not N: with the answer to ``a``'s first lease read
     held back, all N reads still reach ZooKeeper. The last one (a lease of ``b``'s) is answered with an error (an
-    operation time-out): ``a`` reads that lease again on its own. The round then takes ``a``'s fair share of the leases nobody holds and
-    none of ``b``'s, each at the epoch ZooKeeper has."""
+    operation time-out): ``a`` reads that lease again on its own. The round then takes ``a``'s fair share of the
+    leases nobody holds and none of ``b``'s, each at the epoch ZooKeeper has."""
     shards = [f"shardId-{i:012d}" for i in range(64)]
     a, b = workers("a", through_proxy=True), workers("b")
     for shard_id in shards[48:]:  # b holds the last 16 leases; the other 48 have no lease node yet
