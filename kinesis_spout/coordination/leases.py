@@ -130,17 +130,34 @@ class ZooKeeperLeases:
 
     def read(self, shard_ids: list[str]) -> dict[str, LeaseState]:
         """Each shard's lease (owner, epoch); a shard without a lease node is ``(None, -1)``. A lease node that is
-        not a lease is a ``LeaseError`` naming it."""
+        not a lease is a ``LeaseError`` naming it.
+
+        The reads are pipelined: every lease node's read is sent at once and the answers collected after, so a
+        round over N shards costs one round trip to ZooKeeper, not N (N requests still). A read that failed (the
+        connection lost meanwhile), and every read while the connection is down, is made on its own within the
+        session's operation deadline, which raises ``CheckpointError`` when ZooKeeper stays away. Each answer is as
+        ZooKeeper had the node when it answered: an epoch read here is only what a later compare-and-set is checked
+        against, never trusted beyond that."""
         from kazoo.exceptions import NoNodeError
 
+        nodes = {shard_id: self._node(shard_id) for shard_id in shard_ids}
+        # not connected: each read on its own, the first waiting for the connection within the deadline (queued
+        # pipelined reads would each wait out the deadline in turn)
+        pipelined = bool(nodes) and self.session.connected
+        answers = self.session.pipelined("get", list(nodes.values())) if pipelined else {}
         out: dict[str, LeaseState] = {}
-        for shard_id in shard_ids:
-            node = self._node(shard_id)
-            try:
-                data, stat = self.session.get(node)
-            except NoNodeError:
+        for shard_id, node in nodes.items():
+            answer = answers.get(node)
+            if isinstance(answer, NoNodeError):
                 out[shard_id] = (None, -1)
                 continue
+            if isinstance(answer, BaseException) or answer is None:
+                try:
+                    answer = self.session.get(node, what=f"reading the lease {node}")
+                except NoNodeError:
+                    out[shard_id] = (None, -1)
+                    continue
+            data, stat = answer
             out[shard_id] = (_owner(data, node), stat.version)
         return out
 

@@ -1,13 +1,13 @@
 """Shard discovery while a spout runs: new shards of a reshard are found and read once their parents are done.
 
-A :class:`ShardSync` thread lists the stream's shards every ``interval_s`` (and at once when the spout finishes a
-shard, whose children may now be read), keeps those the spout owns and does not read yet, and hands over the ones
-whose parents are finished: a parent that is still listed must have its end (``shard_end``) stored before any
-record of its children is delivered, so the records of one partition key keep their order across a split or a
-merge (of a merge, both parents). A parent that is no longer listed (past the stream's retention) holds nobody
-back. At the app's first start at ``LATEST`` the first listing pins every open shard and marks every closed one
-as not read (:func:`kinesis_spout.coordination.starts.record_first_start`): such a mark is an end, so it holds
-nobody back either.
+A :class:`ShardSync` thread lists the stream's shards every ``interval_s`` (and at once when woken: the spout
+finished a shard, whose children may now be read, or a lease worker joined or left), keeps those the spout owns and
+does not read yet, and hands over the ones whose parents are finished: a parent that is still listed must have its
+end (``shard_end``) stored before any record of its children is delivered, so the records of one partition key keep
+their order across a split or a merge (of a merge, both parents). A parent that is no longer listed (past the
+stream's retention) holds nobody back. At the app's first start at ``LATEST`` the first listing pins every open
+shard and marks every closed one as not read (:func:`kinesis_spout.coordination.starts.record_first_start`): such a
+mark is an end, so it holds nobody back either.
 """
 
 from __future__ import annotations
@@ -89,11 +89,8 @@ class ShardSync:
         app's first start (raises when the store fails: nothing is handed over until it is recorded). Called by
         ``sync()`` only (the sync thread, or ``open()`` before the thread starts)."""
         now = time.monotonic()
-        relisted = relist or self._listed_at is None or now - self._listed_at >= self.interval_s
-        if relisted:
-            self.listed = list_shards(self.client, self.stream_name)
-            self._listed_at = now
-            self._clean_up(self.listed)
+        if relist or self._listed_at is None or now - self._listed_at >= self.interval_s:
+            self._list()
         listed = self.listed
         if not self._first_start_done:
             self._fresh_pins = record_first_start(self.store, self.owner, self.initial_position, listed)
@@ -113,6 +110,18 @@ class ShardSync:
         if blocked:
             log.debug("shards waiting for their parents to be read to their end: %s", ", ".join(sorted(blocked)))
         return [s for s in candidates if s.shard_id not in blocked]
+
+    def _list(self) -> None:
+        """List the stream's shards now (``listed``) and clean up after those that left the listing."""
+        self.listed = list_shards(self.client, self.stream_name)
+        self._listed_at = time.monotonic()
+        self._clean_up(self.listed)
+
+    def _may_have_finished(self) -> bool:
+        """After a wake: list the shards again and say whether one of them is closed with its end not seen stored
+        (a shard this spout finished may be it: its end must be written before its children are looked at)."""
+        self._list()
+        return any(s.closed and s.shard_id not in self.finished for s in self.listed)
 
     def _clean_up(self, listed: list[Shard]) -> None:
         """Delete the stored state of shards that left the listing (past the stream's retention: nothing can be
@@ -162,10 +171,13 @@ class ShardSync:
             self._wake.clear()
             if self._stop.is_set():
                 return
-            if woken:
-                self._flush(10.0)  # a finished shard's end must be stored before its children are looked at
             try:
-                ready = self.sync(relist=woken)
+                # a finished shard's end must be stored before its children are looked at; a wake with no closed
+                # shard left to finish (a worker joined or left) goes to the round at once: a flush waits up to 10 s
+                # while records keep coming
+                if woken and self._may_have_finished():
+                    self._flush(10.0)
+                ready = self.sync(relist=False)
                 if ready and not self._stop.is_set():
                     log.info("starting %d new shards of %r: %s", len(ready), self.stream_name,
                              ", ".join(s.shard_id for s in ready))

@@ -17,7 +17,7 @@ from kinesis_spout.coordination.rebalance import HandBack, LeaseBalancer
 from kinesis_spout.errors import CheckpointError
 from kinesis_spout.kinesis.shards import Shard
 from kinesis_spout.testing.process import in_background
-from kinesis_spout.testing.zkproxy import Op, ZooKeeperFaultProxy
+from kinesis_spout.testing.zkproxy import ZK_OPERATION_TIMEOUT, Op, ZooKeeperFaultProxy
 
 X, Y = "shardId-000000000000", "shardId-000000000001"
 
@@ -85,6 +85,27 @@ def free_lease(worker: Worker, shard_id: str) -> None:
     assert leases.acquire(shard_id, leases.read([shard_id])[shard_id]) == 0
     assert leases.release(shard_id)
 
+
+def test_a_round_over_many_shards_sends_every_lease_read_before_it_waits_for_an_answer(
+        zookeeper: Any, proxy: ZooKeeperFaultProxy, workers: Callable[..., Worker]) -> None:
+    """A round over N shards costs one round trip to ZooKeeper, not N: with the answer to ``a``'s first lease read
+    held back, all N reads still reach ZooKeeper. The last one (a lease of ``b``'s) is answered with an error (an
+    operation time-out): ``a`` reads that lease again on its own. The round then takes ``a``'s fair share of the
+    leases nobody holds and none of ``b``'s, each at the epoch ZooKeeper has."""
+    shards = [f"shardId-{i:012d}" for i in range(64)]
+    a, b = workers("a", through_proxy=True), workers("b")
+    for shard_id in shards[48:]:  # b holds the last 16 leases; the other 48 have no lease node yet
+        assert b.leases.acquire(shard_id, (None, -1)) == 0
+    proxy.hold(Op.GET_DATA)  # the answer to a's first lease read, and every answer after it
+    proxy.refuse(Op.GET_DATA, ZK_OPERATION_TIMEOUT, nth=len(shards))  # a's last lease read: one of b's
+    a_round = in_background(lambda: a.round(*shards))
+    proxy.wait_acted(2)  # the first answer held back and the last read sent: a did not wait for one before the next
+    proxy.release()
+    read = a_round()
+    assert len(read) == 32 and not set(read) & set(shards[48:])
+    assert all(lease(zookeeper, s) == ("a", 0) for s in read)
+    assert all(lease(zookeeper, s) == ("b", 0) for s in shards[48:])
+    assert a.leases.held == {s: 0 for s in read}
 
 
 def test_a_worker_that_joins_and_takes_a_lease_during_another_worker_s_round_keeps_it(
