@@ -4,6 +4,7 @@ cut connections) losing nothing, backpressure, and the errors of endpoints witho
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import defaultdict
@@ -243,7 +244,9 @@ def test_a_live_split_under_fan_out_keeps_each_keys_order(kinesis_local: Kinesis
 def test_a_shard_still_held_by_another_subscription_is_retried_until_it_ends(kinesis_local: KinesisEndpoint,
                                                                            caplog: pytest.LogCaptureFixture) -> None:
     """As at a hand-over, whose previous owner's subscription lasts a little longer: ResourceInUse is retried with
-    backoff (and said), never answered by polling instead; once the other subscription ends, everything comes."""
+    backoff (and said: at DEBUG for the first tries of a run, then as a WARNING), never answered by polling instead;
+    once the other subscription ends, everything comes."""
+    caplog.set_level(logging.DEBUG, logger="kinesis_spout")
     stream = kinesis_local.create_stream(shards=1)
     placed = kinesis_local.put(stream, [f"h{i}".encode() for i in range(10)])
     client = make_client(kinesis_local.region, kinesis_local.endpoint_url)
