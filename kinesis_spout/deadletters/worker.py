@@ -47,16 +47,17 @@ def describe_writer(writer: DeadLetterWriter) -> str:
     return type(writer).__name__
 
 
-def written_before(writer: DeadLetterWriter | None) -> str:
+def written_before(writer: DeadLetterWriter | None, *, under_way: bool = False) -> str:
     """Where the letters written so far are, for a message about a stop (a storm): the file, the stream or the
-    handler; for a file not created yet (no letter written), that none was, and the file they go to; for a local
-    writer fallen back to the log, the log. Who calls: the spout's storm message."""
+    handler; for a file not created yet (no letter written, and none queued or being written: ``under_way`` False),
+    that none was, and the file they go to; for a local writer fallen back to the log, the log. Who calls: the
+    spout's storm message."""
     if writer is None:
         return "letters written before went to the dead-letter destination"
     path = getattr(writer, "path", None)
     if path and getattr(writer, "falls_back", False):
         return f"letters written before are in this process's log at ERROR ({path} could not be created)"
-    if path and not os.path.exists(path):
+    if path and not under_way and not os.path.exists(path):
         return f"no dead letter was written before the storm (they go to {path}, not created yet)"
     where = describe_writer(writer)
     return (f"letters written before went to {where}" if isinstance(writer, HandlerWriter) else

@@ -134,7 +134,10 @@ class DeadLetterGlue:
             first.setdefault(letter.record.shard_id, letter)
         shards = ", ".join(f"{shard} from sequence number {letter.record.sequence_number}"
                            for shard, letter in sorted(first.items()))
-        where = written_before(self.worker.writer if self.worker is not None else None)
+        worker = self.worker
+        # letters queued before the trip may still be on their way to the destination: they count as written before
+        where = written_before(worker.writer if worker is not None else None,
+                               under_way=worker is not None and bool(worker.written or worker.pending))
         sample = f"{unwritten[0].record.message_id}: {unwritten[0].reason}"[:300]
         return (f"dead-letter storm on stream {cfg.stream_name!r} (app {cfg.app_name!r}): {trip.summary} "
                 f"({trip.rule}={trip.limit:g}); the spout stopped. Likely cause: {cause} (first: {sample}). "
