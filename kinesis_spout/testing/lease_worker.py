@@ -34,16 +34,18 @@ __all__ = ["WorkerProcesses", "lease_owners", "live_workers", "spread_evenly"]
 class WorkerProcesses:
     """Lease worker processes (this module's ``main``) of one app and stream, each logging to ``{dir}/{name}.log``.
 
-    Who calls: tests and benchmarks. ``start(name)`` launches one; ``signal(name, sig)`` sends it a signal;
+    Who calls: tests and benchmarks (``log_level``: the level of the library's lines in ``{dir}/{name}.err``).
+    ``start(name)`` launches one; ``signal(name, sig)`` sends it a signal;
     ``stop_all()`` ends them (SIGCONT, SIGTERM, then SIGKILL after 30 s); ``deliveries()`` reads every log.
     """
 
     def __init__(self, *, stream: str, endpoint_url: str, zookeeper: str, prefix: str, app: str, directory: Path,
-                 session_timeout_s: float = 4.0, coordination: str = "leases", retrieval: str = "polling") -> None:
+                 session_timeout_s: float = 4.0, coordination: str = "leases", retrieval: str = "polling",
+                 log_level: str = "WARNING") -> None:
         self.argv = [sys.executable, "-m", "kinesis_spout.testing.lease_worker", "--stream", stream,
                      "--endpoint-url", endpoint_url, "--zookeeper", zookeeper, "--prefix", prefix, "--app", app,
                      "--session-timeout", str(session_timeout_s), "--coordination", coordination,
-                     "--retrieval", retrieval]
+                     "--retrieval", retrieval, "--log-level", log_level]
         self.env = {**os.environ, "AWS_ACCESS_KEY_ID": os.environ.get("AWS_ACCESS_KEY_ID", "test"),
                     "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", "test")}
         self.directory = directory
@@ -135,8 +137,10 @@ def main() -> int:
     p.add_argument("--session-timeout", type=float, default=4.0)
     p.add_argument("--coordination", default="leases", help="'default': the config's default")
     p.add_argument("--retrieval", default="polling", help="polling, or fanout (enhanced fan-out)")
+    p.add_argument("--log-level", default="WARNING", help="the level of the library's lines on stderr")
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kinesis_spout").setLevel(args.log_level.upper())
 
     stop: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))

@@ -77,7 +77,7 @@ def test_sigkilled_fan_out_worker_is_taken_over_from_its_checkpoints(kinesis_loc
 
     workers = WorkerProcesses(stream=stream, endpoint_url=kinesis_local.endpoint_url, zookeeper=zookeeper.hosts,
                               prefix=zookeeper.prefix, app=APP, directory=tmp_path, session_timeout_s=3.0,
-                              retrieval="fanout")
+                              retrieval="fanout", log_level="DEBUG")  # a run of refusals starts at DEBUG
     client = kinesis_local.client()
     producer = threading.Thread(target=produce, daemon=True)
     history: list[dict[str, int]] = []
