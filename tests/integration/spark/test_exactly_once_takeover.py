@@ -40,6 +40,17 @@ def log_owner(fx: Fixture) -> str | None:
     return None if doc is None else str(doc["owner"])
 
 
+
+def take_over(spark: Any, fx: Fixture, zookeeper: Any, owner: object) -> Runner:
+    """Start a second pipeline of the app from another deployment's ZooKeeper prefix (which its ownership node does
+    not keep out) and wait until it owns the batch log (``owner`` was the owner before): only the log tells."""
+    other = SpoutPipeline(spark, fx.config(zookeeper_prefix=f"{zookeeper.prefix}/another-deployment"),
+                          fx.count, trigger_interval_s=0.0, max_batch_records=7, exactly_once=fx.log_map)
+    runner = Runner(other, until=fx.all_counted, timeout_s=180)
+    assert wait_until(lambda: log_owner(fx) != owner or not runner.is_alive(), 120), \
+        "the second pipeline never took the batch log over"
+    return runner
+
 def test_a_batch_log_taken_over_while_an_attempt_waits_for_its_retry_stops_the_pipeline_before_process(
         spark: Any, kinesalite: Any, zookeeper: Any, redis: Any) -> None:
     """Attempt 1 of txid 2 raises; while the first pipeline waits to try again, a second pipeline of the app
@@ -62,11 +73,7 @@ def test_a_batch_log_taken_over_while_an_attempt_waits_for_its_retry_stops_the_p
         and this waits until it took the batch log over."""
         if failed.is_set() and not second:
             owner = log_owner(fx)
-            other = SpoutPipeline(spark, fx.config(zookeeper_prefix=f"{zookeeper.prefix}/another-deployment"),
-                                  fx.count, trigger_interval_s=0.0, max_batch_records=7, exactly_once=fx.log_map)
-            second.append(Runner(other, until=fx.all_counted, timeout_s=180))
-            assert wait_until(lambda: log_owner(fx) != owner or not second[0].is_alive(), 120), \
-                "the second pipeline never took the batch log over"
+            second.append(take_over(spark, fx, zookeeper, owner))
         return False
 
     first = SpoutPipeline(spark, fx.config(), process, trigger_interval_s=0.0, max_batch_records=20,
@@ -111,11 +118,7 @@ def test_a_batch_log_taken_over_while_a_restart_reads_its_open_txid_again_stops_
         second pipeline starts, and this waits until it took the log over in turn."""
         owner = log_owner(fx)
         if owner != left_by and not second:
-            other = SpoutPipeline(spark, fx.config(zookeeper_prefix=f"{zookeeper.prefix}/another-deployment"),
-                                  fx.count, trigger_interval_s=0.0, max_batch_records=7, exactly_once=fx.log_map)
-            second.append(Runner(other, until=fx.all_counted, timeout_s=180))
-            assert wait_until(lambda: log_owner(fx) != owner or not second[0].is_alive(), 120), \
-                "the second pipeline never took the batch log over"
+            second.append(take_over(spark, fx, zookeeper, owner))
         return False
 
     restarted = SpoutPipeline(spark, fx.config(), process, trigger_interval_s=0.0, max_batch_records=20,
