@@ -9,21 +9,7 @@ import pytest
 from kinesis_spout.errors import ConfigError, KinesisError
 from kinesis_spout.retry import Backoff, RetryError, RetryPolicy, call
 
-
-class FakeTime:
-    """A clock that only moves when the code under test sleeps (or the test advances it)."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.sleeps: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        assert seconds >= 0, f"slept {seconds}"
-        self.sleeps.append(seconds)
-        self.now += seconds
+from .fake_time import FakeTime
 
 
 class Failing:

@@ -10,21 +10,7 @@ import pytest
 from kinesis_spout.errors import ConfigError
 from kinesis_spout.retry import POLL_S, Backoff, Failure, Interrupt, RetryPolicy, wait
 
-
-class FakeTime:
-    """A clock that only moves when the code under test sleeps (or the test advances it)."""
-
-    def __init__(self) -> None:
-        self.now = 500.0
-        self.sleeps: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        assert seconds >= 0, f"slept {seconds}"
-        self.sleeps.append(seconds)
-        self.now += seconds
+from .fake_time import FakeTime
 
 
 class FakeEvent:
@@ -69,7 +55,7 @@ def test_the_stop_rule_stops_when_the_next_try_could_not_start_before_the_deadli
 
 
 def test_a_backoff_says_the_pause_and_stops_at_the_last_try_with_no_pause() -> None:
-    t = FakeTime()
+    t = FakeTime(500.0)
     backoff = Backoff(RetryPolicy(initial_s=1.0, multiplier=2.0, max_s=10.0, max_attempts=3), clock=t.clock,
                       sleep=t.sleep)
     seen = []
@@ -84,7 +70,7 @@ def test_a_backoff_says_the_pause_and_stops_at_the_last_try_with_no_pause() -> N
 
 
 def test_a_started_backoff_counts_its_deadline_from_the_first_try_and_the_tries_themselves_count() -> None:
-    t = FakeTime()
+    t = FakeTime(500.0)
     backoff = Backoff(RetryPolicy(initial_s=1.0, multiplier=1.0, max_s=1.0, deadline_s=5.0), clock=t.clock,
                       sleep=t.sleep)
     backoff.start()
@@ -99,7 +85,7 @@ def test_a_started_backoff_counts_its_deadline_from_the_first_try_and_the_tries_
 
 
 def test_a_backoff_not_started_counts_its_deadline_from_the_first_failure_and_a_reset_forgets_both() -> None:
-    t = FakeTime()
+    t = FakeTime(500.0)
     backoff = Backoff(RetryPolicy(initial_s=1.0, multiplier=1.0, max_s=1.0, deadline_s=3.0), clock=t.clock,
                       sleep=t.sleep)
     assert not backoff.expired and backoff.failing_for() == 0.0
@@ -119,7 +105,7 @@ def test_a_backoff_not_started_counts_its_deadline_from_the_first_failure_and_a_
 
 
 def test_expired_counts_from_the_start_without_any_failure() -> None:
-    t = FakeTime()
+    t = FakeTime(500.0)
     backoff = Backoff(RetryPolicy(deadline_s=2.0), clock=t.clock)
     backoff.start()
     t.now += 1.999
@@ -129,13 +115,13 @@ def test_expired_counts_from_the_start_without_any_failure() -> None:
 
 
 def test_a_wait_without_interrupt_sleeps_the_whole_pause() -> None:
-    t = FakeTime()
+    t = FakeTime(500.0)
     assert wait(2.5, sleep=t.sleep, clock=t.clock)
     assert t.sleeps == [2.5]
 
 
 def test_a_callable_interrupt_is_asked_before_any_sleep() -> None:
-    t = FakeTime()
+    t = FakeTime(500.0)
     assert not wait(30.0, lambda: True, sleep=t.sleep, clock=t.clock)
     assert t.sleeps == [], "an interrupt already there: no sleep at all"
     backoff = Backoff(RetryPolicy(), clock=t.clock, sleep=t.sleep)
@@ -143,11 +129,11 @@ def test_a_callable_interrupt_is_asked_before_any_sleep() -> None:
 
 
 def test_a_callable_interrupt_ends_the_wait_within_a_poll_and_otherwise_the_pause_is_made_in_full() -> None:
-    t = FakeTime()
+    t = FakeTime(500.0)
     stop_at = t.now + 0.5
     assert not wait(30.0, lambda: t.now >= stop_at, sleep=t.sleep, clock=t.clock)
     assert t.sleeps == pytest.approx([POLL_S, POLL_S, POLL_S]), "asked after each sleep of at most POLL_S"
-    t = FakeTime()
+    t = FakeTime(500.0)
     asked: list[float] = []
 
     def never() -> bool:
@@ -157,7 +143,7 @@ def test_a_callable_interrupt_ends_the_wait_within_a_poll_and_otherwise_the_paus
     assert wait(0.5, never, sleep=t.sleep, clock=t.clock, poll_s=0.2)
     assert t.sleeps == pytest.approx([0.2, 0.2, 0.1]) and sum(t.sleeps) == pytest.approx(0.5)
     assert len(asked) == 4, "asked before the first sleep and after each"
-    t = FakeTime()
+    t = FakeTime(500.0)
     assert wait(0.0, lambda: False, sleep=t.sleep, clock=t.clock) and t.sleeps == []
     backoff = Backoff(RetryPolicy(), clock=t.clock, sleep=t.sleep)
     assert backoff.wait(1.0, lambda: False), "on the backoff's own clock and sleep"
@@ -165,7 +151,7 @@ def test_a_callable_interrupt_ends_the_wait_within_a_poll_and_otherwise_the_paus
 
 
 def test_an_event_interrupt_is_looked_at_first_and_wakes_the_wait() -> None:
-    t = FakeTime()
+    t = FakeTime(500.0)
     already = FakeEvent(t, set_at=t.now)
     assert not wait(30.0, already, sleep=t.sleep, clock=t.clock)
     assert already.waits == [] and t.now == 500.0, "set before: no wait"
