@@ -8,19 +8,9 @@ from typing import Any
 
 import pytest
 
-from kinesis_spout import Checkpoint, SpoutConfig, ZooKeeperCheckpointStore
 from kinesis_spout.cli import main
 
-
-def saved(zookeeper: Any, app: str, stream: str) -> None:
-    store = ZooKeeperCheckpointStore.from_config(SpoutConfig(stream_name=stream, app_name=app,
-                                                             zookeeper=zookeeper.hosts,
-                                                             zookeeper_prefix=zookeeper.prefix))
-    store.open()
-    try:
-        store.save(Checkpoint("shardId-000000000000", "42"))
-    finally:
-        store.close()
+from .apps import saved
 
 
 @pytest.fixture
