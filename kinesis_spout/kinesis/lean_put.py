@@ -12,7 +12,7 @@ response parser walk every record. This module makes the same call with less, th
   signing name) and send it on botocore's own HTTP session (same pool, proxies, TLS and time-outs);
 - a 200 reply whose fields are all known is parsed with ``json.loads``; anything else (an error status, a field this
   parser does not know) goes to botocore's parser for the operation, and an error is raised as the exception botocore
-  would raise (so :func:`~kinesis_spout.kinesis.client.translate` and the retries see what they always saw).
+  would raise (so :func:`~kinesis_spout.kinesis.botocore_errors.translate` and the retries see what they always saw).
 
 ``ResponseMetadata`` is left out of lean replies (nothing here reads it). Who calls:
 :class:`~kinesis_spout.kinesis.putter.RecordPutter` through :func:`put_records` (the one PutRecords writer; this is

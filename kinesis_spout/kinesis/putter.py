@@ -27,7 +27,7 @@ from typing import Any, Callable, Generic, Sequence, TypeVar
 
 from kinesis_spout.errors import KinesisError, PutRecordsError
 from kinesis_spout.kinesis.aggregation import hash_key
-from kinesis_spout.kinesis.client import THROTTLING_CODES, translate
+from kinesis_spout.kinesis.botocore_errors import THROTTLING_CODES, translate
 from kinesis_spout.kinesis.lean_put import put_records
 from kinesis_spout.kinesis.limits import (
     MAX_BYTES_PER_CALL,

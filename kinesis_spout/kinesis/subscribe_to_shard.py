@@ -23,7 +23,7 @@ from botocore.endpoint import convert_to_response_dict
 from botocore.exceptions import BotoCoreError, ClientError
 
 from kinesis_spout.errors import KinesisError
-from kinesis_spout.kinesis.client import translate
+from kinesis_spout.kinesis.botocore_errors import translate
 from kinesis_spout.kinesis.consumers import unsupported
 from kinesis_spout.kinesis.eventstream import EventStreamDecoder, SubscriptionEvent, stream_error
 from kinesis_spout.positions import Position, iterator_args
