@@ -11,9 +11,10 @@ import botocore.session
 from botocore.config import Config
 
 from kinesis_spout.config.groups import check_endpoint_url
-from kinesis_spout.kinesis import lean, lean_put
 from kinesis_spout.kinesis.botocore_errors import EmulatorCredentialsMissing
 from kinesis_spout.kinesis.credentials import AwsCredentials, apply_credentials
+from kinesis_spout.kinesis.retrieval import lean
+from kinesis_spout.kinesis.writing import lean_put
 
 
 def _refuse_unsigned(endpoint_url: str) -> Any:
@@ -60,8 +61,8 @@ def make_client(region: str | None, endpoint_url: str | None, *, read_timeout_s:
                                    endpoint_url=endpoint_url, config=config)
     if unsigned is not None:
         client.meta.events.register("before-sign.kinesis", unsigned)
-    lean_put.enable(client)  # PutRecords of the writers: see kinesis_spout.kinesis.lean_put
-    return lean.enable(client)  # GetRecords of the readers: see kinesis_spout.kinesis.lean
+    lean_put.enable(client)  # PutRecords of the writers: see kinesis_spout.kinesis.writing.lean_put
+    return lean.enable(client)  # GetRecords of the readers: see kinesis_spout.kinesis.retrieval.lean
 
 
 def _default_region(session: Any) -> str:

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any, Mapping
 from kinesis_spout.coordination.lineage import ShardStart
 from kinesis_spout.coordination.starts import resolve_starts
 from kinesis_spout.errors import KinesisError
-from kinesis_spout.kinesis.getter import ShardGetter
-from kinesis_spout.kinesis.reader import BufferedShardReader
+from kinesis_spout.kinesis.retrieval.polling import ShardGetter
+from kinesis_spout.kinesis.retrieval.reader import BufferedShardReader
 from kinesis_spout.kinesis.shards import Shard, drop_range
-from kinesis_spout.kinesis.subscription import FanOutGetter
+from kinesis_spout.kinesis.retrieval.fanout import FanOutGetter
 from kinesis_spout.positions import LATEST, Position
 from kinesis_spout.spout.shards import ShardLifecycle
 from kinesis_spout.tracking.spans import SpanTracker

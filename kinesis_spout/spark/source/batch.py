@@ -24,7 +24,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from kinesis_spout.config import SpoutConfig
 from kinesis_spout.errors import ConfigError
 from kinesis_spout.kinesis.client import make_client
-from kinesis_spout.kinesis.getter import ShardGetter
+from kinesis_spout.kinesis.retrieval.polling import ShardGetter
 from kinesis_spout.kinesis.shards import HashKeyRange, drop_range, list_shards
 from kinesis_spout.positions import TRIM_HORIZON, at_timestamp
 from kinesis_spout.spark.batch_options import BATCH_OPTIONS, ENDING_TIMESTAMP, STARTING_TIMESTAMP

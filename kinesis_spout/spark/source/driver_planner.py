@@ -18,9 +18,9 @@ from typing import Mapping, Sequence
 
 from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.errors import KinesisError
-from kinesis_spout.kinesis.getter import GET_RECORDS_RETRY, LATEST_MARGIN, ShardGetter
-from kinesis_spout.kinesis.reader import log_retried_error
-from kinesis_spout.kinesis.subscription import FanOutGetter
+from kinesis_spout.kinesis.retrieval.polling import GET_RECORDS_RETRY, LATEST_MARGIN, ShardGetter
+from kinesis_spout.kinesis.retrieval.reader import log_retried_error
+from kinesis_spout.kinesis.retrieval.fanout import FanOutGetter
 from kinesis_spout.positions import TRIM_HORIZON, Position, at_timestamp
 from kinesis_spout.records import Record
 from kinesis_spout.retry import Backoff

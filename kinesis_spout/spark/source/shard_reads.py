@@ -13,9 +13,9 @@ from typing import Any
 
 from kinesis_spout.config import MIN_POLL_INTERVAL_S, SpoutConfig
 from kinesis_spout.errors import KinesisError, StreamNotFoundError
-from kinesis_spout.kinesis.getter import PacedGetter, ShardGetter
+from kinesis_spout.kinesis.retrieval.polling import PacedGetter, ShardGetter
 from kinesis_spout.kinesis.shards import HashKeyRange
-from kinesis_spout.kinesis.subscription import FanOutGetter, WaitingFanOut
+from kinesis_spout.kinesis.retrieval.fanout import FanOutGetter, WaitingFanOut
 from kinesis_spout.positions import Position
 from kinesis_spout.records import Record
 from kinesis_spout.spark.offsets import consumed, in_range, range_is_empty

@@ -1,9 +1,9 @@
 """Buffered prefetching shard readers, and the round-robin reader across them.
 
 Each owned shard has a :class:`BufferedShardReader` that calls GetRecords (at most 5 times a second, as Kinesis
-allows), backs off with jitter when throttled (:data:`~kinesis_spout.kinesis.getter.GET_RECORDS_RETRY`), and fills
+allows), backs off with jitter when throttled (:data:`~kinesis_spout.kinesis.retrieval.polling.GET_RECORDS_RETRY`), and fills
 a bounded buffer (records and bytes). The readers of a spout share a
-:class:`~kinesis_spout.kinesis.pool.ReaderPool`: a few threads, whatever the number of shards.
+:class:`~kinesis_spout.kinesis.retrieval.pool.ReaderPool`: a few threads, whatever the number of shards.
 The :class:`RoundRobinReader` hands out buffered records shard by shard. Nobody sleeps on an idle shard: readers
 signal one shared condition when data arrives, and the consumer waits on it with a deadline.
 """
@@ -22,8 +22,8 @@ from typing import Callable, Iterable
 from kinesis_spout import retry
 from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.errors import KinesisError, SpoutError
-from kinesis_spout.kinesis.getter import GET_RECORDS_RETRY, ShardGetter
-from kinesis_spout.kinesis.pool import PARK, ReaderPool
+from kinesis_spout.kinesis.retrieval.polling import GET_RECORDS_RETRY, ShardGetter
+from kinesis_spout.kinesis.retrieval.pool import PARK, ReaderPool
 from kinesis_spout.records import Record, record_sizes, records_bytes
 
 log = logging.getLogger("kinesis_spout.kinesis")
@@ -47,7 +47,7 @@ def log_retried_error(exc: KinesisError, shard_id: str, failures: int, failing_f
 
 
 class BufferedShardReader:
-    """Prefetches one shard into a bounded buffer; a :class:`~kinesis_spout.kinesis.pool.ReaderPool` polls it.
+    """Prefetches one shard into a bounded buffer; a :class:`~kinesis_spout.kinesis.retrieval.pool.ReaderPool` polls it.
 
     Who calls: the round-robin reader (``ready``, ``take_upto``), the spout (``start``/``stop``/``close``), the
     pool (``poll``). Without a ``pool`` the reader gets one of its own with a single thread (named
@@ -249,7 +249,7 @@ class RoundRobinReader:
     Who calls: the spout. ``next_records`` asks each shard in turn (skipping those with no room, e.g. at their
     in-flight limit) and returns a chunk of the first that has records, or nothing at once when none is buffered.
     ``wait`` blocks until a reader signals new data or the timeout passes. ``pool`` is the readers' shared
-    :class:`~kinesis_spout.kinesis.pool.ReaderPool` of ``threads`` threads, closed by ``close()``.
+    :class:`~kinesis_spout.kinesis.retrieval.pool.ReaderPool` of ``threads`` threads, closed by ``close()``.
     """
 
     def __init__(self, threads: int = 8) -> None:

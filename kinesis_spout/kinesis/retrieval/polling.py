@@ -15,7 +15,7 @@ from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.errors import KinesisError
 from kinesis_spout.kinesis.aggregation import MAGIC, aggregate_problem, deaggregate_columns, hash_key
 from kinesis_spout.kinesis.botocore_errors import translate
-from kinesis_spout.kinesis.lean import get_records
+from kinesis_spout.kinesis.retrieval.lean import get_records
 from kinesis_spout.kinesis.shards import HashKeyRange
 from kinesis_spout.positions import Kind, Position, after, at_timestamp, iterator_args
 from kinesis_spout.records import Record, SequenceKey

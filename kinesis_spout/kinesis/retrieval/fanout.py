@@ -1,11 +1,11 @@
 """Enhanced fan-out reading: one SubscribeToShard subscription per shard, seen by the readers as a shard getter.
 
-:class:`FanOutGetter` is a :class:`~kinesis_spout.kinesis.getter.ShardGetter` whose ``fetch()`` takes the next
-event of its :class:`~kinesis_spout.kinesis.subscribe_to_shard.Subscription` (one SubscribeToShard call and the
+:class:`FanOutGetter` is a :class:`~kinesis_spout.kinesis.retrieval.polling.ShardGetter` whose ``fetch()`` takes the next
+event of its :class:`~kinesis_spout.kinesis.retrieval.subscribe_to_shard.Subscription` (one SubscribeToShard call and the
 thread reading its reply) without blocking: the same record conversion (KPL de-aggregation, foreign user records),
 the same ``position`` (after the last record handed out), the same ``FetchResult``. When a subscription ends it
 subscribes again from ``position``, so events read from the connection but never handed out are read again, and
-nothing handed out is. ``pushed`` tells the :class:`~kinesis_spout.kinesis.reader.BufferedShardReader` to park on an
+nothing handed out is. ``pushed`` tells the :class:`~kinesis_spout.kinesis.retrieval.reader.BufferedShardReader` to park on an
 empty fetch and wait for ``on_pending`` (called by the subscription's thread) instead of polling.
 
 :class:`WaitingFanOut` is the same getter read by one Spark task that waits for its events and retries refusals.
@@ -22,10 +22,10 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from kinesis_spout.errors import KinesisError
-from kinesis_spout.kinesis.eventstream import SubscriptionEvent
-from kinesis_spout.kinesis.getter import LATEST_MARGIN, FetchResult, ShardGetter
+from kinesis_spout.kinesis.retrieval.eventstream import SubscriptionEvent
+from kinesis_spout.kinesis.retrieval.polling import LATEST_MARGIN, FetchResult, ShardGetter
 from kinesis_spout.kinesis.shards import HashKeyRange
-from kinesis_spout.kinesis.subscribe_to_shard import Subscription, starting_position
+from kinesis_spout.kinesis.retrieval.subscribe_to_shard import Subscription, starting_position
 from kinesis_spout.positions import Kind, Position, after, at_timestamp
 from kinesis_spout.retry import Backoff, RetryPolicy
 
@@ -46,7 +46,7 @@ SUBSCRIBE_RETRY = RetryPolicy(initial_s=1.0, multiplier=2.0, max_s=10.0, jitter=
 class FanOutGetter(ShardGetter):
     """Reads one shard through an enhanced fan-out subscription of ``consumer_arn`` (see the module docstring).
 
-    Who calls: one :class:`~kinesis_spout.kinesis.reader.BufferedShardReader` (``fetch``, ``prepare``, ``close``,
+    Who calls: one :class:`~kinesis_spout.kinesis.retrieval.reader.BufferedShardReader` (``fetch``, ``prepare``, ``close``,
     ``pending``; it sets ``on_pending``). Not thread-safe beyond that: the reader's poll owns it; the subscription's
     thread only queues events and calls ``on_pending``. Counters: ``subscriptions`` (subscribe calls that
     succeeded), ``renewals`` (subscriptions that ended cleanly and were renewed), ``resubscribes`` (after an error).
