@@ -1,51 +1,34 @@
-"""The shard getter: shard iterators and GetRecords for one shard, with expired-iterator recovery."""
+"""The polling getter: shard iterators and GetRecords for one shard, with expired-iterator recovery, and the paced
+getter the Spark tasks read one shard with. Made by :mod:`~kinesis_spout.kinesis.retrieval.factory` only."""
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
-from typing import Any, NamedTuple
+from datetime import datetime, timezone
+from typing import Any, Callable
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.errors import KinesisError
-from kinesis_spout.kinesis.aggregation import MAGIC, aggregate_problem, deaggregate_columns, hash_key
 from kinesis_spout.kinesis.botocore_errors import translate
+from kinesis_spout.kinesis.retrieval.conversion import ALL_HASH_KEYS, RecordConversion
 from kinesis_spout.kinesis.retrieval.lean import get_records
+from kinesis_spout.kinesis.retrieval.protocol import LATEST_MARGIN, FetchResult
 from kinesis_spout.kinesis.shards import HashKeyRange
 from kinesis_spout.positions import Kind, Position, after, at_timestamp, iterator_args
-from kinesis_spout.records import Record, SequenceKey
 from kinesis_spout.retry import Backoff, RetryPolicy
+
+__all__ = ["ALL_HASH_KEYS", "GET_RECORDS_RETRY", "LATEST_MARGIN", "FetchResult", "PacedGetter", "ShardGetter"]
 
 log = logging.getLogger("kinesis_spout.kinesis")
 
-#: How far before a LATEST iterator was taken a re-seek after its expiry starts (allows for clock skew).
-LATEST_MARGIN = timedelta(seconds=1)
-
-#: Every hash key: the range of a stream's only shard, where no user record can belong elsewhere.
-ALL_HASH_KEYS = HashKeyRange(0, (1 << 128) - 1)
-
-_reported: set[tuple[str, str]] = set()  # (stream, shard) whose foreign user records were logged; under the lock
-_reported_lock = threading.Lock()
-
-class FetchResult(NamedTuple):
-    """One GetRecords call's outcome. ``shard_end`` is true once the shard is closed and fully read. ``fetched``
-    counts the Kinesis records of the reply: more than zero with no ``records`` when every user record of its
-    aggregates belonged to other shards (the reply was not empty, the shard may hold more). Every field is required:
-    a getter that left ``fetched`` out would make its readers take such a reply for the shard's tip."""
-
-    records: list[Record]
-    millis_behind_latest: int | None
-    shard_end: bool
-    fetched: int
-
 
 class ShardGetter:
-    """Reads one shard with GetRecords. Not thread-safe: one reader thread owns it.
+    """Reads one shard with GetRecords (a :class:`~kinesis_spout.kinesis.retrieval.protocol.ShardRetrieval`). Not
+    thread-safe: one reader thread owns it.
 
     Constructor does no I/O; the first ``fetch()`` gets the shard iterator at ``start``
     (:func:`kinesis_spout.positions.iterator_args`: inside a KPL aggregate the aggregate is read again, and the
@@ -65,13 +48,24 @@ class ShardGetter:
         self._iterator: str | None = None
         self.shard_end = start.ended  # an end: nothing left to read
         self.expired_iterators = 0
-        self.deaggregate = deaggregate
-        self.corrupt_aggregates = 0  # records with the aggregate magic that did not decode: delivered as they are
-        # the shard's hash keys (from ListShards): user records of an aggregate outside it are dropped. None (not
-        # known) or every hash key: nothing is dropped
-        self.hash_range = hash_range
-        self._foreign = hash_range if hash_range is not None and hash_range != ALL_HASH_KEYS else None
-        self.foreign_user_records = 0  # user records dropped because their hash key belongs to another shard
+        self.on_pending: Callable[[], None] = lambda: None  # never called: nothing is pushed
+        # KPL de-aggregation and the user records of other shards (hash_range; None: not known, nothing dropped)
+        self._convert = RecordConversion(stream_name, shard_id, deaggregate=deaggregate, hash_range=hash_range)
+
+    #: Polled: the reader calls ``fetch`` again after its idle pause (see :class:`ShardRetrieval`).
+    pushed = False
+    #: Always worth a ``fetch`` (a polling getter has nothing queued to wait for).
+    pending = True
+
+    @property
+    def corrupt_aggregates(self) -> int:
+        """Records with the aggregate magic that did not decode (delivered as they are)."""
+        return self._convert.corrupt_aggregates
+
+    @property
+    def foreign_user_records(self) -> int:
+        """User records dropped because their hash key belongs to another shard."""
+        return self._convert.foreign_user_records
 
     def _get_iterator(self) -> str:
         pos = self.position
@@ -95,6 +89,9 @@ class ShardGetter:
         start is taken before ``open()`` returns, so records put after it are read."""
         if self._iterator is None and not self.shard_end:
             self._iterator = self._get_iterator()
+
+    def close(self) -> None:
+        """Nothing to release (an iterator is not held open); the readers call it on every getter."""
 
     def fetch(self) -> FetchResult:
         """One GetRecords call. Raises a ``KinesisError`` (``retriable`` for throttling and server errors)."""
@@ -121,119 +118,13 @@ class ShardGetter:
         else:  # pragma: no cover - the loop always breaks or raises
             raise KinesisError("unreachable")
         raw = reply.get("Records") or ()
-        records = self._records(raw)
+        records = self._convert.records(raw)
         if raw:  # after the last record fetched, even one whose user records all belonged to other shards
             self.position = after(raw[-1]["SequenceNumber"])
         self._iterator = reply.get("NextShardIterator")
         if self._iterator is None:
             self.shard_end = True
         return FetchResult(records, reply.get("MillisBehindLatest"), self.shard_end, len(raw))
-
-    def _records(self, raw: Any) -> list[Record]:
-        """The reply's records; with ``deaggregate``, each KPL aggregate becomes its user records (sub-sequence
-        numbers 0..n-1), and one that does not decode is kept whole, counted and logged.
-
-        With a ``hash_range``, the user records whose hash key lies outside it are dropped and counted (a producer
-        with a stale shard map put them here, and puts them again in their own shard). The others keep their
-        sub-sequence numbers; their ``aggregated`` is one more than the last one kept, so the Kinesis record is done
-        once that one is (what follows it belongs to other shards)."""
-        shard_id = self.shard_id
-        out: list[Record] = []
-        new = tuple.__new__  # named tuples built without their __new__: every field given, a fraction of the cost
-        for r in raw:
-            seq, data = r["SequenceNumber"], r["Data"]
-            if self.deaggregate and data[:4] == MAGIC:
-                users = deaggregate_columns(data)
-                if users is not None:
-                    arrived, number = r.get("ApproximateArrivalTimestamp"), int(seq)
-                    keys, ehks, datas = users
-                    kept = self._kept(seq, keys, ehks) if self._foreign is not None else None
-                    if kept is None:
-                        n = len(datas)
-                        out.extend([new(Record, (shard_id, seq, i, key, payload, arrived,
-                                                 new(SequenceKey, (number, i)), n))
-                                    for i, key, payload in zip(range(n), keys, datas)])
-                    elif kept:
-                        n = kept[-1] + 1
-                        out.extend([new(Record, (shard_id, seq, i, keys[i], datas[i], arrived,
-                                                 new(SequenceKey, (number, i)), n))
-                                    for i in kept])
-                    continue
-                self.corrupt_aggregates += 1
-                log.warning("record %s:%s starts like a KPL aggregate but does not decode (%s); delivered as it is",
-                            shard_id, seq, aggregate_problem(data))
-            out.append(new(Record, (shard_id, seq, None, r["PartitionKey"], data,
-                                    r.get("ApproximateArrivalTimestamp"), new(SequenceKey, (int(seq), 0)), 0)))
-        return out
-
-    def _kept(self, seq: str, keys: list[str], ehks: list[str | None] | None) -> list[int] | None:
-        """The indexes of the user records (partition keys ``keys``, explicit hash keys ``ehks``, None when none
-        has one) whose hash key lies in the shard's range (None when all do); counts and reports the others. A user
-        record whose explicit hash key is not a number is kept (no shard can be told). Each distinct key is hashed
-        once: the user records of an aggregate often share their explicit hash key."""
-        rng = self._foreign
-        assert rng is not None
-        low, high = rng.start, rng.end
-        # one cache per kind of key: a partition key and an explicit hash key of the same text hash differently
-        pk_hashes: dict[str, int | None] = {}
-        pk_inside: dict[str, bool] = {}
-        ehk_hashes: dict[str, int | None] = {}
-        ehk_inside: dict[str, bool] = {}
-        # the distinct keys first (sets are built at C speed): most aggregates lie wholly inside their shard
-        by_pk = set(keys) if ehks is None else {pk for pk, ehk in zip(keys, ehks) if ehk is None}
-        by_ehk: set[str | None] = set() if ehks is None else set(ehks)
-        by_ehk.discard(None)
-        if all([_inside(pk, None, low, high, pk_inside, pk_hashes) for pk in by_pk]) and \
-                all([_inside(ehk, ehk, low, high, ehk_inside, ehk_hashes) for ehk in by_ehk if ehk is not None]):
-            return None
-        if ehks is None:
-            outside = [i for i, pk in enumerate(keys) if not _inside(pk, None, low, high, pk_inside, pk_hashes)]
-        else:
-            outside = [i for i, (pk, ehk) in enumerate(zip(keys, ehks))
-                       if not (_inside(ehk, ehk, low, high, ehk_inside, ehk_hashes) if ehk is not None
-                               else _inside(pk, None, low, high, pk_inside, pk_hashes))]
-        if not outside:
-            return None
-        below = 0
-        for i in outside:
-            ehk = ehks[i] if ehks is not None else None
-            h = ehk_hashes[ehk] if ehk is not None else pk_hashes[keys[i]]
-            below += h is not None and h < low
-        above = len(outside) - below
-        self.foreign_user_records += below + above
-        self._report(seq, len(keys), below, above)
-        dropped = set(outside)
-        return [i for i in range(len(keys)) if i not in dropped]
-
-    def _report(self, seq: str, total: int, below: int, above: int) -> None:
-        """Log dropped user records: the first time for a shard (in this process) as a warning with the counts, later
-        at debug level."""
-        key = (self.stream_name, self.shard_id)
-        with _reported_lock:
-            first = key not in _reported
-            _reported.add(key)
-        log.log(logging.WARNING if first else logging.DEBUG,
-                "shard %s of %r: KPL aggregate %s holds %d of its %d user records with hash keys outside the shard's "
-                "range %s (%d below it, %d above it); a producer with a stale shard map put them here and puts them "
-                "again in their own shards: dropped here (counted in foreign_user_records%s). A producer that "
-                "aggregates user records of several shards and puts them nowhere else loses them so: set "
-                "dropForeignUserRecords=false (SpoutConfig.drop_foreign_user_records) for it", self.shard_id,
-                self.stream_name, seq, below + above, total, self._foreign, below, above,
-                "; later ones of this shard are logged at debug level" if first else "")
-
-
-def _inside(text: str, ehk: str | None, low: int, high: int, inside: dict[str, bool],
-            hashes: dict[str, int | None]) -> bool:
-    """Whether the user record keyed ``text`` (its explicit hash key ``ehk``, else its partition key: ``ehk``
-    None) lies in ``low .. high``; remembered in ``inside`` and ``hashes`` (by ``text``, one pair of dicts per
-    kind of key) for the user records that share it. An explicit hash key that is not a number lies inside (no
-    shard can be told). Called by :meth:`ShardGetter._kept` on the reader's thread."""
-    got = inside.get(text)
-    if got is None:
-        h = hashes[text] = hash_key(text, ehk)
-        got = inside[text] = h is None or low <= h <= high
-    return got
-
 
 #: Pause before GetRecords is tried again after a throttle or a retriable error: full jitter between the shortest
 #: poll interval and a ceiling that doubles with each failure in a row, up to 10 s. The readers and the paced
