@@ -76,6 +76,11 @@ TESTS_BY_MODULE: dict[str, list[str]] = {
     "kinesis_spout.zookeeper.session": [INTEGRATION + f + "::*" for f in (  # the ownership tests read its session id
         "zookeeper/test_zookeeper_session.py", "zookeeper/test_zookeeper_store.py",
         "zookeeper/test_zookeeper_trouble.py", "zookeeper/test_zookeeper_ownership.py")],
+    # the one place getters are made: its own unit tests (which getter the settings choose, each setting reaching it)
+    "kinesis_spout.kinesis.retrieval.factory": ["tests/unit/kinesis/test_retrieval_factory.py::*"],
+    # the records of a reply (KPL de-aggregation, foreign user records), shared by both getters
+    "kinesis_spout.kinesis.retrieval.conversion": ["tests/unit/kinesis/test_retrieval_factory.py::*",
+                                                   INTEGRATION + "kinesis/test_getter.py::*"],
     "kinesis_spout.kinesis.retrieval.polling": [INTEGRATION + f + "::*" for f in (
         "kinesis/test_reader_backoff.py", "kinesis/test_faults.py", "kinesis/test_getter.py")],
     "kinesis_spout.kinesis.retrieval.reader": [INTEGRATION + f + "::*" for f in (
