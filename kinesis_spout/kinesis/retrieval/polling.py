@@ -58,6 +58,16 @@ class ShardGetter:
     pending = True
 
     @property
+    def deaggregate(self) -> bool:
+        """Whether KPL aggregates are handed out as their user records."""
+        return self._convert.deaggregate
+
+    @property
+    def hash_range(self) -> HashKeyRange | None:
+        """The shard's hash keys: user records of an aggregate outside them are dropped (None: nothing is)."""
+        return self._convert.hash_range
+
+    @property
     def corrupt_aggregates(self) -> int:
         """Records with the aggregate magic that did not decode (delivered as they are)."""
         return self._convert.corrupt_aggregates
