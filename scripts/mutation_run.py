@@ -26,7 +26,7 @@ Run from the project root, in the mutation venv (``make mutation`` does both).
 mutmut copies the package into ``mutants/`` once and rewrites only the mutated modules when they change (it copies
 the tests on every run): the driver first refreshes the copies of the other modules that changed since, so the
 mutants never run against a stale ``config.py`` or a missing module, and copies the folders the tests import besides
-the package (``ALSO_COPY``: the benchmark helpers and the scripts some unit tests test).
+the package (``ALSO_COPY``: the benchmark helpers, the scripts and the examples some unit tests test).
 """
 
 from __future__ import annotations
@@ -322,7 +322,7 @@ SECOND_PASS = Path("mutants") / "second-pass.json"
 
 #: Folders besides the package and the tests that tests import (mutmut copies neither into mutants/): the benchmark
 #: helpers, and scripts/docs_reference.py and the pages it renders (the reference pages' test).
-ALSO_COPY = ["benchmarks", "scripts", "docs"]
+ALSO_COPY = ["benchmarks", "scripts", "docs", "examples"]
 
 
 def reset_survivors(skip: set[str] = frozenset()) -> int:  # type: ignore[assignment]
