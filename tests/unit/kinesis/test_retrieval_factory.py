@@ -90,13 +90,20 @@ def test_a_polling_getter_asks_per_call_records_when_given_and_the_setting_other
 
 
 def test_fanout_settings_make_a_pushed_getter_with_the_consumer_and_the_renewal_and_sync_intervals() -> None:
-    getter = shard_retrieval(ScriptedKinesis(), "orders", "shardId-1", LATEST,
+    client = ScriptedKinesis()
+    getter = shard_retrieval(client, "orders", "shardId-1", LATEST,
                              reading(retrieval="fanout", subscription_renewal_s=42.0, shard_sync_interval_s=7.0),
                              consumer_arn=ARN, hash_range=LOWER_HALF)
     assert isinstance(getter, ShardRetrieval)
+    assert getter.client is client and getter.stream_name == "orders"  # type: ignore[attr-defined]
     assert (getter.shard_id, getter.position, getter.pushed, getter.shard_end) == ("shardId-1", LATEST, True, False)
     assert getter.consumer_arn == ARN and getter.renew_s == 42.0 and getter.end_probe_s == 7.0  # type: ignore[attr-defined]
+    assert getter.deaggregate is True and getter.hash_range == LOWER_HALF  # type: ignore[attr-defined]
     getter.close()
+    plain = shard_retrieval(ScriptedKinesis(), "orders", "shardId-1", LATEST, reading(retrieval="fanout",
+                                                                                     deaggregate=False),
+                            consumer_arn=ARN)
+    assert plain.deaggregate is False and plain.hash_range is None  # type: ignore[attr-defined]
 
 
 def test_the_consumer_is_asked_for_only_when_the_settings_say_fanout() -> None:
@@ -130,16 +137,19 @@ def test_a_fan_out_getters_end_probe_reads_one_plain_record_from_the_position_it
     assert [r.partition_key for r in result.records] == ["agg"]  # not de-aggregated, nothing dropped
 
 
-@pytest.mark.parametrize(("closed", "end_probe_s"), [(True, 0.0), (False, None)])
-def test_a_waiting_fan_out_probes_a_closed_shard_at_once_and_an_open_one_never(closed: bool,
+@pytest.mark.parametrize(("closed", "end_probe_s"), [(True, 0.0), (False, None), (None, None)])
+def test_a_waiting_fan_out_probes_a_closed_shard_at_once_and_an_open_one_never(closed: bool | None,
                                                                                end_probe_s: float | None) -> None:
-    waiting = waiting_fan_out(ScriptedKinesis(), "orders", "shardId-3", at_timestamp(NOW),
+    client = ScriptedKinesis()
+    shut = {} if closed is None else {"closed": closed}  # None: the default, an open shard
+    waiting = waiting_fan_out(client, "orders", "shardId-3", at_timestamp(NOW),
                               reading(retrieval="fanout", subscription_renewal_s=30.0), ARN, max_retries=4,
-                              hash_range=LOWER_HALF, closed=closed)
+                              hash_range=LOWER_HALF, **shut)
     getter = waiting.getter
-    assert (getter.shard_id, getter.position, getter.consumer_arn, getter.renew_s) == (
-        "shardId-3", at_timestamp(NOW), ARN, 30.0)
+    assert (getter.client, getter.stream_name, getter.shard_id, getter.position, getter.consumer_arn,
+            getter.renew_s) == (client, "orders", "shardId-3", at_timestamp(NOW), ARN, 30.0)
     assert getter.end_probe_s == end_probe_s and getter.end_probe is not None
+    assert getter.deaggregate is True and getter.hash_range == LOWER_HALF
     waiting.close()
 
 
