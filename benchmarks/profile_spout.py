@@ -31,8 +31,8 @@ import time
 from typing import Any
 
 from kinesis_spout import InitialPosition, KinesisSpout, SpoutConfig, ZooKeeperCheckpointStore
-from kinesis_spout.kinesis import pool as pool_module
 from kinesis_spout.kinesis.client import make_client
+from kinesis_spout.kinesis.retrieval import pool as pool_module
 from kinesis_spout.testing.emulators import KinesaliteServer
 from kinesis_spout.testing.kinesis import put_records, wait_for_stream
 from kinesis_spout.testing.zookeeper import ZooKeeperServer
@@ -88,7 +88,7 @@ class GcClock:
 
 def _aggregates(count: int) -> tuple[list[bytes], list[str]]:
     """``count`` user records of 100 B as aggregates of ``PER_AGGREGATE``, and each aggregate's partition key."""
-    from kinesis_spout.kinesis.aggregator import AggregateBuilder
+    from kinesis_spout.kinesis.writing.aggregator import AggregateBuilder
 
     blobs, keys = [], []
     for first in range(0, count, PER_AGGREGATE):

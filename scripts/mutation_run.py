@@ -26,7 +26,7 @@ Run from the project root, in the mutation venv (``make mutation`` does both).
 mutmut copies the package into ``mutants/`` once and rewrites only the mutated modules when they change (it copies
 the tests on every run): the driver first refreshes the copies of the other modules that changed since, so the
 mutants never run against a stale ``config.py`` or a missing module, and copies the folders the tests import besides
-the package (``ALSO_COPY``: the benchmark helpers and the scripts some unit tests test).
+the package (``ALSO_COPY``: the benchmark helpers, the scripts and the examples some unit tests test).
 """
 
 from __future__ import annotations
@@ -76,9 +76,14 @@ TESTS_BY_MODULE: dict[str, list[str]] = {
     "kinesis_spout.zookeeper.session": [INTEGRATION + f + "::*" for f in (  # the ownership tests read its session id
         "zookeeper/test_zookeeper_session.py", "zookeeper/test_zookeeper_store.py",
         "zookeeper/test_zookeeper_trouble.py", "zookeeper/test_zookeeper_ownership.py")],
-    "kinesis_spout.kinesis.getter": [INTEGRATION + f + "::*" for f in (
+    # the one place getters are made: its own unit tests (which getter the settings choose, each setting reaching it)
+    "kinesis_spout.kinesis.retrieval.factory": ["tests/unit/kinesis/test_retrieval_factory.py::*"],
+    # the records of a reply (KPL de-aggregation, foreign user records), shared by both getters
+    "kinesis_spout.kinesis.retrieval.conversion": ["tests/unit/kinesis/test_retrieval_factory.py::*",
+                                                   INTEGRATION + "kinesis/test_getter.py::*"],
+    "kinesis_spout.kinesis.retrieval.polling": [INTEGRATION + f + "::*" for f in (
         "kinesis/test_reader_backoff.py", "kinesis/test_faults.py", "kinesis/test_getter.py")],
-    "kinesis_spout.kinesis.reader": [INTEGRATION + f + "::*" for f in (
+    "kinesis_spout.kinesis.retrieval.reader": [INTEGRATION + f + "::*" for f in (
         "kinesis/test_reader_backoff.py", "kinesis/test_faults.py", "kinesis/test_reader.py")],
     "kinesis_spout.spout": [INTEGRATION + f + "::*" for f in (  # its modules but shards
         "spout/test_spout.py", "spout/test_spout_loss_paths.py", "spout/test_next_tuple.py",
@@ -102,7 +107,7 @@ EXTRA_TESTS = ["tests/integration/coordination/test_leases.py",
 #: behaviour it pins, named in the comments). They count as the module's own tests only (``narrow``: another
 #: module's file patterns may cover them), and with a budget a mutant runs against every one of them it reaches.
 WRITTEN_FOR_MUTANTS: dict[str, frozenset[str]] = {
-    "kinesis_spout.kinesis.getter": frozenset({
+    "kinesis_spout.kinesis.retrieval.polling": frozenset({
         # in kinesis/test_getter.py
         "test_start_positions_refused_and_accepted",
         "test_a_new_getter_reads_10000_records_a_call_and_has_not_ended",
@@ -116,7 +121,7 @@ WRITTEN_FOR_MUTANTS: dict[str, frozenset[str]] = {
         "test_a_paced_getter_waits_its_interval_between_calls",
         "test_a_connection_lost_while_reading_is_a_retriable_error_naming_the_shard_and_nothing_is_skipped",
     }),
-    "kinesis_spout.kinesis.reader": frozenset({
+    "kinesis_spout.kinesis.retrieval.reader": frozenset({
         # in kinesis/test_reader.py
         "test_taking_one_record_at_a_time_hands_out_every_record_in_order_under_a_byte_budget_of_three_records",
         "test_a_new_reader_has_not_ended_and_has_the_documented_defaults",
@@ -317,7 +322,7 @@ SECOND_PASS = Path("mutants") / "second-pass.json"
 
 #: Folders besides the package and the tests that tests import (mutmut copies neither into mutants/): the benchmark
 #: helpers, and scripts/docs_reference.py and the pages it renders (the reference pages' test).
-ALSO_COPY = ["benchmarks", "scripts", "docs"]
+ALSO_COPY = ["benchmarks", "scripts", "docs", "examples"]
 
 
 def reset_survivors(skip: set[str] = frozenset()) -> int:  # type: ignore[assignment]

@@ -174,7 +174,8 @@ def foreign_sequence_number(args: argparse.Namespace, sequence: str) -> str | No
     """Why ``sequence`` is not a sequence number of ``--shard`` (None when the shard has it): Kinesis is asked for a
     shard iterator AT_SEQUENCE_NUMBER, which it refuses for a number of another shard or one it never gave. Who
     calls: ``reset``, before writing, unless ``--force`` (a wrong number would make the app fail at its start)."""
-    from kinesis_spout.kinesis.client import make_client, translate
+    from kinesis_spout.kinesis.botocore_errors import translate
+    from kinesis_spout.kinesis.client import make_client
 
     try:
         make_client(args.region, args.endpoint_url).get_shard_iterator(

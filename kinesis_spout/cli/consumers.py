@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     deregister."""
     from kinesis_spout.errors import ConfigError
     from kinesis_spout.kinesis.client import make_client
-    from kinesis_spout.kinesis.consumers import CONSUMER_LIMIT, deregister_consumer, list_consumers
+    from kinesis_spout.kinesis.retrieval.consumers import CONSUMER_LIMIT, deregister_consumer, list_consumers
 
     client = make_client(args.region, args.endpoint_url)
     if args.action == "deregister":

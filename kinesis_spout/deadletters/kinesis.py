@@ -16,7 +16,7 @@ from kinesis_spout.deadletters.base import (
     stub_envelope_bytes,
 )
 from kinesis_spout.errors import ConfigError, PutRecordsError
-from kinesis_spout.kinesis.putter import MAX_RECORD_BYTES, PutEntry, RecordPutter
+from kinesis_spout.kinesis.writing.putter import MAX_RECORD_BYTES, PutEntry, RecordPutter
 from kinesis_spout.retry import RetryPolicy
 
 if TYPE_CHECKING:
@@ -96,7 +96,8 @@ class KinesisDeadLetters:
 
 class KinesisDeadLetterWriter:
     """Puts envelopes with ``PutRecords`` through the project's one PutRecords writer
-    (:class:`~kinesis_spout.kinesis.putter.RecordPutter`; the client is made on the first write). One caller thread.
+    (:class:`~kinesis_spout.kinesis.writing.putter.RecordPutter`; the client is made on the first write). One caller
+    thread.
 
     ``oversized`` is the fallback writer for letters over the record limit and the text stubs give as their
     ``full_letter``. ``puts`` counts records accepted by Kinesis, ``stubs`` the stubs among them. The message ids of

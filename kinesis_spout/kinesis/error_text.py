@@ -17,7 +17,7 @@ _TAG = re.compile(r"<[^>]+>")
 def error_message(message: str, status: int) -> str:
     """``message`` of an error reply with HTTP ``status``, on one line: the title of an HTML page (else
     ``HTTP <status>``), whitespace collapsed, cut at :data:`MAX_MESSAGE_CHARS`. Who calls: the translation of
-    botocore errors (:func:`kinesis_spout.kinesis.client.translate`)."""
+    botocore errors (:func:`kinesis_spout.kinesis.botocore_errors.translate`)."""
     text = message.strip()
     lowered = text[:200].lower()
     if lowered.startswith("<") and ("<html" in lowered or "<!doctype" in lowered or "<title" in lowered):

@@ -1,6 +1,6 @@
 """One Kinesis operation of a botocore client, called lean: botocore's request template, signer and HTTP session,
-without its per-call machinery. The shared part of :mod:`~kinesis_spout.kinesis.lean` (GetRecords) and
-:mod:`~kinesis_spout.kinesis.lean_put` (PutRecords); each writes its own body and parses its own replies.
+without its per-call machinery. The shared part of :mod:`~kinesis_spout.kinesis.retrieval.lean` (GetRecords) and
+:mod:`~kinesis_spout.kinesis.writing.lean_put` (PutRecords); each writes its own body and parses its own replies.
 
 - :meth:`LeanCall.capture` runs the operation's first call through botocore: botocore builds and signs the request
   as usual, and a ``before-send`` hook notes the URL and the headers botocore chose (its endpoint resolution, its

@@ -11,7 +11,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from kinesis_spout.errors import StreamNotFoundError
-from kinesis_spout.kinesis.client import asked, translate
+from kinesis_spout.kinesis.botocore_errors import asked, translate
 
 log = logging.getLogger("kinesis_spout.kinesis")
 

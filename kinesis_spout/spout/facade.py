@@ -24,7 +24,7 @@ from kinesis_spout.config import SpoutConfig
 from kinesis_spout.coordination.sync import ShardSync
 from kinesis_spout.deadletters.base import open_writer
 from kinesis_spout.errors import SpoutError, SpoutStateError
-from kinesis_spout.kinesis.reader import RoundRobinReader
+from kinesis_spout.kinesis.retrieval.reader import RoundRobinReader
 from kinesis_spout.metrics.shard import ShardMetrics
 from kinesis_spout.records import SpoutTuple
 from kinesis_spout.spout.acks import AckRouter

@@ -23,7 +23,7 @@ from kinesis_spout.coordination.sync import ShardSync
 from kinesis_spout.deadletters.worker import DeadLetterWorker
 from kinesis_spout.errors import SpoutError
 from kinesis_spout.kinesis.client import make_client
-from kinesis_spout.kinesis.consumers import ensure_consumer
+from kinesis_spout.kinesis.retrieval.consumers import ensure_consumer
 from kinesis_spout.kinesis.shards import Shard, owned_shards
 from kinesis_spout.spout.dead_letters import DeadLetterGlue, poison_hold_s
 from kinesis_spout.spout.membership import LEASE_ROUND_S, LeaseMembership

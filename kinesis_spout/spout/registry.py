@@ -18,7 +18,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Callable
 
 from kinesis_spout.errors import SpoutStateError
-from kinesis_spout.kinesis.reader import RoundRobinReader
+from kinesis_spout.kinesis.retrieval.reader import RoundRobinReader
 from kinesis_spout.spout.shards import ShardLifecycle
 
 if TYPE_CHECKING:

@@ -44,7 +44,7 @@ from kinesis_spout.tracker import FailOutcome, TrackerStats
 from kinesis_spout.tracking.keys import Key
 
 if TYPE_CHECKING:
-    from kinesis_spout.kinesis.reader import BufferedShardReader, RoundRobinReader
+    from kinesis_spout.kinesis.retrieval.reader import BufferedShardReader, RoundRobinReader
     from kinesis_spout.tracking.spans import Span
 
 __all__ = ["ACK_PHASES", "CHECKPOINT_PHASES", "NEW_RECORD_PHASES", "RETRY_PHASES", "TRANSITIONS",

@@ -14,10 +14,9 @@ from typing import TYPE_CHECKING, Any, Mapping
 from kinesis_spout.coordination.lineage import ShardStart
 from kinesis_spout.coordination.starts import resolve_starts
 from kinesis_spout.errors import KinesisError
-from kinesis_spout.kinesis.getter import ShardGetter
-from kinesis_spout.kinesis.reader import BufferedShardReader
+from kinesis_spout.kinesis.retrieval.factory import shard_retrieval
+from kinesis_spout.kinesis.retrieval.reader import BufferedShardReader
 from kinesis_spout.kinesis.shards import Shard, drop_range
-from kinesis_spout.kinesis.subscription import FanOutGetter
 from kinesis_spout.positions import LATEST, Position
 from kinesis_spout.spout.shards import ShardLifecycle
 from kinesis_spout.tracking.spans import SpanTracker
@@ -74,14 +73,8 @@ class ShardStarter:
             shard.shard_id, retry_limit=cfg.retry_limit, backoff=cfg.retry_backoff,
             message_timeout_s=cfg.message_timeout_s, checkpoint=initial)
         hash_range = drop_range(cfg.stream_name, shard.shard_id, shard, cfg.drop_foreign_user_records)
-        getter: ShardGetter
-        if self.consumer_arn is not None:
-            getter = FanOutGetter(self.client, cfg.stream_name, shard.shard_id, first, self.consumer_arn,
-                                  renew_s=cfg.subscription_renewal_s, deaggregate=cfg.deaggregate,
-                                  hash_range=hash_range, end_probe_s=cfg.shard_sync_interval_s)
-        else:
-            getter = ShardGetter(self.client, cfg.stream_name, shard.shard_id, first, cfg.max_records_per_call,
-                                 deaggregate=cfg.deaggregate, hash_range=hash_range)
+        getter = shard_retrieval(self.client, cfg.stream_name, shard.shard_id, first, cfg.reading,
+                                 consumer_arn=self.consumer_arn, hash_range=hash_range)
         if first == LATEST:  # LATEST is the tip when open() runs, not when the reader thread gets to it
             try:
                 getter.prepare()

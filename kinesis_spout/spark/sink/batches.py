@@ -2,10 +2,12 @@
 
 Kinesis' limits on a record (data present, a partition key of 1 to 256 UTF-16 code units, data and key within 1 MiB)
 are checked on whole Arrow columns with ``pyarrow.compute`` (null counts, lengths, their sum; a key's UTF-16 length
-is at most its UTF-8 length, so keys are measured one by one with :func:`~kinesis_spout.kinesis.limits.key_length`
+is at most its UTF-8 length, so keys are measured one by one with
+:func:`~kinesis_spout.kinesis.writing.limits.key_length`
 only in a batch holding a key over 256 bytes): when every row of a batch passes, the batch's entries are made
 straight from the columns (text data taken as its UTF-8 bytes without a per-row ``encode``), and the per-row check
-(:func:`~kinesis_spout.kinesis.putter.entry_problem`) is skipped. When a row may fail, or the batch has explicit hash
+(:func:`~kinesis_spout.kinesis.writing.putter.entry_problem`) is skipped. When a row may fail, or the batch has
+explicit hash
 keys (whose check needs each number), the caller checks row by row, as before, so that the row is named (or
 dead-lettered) exactly as the row-by-row check does.
 
@@ -19,8 +21,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kinesis_spout.kinesis.limits import MAX_PARTITION_KEY_LENGTH, MAX_RECORD_BYTES, key_length
-from kinesis_spout.kinesis.putter import PutEntry
+from kinesis_spout.kinesis.writing.limits import MAX_PARTITION_KEY_LENGTH, MAX_RECORD_BYTES, key_length
+from kinesis_spout.kinesis.writing.putter import PutEntry
 from kinesis_spout.spark.sink.columns import Columns
 from kinesis_spout.spark.sink.options import SinkOptions
 

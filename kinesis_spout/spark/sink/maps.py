@@ -1,7 +1,7 @@
 """The shard maps of the aggregating sink's tasks: the last map of each stream a Python process used, for its next
 tasks.
 
-An aggregating task needs the map of the stream's open shards (:class:`~kinesis_spout.kinesis.routing.ShardMap`,
+An aggregating task needs the map of the stream's open shards (:class:`~kinesis_spout.kinesis.writing.routing.ShardMap`,
 one ListShards listing). Spark reuses its Python workers from task to task, so a task starts from the map the
 process's previous task of the stream ended with, and lists the shards only when the process has none: a task
 of a few rows costs no listing. A map made stale by a reshard is found out as before (an aggregate lands in a shard
@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 
 from kinesis_spout.config import SpoutConfig
-from kinesis_spout.kinesis.routing import ShardMap
+from kinesis_spout.kinesis.writing.routing import ShardMap
 
 __all__ = ["keep_map", "known_map"]
 

@@ -6,7 +6,7 @@ exactly as a read of the same options would. The sink's own:
 
 - ``partitionKeyColumn`` (default ``partitionKey``): the column holding each row's partition key; or
 - ``partitionKey``: one constant partition key for every row (then no column is needed), 1 to 256 UTF-16 code units
-  long as Kinesis counts it (:func:`~kinesis_spout.kinesis.limits.key_length`);
+  long as Kinesis counts it (:func:`~kinesis_spout.kinesis.writing.limits.key_length`);
 - ``explicitHashKeyColumn`` (default ``explicitHashKey``, used when the column exists);
 - ``aggregate`` (``false``): pack user records into KPL aggregates by shard;
 - ``putDeadlineS`` (``60``): how long a task keeps putting refused entries again before it fails;
@@ -25,7 +25,7 @@ from typing import Mapping
 
 from kinesis_spout.config import SpoutConfig
 from kinesis_spout.errors import ConfigError
-from kinesis_spout.kinesis.limits import MAX_PARTITION_KEY_LENGTH, key_length
+from kinesis_spout.kinesis.writing.limits import MAX_PARTITION_KEY_LENGTH, key_length
 
 __all__ = ["SINK_OPTIONS", "SinkOptions", "parse_sink_options"]
 

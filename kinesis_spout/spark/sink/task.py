@@ -1,11 +1,14 @@
 """One write task of the sink: the rows of a Spark partition (Arrow record batches) put into Kinesis.
 
-Each Arrow batch is checked row by row first (:func:`~kinesis_spout.kinesis.putter.entry_problem`): a row Kinesis
+Each Arrow batch is checked row by row first (:func:`~kinesis_spout.kinesis.writing.putter.entry_problem`): a row
+Kinesis
 cannot take fails the task before any row of its batch is put, with an error naming the row, or goes to the
 dead-letter directory when ``deadLetterPath`` is set. Then the batch's records are put through the shared writer
-(:class:`~kinesis_spout.kinesis.putter.RecordPutter`: calls of at most 500 records and 5 MiB, refused entries alone put
+(:class:`~kinesis_spout.kinesis.writing.putter.RecordPutter`: calls of at most 500 records and 5 MiB, refused entries
+alone put
 again with jittered backoff until ``putDeadlineS``), as KPL aggregates by shard when ``aggregate`` is on
-(:class:`~kinesis_spout.kinesis.aggregate_writer.AggregatingWriter`). When the deadline passes the task fails and
+(:class:`~kinesis_spout.kinesis.writing.aggregate_writer.AggregatingWriter`). When the deadline passes the task fails
+and
 Spark runs it again: rows already put are put again (at-least-once).
 
 Runs on an executor (a Spark Python worker); the Kinesis client is the worker process's
@@ -25,9 +28,9 @@ from dataclasses import dataclass, fields
 from typing import Any, Callable, Iterable, Iterator
 
 from kinesis_spout.errors import InvalidRecordError
-from kinesis_spout.kinesis.aggregate_writer import Aggregate, AggregatingWriter
-from kinesis_spout.kinesis.putter import PutEntry, RecordPutter, entry_problem
-from kinesis_spout.kinesis.routing import ShardMap
+from kinesis_spout.kinesis.writing.aggregate_writer import Aggregate, AggregatingWriter
+from kinesis_spout.kinesis.writing.putter import PutEntry, RecordPutter, entry_problem
+from kinesis_spout.kinesis.writing.routing import ShardMap
 from kinesis_spout.retry import RetryPolicy
 from kinesis_spout.spark.sink.batches import checked_entries
 from kinesis_spout.spark.sink.columns import Columns

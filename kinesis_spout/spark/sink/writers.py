@@ -17,7 +17,7 @@ from typing import Any, Iterator, Mapping
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
 from kinesis_spout.errors import ConfigError, StreamNotFoundError
-from kinesis_spout.kinesis.client import translate
+from kinesis_spout.kinesis.botocore_errors import translate
 from kinesis_spout.spark.clients import WORKER_CLIENTS
 from kinesis_spout.spark.sink.columns import Columns, check_schema
 from kinesis_spout.spark.sink.options import SinkOptions, parse_sink_options

@@ -24,7 +24,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from kinesis_spout.config import SpoutConfig
 from kinesis_spout.errors import ConfigError
 from kinesis_spout.kinesis.client import make_client
-from kinesis_spout.kinesis.getter import ShardGetter
+from kinesis_spout.kinesis.retrieval.factory import polling_getter
 from kinesis_spout.kinesis.shards import HashKeyRange, drop_range, list_shards
 from kinesis_spout.positions import TRIM_HORIZON, at_timestamp
 from kinesis_spout.spark.batch_options import BATCH_OPTIONS, ENDING_TIMESTAMP, STARTING_TIMESTAMP
@@ -135,9 +135,8 @@ class KinesisBatchReader(DataSourceReader):
         first = at_timestamp(datetime.fromisoformat(partition.start)) if partition.start else TRIM_HORIZON
         end = datetime.fromisoformat(partition.end)
         begin = datetime.fromisoformat(partition.start) if partition.start else None
-        getter = paced_getter(ShardGetter(WORKER_CLIENTS.kinesis(cfg), cfg.stream_name, partition.shard_id, first,
-                                          cfg.max_records_per_call, deaggregate=cfg.deaggregate,
-                                          hash_range=partition.hash_range))
+        getter = paced_getter(polling_getter(WORKER_CLIENTS.kinesis(cfg), cfg.stream_name, partition.shard_id, first,
+                                             cfg.reading, hash_range=partition.hash_range))
         while True:
             result = getter.fetch()
             records = result.records

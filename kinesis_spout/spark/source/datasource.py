@@ -23,7 +23,8 @@ from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailable
 
 from kinesis_spout.config import SpoutConfig
 from kinesis_spout.errors import ConfigError, StreamNotFoundError
-from kinesis_spout.kinesis.client import make_client, translate
+from kinesis_spout.kinesis.botocore_errors import translate
+from kinesis_spout.kinesis.client import make_client
 from kinesis_spout.spark.batch_options import STREAM_SIGNS, given, load_problem
 from kinesis_spout.spark.offsets import choose_read_mode, parse_source_options, unused_options
 from kinesis_spout.spark.schema import SCHEMA_DDL

@@ -18,9 +18,10 @@ from typing import Mapping, Sequence
 
 from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.errors import KinesisError
-from kinesis_spout.kinesis.getter import GET_RECORDS_RETRY, LATEST_MARGIN, ShardGetter
-from kinesis_spout.kinesis.reader import log_retried_error
-from kinesis_spout.kinesis.subscription import FanOutGetter
+from kinesis_spout.kinesis.retrieval.factory import shard_retrieval
+from kinesis_spout.kinesis.retrieval.polling import GET_RECORDS_RETRY, LATEST_MARGIN
+from kinesis_spout.kinesis.retrieval.protocol import ShardRetrieval
+from kinesis_spout.kinesis.retrieval.reader import log_retried_error
 from kinesis_spout.positions import TRIM_HORIZON, Position, at_timestamp
 from kinesis_spout.records import Record
 from kinesis_spout.retry import Backoff
@@ -31,7 +32,7 @@ from kinesis_spout.spark.offsets import (
     waiting_for_parents,
 )
 from kinesis_spout.spark.source.planning import QueryPlanning
-from kinesis_spout.spark.source.shard_reads import MAX_RETRIES, shard_getter, skip_consumed
+from kinesis_spout.spark.source.shard_reads import MAX_RETRIES, skip_consumed
 from kinesis_spout.spark.source.shares import share_rows
 
 __all__ = ["DriverPlanner", "ShardCursor"]
@@ -41,7 +42,7 @@ log = logging.getLogger("kinesis_spout.spark")
 FETCH_THREADS = 32
 
 
-def _end(getter: ShardGetter) -> None:
+def _end(getter: ShardRetrieval) -> None:
     """End a fan-out getter's subscription (a polling getter holds nothing)."""
     close = getattr(getter, "close", None)
     if close is not None:
@@ -57,7 +58,7 @@ class ShardCursor:
 
     shard_id: str
     position: Position
-    getter: ShardGetter
+    getter: ShardRetrieval
     pending: list[Record] = field(default_factory=list)
     next_poll: float = 0.0
     backoff: Backoff = field(default_factory=lambda: Backoff(GET_RECORDS_RETRY))  # no limit: MAX_RETRIES counts
@@ -198,14 +199,9 @@ class DriverPlanner:
             if cursor is not None:
                 _end(cursor.getter)
             client, cfg = self.planning.clients.kinesis(), self.config
-            getter: ShardGetter
-            if cfg.retrieval == "fanout":
-                getter = FanOutGetter(client, cfg.stream_name, shard_id, position, self.planning.consumer_arn(),
-                                      renew_s=cfg.subscription_renewal_s, deaggregate=cfg.deaggregate,
-                                      hash_range=self.planning.hash_range(shard_id),
-                                      end_probe_s=cfg.shard_sync_interval_s)
-            else:
-                getter = shard_getter(client, cfg, shard_id, position, hash_range=self.planning.hash_range(shard_id))
+            getter = shard_retrieval(client, cfg.stream_name, shard_id, position, cfg.reading,
+                                     consumer_arn=self.planning.consumer_arn,
+                                     hash_range=self.planning.hash_range(shard_id))
             cursor = self._cursors[shard_id] = ShardCursor(shard_id, position, getter)
         return cursor
 

@@ -21,7 +21,7 @@ from typing import Mapping, Sequence
 
 from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.errors import CheckpointError, KinesisError
-from kinesis_spout.kinesis.getter import LATEST_MARGIN, ShardGetter
+from kinesis_spout.kinesis.retrieval.polling import LATEST_MARGIN, ShardGetter
 from kinesis_spout.positions import Position, at_timestamp
 from kinesis_spout.spark.batch_store import ZooKeeperBatchStore
 from kinesis_spout.spark.batches import PlannedBatch, ShardEnd, abandoned, split_limit

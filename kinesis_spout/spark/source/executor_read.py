@@ -16,9 +16,9 @@ from typing import Any, Callable
 from pyspark.sql.datasource import InputPartition
 
 from kinesis_spout.config import SpoutConfig
-from kinesis_spout.kinesis.getter import FetchResult
+from kinesis_spout.kinesis.retrieval.fanout import RESUBSCRIBE_S
+from kinesis_spout.kinesis.retrieval.polling import FetchResult
 from kinesis_spout.kinesis.shards import HashKeyRange
-from kinesis_spout.kinesis.subscription import RESUBSCRIBE_S
 from kinesis_spout.positions import Position
 from kinesis_spout.records import Record
 from kinesis_spout.spark.batches import ShardEnd, cut, within

@@ -16,7 +16,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from kinesis_spout.checkpoint.base import Checkpoint
 from kinesis_spout.config import SpoutConfig
 from kinesis_spout.errors import CheckpointConflict, CheckpointError
-from kinesis_spout.kinesis.consumers import ensure_consumer
+from kinesis_spout.kinesis.retrieval.consumers import ensure_consumer
 from kinesis_spout.kinesis.shards import HashKeyRange, Shard, drop_range, list_shards, owned_shards
 from kinesis_spout.positions import Position
 from kinesis_spout.spark.offsets import (

@@ -13,9 +13,11 @@ from typing import Any
 
 from kinesis_spout.config import MIN_POLL_INTERVAL_S, SpoutConfig
 from kinesis_spout.errors import KinesisError, StreamNotFoundError
-from kinesis_spout.kinesis.getter import PacedGetter, ShardGetter
+from kinesis_spout.kinesis.retrieval.factory import paced_getter as paced
+from kinesis_spout.kinesis.retrieval.factory import polling_getter, waiting_fan_out
+from kinesis_spout.kinesis.retrieval.fanout import WaitingFanOut
+from kinesis_spout.kinesis.retrieval.polling import PacedGetter, ShardGetter
 from kinesis_spout.kinesis.shards import HashKeyRange
-from kinesis_spout.kinesis.subscription import FanOutGetter, WaitingFanOut
 from kinesis_spout.positions import Position
 from kinesis_spout.records import Record
 from kinesis_spout.spark.offsets import consumed, in_range, range_is_empty
@@ -43,9 +45,8 @@ def shard_getter(client: Any, cfg: SpoutConfig, shard_id: str, position: Positio
     """A getter of the records after ``position`` (``per_call`` records per GetRecords at most, default the
     configured ``maxRecordsPerCall``; user records of aggregates outside ``hash_range`` are dropped). Its first
     reply may hold records ``position`` consumed: pass them through :func:`skip_consumed`."""
-    return ShardGetter(client, cfg.stream_name, shard_id, position,
-                       cfg.max_records_per_call if per_call is None else per_call, deaggregate=cfg.deaggregate,
-                       hash_range=hash_range)
+    return polling_getter(client, cfg.stream_name, shard_id, position, cfg.reading, per_call=per_call,
+                          hash_range=hash_range)
 
 
 def subscribed_getter(client: Any, cfg: SpoutConfig, shard_id: str, position: Position, consumer_arn: str,
@@ -55,15 +56,13 @@ def subscribed_getter(client: Any, cfg: SpoutConfig, shard_id: str, position: Po
     shard, a caught-up event with no record makes it ask GetRecords whether the shard was read to its end (an
     emulator that sends no ChildShards never ends it). Its first event may hold records ``position`` consumed: see
     :func:`skip_consumed`."""
-    getter = FanOutGetter(client, cfg.stream_name, shard_id, position, consumer_arn,
-                          renew_s=cfg.subscription_renewal_s, deaggregate=cfg.deaggregate, hash_range=hash_range,
-                          end_probe_s=0.0 if closed else None)
-    return WaitingFanOut(getter, MAX_RETRIES)
+    return waiting_fan_out(client, cfg.stream_name, shard_id, position, cfg.reading, consumer_arn,
+                           max_retries=MAX_RETRIES, hash_range=hash_range, closed=closed)
 
 
 def paced_getter(getter: ShardGetter) -> PacedGetter:
     """``getter`` paced as Kinesis allows, retrying retriable errors up to ``MAX_RETRIES`` times in a row."""
-    return PacedGetter(getter, MIN_POLL_INTERVAL_S, MAX_RETRIES)
+    return paced(getter, MIN_POLL_INTERVAL_S, MAX_RETRIES)
 
 
 def read_range(client: Any, cfg: SpoutConfig, shard_id: str, start: Position, end: Position,

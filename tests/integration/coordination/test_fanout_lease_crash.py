@@ -17,8 +17,8 @@ import pytest
 
 from kinesis_spout import SpoutConfig
 from kinesis_spout.errors import KinesisError
-from kinesis_spout.kinesis.consumers import list_consumers
-from kinesis_spout.kinesis.subscription import Subscription
+from kinesis_spout.kinesis.retrieval.consumers import list_consumers
+from kinesis_spout.kinesis.retrieval.fanout import Subscription
 from kinesis_spout.positions import LATEST
 from kinesis_spout.testing import stored_checkpoints
 from kinesis_spout.testing.kinesis import KinesisEndpoint, put_records

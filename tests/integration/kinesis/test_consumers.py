@@ -7,7 +7,7 @@ import pytest
 
 from kinesis_spout.errors import KinesisError
 from kinesis_spout.kinesis.client import make_client
-from kinesis_spout.kinesis.consumers import deregister_consumer, ensure_consumer, list_consumers
+from kinesis_spout.kinesis.retrieval.consumers import deregister_consumer, ensure_consumer, list_consumers
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 
 

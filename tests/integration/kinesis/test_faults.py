@@ -13,8 +13,8 @@ from botocore.exceptions import ClientError, ConnectionClosedError
 
 from kinesis_spout.errors import KinesisError, SpoutStateError
 from kinesis_spout.kinesis.client import make_client
-from kinesis_spout.kinesis.getter import ShardGetter
-from kinesis_spout.kinesis.reader import BufferedShardReader
+from kinesis_spout.kinesis.retrieval.polling import ShardGetter
+from kinesis_spout.kinesis.retrieval.reader import BufferedShardReader
 from kinesis_spout.positions import LATEST, TRIM_HORIZON, after
 from kinesis_spout.records import Record
 from kinesis_spout.testing.faults import DROPPED, FaultProxy  # the fault_proxy fixture comes from the plugin

@@ -14,7 +14,7 @@ import pytest
 from kinesis_spout.errors import KinesisError
 from kinesis_spout.kinesis.aggregation import MAGIC
 from kinesis_spout.kinesis.client import make_client
-from kinesis_spout.kinesis.getter import (
+from kinesis_spout.kinesis.retrieval.polling import (
     LATEST_MARGIN,
     FetchResult,
     PacedGetter,

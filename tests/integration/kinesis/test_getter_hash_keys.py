@@ -11,7 +11,7 @@ from typing import Any
 from aws_kinesis_agg.aggregator import RecordAggregator
 
 from kinesis_spout.kinesis.client import make_client
-from kinesis_spout.kinesis.getter import ShardGetter
+from kinesis_spout.kinesis.retrieval.polling import ShardGetter
 from kinesis_spout.kinesis.shards import HashKeyRange
 from kinesis_spout.positions import TRIM_HORIZON
 from kinesis_spout.records import Record

@@ -14,8 +14,8 @@ from aws_kinesis_agg.aggregator import RecordAggregator
 from botocore.exceptions import ClientError
 
 from kinesis_spout.kinesis.client import make_client
-from kinesis_spout.kinesis.lean import Fallback, LeanGetRecords, get_records, parse_reply
-from kinesis_spout.kinesis.lean import lean_of as lean_get_records
+from kinesis_spout.kinesis.retrieval.lean import Fallback, LeanGetRecords, get_records, parse_reply
+from kinesis_spout.kinesis.retrieval.lean import lean_of as lean_get_records
 from kinesis_spout.testing.kinesis import KinesisEndpoint, wait_for_stream
 
 

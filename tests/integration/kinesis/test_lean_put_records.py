@@ -12,8 +12,15 @@ import pytest
 from botocore.exceptions import ClientError
 
 from kinesis_spout.kinesis.client import make_client
-from kinesis_spout.kinesis.lean_put import Fallback, LeanPutRecords, lean_of, parse_reply, put_records, request_body
-from kinesis_spout.kinesis.putter import PutEntry, RecordPutter
+from kinesis_spout.kinesis.writing.lean_put import (
+    Fallback,
+    LeanPutRecords,
+    lean_of,
+    parse_reply,
+    put_records,
+    request_body,
+)
+from kinesis_spout.kinesis.writing.putter import PutEntry, RecordPutter
 from kinesis_spout.retry import RetryPolicy
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until

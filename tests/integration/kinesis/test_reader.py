@@ -16,9 +16,9 @@ import pytest
 from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.errors import KinesisError
 from kinesis_spout.kinesis.client import make_client
-from kinesis_spout.kinesis.getter import GET_RECORDS_RETRY, ShardGetter
-from kinesis_spout.kinesis.pool import PARK
-from kinesis_spout.kinesis.reader import BufferedShardReader, RoundRobinReader
+from kinesis_spout.kinesis.retrieval.polling import GET_RECORDS_RETRY, ShardGetter
+from kinesis_spout.kinesis.retrieval.pool import PARK
+from kinesis_spout.kinesis.retrieval.reader import BufferedShardReader, RoundRobinReader
 from kinesis_spout.positions import TRIM_HORIZON
 from kinesis_spout.records import Record
 from kinesis_spout.retry import Backoff as RetryBackoffState

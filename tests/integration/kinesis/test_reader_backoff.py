@@ -9,8 +9,8 @@ import time
 import pytest
 
 from kinesis_spout.kinesis.client import make_client
-from kinesis_spout.kinesis.getter import GET_RECORDS_RETRY, ShardGetter
-from kinesis_spout.kinesis.reader import BufferedShardReader
+from kinesis_spout.kinesis.retrieval.polling import GET_RECORDS_RETRY, ShardGetter
+from kinesis_spout.kinesis.retrieval.reader import BufferedShardReader
 from kinesis_spout.positions import TRIM_HORIZON
 from kinesis_spout.records import Record
 from kinesis_spout.testing.faults import FaultProxy
@@ -104,7 +104,7 @@ def test_a_paced_getter_retries_throttles_after_its_backoff_and_gives_up_after_i
     """The loop of the Spark tasks: two throttles are retried after the backoff and the records arrive; three in a
     row with a limit of two retries raise the throttle."""
     from kinesis_spout.errors import KinesisError
-    from kinesis_spout.kinesis.getter import PacedGetter
+    from kinesis_spout.kinesis.retrieval.polling import PacedGetter
 
     proxy, through = fault_proxy
     stream = kinesis_backend.create_stream()

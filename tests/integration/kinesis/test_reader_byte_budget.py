@@ -8,8 +8,8 @@ import threading
 import time
 
 from kinesis_spout.kinesis.client import make_client
-from kinesis_spout.kinesis.getter import ShardGetter
-from kinesis_spout.kinesis.reader import BufferedShardReader
+from kinesis_spout.kinesis.retrieval.polling import ShardGetter
+from kinesis_spout.kinesis.retrieval.reader import BufferedShardReader
 from kinesis_spout.positions import TRIM_HORIZON
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 

@@ -73,8 +73,8 @@ def test_an_idle_shard_is_polled_less_and_less_up_to_the_maximum_and_at_once_aga
 
 
 def test_without_a_maximum_an_idle_shard_keeps_its_pause() -> None:
-    from kinesis_spout.kinesis.getter import ShardGetter
-    from kinesis_spout.kinesis.reader import BufferedShardReader
+    from kinesis_spout.kinesis.retrieval.polling import ShardGetter
+    from kinesis_spout.kinesis.retrieval.reader import BufferedShardReader
     from kinesis_spout.positions import TRIM_HORIZON
 
     getter = ShardGetter(None, "s", "shardId-000000000000", TRIM_HORIZON)
@@ -90,9 +90,9 @@ def test_records_taken_right_after_a_parking_readers_room_check_wake_it(kinesali
     after the pool's room check (a hook in has_room waits until the take read the park flag: it called the pool's
     wake(), or returned without). The reader must be polled again: a lost wake-up would stall the shard for good."""
     from kinesis_spout.kinesis.client import make_client
-    from kinesis_spout.kinesis.getter import ShardGetter
-    from kinesis_spout.kinesis.pool import PARK, ReaderPool
-    from kinesis_spout.kinesis.reader import BufferedShardReader
+    from kinesis_spout.kinesis.retrieval.polling import ShardGetter
+    from kinesis_spout.kinesis.retrieval.pool import PARK, ReaderPool
+    from kinesis_spout.kinesis.retrieval.reader import BufferedShardReader
     from kinesis_spout.positions import TRIM_HORIZON
     from kinesis_spout.testing.process import wait_until
 

@@ -19,8 +19,8 @@ import pytest
 
 from kinesis_spout.errors import KinesisError
 from kinesis_spout.kinesis.client import make_client
-from kinesis_spout.kinesis.consumers import ensure_consumer
-from kinesis_spout.kinesis.subscription import FanOutGetter
+from kinesis_spout.kinesis.retrieval.consumers import ensure_consumer
+from kinesis_spout.kinesis.retrieval.fanout import FanOutGetter
 from kinesis_spout.positions import LATEST, TRIM_HORIZON
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until

@@ -17,7 +17,7 @@ import pytest
 
 from kinesis_spout.errors import KinesisError
 from kinesis_spout.kinesis.client import make_client
-from kinesis_spout.kinesis.subscription import FanOutGetter
+from kinesis_spout.kinesis.retrieval.fanout import FanOutGetter
 from kinesis_spout.positions import TRIM_HORIZON
 from kinesis_spout.testing.process import wait_until
 from tests.unit.kinesis.eventstream_frames import INITIAL, event

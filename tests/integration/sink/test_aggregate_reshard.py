@@ -11,9 +11,9 @@ from collections import Counter
 
 from aws_kinesis_agg.deaggregator import iter_deaggregate_records
 
-from kinesis_spout.kinesis.aggregate_writer import AggregatingWriter
-from kinesis_spout.kinesis.putter import PutEntry, RecordPutter
-from kinesis_spout.kinesis.routing import ShardMap
+from kinesis_spout.kinesis.writing.aggregate_writer import AggregatingWriter
+from kinesis_spout.kinesis.writing.putter import PutEntry, RecordPutter
+from kinesis_spout.kinesis.writing.routing import ShardMap
 from kinesis_spout.retry import RetryPolicy
 from kinesis_spout.testing.kinesis import KinesisEndpoint, wait_for_stream
 

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from kinesis_spout.errors import InvalidRecordError, PutRecordsError
-from kinesis_spout.kinesis.putter import PutEntry, RecordPutter
+from kinesis_spout.kinesis.writing.putter import PutEntry, RecordPutter
 from kinesis_spout.retry import RetryPolicy
 from kinesis_spout.spark import register
 from kinesis_spout.spark.sink import parse_sink_options

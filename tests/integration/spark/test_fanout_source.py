@@ -14,8 +14,8 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from kinesis_spout.kinesis.client import make_client
-from kinesis_spout.kinesis.consumers import list_consumers
-from kinesis_spout.kinesis.subscription import Subscription
+from kinesis_spout.kinesis.retrieval.consumers import list_consumers
+from kinesis_spout.kinesis.retrieval.fanout import Subscription
 from kinesis_spout.positions import TRIM_HORIZON
 from kinesis_spout.spark.source import ExecutorStreamReader, KinesisSpoutStreamReader
 from kinesis_spout.testing.kinesis import KinesisEndpoint, wait_for_stream

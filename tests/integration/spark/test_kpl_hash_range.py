@@ -24,7 +24,7 @@ from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from kinesis_spout import KinesisSpout, MemoryCheckpointStore
 from kinesis_spout.kinesis.aggregation import hash_key
-from kinesis_spout.kinesis.getter import ShardGetter
+from kinesis_spout.kinesis.retrieval.polling import ShardGetter
 from kinesis_spout.kinesis.shards import list_shards
 from kinesis_spout.positions import TRIM_HORIZON
 from kinesis_spout.spark.source import ExecutorStreamReader, KinesisBatchReader, KinesisSpoutStreamReader, ShardRange

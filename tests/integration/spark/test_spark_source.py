@@ -49,7 +49,7 @@ PER_BATCH = 50  # maxRecordsPerTrigger of the crash test's consumer
 # -- the reader without Spark ----------------------------------------------------------------------------------------
 def test_a_driver_read_shard_backs_off_as_a_reader_does_with_no_limit_of_its_own() -> None:
     """The driver's shard cursor retries GetRecords with the readers' policy; the planner counts the tries."""
-    from kinesis_spout.kinesis.getter import GET_RECORDS_RETRY, ShardGetter
+    from kinesis_spout.kinesis.retrieval.polling import GET_RECORDS_RETRY, ShardGetter
     from kinesis_spout.positions import TRIM_HORIZON
     from kinesis_spout.spark.source.driver_planner import ShardCursor
 

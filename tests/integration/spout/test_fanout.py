@@ -15,8 +15,8 @@ import pytest
 from kinesis_spout import InitialPosition, KinesisSpout, MemoryCheckpointStore, RetryBackoff, SpoutConfig
 from kinesis_spout.errors import ConfigError, KinesisError
 from kinesis_spout.kinesis.client import make_client
-from kinesis_spout.kinesis.consumers import ensure_consumer
-from kinesis_spout.kinesis.subscription import Subscription
+from kinesis_spout.kinesis.retrieval.consumers import ensure_consumer
+from kinesis_spout.kinesis.retrieval.fanout import Subscription
 from kinesis_spout.positions import TRIM_HORIZON
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until

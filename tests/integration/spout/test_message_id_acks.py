@@ -60,7 +60,7 @@ def test_a_malformed_message_id_acks_nothing_and_is_counted_and_logged(
 def test_ack_many_acks_ids_with_sub_sequence_numbers_beside_plain_ones(kinesalite: KinesisEndpoint) -> None:
     """A KPL user record's id (``shard:seq:sub``) takes the checked path; the plain ids of its batch the short one:
     both ack, and an id of a shard not read is counted."""
-    from kinesis_spout.kinesis.aggregator import AggregateBuilder
+    from kinesis_spout.kinesis.writing.aggregator import AggregateBuilder
 
     stream = kinesalite.create_stream()
     builder = AggregateBuilder()

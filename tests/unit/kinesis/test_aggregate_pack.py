@@ -4,11 +4,11 @@ aggregate goes plain."""
 
 from __future__ import annotations
 
-from kinesis_spout.kinesis.aggregate_writer import pack
 from kinesis_spout.kinesis.aggregation import deaggregate, hash_key
-from kinesis_spout.kinesis.putter import PutEntry
-from kinesis_spout.kinesis.routing import MAX_HASH_KEY, ShardMap
 from kinesis_spout.kinesis.shards import HashKeyRange, Shard
+from kinesis_spout.kinesis.writing.aggregate_writer import pack
+from kinesis_spout.kinesis.writing.putter import PutEntry
+from kinesis_spout.kinesis.writing.routing import MAX_HASH_KEY, ShardMap
 
 QUARTER = 2 ** 126
 SHARDS = [Shard(f"shardId-{n:012d}", None, None, "0", None, HashKeyRange(n * QUARTER, (n + 1) * QUARTER - 1))

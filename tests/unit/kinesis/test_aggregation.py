@@ -10,7 +10,7 @@ import hashlib
 import pytest
 
 from kinesis_spout.kinesis.aggregation import MAGIC, UserRecord, deaggregate, hash_key, is_aggregated
-from kinesis_spout.kinesis.getter import FetchResult
+from kinesis_spout.kinesis.retrieval.polling import FetchResult
 
 from .aggregates import (
     CASES,

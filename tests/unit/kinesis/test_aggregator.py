@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kinesis_spout.kinesis.aggregation import UserRecord, deaggregate, hash_key
-from kinesis_spout.kinesis.aggregator import AggregateBuilder
+from kinesis_spout.kinesis.writing.aggregator import AggregateBuilder
 from tests.unit.kinesis.aggregates import CASES, payload, theirs
 
 

@@ -10,7 +10,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from kinesis_spout.errors import KinesisError
-from kinesis_spout.kinesis.consumers import ensure_consumer
+from kinesis_spout.kinesis.retrieval.consumers import ensure_consumer
 
 ARN = "arn:aws:kinesis:eu-west-1:000000000000:stream/orders"
 

@@ -10,8 +10,8 @@ from datetime import datetime, timezone
 import pytest
 
 from kinesis_spout.errors import KinesisError, ThrottledError
-from kinesis_spout.kinesis.eventstream import EventStreamDecoder, parse_event
-from kinesis_spout.kinesis.subscription import starting_position
+from kinesis_spout.kinesis.retrieval.eventstream import EventStreamDecoder, parse_event
+from kinesis_spout.kinesis.retrieval.fanout import starting_position
 from kinesis_spout.positions import LATEST, TRIM_HORIZON, after, at_timestamp
 
 from .eventstream_frames import INITIAL, encode, event

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kinesis_spout.kinesis.limits import MAX_PARTITION_KEY_LENGTH, key_length, partition_key_problem
+from kinesis_spout.kinesis.writing.limits import MAX_PARTITION_KEY_LENGTH, key_length, partition_key_problem
 
 EMOJI = "\U0001F600"
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from kinesis_spout.kinesis.pool import PARK, ReaderPool
+from kinesis_spout.kinesis.retrieval.pool import PARK, ReaderPool
 from kinesis_spout.testing.process import wait_until
 
 

@@ -10,7 +10,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from kinesis_spout.errors import PutRecordsError
-from kinesis_spout.kinesis.putter import (
+from kinesis_spout.kinesis.writing.putter import (
     MAX_BYTES_PER_CALL,
     PutEntry,
     RecordPutter,

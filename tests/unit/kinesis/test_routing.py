@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from kinesis_spout.errors import KinesisError
-from kinesis_spout.kinesis.routing import MAX_HASH_KEY, ShardMap
 from kinesis_spout.kinesis.shards import HashKeyRange, Shard
+from kinesis_spout.kinesis.writing.routing import MAX_HASH_KEY, ShardMap
 
 HALF = 2 ** 127
 

@@ -14,8 +14,8 @@ from typing import Any, Callable
 import pytest
 
 from kinesis_spout.errors import KinesisError
-from kinesis_spout.kinesis.getter import FetchResult
-from kinesis_spout.kinesis.subscription import WaitingFanOut
+from kinesis_spout.kinesis.retrieval.fanout import WaitingFanOut
+from kinesis_spout.kinesis.retrieval.polling import FetchResult
 from kinesis_spout.records import Record, SequenceKey
 
 NOTHING_YET = FetchResult([], None, False, 0)

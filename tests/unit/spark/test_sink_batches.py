@@ -10,7 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from kinesis_spout.kinesis.putter import MAX_RECORD_BYTES, PutEntry, entry_problem
+from kinesis_spout.kinesis.writing.putter import MAX_RECORD_BYTES, PutEntry, entry_problem
 from kinesis_spout.spark.sink import parse_sink_options
 from kinesis_spout.spark.sink.batches import checked_entries
 from kinesis_spout.spark.sink.columns import Columns

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from kinesis_spout.kinesis.reader import RoundRobinReader
+from kinesis_spout.kinesis.retrieval.reader import RoundRobinReader
 from kinesis_spout.spout.registry import ShardRegistry
 from kinesis_spout.testing.process import wait_until
 

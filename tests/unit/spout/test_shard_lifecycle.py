@@ -10,8 +10,8 @@ import pytest
 from kinesis_spout.checkpoint.base import Checkpoint
 from kinesis_spout.coordination.lineage import ShardStart
 from kinesis_spout.errors import SpoutStateError
-from kinesis_spout.kinesis.getter import ShardGetter
-from kinesis_spout.kinesis.reader import BufferedShardReader, RoundRobinReader
+from kinesis_spout.kinesis.retrieval.polling import ShardGetter
+from kinesis_spout.kinesis.retrieval.reader import BufferedShardReader, RoundRobinReader
 from kinesis_spout.kinesis.shards import Shard
 from kinesis_spout.positions import TRIM_HORIZON
 from kinesis_spout.records import SequenceKey

@@ -8,7 +8,7 @@ PURE: standard library only. :class:`AggregateBuilder` keeps the size of the agg
 records are added, so a caller can stop before Kinesis' 1 MiB record limit; :meth:`AggregateBuilder.build` returns
 the bytes. The aggregate's own partition key and explicit hash key (what routes it to a shard) are its first user
 record's partition key and hash key (:func:`~kinesis_spout.kinesis.aggregation.hash_key`), so it lands in the shard
-of that user record; a caller groups user records by shard (:mod:`kinesis_spout.kinesis.routing`) so that every
+of that user record; a caller groups user records by shard (:mod:`kinesis_spout.kinesis.writing.routing`) so that every
 user record of an aggregate belongs to that shard.
 """
 
@@ -18,7 +18,7 @@ import hashlib
 from typing import Sequence
 
 from kinesis_spout.kinesis.aggregation import MAGIC, hash_key
-from kinesis_spout.kinesis.limits import MAX_PARTITION_KEY_LENGTH, MAX_RECORD_BYTES, key_length
+from kinesis_spout.kinesis.writing.limits import MAX_PARTITION_KEY_LENGTH, MAX_RECORD_BYTES, key_length
 
 __all__ = ["AggregateBuilder", "MAX_AGGREGATE_BYTES"]
 
@@ -51,7 +51,7 @@ def _check_key(partition_key: str, utf8_len: int) -> None:
     if utf8_len == 0 or (utf8_len > MAX_PARTITION_KEY_LENGTH and key_length(partition_key) > MAX_PARTITION_KEY_LENGTH):
         raise ValueError(f"partition key of {key_length(partition_key)} UTF-16 code units: Kinesis takes 1 to "
                          f"{MAX_PARTITION_KEY_LENGTH} (validate user records first: "
-                         f"kinesis_spout.kinesis.putter.entry_problem)")
+                         f"kinesis_spout.kinesis.writing.putter.entry_problem)")
 
 
 def _field_len(payload: int) -> int:

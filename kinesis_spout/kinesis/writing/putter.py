@@ -8,11 +8,12 @@ puts the refused entries again, after its :class:`~kinesis_spout.retry.RetryPoli
 the policy's tries or deadline run out; then :class:`~kinesis_spout.errors.PutRecordsError` says which items were
 written and which were not. A call that fails as a whole (throttled, a 5xx, a lost connection) is tried again the
 same way when ``retry_calls`` is on and the error is retriable; otherwise it is raised at once. The calls go through
-the client's lean PutRecords when it has one (:mod:`~kinesis_spout.kinesis.lean_put`, clients of ``make_client``),
+the client's lean PutRecords when it has one (:mod:`~kinesis_spout.kinesis.writing.lean_put`, clients of
+``make_client``),
 else through botocore's ``put_records``.
 
 Who uses it: the Spark sink (:mod:`kinesis_spout.spark.sink`), the aggregating writer
-(:mod:`kinesis_spout.kinesis.aggregate_writer`) and the dead-letter stream
+(:mod:`kinesis_spout.kinesis.writing.aggregate_writer`) and the dead-letter stream
 (:class:`~kinesis_spout.deadletters.KinesisDeadLetters`) and its replays.
 """
 
@@ -27,9 +28,9 @@ from typing import Any, Callable, Generic, Sequence, TypeVar
 
 from kinesis_spout.errors import KinesisError, PutRecordsError
 from kinesis_spout.kinesis.aggregation import hash_key
-from kinesis_spout.kinesis.client import THROTTLING_CODES, translate
-from kinesis_spout.kinesis.lean_put import put_records
-from kinesis_spout.kinesis.limits import (
+from kinesis_spout.kinesis.botocore_errors import THROTTLING_CODES, translate
+from kinesis_spout.kinesis.writing.lean_put import put_records
+from kinesis_spout.kinesis.writing.limits import (
     MAX_BYTES_PER_CALL,
     MAX_PARTITION_KEY_LENGTH,
     MAX_RECORD_BYTES,
@@ -81,7 +82,7 @@ class Landed(Generic[T]):
 
 def entry_problem(data: Any, partition_key: Any, explicit_hash_key: Any = None) -> str | None:
     """Why a record cannot be put as it is (no data, a bad key, over 1 MiB), naming the limit; None when it can.
-    A partition key is measured as Kinesis measures it (:func:`~kinesis_spout.kinesis.limits.key_length`: UTF-16
+    A partition key is measured as Kinesis measures it (:func:`~kinesis_spout.kinesis.writing.limits.key_length`: UTF-16
     code units). PURE; called by writers before anything is put, and by the putter to name the entries of a call
     Kinesis refused as a whole."""
     if data is None:

@@ -26,7 +26,7 @@ PARK = -1.0
 
 
 class Pollable(Protocol):
-    """What the pool drives (a :class:`~kinesis_spout.kinesis.reader.BufferedShardReader`)."""
+    """What the pool drives (a :class:`~kinesis_spout.kinesis.retrieval.reader.BufferedShardReader`)."""
 
     shard_id: str
     parked: bool

@@ -16,7 +16,7 @@ from typing import Any, Callable, NamedTuple
 from botocore.exceptions import BotoCoreError, ClientError
 
 from kinesis_spout.errors import KinesisError
-from kinesis_spout.kinesis.client import translate
+from kinesis_spout.kinesis.botocore_errors import translate
 from kinesis_spout.retry import Backoff, RetryPolicy
 
 __all__ = ["CONSUMER_LIMIT", "Consumer", "deregister_consumer", "ensure_consumer", "list_consumers", "stream_arn"]

@@ -3,12 +3,14 @@
 :func:`signed_request` lets botocore build and sign the request (its endpoint rules, credentials and signer): a
 ``before-send`` hook takes the signed request before botocore sends it. :class:`Subscription` sends it on botocore's
 own HTTP session with a streamed reply; a thread of its own reads the reply into an
-:class:`~kinesis_spout.kinesis.eventstream.EventStreamDecoder` and hands the events over through a queue of one:
+:class:`~kinesis_spout.kinesis.retrieval.eventstream.EventStreamDecoder` and hands the events over through a queue of
+one:
 while nobody takes them, it stops reading the connection (TCP then holds the server back), so a full buffer loses
 nothing. The subscription ends after ``renew_s`` (Kinesis ends it after 5 minutes anyway), at the shard's end, on a
 stream error or when the connection is lost.
 
-Who calls: :class:`~kinesis_spout.kinesis.subscription.FanOutGetter`, which subscribes again when a subscription ends.
+Who calls: :class:`~kinesis_spout.kinesis.retrieval.fanout.FanOutGetter`, which subscribes again when a subscription
+ends.
 """
 
 from __future__ import annotations
@@ -23,9 +25,9 @@ from botocore.endpoint import convert_to_response_dict
 from botocore.exceptions import BotoCoreError, ClientError
 
 from kinesis_spout.errors import KinesisError
-from kinesis_spout.kinesis.client import translate
-from kinesis_spout.kinesis.consumers import unsupported
-from kinesis_spout.kinesis.eventstream import EventStreamDecoder, SubscriptionEvent, stream_error
+from kinesis_spout.kinesis.botocore_errors import translate
+from kinesis_spout.kinesis.retrieval.consumers import unsupported
+from kinesis_spout.kinesis.retrieval.eventstream import EventStreamDecoder, SubscriptionEvent, stream_error
 from kinesis_spout.positions import Position, iterator_args
 
 __all__ = ["Subscription", "signed_request", "starting_position"]

@@ -1,9 +1,10 @@
 """Buffered prefetching shard readers, and the round-robin reader across them.
 
 Each owned shard has a :class:`BufferedShardReader` that calls GetRecords (at most 5 times a second, as Kinesis
-allows), backs off with jitter when throttled (:data:`~kinesis_spout.kinesis.getter.GET_RECORDS_RETRY`), and fills
+allows), backs off with jitter when throttled (:data:`~kinesis_spout.kinesis.retrieval.polling.GET_RECORDS_RETRY`),
+and fills
 a bounded buffer (records and bytes). The readers of a spout share a
-:class:`~kinesis_spout.kinesis.pool.ReaderPool`: a few threads, whatever the number of shards.
+:class:`~kinesis_spout.kinesis.retrieval.pool.ReaderPool`: a few threads, whatever the number of shards.
 The :class:`RoundRobinReader` hands out buffered records shard by shard. Nobody sleeps on an idle shard: readers
 signal one shared condition when data arrives, and the consumer waits on it with a deadline.
 """
@@ -22,8 +23,9 @@ from typing import Callable, Iterable
 from kinesis_spout import retry
 from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.errors import KinesisError, SpoutError
-from kinesis_spout.kinesis.getter import GET_RECORDS_RETRY, ShardGetter
-from kinesis_spout.kinesis.pool import PARK, ReaderPool
+from kinesis_spout.kinesis.retrieval.polling import GET_RECORDS_RETRY
+from kinesis_spout.kinesis.retrieval.pool import PARK, ReaderPool
+from kinesis_spout.kinesis.retrieval.protocol import ShardRetrieval
 from kinesis_spout.records import Record, record_sizes, records_bytes
 
 log = logging.getLogger("kinesis_spout.kinesis")
@@ -47,7 +49,7 @@ def log_retried_error(exc: KinesisError, shard_id: str, failures: int, failing_f
 
 
 class BufferedShardReader:
-    """Prefetches one shard into a bounded buffer; a :class:`~kinesis_spout.kinesis.pool.ReaderPool` polls it.
+    """Prefetches one shard into a bounded buffer; a :class:`~kinesis_spout.kinesis.retrieval.pool.ReaderPool` polls it.
 
     Who calls: the round-robin reader (``ready``, ``take_upto``), the spout (``start``/``stop``/``close``), the
     pool (``poll``). Without a ``pool`` the reader gets one of its own with a single thread (named
@@ -59,7 +61,7 @@ class BufferedShardReader:
     thread at a time; the counters and both backoffs (GetRecords retries, idle pauses) are that thread's alone.
     """
 
-    def __init__(self, getter: ShardGetter, *, max_records: int, max_bytes: int, empty_backoff_s: float,
+    def __init__(self, getter: ShardRetrieval, *, max_records: int, max_bytes: int, empty_backoff_s: float,
                  on_data: Callable[[], None], max_retries: int = 30, pool: ReaderPool | None = None,
                  max_empty_backoff_s: float | None = None) -> None:
         self.getter = getter
@@ -91,9 +93,9 @@ class BufferedShardReader:
         self.records_read = 0
         # a getter whose records are pushed (enhanced fan-out): an empty fetch parks the reader until the getter
         # calls on_pending from its own thread, instead of polling again after empty_record_backoff_s
-        self._pushed = bool(getattr(getter, "pushed", False))
+        self._pushed = getter.pushed
         if self._pushed:
-            getter.on_pending = self._wake  # type: ignore[attr-defined]
+            getter.on_pending = self._wake
 
     def start(self) -> None:
         """Hand the reader to its pool (idempotent)."""
@@ -159,7 +161,7 @@ class BufferedShardReader:
         """True when the buffer can take more records (and, for a pushed getter, it has something to hand over:
         the pool re-checks this after parking the reader, so an event pushed meanwhile is not missed)."""
         room = len(self._buffer) < self.max_records and self._bytes < self.max_bytes
-        return room and (not self._pushed or bool(getattr(self.getter, "pending", True)))
+        return room and (not self._pushed or self.getter.pending)
 
     def poll(self) -> float | None:
         """One GetRecords call, its records into the buffer (called by the pool, one thread at a time).
@@ -235,9 +237,7 @@ class BufferedShardReader:
         self._stop.set()
         if self._polling.acquire(timeout=timeout_s):  # no poll runs now, and the next one returns at once
             self._polling.release()
-        close_getter = getattr(self.getter, "close", None)  # a fan-out getter ends its subscription
-        if close_getter is not None:
-            close_getter()
+        self.getter.close()  # a fan-out getter ends its subscription
         pool, self._own_pool = self._own_pool, None
         if pool is not None:
             pool.close(timeout_s)
@@ -249,7 +249,7 @@ class RoundRobinReader:
     Who calls: the spout. ``next_records`` asks each shard in turn (skipping those with no room, e.g. at their
     in-flight limit) and returns a chunk of the first that has records, or nothing at once when none is buffered.
     ``wait`` blocks until a reader signals new data or the timeout passes. ``pool`` is the readers' shared
-    :class:`~kinesis_spout.kinesis.pool.ReaderPool` of ``threads`` threads, closed by ``close()``.
+    :class:`~kinesis_spout.kinesis.retrieval.pool.ReaderPool` of ``threads`` threads, closed by ``close()``.
     """
 
     def __init__(self, threads: int = 8) -> None:

@@ -7,7 +7,7 @@ they arrive from the connection, events come out. Real Kinesis sends an ``initia
 is why botocore's own ``subscribe_to_shard`` refuses its streams. :class:`EventStreamDecoder` accepts both shapes.
 An ``exception`` or ``error`` message becomes a :class:`~kinesis_spout.errors.KinesisError` naming the problem.
 
-Who calls: :class:`~kinesis_spout.kinesis.subscription.Subscription` (its reading thread owns one decoder).
+Who calls: :class:`~kinesis_spout.kinesis.retrieval.fanout.Subscription` (its reading thread owns one decoder).
 """
 
 from __future__ import annotations

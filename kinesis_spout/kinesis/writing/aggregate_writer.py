@@ -3,9 +3,10 @@
 A reader that de-aggregates (KCL, this package's spout with ``drop_foreign_user_records``) drops the user records of
 an aggregate whose hash keys its shard does not serve: a producer that packs records of two shards into one
 aggregate loses some of them. So :class:`AggregatingWriter` groups user records by the open shard their hash key maps
-to (:class:`~kinesis_spout.kinesis.routing.ShardMap`), packs each group into aggregates of at most 1 MiB
-(:class:`~kinesis_spout.kinesis.aggregator.AggregateBuilder`) routed to that shard by their explicit hash key, and
-puts them through the shared :class:`~kinesis_spout.kinesis.putter.RecordPutter`.
+to (:class:`~kinesis_spout.kinesis.writing.routing.ShardMap`), packs each group into aggregates of at most 1 MiB
+(:class:`~kinesis_spout.kinesis.writing.aggregator.AggregateBuilder`) routed to that shard by their explicit hash key,
+and
+puts them through the shared :class:`~kinesis_spout.kinesis.writing.putter.RecordPutter`.
 
 After a reshard the map is stale: an aggregate lands in a shard other than the one it was made for (Kinesis answers
 each entry with its ``ShardId``). Then the map is listed again and the user records of that aggregate whose hash keys
@@ -22,9 +23,9 @@ from typing import Callable, Generic, Sequence, TypeVar
 
 from kinesis_spout.errors import KinesisError, PutRecordsError
 from kinesis_spout.kinesis.aggregation import hash_key
-from kinesis_spout.kinesis.aggregator import MAX_AGGREGATE_BYTES, AggregateBuilder
-from kinesis_spout.kinesis.putter import PutEntry, RecordPutter
-from kinesis_spout.kinesis.routing import ShardMap
+from kinesis_spout.kinesis.writing.aggregator import MAX_AGGREGATE_BYTES, AggregateBuilder
+from kinesis_spout.kinesis.writing.putter import PutEntry, RecordPutter
+from kinesis_spout.kinesis.writing.routing import ShardMap
 
 __all__ = ["Aggregate", "AggregatingWriter", "pack"]
 
@@ -41,7 +42,7 @@ def pack(items: Sequence[tuple[T, PutEntry]], shard_map: ShardMap,
          limit: int = MAX_AGGREGATE_BYTES) -> list[tuple[Aggregate[T], PutEntry]]:
     """Aggregates of ``items`` grouped by shard, each within ``limit`` bytes (data and partition key), in the order
     of their shards' first items; user records keep their order within a shard. PURE. A user record whose entry is
-    invalid raises ValueError (validate first: :func:`~kinesis_spout.kinesis.putter.entry_problem`)."""
+    invalid raises ValueError (validate first: :func:`~kinesis_spout.kinesis.writing.putter.entry_problem`)."""
     groups: dict[str, list[tuple[T, PutEntry, int]]] = {}
     shard_for = shard_map.shard_for
     for item, entry in items:

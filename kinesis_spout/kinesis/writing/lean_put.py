@@ -3,7 +3,7 @@
 Through botocore a PutRecords call of 500 records costs about 15 µs of CPU per record before anything is sent:
 parameter validation, the generic serialiser (a base64 call and several dictionaries per record) and the generic
 response parser walk every record. This module makes the same call with less, the way
-:mod:`~kinesis_spout.kinesis.lean` makes GetRecords:
+:mod:`~kinesis_spout.kinesis.retrieval.lean` makes GetRecords:
 
 - for the first call of a client, botocore builds and signs the request as usual, and a ``before-send`` hook notes
   the URL and the headers botocore chose (its endpoint resolution, its user agent) and stops it before it is sent;
@@ -12,10 +12,11 @@ response parser walk every record. This module makes the same call with less, th
   signing name) and send it on botocore's own HTTP session (same pool, proxies, TLS and time-outs);
 - a 200 reply whose fields are all known is parsed with ``json.loads``; anything else (an error status, a field this
   parser does not know) goes to botocore's parser for the operation, and an error is raised as the exception botocore
-  would raise (so :func:`~kinesis_spout.kinesis.client.translate` and the retries see what they always saw).
+  would raise (so :func:`~kinesis_spout.kinesis.botocore_errors.translate` and the retries see what they always saw).
 
 ``ResponseMetadata`` is left out of lean replies (nothing here reads it). Who calls:
-:class:`~kinesis_spout.kinesis.putter.RecordPutter` through :func:`put_records` (the one PutRecords writer; this is
+:class:`~kinesis_spout.kinesis.writing.putter.RecordPutter` through :func:`put_records` (the one PutRecords writer;
+this is
 only its transport). Thread-safe: the captured request template is written once, under a lock.
 """
 

@@ -1,12 +1,15 @@
 """Enhanced fan-out reading: one SubscribeToShard subscription per shard, seen by the readers as a shard getter.
 
-:class:`FanOutGetter` is a :class:`~kinesis_spout.kinesis.getter.ShardGetter` whose ``fetch()`` takes the next
-event of its :class:`~kinesis_spout.kinesis.subscribe_to_shard.Subscription` (one SubscribeToShard call and the
-thread reading its reply) without blocking: the same record conversion (KPL de-aggregation, foreign user records),
+:class:`FanOutGetter` is a :class:`~kinesis_spout.kinesis.retrieval.protocol.ShardRetrieval` whose ``fetch()``
+takes the next event of its :class:`~kinesis_spout.kinesis.retrieval.subscribe_to_shard.Subscription` (one
+SubscribeToShard call and the thread reading its reply) without blocking: the polling getter's record conversion
+(:class:`~kinesis_spout.kinesis.retrieval.conversion.RecordConversion`: KPL de-aggregation, foreign user records),
 the same ``position`` (after the last record handed out), the same ``FetchResult``. When a subscription ends it
 subscribes again from ``position``, so events read from the connection but never handed out are read again, and
-nothing handed out is. ``pushed`` tells the :class:`~kinesis_spout.kinesis.reader.BufferedShardReader` to park on an
-empty fetch and wait for ``on_pending`` (called by the subscription's thread) instead of polling.
+nothing handed out is. ``pushed`` tells the :class:`~kinesis_spout.kinesis.retrieval.reader.BufferedShardReader` to
+park on an empty fetch and wait for ``on_pending`` (called by the subscription's thread) instead of polling. A
+caught-up subscription of a closed shard asks ``end_probe`` (a polling getter of one record, given by the factory)
+whether the shard was read to its end.
 
 :class:`WaitingFanOut` is the same getter read by one Spark task that waits for its events and retries refusals.
 ``Subscription`` and ``starting_position`` are importable from here too.
@@ -22,10 +25,11 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from kinesis_spout.errors import KinesisError
-from kinesis_spout.kinesis.eventstream import SubscriptionEvent
-from kinesis_spout.kinesis.getter import LATEST_MARGIN, FetchResult, ShardGetter
+from kinesis_spout.kinesis.retrieval.conversion import RecordConversion
+from kinesis_spout.kinesis.retrieval.eventstream import SubscriptionEvent
+from kinesis_spout.kinesis.retrieval.protocol import LATEST_MARGIN, FetchResult, ShardRetrieval
+from kinesis_spout.kinesis.retrieval.subscribe_to_shard import Subscription, starting_position
 from kinesis_spout.kinesis.shards import HashKeyRange
-from kinesis_spout.kinesis.subscribe_to_shard import Subscription, starting_position
 from kinesis_spout.positions import Kind, Position, after, at_timestamp
 from kinesis_spout.retry import Backoff, RetryPolicy
 
@@ -43,12 +47,12 @@ RESUBSCRIBE_S = 5.0
 SUBSCRIBE_RETRY = RetryPolicy(initial_s=1.0, multiplier=2.0, max_s=10.0, jitter=0.5)
 
 
-class FanOutGetter(ShardGetter):
+class FanOutGetter:
     """Reads one shard through an enhanced fan-out subscription of ``consumer_arn`` (see the module docstring).
 
-    Who calls: one :class:`~kinesis_spout.kinesis.reader.BufferedShardReader` (``fetch``, ``prepare``, ``close``,
-    ``pending``; it sets ``on_pending``). Not thread-safe beyond that: the reader's poll owns it; the subscription's
-    thread only queues events and calls ``on_pending``. Counters: ``subscriptions`` (subscribe calls that
+    Who calls: one :class:`~kinesis_spout.kinesis.retrieval.reader.BufferedShardReader` (``fetch``, ``prepare``,
+    ``close``, ``pending``; it sets ``on_pending``). Not thread-safe beyond that: the reader's poll owns it; the
+    subscription's thread only queues events and calls ``on_pending``. Counters: ``subscriptions`` (subscribe calls that
     succeeded), ``renewals`` (subscriptions that ended cleanly and were renewed), ``resubscribes`` (after an error).
     """
 
@@ -56,8 +60,21 @@ class FanOutGetter(ShardGetter):
 
     def __init__(self, client: Any, stream_name: str, shard_id: str, start: Position, consumer_arn: str, *,
                  renew_s: float = DEFAULT_RENEW_S, deaggregate: bool = False,
-                 hash_range: HashKeyRange | None = None, end_probe_s: float | None = 10.0) -> None:
-        super().__init__(client, stream_name, shard_id, start, deaggregate=deaggregate, hash_range=hash_range)
+                 hash_range: HashKeyRange | None = None, end_probe_s: float | None = 10.0,
+                 end_probe: Callable[[Position], ShardRetrieval] | None = None) -> None:
+        if end_probe_s is not None and end_probe is None:
+            raise ValueError(f"fan-out getter of {shard_id}: end_probe_s={end_probe_s} needs end_probe (a polling "
+                             f"getter of one record from a position, made by "
+                             f"kinesis_spout.kinesis.retrieval.factory); pass end_probe_s=None for a getter that "
+                             f"never asks GetRecords whether its shard ended")
+        self.client = client
+        self.stream_name = stream_name
+        self.shard_id = shard_id
+        self.position = start
+        self.shard_end = start.ended  # an end: nothing left to read
+        self.expired_iterators = 0  # a subscription has no iterator to expire
+        self._convert = RecordConversion(stream_name, shard_id, deaggregate=deaggregate, hash_range=hash_range)
+        self.end_probe = end_probe  # a polling getter of one record from a position: asks whether the shard ended
         self.consumer_arn = consumer_arn
         self.renew_s = renew_s
         # a caught-up subscription asks at most this often whether its shard is closed and read to its end (kinesis-
@@ -71,6 +88,26 @@ class FanOutGetter(ShardGetter):
         self.renewals = 0
         self.resubscribes = 0
         self.initial_responses = 0  # subscriptions whose stream began with an initial response (real Kinesis)
+
+    @property
+    def deaggregate(self) -> bool:
+        """Whether KPL aggregates are handed out as their user records."""
+        return self._convert.deaggregate
+
+    @property
+    def hash_range(self) -> HashKeyRange | None:
+        """The shard's hash keys: user records of an aggregate outside them are dropped (None: nothing is)."""
+        return self._convert.hash_range
+
+    @property
+    def corrupt_aggregates(self) -> int:
+        """Records with the aggregate magic that did not decode (delivered as they are)."""
+        return self._convert.corrupt_aggregates
+
+    @property
+    def foreign_user_records(self) -> int:
+        """User records dropped because their hash key belongs to another shard."""
+        return self._convert.foreign_user_records
 
     @property
     def pending(self) -> bool:
@@ -126,7 +163,7 @@ class FanOutGetter(ShardGetter):
 
     def _event(self, event: SubscriptionEvent) -> FetchResult:
         raw = event.records
-        records = self._records(raw)
+        records = self._convert.records(raw)
         if raw:
             self.position = after(raw[-1]["SequenceNumber"])
         elif event.continuation is not None and self._before(int(event.continuation)):
@@ -139,11 +176,11 @@ class FanOutGetter(ShardGetter):
     def _read_to_end(self) -> bool:
         """True when the shard is closed and nothing is left after ``position`` (GetRecords from there returns no
         record and no next iterator). Asked at most every ``end_probe_s``, only by a caught-up subscription."""
-        if self.end_probe_s is None or time.monotonic() < self._next_probe:
+        if self.end_probe_s is None or self.end_probe is None or time.monotonic() < self._next_probe:
             return False
         self._next_probe = time.monotonic() + self.end_probe_s
         self.end_probes += 1
-        probe = ShardGetter(self.client, self.stream_name, self.shard_id, self.position, 1)
+        probe = self.end_probe(self.position)
         try:
             result = probe.fetch()
         except KinesisError as exc:

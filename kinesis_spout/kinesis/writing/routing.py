@@ -4,7 +4,7 @@ A shard serves the hash keys ``StartingHashKey`` to ``EndingHashKey``, both incl
 of a stream cover 0 to 2**128 - 1 without gaps or overlaps; closed shards (split or merged away) take no writes.
 :class:`ShardMap` is built from a listing (:func:`~kinesis_spout.kinesis.shards.list_shards`) and answers by
 binary search. It is a snapshot: after a reshard a put can land in a shard the map does not know, which is how the
-writer learns to refresh it (:mod:`kinesis_spout.kinesis.aggregate_writer`).
+writer learns to refresh it (:mod:`kinesis_spout.kinesis.writing.aggregate_writer`).
 
 PURE apart from :meth:`ShardMap.load` (one ListShards listing).
 """

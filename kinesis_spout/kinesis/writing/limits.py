@@ -7,8 +7,8 @@ call. Every writer measures keys with :func:`key_length` (the putter's per-recor
 check and its ``partitionKey`` option, the aggregator's outer key), and says what is wrong with
 :func:`partition_key_problem`.
 
-PURE: standard library only. Who uses it: :mod:`~kinesis_spout.kinesis.putter`,
-:mod:`~kinesis_spout.kinesis.aggregator`, :mod:`kinesis_spout.spark.sink`.
+PURE: standard library only. Who uses it: :mod:`~kinesis_spout.kinesis.writing.putter`,
+:mod:`~kinesis_spout.kinesis.writing.aggregator`, :mod:`kinesis_spout.spark.sink`.
 """
 
 from __future__ import annotations

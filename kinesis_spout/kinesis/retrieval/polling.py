@@ -1,0 +1,177 @@
+"""The polling getter: shard iterators and GetRecords for one shard, with expired-iterator recovery, and the paced
+getter the Spark tasks read one shard with. Made by :mod:`~kinesis_spout.kinesis.retrieval.factory` only."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from kinesis_spout.config import MIN_POLL_INTERVAL_S
+from kinesis_spout.errors import KinesisError
+from kinesis_spout.kinesis.botocore_errors import translate
+from kinesis_spout.kinesis.retrieval.conversion import ALL_HASH_KEYS, RecordConversion
+from kinesis_spout.kinesis.retrieval.lean import get_records
+from kinesis_spout.kinesis.retrieval.protocol import LATEST_MARGIN, FetchResult
+from kinesis_spout.kinesis.shards import HashKeyRange
+from kinesis_spout.positions import Kind, Position, after, at_timestamp, iterator_args
+from kinesis_spout.retry import Backoff, RetryPolicy
+
+__all__ = ["ALL_HASH_KEYS", "GET_RECORDS_RETRY", "LATEST_MARGIN", "FetchResult", "PacedGetter", "ShardGetter"]
+
+log = logging.getLogger("kinesis_spout.kinesis")
+
+
+class ShardGetter:
+    """Reads one shard with GetRecords (a :class:`~kinesis_spout.kinesis.retrieval.protocol.ShardRetrieval`). Not
+    thread-safe: one reader thread owns it.
+
+    Constructor does no I/O; the first ``fetch()`` gets the shard iterator at ``start``
+    (:func:`kinesis_spout.positions.iterator_args`: inside a KPL aggregate the aggregate is read again, and the
+    caller skips its user records up to the position; a ``SHARD_END`` start reads nothing). After records are
+    fetched, the getter's ``position`` is *after the last record fetched*, so an expired iterator is replaced by
+    one at exactly that place: nothing is skipped and nothing is read twice.
+    """
+
+    def __init__(self, client: Any, stream_name: str, shard_id: str, start: Position,
+                 max_records: int = 10_000, *, deaggregate: bool = False,
+                 hash_range: HashKeyRange | None = None) -> None:
+        self.client = client
+        self.stream_name = stream_name
+        self.shard_id = shard_id
+        self.position = start
+        self.max_records = max_records
+        self._iterator: str | None = None
+        self.shard_end = start.ended  # an end: nothing left to read
+        self.expired_iterators = 0
+        self.on_pending: Callable[[], None] = lambda: None  # never called: nothing is pushed
+        # KPL de-aggregation and the user records of other shards (hash_range; None: not known, nothing dropped)
+        self._convert = RecordConversion(stream_name, shard_id, deaggregate=deaggregate, hash_range=hash_range)
+
+    #: Polled: the reader calls ``fetch`` again after its idle pause (see :class:`ShardRetrieval`).
+    pushed = False
+    #: Always worth a ``fetch`` (a polling getter has nothing queued to wait for).
+    pending = True
+
+    @property
+    def deaggregate(self) -> bool:
+        """Whether KPL aggregates are handed out as their user records."""
+        return self._convert.deaggregate
+
+    @property
+    def hash_range(self) -> HashKeyRange | None:
+        """The shard's hash keys: user records of an aggregate outside them are dropped (None: nothing is)."""
+        return self._convert.hash_range
+
+    @property
+    def corrupt_aggregates(self) -> int:
+        """Records with the aggregate magic that did not decode (delivered as they are)."""
+        return self._convert.corrupt_aggregates
+
+    @property
+    def foreign_user_records(self) -> int:
+        """User records dropped because their hash key belongs to another shard."""
+        return self._convert.foreign_user_records
+
+    def _get_iterator(self) -> str:
+        pos = self.position
+        args = iterator_args(pos)
+        assert args is not None  # an end is never read: shard_end is set
+        kwargs: dict[str, Any] = {"StreamName": self.stream_name, "ShardId": self.shard_id, **args.kwargs()}
+        asked_at = datetime.now(timezone.utc) - LATEST_MARGIN
+        try:
+            iterator = str(self.client.get_shard_iterator(**kwargs)["ShardIterator"])
+        except (ClientError, BotoCoreError) as exc:
+            raise translate(exc, f"getting a shard iterator for {self.shard_id} of {self.stream_name!r} at "
+                                 f"{args.describe()}") from exc
+        if pos.kind is Kind.LATEST:
+            # Pin "latest" to a time: if this iterator expires before a record arrives, re-seeking at LATEST
+            # again would skip what arrived in between. Records of the margin may be delivered; none are lost.
+            self.position = at_timestamp(asked_at)
+        return iterator
+
+    def prepare(self) -> None:
+        """Take the shard iterator now (the first ``fetch`` would). Called where the moment matters: a ``LATEST``
+        start is taken before ``open()`` returns, so records put after it are read."""
+        if self._iterator is None and not self.shard_end:
+            self._iterator = self._get_iterator()
+
+    def close(self) -> None:
+        """Nothing to release (an iterator is not held open); the readers call it on every getter."""
+
+    def fetch(self) -> FetchResult:
+        """One GetRecords call. Raises a ``KinesisError`` (``retriable`` for throttling and server errors)."""
+        if self.shard_end:
+            return FetchResult([], 0, True, 0)
+        for attempt in (1, 2):
+            if self._iterator is None:
+                self._iterator = self._get_iterator()
+            try:
+                reply = get_records(self.client, self._iterator, self.max_records)
+                break
+            except ClientError as exc:
+                code = exc.response.get("Error", {}).get("Code")
+                if code == "ExpiredIteratorException" and attempt == 1:
+                    self.expired_iterators += 1
+                    again = iterator_args(self.position)
+                    log.info("shard iterator of %s expired; re-seeking at %s", self.shard_id,
+                             again.describe() if again is not None else self.position.encode())
+                    self._iterator = None
+                    continue
+                raise translate(exc, f"reading {self.shard_id} of {self.stream_name!r}") from exc
+            except BotoCoreError as exc:
+                raise translate(exc, f"reading {self.shard_id} of {self.stream_name!r}") from exc
+        else:  # pragma: no cover - the loop always breaks or raises
+            raise KinesisError("unreachable")
+        raw = reply.get("Records") or ()
+        records = self._convert.records(raw)
+        if raw:  # after the last record fetched, even one whose user records all belonged to other shards
+            self.position = after(raw[-1]["SequenceNumber"])
+        self._iterator = reply.get("NextShardIterator")
+        if self._iterator is None:
+            self.shard_end = True
+        return FetchResult(records, reply.get("MillisBehindLatest"), self.shard_end, len(raw))
+
+#: Pause before GetRecords is tried again after a throttle or a retriable error: full jitter between the shortest
+#: poll interval and a ceiling that doubles with each failure in a row, up to 10 s. The readers and the paced
+#: getters set their own limit of tries.
+GET_RECORDS_RETRY = RetryPolicy(initial_s=MIN_POLL_INTERVAL_S, multiplier=2.0, max_s=10.0, jitter=1.0)
+
+
+class PacedGetter:
+    """A :class:`ShardGetter` read at most every ``interval_s`` (Kinesis allows 5 GetRecords per second and shard),
+    with retriable errors tried again after :data:`GET_RECORDS_RETRY`'s delays, up to ``max_retries`` in a row.
+
+    Who calls: the Spark tasks that read one shard in a loop (replays, executor reads, batch reads). Not
+    thread-safe: one task owns it (and its backoff).
+    """
+
+    def __init__(self, getter: ShardGetter, interval_s: float, max_retries: int) -> None:
+        self.getter = getter
+        self.interval_s = interval_s
+        self.max_retries = max_retries
+        self._backoff = Backoff(replace(GET_RECORDS_RETRY, max_attempts=max(max_retries, 0) + 1))
+        self._next_call = 0.0
+
+    def fetch(self) -> FetchResult:
+        """The next reply, waiting for the shard's pace; raises what retrying cannot fix, or the last error after
+        ``max_retries`` retriable ones in a row."""
+        while True:
+            time.sleep(max(0.0, self._next_call - time.monotonic()))
+            try:
+                result = self.getter.fetch()
+            except KinesisError as exc:
+                if not exc.retriable:
+                    raise
+                pause = self._backoff.next_delay()
+                if self._backoff.exhausted:
+                    raise
+                self._next_call = time.monotonic() + pause
+                continue
+            self._backoff.reset()
+            self._next_call = time.monotonic() + self.interval_s
+            return result
