@@ -4,6 +4,7 @@ parent read to its end, its children read) and a split while it reads (its child
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from kinesis_spout import KinesisSpout, MemoryCheckpointStore
@@ -82,3 +83,24 @@ def test_a_split_while_reading_is_not_waited_for(kinesalite: KinesisEndpoint) ->
         wait_for_stream(client, stream)
         got = read_until_caught_up(spout)
         assert sorted(t.record.data for t in got) == [f"before-{i}".encode() for i in range(4)]
+
+
+def test_a_busy_stream_cannot_keep_the_spout_from_catching_up(kinesalite: KinesisEndpoint) -> None:
+    stream = kinesalite.create_stream()
+    before = kinesalite.put(stream, [f"before-{i}".encode() for i in range(50)])
+    stop = threading.Event()
+
+    def produce() -> None:  # records keep arriving while the spout reads: its tip is the one it had at open()
+        while not stop.is_set():
+            kinesalite.put(stream, [b"later"] * 5)
+            stop.wait(0.005)
+
+    with KinesisSpout(make_config(kinesalite, stream), MemoryCheckpointStore()) as spout:
+        producer = threading.Thread(target=produce, daemon=True)
+        producer.start()
+        try:
+            got = read_until_caught_up(spout)
+        finally:
+            stop.set()
+            producer.join(5)
+    assert {t.record.sequence_number for t in got} >= {seq for _, seq in before}
