@@ -18,7 +18,7 @@ from kinesis_spout.testing.process import wait_until
 
 from .support import collecting_sink, executor_options, load, source_options
 
-RECORDS, PER_BATCH = 20, 4
+RECORDS, PER_BATCH = 12, 4
 
 
 def scrape(url: str) -> dict[str, float]:
@@ -77,7 +77,7 @@ def test_every_progress_has_the_latest_offset_and_the_listener_exports_the_lag_w
     df = load(spark, source_options(kinesalite, zookeeper, stream, maxRecordsPerTrigger=str(PER_BATCH),
                                     readMode="driver"))
     query = (df.writeStream.foreachBatch(collecting_sink(batches)).queryName("lagging")
-             .trigger(processingTime="1 second").option("checkpointLocation", str(tmp_path / "checkpoint")).start())
+             .trigger(processingTime="0.5 seconds").option("checkpointLocation", str(tmp_path / "checkpoint")).start())
     try:
         def lagging() -> bool:
             seen.extend(listener.lags.values())
