@@ -1,5 +1,7 @@
 """``kinesis-spout status --stream S [--app A] [--endpoint-url URL --region R]``: per shard its lease owner and epoch,
-checkpoint, parents and whether it is open, closed or finished; and the live workers. Without ``--app`` (nor
+checkpoint, parents, whether it is open, closed or finished, and how far its checkpoint is behind the shard's newest
+record (MillisBehindLatest of one ``GetRecords(Limit=1)`` at the checkpoint: :mod:`kinesis_spout.cli.behind`); and the
+live workers. Without ``--app`` (nor
 ``$KINESIS_SPOUT_APP``), the only app of the stream under the ZooKeeper root is shown."""
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ import argparse
 import os
 from typing import Any
 
+from kinesis_spout.cli.behind import behind_latest
 from kinesis_spout.cli.common import (
     AUTH_ENV,
     ENDPOINT_ENV,
@@ -24,8 +27,9 @@ from kinesis_spout.errors import SpoutError
 
 def register(sub: Any) -> None:
     """Add the ``status`` sub-parser. Who calls: ``kinesis_spout.cli.parser.build_parser``."""
-    status = sub.add_parser("status", help="shards with their lease owners, epochs, checkpoints and lineage; live "
-                                           "workers", description=f"ZooKeeper credentials: ${AUTH_ENV}.")
+    status = sub.add_parser("status", help="shards with their lease owners, epochs, checkpoints, lineage and "
+                                           "MillisBehindLatest at the checkpoint; live workers",
+                            description=f"ZooKeeper credentials: ${AUTH_ENV}.")
     add_zookeeper_arguments(status, app_found=True)
     status.add_argument("--endpoint-url", default=os.environ.get(ENDPOINT_ENV),
                         help=f"Kinesis endpoint, for open/closed and parents (default ${ENDPOINT_ENV}; none: AWS)")
@@ -44,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
     config = spout_config(args)
     listed: dict[str, Any] = {}
     kinesis_note = ""
+    client: Any = None
     try:
         from kinesis_spout.kinesis.client import make_client
         from kinesis_spout.kinesis.shards import list_shards
@@ -51,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         client = make_client(args.region, args.endpoint_url)
         listed = {s.shard_id: s for s in list_shards(client, args.stream)}
     except SpoutError as exc:
-        kinesis_note = f"(Kinesis not asked: {exc}; open/closed and parents are not shown)"
+        kinesis_note = f"(Kinesis not asked: {exc}; open/closed, parents and lag are not shown)"
     store = open_store(args, config)
     try:
         check_app_and_stream(store, config)
@@ -62,12 +67,13 @@ def run(args: argparse.Namespace) -> int:
         states = leases.read(shard_ids)
     finally:
         store.close()
+    behind = behind_latest(client, args.stream, sorted(listed), checkpoints) if listed else {}
     print(f"app {args.app!r} on stream {args.stream!r} at {config.checkpoint_path.rsplit('/', 1)[0]}"
           + (f" (the only app of stream {args.stream!r} there; --app NAME shows another)" if chosen else ""))
     print(f"live workers: {', '.join(workers) if workers else '(none)'}")
     if kinesis_note:
         print(kinesis_note)
-    rows: list[tuple[str, ...]] = [("shard", "state", "parents", "owner", "epoch", "checkpoint")]
+    rows: list[tuple[str, ...]] = [("shard", "state", "parents", "owner", "epoch", "checkpoint", "behind latest")]
     for shard_id in shard_ids:
         cp = checkpoints.get(shard_id)
         shard = listed.get(shard_id)
@@ -82,6 +88,6 @@ def run(args: argparse.Namespace) -> int:
         if owner and owner not in workers:
             owner_text += " (gone)"
         rows.append((shard_id, state, ",".join(shard.parents) if shard and shard.parents else "-", owner_text,
-                     str(epoch) if epoch >= 0 else "-", describe(cp) if cp else "-"))
+                     str(epoch) if epoch >= 0 else "-", describe(cp) if cp else "-", behind.get(shard_id, "-")))
     print_table(rows)
     return 0

@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["LATENCY_BUCKETS_S", "METRICS", "PIPELINE_METRICS", "SHARD_METRICS", "SPOUT_METRICS", "MetricSpec"]
+__all__ = ["LATENCY_BUCKETS_S", "METRICS", "PIPELINE_METRICS", "QUERY_METRICS", "SHARD_METRICS", "SPOUT_METRICS",
+           "MetricSpec"]
 
 #: Upper bounds (seconds) of the batch-latency histogram of a pipeline's figures (Prometheus' ``le``).
 LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, math.inf)
@@ -112,4 +113,23 @@ PIPELINE_METRICS: tuple[MetricSpec, ...] = (
            "Time from a batch's first record taken to its last ack or fail"),
 )
 
-METRICS: tuple[MetricSpec, ...] = SHARD_METRICS + SPOUT_METRICS + PIPELINE_METRICS
+QUERY_SHARD_LABELS = ("stream", "app", "query", "shard")
+QUERY_LABELS = ("stream", "app", "query")
+
+#: Per ``format("kinesis_spout")`` query, from its progress's ``latestOffset`` (``KinesisLagListener``; ``source``
+#: names a field of ``kinesis_spout.spark.lag.ShardLag``, or the query's total). ``query``: its name, else its id.
+QUERY_METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec("kinesis_spout_query_behind_latest_seconds", "gauge",
+               "MillisBehindLatest of the shard's last read by the query's source, in seconds (absent where not "
+               "known)", QUERY_SHARD_LABELS, "millis_behind_latest"),
+    MetricSpec("kinesis_spout_query_records_behind", "gauge",
+               "Records the query's source read from the shard and did not put in a batch yet (driver reads)",
+               QUERY_SHARD_LABELS, "records_behind"),
+    MetricSpec("kinesis_spout_query_last_arrival_timestamp_seconds", "gauge",
+               "Arrival time at Kinesis (Unix seconds) of the last record the query's source read from the shard",
+               QUERY_SHARD_LABELS, "last_arrival"),
+    MetricSpec("kinesis_spout_query_max_behind_latest_seconds", "gauge",
+               "The largest MillisBehindLatest of the query's shards, in seconds", QUERY_LABELS, "total"),
+)
+
+METRICS: tuple[MetricSpec, ...] = SHARD_METRICS + SPOUT_METRICS + PIPELINE_METRICS + QUERY_METRICS

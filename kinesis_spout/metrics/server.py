@@ -8,7 +8,7 @@ from typing import Any
 from kinesis_spout.errors import ConfigError
 from kinesis_spout.metrics.collector import SpoutCollector, require_prometheus_client
 
-__all__ = ["MetricsServer", "start_metrics_server"]
+__all__ = ["MetricsServer", "serve_collectors", "start_metrics_server"]
 
 log = logging.getLogger("kinesis_spout.metrics")
 
@@ -60,11 +60,18 @@ def start_metrics_server(port: int, *sources: Any, addr: str = "0.0.0.0") -> Met
     thread, in a registry of its own (the process-wide default registry is left alone). Port 0 takes a free port:
     see :attr:`MetricsServer.port`. Logs the page's URL (:attr:`MetricsServer.url`) at INFO. Needs the ``metrics``
     extra (prometheus-client)."""
+    require_prometheus_client()
+    collectors = [SpoutCollector(source) for source in sources]  # type errors before the port is bound
+    return serve_collectors(port, collectors, addr=addr)
+
+
+def serve_collectors(port: int, collectors: list[Any], addr: str = "0.0.0.0") -> MetricsServer:
+    """Serve Prometheus ``collectors`` (objects with ``collect()``) as :func:`start_metrics_server` does. Who calls:
+    :func:`start_metrics_server`, and ``KinesisLagListener.serve_metrics`` for a query's lag."""
     prometheus_client = require_prometheus_client()
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise ConfigError(f"metrics port must be a whole number from 0 to 65535, got {port!r}")
     registry = prometheus_client.CollectorRegistry(auto_describe=False)
-    collectors = [SpoutCollector(source) for source in sources]  # type errors before the port is bound
     try:
         httpd, thread = prometheus_client.start_http_server(port, addr=addr, registry=registry)
     except OSError as exc:

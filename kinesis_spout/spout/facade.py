@@ -23,12 +23,13 @@ from kinesis_spout.checkpoint.writer import CheckpointWriter, ConflictHandler
 from kinesis_spout.config import SpoutConfig
 from kinesis_spout.coordination.sync import ShardSync
 from kinesis_spout.deadletters.base import open_writer
-from kinesis_spout.errors import SpoutError, SpoutStateError
+from kinesis_spout.errors import ConfigError, SpoutError, SpoutStateError
 from kinesis_spout.kinesis.retrieval.reader import RoundRobinReader
 from kinesis_spout.metrics.shard import ShardMetrics
 from kinesis_spout.records import SpoutTuple
 from kinesis_spout.spout.acks import AckRouter
 from kinesis_spout.spout.batch import SpoutBatch
+from kinesis_spout.spout.caught_up import lagging_shards
 from kinesis_spout.spout.dead_letters import DeadLetterGlue
 from kinesis_spout.spout.emission import NO_BYTE_LIMIT, Emitter
 from kinesis_spout.spout.figures import shard_figures
@@ -77,6 +78,7 @@ class KinesisSpout:
         self._last_expire = 0.0
         self._deferred: BaseException | None = None  # raised by the next next_tuple/next_batch call
         self._sync: ShardSync | None = None
+        self._owned_at_open: dict[str, bool] | None = None  # static mode: the shards owned at open(), closed then?
         self._metrics_server: Any = None  # the Prometheus server started for config.metrics_port
 
     # -- lifecycle -------------------------------------------------------------------------------------------
@@ -101,6 +103,7 @@ class KinesisSpout:
                 finally:  # what was built stays the spout's, also when wiring failed (see spout.opening)
                     self._client, self._store, self._writer, self._sync = (parts.client, parts.store, parts.writer,
                                                                            parts.sync)
+                    self._owned_at_open = parts.owned_at_open
                 start(parts, cfg, self._registry, self._membership, self._dead, dead_letter_writer)
             except BaseException:
                 self._stop_metrics_server()
@@ -277,6 +280,26 @@ class KinesisSpout:
             now = time.monotonic()
             written = self._writer.written if self._writer is not None else {}
             return [shard_figures(s, now, written) for s in self._shards.values()]
+
+    def lagging_shards(self) -> list[str]:
+        """The shards keeping this spout from being caught up: of those it owned at ``open()``, the ones not read up
+        to the tip they had then, or with a record read up to there not done yet (acked, or dead-lettered and
+        written); a shard closed at ``open()`` until read to its end and finished; a child of a reshard listed then
+        until read so far. Empty once caught up (see :mod:`kinesis_spout.spout.caught_up`). Raises ``ConfigError``
+        with ``coordination="leases"`` (the shards a worker holds move while it runs). Called by
+        ``SpoutPipeline.run(until="caught_up")`` between batches; from any thread."""
+        with self._lock:
+            self._registry.check_open()
+            if self._owned_at_open is None:
+                raise ConfigError("caught up is known only to a spout that reads a fixed set of shards: use "
+                                  "coordination='static' (a lease worker's shards move between workers while it runs)")
+            done = self._registry.done | (self._sync.finished if self._sync is not None else set())
+            return lagging_shards(self._owned_at_open, self._shards, done)
+
+    def caught_up(self) -> bool:
+        """True once :meth:`lagging_shards` is empty: every record that was in this spout's shards when it opened
+        was delivered and is done."""
+        return not self.lagging_shards()
 
     def flush_checkpoints(self, timeout_s: float = 10.0) -> bool:
         """Wait (within ``timeout_s``) for the dead letters queued to be written, then write every pending

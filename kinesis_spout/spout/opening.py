@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from functools import partial
 from typing import Any, Callable
 
@@ -25,6 +26,7 @@ from kinesis_spout.errors import SpoutError
 from kinesis_spout.kinesis.client import make_client
 from kinesis_spout.kinesis.retrieval.consumers import ensure_consumer
 from kinesis_spout.kinesis.shards import Shard, owned_shards
+from kinesis_spout.spout.caught_up import TIP_MARGIN
 from kinesis_spout.spout.dead_letters import DeadLetterGlue, poison_hold_s
 from kinesis_spout.spout.membership import LEASE_ROUND_S, LeaseMembership
 from kinesis_spout.spout.registry import ShardRegistry
@@ -38,12 +40,14 @@ log = logging.getLogger("kinesis_spout")
 @dataclass
 class SpoutParts:
     """What ``open()`` builds. ``client`` and ``store`` come in as the spout holds them (None: made here);
-    ``writer`` and ``sync`` are made by :func:`wire`. Touched only by the thread in ``open()``."""
+    ``writer``, ``sync`` and ``owned_at_open`` (static mode: the shards the spout owned at ``open()``, each with
+    whether it was closed then) are made by :func:`wire`. Touched only by the thread in ``open()``."""
 
     client: Any
     store: CheckpointStore | None
     writer: CheckpointWriter | None = None
     sync: ShardSync | None = None
+    owned_at_open: dict[str, bool] | None = None
 
 
 def statically_owned(cfg: SpoutConfig, listed: list[Shard]) -> list[Shard]:
@@ -95,7 +99,8 @@ def wire(parts: SpoutParts, cfg: SpoutConfig, registry: ShardRegistry, membershi
         else:
             membership.refuse_beside_lease_workers(store)
         leases = membership.leases
-        starter = ShardStarter(registry, cfg, parts.client, store, consumer_arn=fanout_consumer(cfg, parts.client))
+        starter = ShardStarter(registry, cfg, parts.client, store, consumer_arn=fanout_consumer(cfg, parts.client),
+                               tip_cutoff=datetime.now(timezone.utc) + TIP_MARGIN)
         sync = parts.sync = ShardSync(parts.client, cfg.stream_name, store, interval_s=cfg.shard_sync_interval_s,
                                       owns=owns, known=registry.known, add=starter.add, flush=flush,
                                       on_error=on_sync_error, round_s=LEASE_ROUND_S if leases is not None else None,
@@ -104,6 +109,8 @@ def wire(parts: SpoutParts, cfg: SpoutConfig, registry: ShardRegistry, membershi
                                       initial_timestamp=cfg.initial_timestamp, owner=cfg.worker_id)
         registry.on_finished = sync.wake  # a finished shard's children may be read now
         ready = sync.sync()
+        if leases is None:
+            parts.owned_at_open = {s.shard_id: s.closed for s in statically_owned(cfg, sync.listed)}
         starter.add(ready, sync.take_fresh_pins())
     except BaseException:
         store.close()

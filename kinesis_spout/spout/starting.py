@@ -35,12 +35,13 @@ class ShardStarter:
     """Adds shards to a registry: ``client`` is the Kinesis client, ``store`` the checkpoint store (both opened)."""
 
     def __init__(self, registry: ShardRegistry, config: SpoutConfig, client: Any, store: CheckpointStore,
-                 consumer_arn: str | None = None) -> None:
+                 consumer_arn: str | None = None, tip_cutoff: datetime | None = None) -> None:
         self.registry = registry
         self.config = config
         self.client = client
         self.store = store
         self.consumer_arn = consumer_arn  # retrieval="fanout": the registered consumer the shards subscribe as
+        self.tip_cutoff = tip_cutoff  # records that arrived later are past the tip the readers look for
 
     def add(self, shards: list[Shard], fresh_pins: Mapping[str, datetime] | None = None) -> None:
         """Start reading ``shards``: their starts are resolved (store I/O, no lock held), then their lifecycles are
@@ -85,4 +86,5 @@ class ShardStarter:
         reader = BufferedShardReader(getter, max_records=cfg.prefetch_records, max_bytes=cfg.prefetch_bytes,
                                      empty_backoff_s=cfg.empty_record_backoff_s, on_data=rr.notify,
                                      pool=rr.pool, max_empty_backoff_s=cfg.max_empty_record_backoff_s)
+        reader.tip_cutoff = self.tip_cutoff
         return ShardLifecycle(shard, tracker, reader, start, restored=checkpoint)

@@ -17,16 +17,17 @@ import time
 from bisect import bisect_left
 from collections import deque
 from dataclasses import replace
+from datetime import datetime
 from itertools import accumulate
-from typing import Callable, Iterable
+from typing import Callable, Iterable, NamedTuple
 
 from kinesis_spout import retry
 from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.errors import KinesisError, SpoutError
 from kinesis_spout.kinesis.retrieval.polling import GET_RECORDS_RETRY
 from kinesis_spout.kinesis.retrieval.pool import PARK, ReaderPool
-from kinesis_spout.kinesis.retrieval.protocol import ShardRetrieval
-from kinesis_spout.records import Record, record_sizes, records_bytes
+from kinesis_spout.kinesis.retrieval.protocol import FetchResult, ShardRetrieval
+from kinesis_spout.records import Record, SequenceKey, record_sizes, records_bytes
 
 log = logging.getLogger("kinesis_spout.kinesis")
 
@@ -46,6 +47,32 @@ def log_retried_error(exc: KinesisError, shard_id: str, failures: int, failing_f
                     "logged at DEBUG)", exc, failures, shard_id, failing_for_s, pause, QUIET_RETRIES)
     else:
         log.debug("%s; retrying %s in %.2f s (failure %d in a row)", exc, shard_id, pause, failures)
+
+
+class ShardTip(NamedTuple):
+    """Where a reader first found its shard's tip: ``key`` is the last record it had read up to there (None: it
+    had read none, so nothing before the tip is left to deliver)."""
+
+    key: SequenceKey | None
+
+
+def tip_of(result: FetchResult, pushed: bool, last_key: SequenceKey | None,
+           cutoff: datetime | None) -> ShardTip | None:
+    """The shard's tip as one reply shows it, or None when it does not: an empty reply at the tip (GetRecords: no
+    record and MillisBehindLatest 0 or absent; fan-out: an event with no record and 0), the shard's end, or a record
+    that arrived after ``cutoff`` (the tip was before it). ``last_key``: the last record read before this reply.
+    Who calls: :class:`BufferedShardReader` after each reply, until it found the tip."""
+    if cutoff is not None:
+        for i, record in enumerate(result.records):
+            arrived = record.approximate_arrival_timestamp
+            if arrived is not None and arrived > cutoff:
+                return ShardTip(result.records[i - 1].key if i else last_key)
+    if result.shard_end:
+        return ShardTip(result.records[-1].key if result.records else last_key)
+    millis = result.millis_behind_latest
+    if not result.fetched and (millis == 0 if pushed else millis in (0, None)):
+        return ShardTip(last_key)
+    return None
 
 
 class BufferedShardReader:
@@ -88,6 +115,12 @@ class BufferedShardReader:
         self.parked = False  # set by the pool (under its lock) while the buffer is full
         self.ended = False
         self.millis_behind_latest: int | None = None
+        #: Records that arrived after this time are past the tip that ``tip`` looks for (set before ``start``).
+        self.tip_cutoff: datetime | None = None
+        #: Where this reader first found the shard's tip (:func:`tip_of`); set once, by the polling thread.
+        self.tip: ShardTip | None = None
+        self.last_key: SequenceKey | None = None  # the last record read
+        self.last_arrival: datetime | None = None  # its arrival time at Kinesis
         self.calls = 0
         self.retried_errors = 0  # throttles, 5xx, lost connections: retried after a backoff
         self.records_read = 0
@@ -217,6 +250,10 @@ class BufferedShardReader:
                 self._buffer.extend(result.records)
                 self._bytes += size
             self.records_read += len(result.records)
+        if self.tip is None:  # after the buffer: whoever sees the tip finds its records buffered or taken
+            self.tip = tip_of(result, self._pushed, self.last_key, self.tip_cutoff)
+        if result.records:
+            self.last_key, self.last_arrival = result.records[-1].key, result.records[-1].approximate_arrival_timestamp
         if result.shard_end:
             self.ended = True
             log.info("shard %s is closed and was read to its end", self.shard_id)

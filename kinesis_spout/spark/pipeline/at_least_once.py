@@ -64,6 +64,7 @@ class AtLeastOnceRunner:
         spout = KinesisSpout(cfg, checkpoint_store=store)
         try:
             spout.open()
+            loop.watch(spout)
             batch_ids = batch_store_for(store)
             last_id = batch_ids.load_batch_id()
             loop.recorder.reset(last_id, spout.metrics())

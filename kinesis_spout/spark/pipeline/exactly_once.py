@@ -100,6 +100,7 @@ class ExactlyOnceRunner:
                 return
             try:
                 spout.open()
+                loop.watch(spout)
                 entry = txlog.take_over()
                 through = entry.committed_through()
                 carry: list[SpoutTuple] = []

@@ -46,7 +46,7 @@ from kinesis_spout.spark.ownership import ownership_for
 from kinesis_spout.spark.pipeline.at_least_once import AtLeastOnceRunner
 from kinesis_spout.spark.pipeline.batch_retry import batch_retry_policy
 from kinesis_spout.spark.pipeline.exactly_once import ExactlyOnceRunner
-from kinesis_spout.spark.pipeline.loop import RunLoop
+from kinesis_spout.spark.pipeline.loop import CAUGHT_UP, RunLoop, Until
 from kinesis_spout.spark.pipeline.settings import PipelineSettings, ProcessFunction
 from kinesis_spout.state.base import BackingMapFactory
 from kinesis_spout.tracker import RetryBackoff
@@ -139,12 +139,19 @@ class SpoutPipeline:
         """
         self._stop.set()
 
-    def run(self, *, until: Callable[[], bool] | None = None, max_batches: int | None = None,
+    def run(self, *, until: Until = None, max_batches: int | None = None,
             timeout_s: float | None = None) -> PipelineMetrics:
         """Process batches until ``stop()``, a signal, or a limit; then flush checkpoints and close the spout.
 
         ``until`` is called between batches and while waiting for records (every 0.2 s); the run ends when it
-        returns True. ``max_batches`` counts processed batches (empty triggers do not count); ``timeout_s``
+        returns True. ``until="caught_up"`` ends the run once every shard was read up to the tip it had when the
+        run started (an empty read at the tip, or the first record that arrived over 2 s after the start; a shard
+        closed then: to its end) and every record read up to there was acked or dead-lettered: a batch job, or a
+        test, that processes what the stream holds and stops, as Spark's ``Trigger.AvailableNow``. It reads the
+        pipeline's static share of the shards (``coordination="auto"`` runs static for it; ``"leases"`` is refused:
+        a worker's shards move while it runs). See :mod:`kinesis_spout.spout.caught_up`.
+
+        ``max_batches`` counts processed batches (empty triggers do not count); ``timeout_s``
         bounds the run's wall-clock time. On the main thread, SIGINT and SIGTERM handlers are installed for the
         run and the previous ones restored afterwards. Returns the final :attr:`metrics`. Raises
         :class:`~kinesis_spout.errors.BatchFailedError` when a batch's ``process`` raised on every try (see
@@ -155,6 +162,7 @@ class SpoutPipeline:
             raise ConfigError(f"max_batches must be a whole number >= 0 or None, got {max_batches!r}")
         if timeout_s is not None and not timeout_s >= 0:
             raise ConfigError(f"timeout_s must be >= 0 or None, got {timeout_s!r}")
+        config = self._config_for(until)
         if not self._running.acquire(blocking=False):
             raise SpoutStateError("this SpoutPipeline is already running; call stop() and wait for run() to "
                                   "return before running it again")
@@ -163,7 +171,7 @@ class SpoutPipeline:
             try:
                 deadline = None if timeout_s is None else time.monotonic() + timeout_s
                 loop = RunLoop(self._recorder, self._stop, lambda: self._signalled, until, max_batches, deadline)
-                settings = PipelineSettings(self.spark, self.config, self.process, self.trigger_interval_s,
+                settings = PipelineSettings(self.spark, config, self.process, self.trigger_interval_s,
                                             self.max_batch_records, self.max_batch_bytes, self._store_given,
                                             self.batch_retry)
                 if self.exactly_once is not None:
@@ -177,6 +185,20 @@ class SpoutPipeline:
             self._signalled = 0
             self._running.release()
         return self.metrics
+
+    def _config_for(self, until: Until) -> SpoutConfig:
+        """The spout configuration of a run with this ``until`` (checked): ``"caught_up"`` reads a static share."""
+        if until is None or (callable(until) and not isinstance(until, str)):
+            return self.config
+        if until != CAUGHT_UP:
+            raise ConfigError(f"until must be a callable that returns True when the run should end, or "
+                              f"{CAUGHT_UP!r} (end once every shard is read to the tip it had at the start), "
+                              f"got {until!r}")
+        if self.config.coordination == "leases":
+            raise ConfigError("until='caught_up' needs a pipeline that reads a fixed set of shards: with "
+                              "coordination='leases' the shards a worker holds move while it runs, so no worker "
+                              "knows when the app has caught up. Use coordination='auto' or 'static' for this run")
+        return self.config.replace(coordination="static") if self.config.coordination == "auto" else self.config
 
     # -- signals ----------------------------------------------------------------------------------------------
     def _install_signal_handlers(self) -> Callable[[], None]:

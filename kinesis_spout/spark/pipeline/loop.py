@@ -18,9 +18,15 @@ from kinesis_spout.spark.batch import Batch
 from kinesis_spout.spark.metrics import BatchMetrics, MetricsRecorder
 from kinesis_spout.spout import KinesisSpout
 
-__all__ = ["POLL_S", "RunLoop"]
+__all__ = ["CAUGHT_UP", "POLL_S", "RunLoop", "Until"]
 
 log = logging.getLogger("kinesis_spout.spark")
+
+#: ``run(until="caught_up")``: the run ends once every shard is read up to the tip it had when the run started and
+#: every record read up to there is done (see :mod:`kinesis_spout.spout.caught_up`).
+CAUGHT_UP = "caught_up"
+#: What ``run(until=...)`` takes: a callable (the run ends when it returns True), or :data:`CAUGHT_UP`.
+Until = Callable[[], bool] | str | None
 
 #: The longest wait between looks at stop requests and run limits.
 POLL_S = 0.2
@@ -36,12 +42,13 @@ class RunLoop:
     """
 
     def __init__(self, recorder: MetricsRecorder, stop: threading.Event, signalled: Callable[[], int],
-                 until: Callable[[], bool] | None, max_batches: int | None, deadline: float | None) -> None:
+                 until: Until, max_batches: int | None, deadline: float | None) -> None:
         self.recorder = recorder
         self.processed = 0
         self._stop = stop
         self._signalled = signalled
-        self._until = until
+        self._caught_up = until == CAUGHT_UP
+        self._until: Callable[[], bool] | None = None if isinstance(until, str) else until
         self._max_batches = max_batches
         self._deadline = deadline
 
@@ -55,6 +62,15 @@ class RunLoop:
         if self._deadline is not None and time.monotonic() >= self._deadline:
             return True
         return self._until is not None and bool(self._until())
+
+    def watch(self, spout: KinesisSpout) -> None:
+        """The run's spout is open: with ``until="caught_up"``, the run ends once ``spout.caught_up()``. Who calls:
+        the runner, right after ``spout.open()`` (the tips are those of the shards at that moment)."""
+        if self._caught_up:
+            self._until = spout.caught_up
+            lagging = spout.lagging_shards()
+            log.info("the run ends once caught up: %d shards to read up to their tips%s", len(lagging),
+                     f" ({', '.join(lagging)})" if 0 < len(lagging) <= 8 else "")
 
     def wait_until(self, when: float) -> bool:
         """Pace batches: wait until the monotonic time ``when``; False if the run should end first."""
@@ -112,6 +128,8 @@ class RunLoop:
             why = f"max_batches={self._max_batches}"
         elif self._deadline is not None and time.monotonic() >= self._deadline:
             why = "timeout_s"
+        elif self._caught_up:
+            why = "caught up: every shard read to its tip at the start, every record done"
         else:
             why = "until()"
         log.info("pipeline %s stopping (%s) after %d batches; flushing checkpoints", app_name, why, self.processed)

@@ -28,6 +28,7 @@ from kinesis_spout.errors import KinesisError
 from kinesis_spout.kinesis.shards import HashKeyRange
 from kinesis_spout.positions import TRIM_HORIZON, Position
 from kinesis_spout.records import Record, records_bytes
+from kinesis_spout.spark.lag import latest_offset
 from kinesis_spout.spark.offsets import (
     encode_offset,
     parse_offset,
@@ -184,6 +185,13 @@ class KinesisSpoutStreamReader(PlannedReader[DriverPlanner], DataSourceStreamRea
                 return start
             wake = now + MIN_POLL_INTERVAL_S if wake is None else wake
             self._planner.wait(max(0.0, min(wake, deadline if deadline is not None else wake) - now))
+
+    def reportLatestOffset(self) -> dict[str, Any]:
+        """What Spark shows as the source's ``latestOffset`` in every progress: per shard the position after the
+        last record read (read ahead included), its last read's MillisBehindLatest, the arrival time of its last
+        record and the records read and not in a planned batch (:mod:`kinesis_spout.spark.lag`). Who calls: Spark
+        (PySpark 4.2+), after each ``latestOffset``, on the same thread."""
+        return latest_offset(self.config.stream_name, self.config.app_name, self._planner.lags())
 
     def partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InputPartition]:
         """The batch's partitions: the records ``latestOffset`` read and kept, several shards' to a partition up to

@@ -22,9 +22,10 @@ from kinesis_spout.kinesis.retrieval.factory import shard_retrieval
 from kinesis_spout.kinesis.retrieval.polling import GET_RECORDS_RETRY, LATEST_MARGIN
 from kinesis_spout.kinesis.retrieval.protocol import ShardRetrieval
 from kinesis_spout.kinesis.retrieval.reader import log_retried_error
-from kinesis_spout.positions import TRIM_HORIZON, Position, at_timestamp
+from kinesis_spout.positions import TRIM_HORIZON, Position, after_record, at_timestamp
 from kinesis_spout.records import Record
 from kinesis_spout.retry import Backoff
+from kinesis_spout.spark.lag import ShardLag
 from kinesis_spout.spark.offsets import (
     allocate,
     end_after,
@@ -66,6 +67,8 @@ class ShardCursor:
     frozen: bool = False   # Trigger.AvailableNow: records past the run's start time were seen; read no further
     busy: bool = False     # the last read returned records: read ahead while Spark runs the batch
     ahead: Future[None] | None = None  # the read-ahead in progress
+    millis_behind_latest: int | None = None  # of the last GetRecords reply (or fan-out event)
+    last_arrival: datetime | None = None     # of the last record read
 
     @property
     def readable(self) -> bool:
@@ -162,6 +165,18 @@ class DriverPlanner:
         waiting = [c.next_poll for c in cursors if c.readable and not (cutoff and c.at_tip)]
         return end, all(c.caught_up(cutoff) for c in everyone), min(waiting, default=None)
 
+    def lags(self) -> list[ShardLag]:
+        """Each read shard's lag: the position after its last record read (read ahead included), its last reply's
+        MillisBehindLatest, its last record's arrival time, and the records read and not in a planned batch. Who
+        calls: the reader's ``reportLatestOffset``, on Spark's planning thread (a read-ahead may still be running:
+        its figures are those of the reply before)."""
+        out = []
+        for c in self._cursors.values():
+            pending = list(c.pending)
+            position = after_record(pending[-1].key, True).encode() if pending else c.position.encode()
+            out.append(ShardLag(c.shard_id, position, c.millis_behind_latest, c.last_arrival, len(pending)))
+        return out
+
     def wait(self, pause: float) -> None:
         """Wait ``pause`` seconds, or less when a read-ahead finishes first."""
         ahead = [c.ahead for c in self._cursors.values() if c.ahead is not None and not c.ahead.done()]
@@ -249,6 +264,9 @@ class DriverPlanner:
             return
         cursor.backoff.reset()
         cursor.pending.extend(skip_consumed(result.records, cursor.position))
+        cursor.millis_behind_latest = result.millis_behind_latest
+        if result.records:
+            cursor.last_arrival = result.records[-1].approximate_arrival_timestamp
         # a reply whose user records all belonged to other shards was not empty: the shard may hold more
         cursor.busy = bool(result.fetched)
         if getattr(cursor.getter, "pushed", False):  # fan-out: no event yet is not the tip; an event says so

@@ -20,6 +20,7 @@ from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailable
 from kinesis_spout.errors import KinesisError
 from kinesis_spout.spark.batch_store import ZooKeeperBatchStore
 from kinesis_spout.spark.batches import PlannedBatch
+from kinesis_spout.spark.lag import ShardLag, latest_offset
 from kinesis_spout.spark.offsets import encode_offset
 from kinesis_spout.spark.source.clients import WORKER_CLIENTS
 from kinesis_spout.spark.source.codec import record_batches
@@ -94,7 +95,19 @@ class ExecutorStreamReader(PlannedReader[ExecutorPlanner], DataSourceStreamReade
         except KinesisError as exc:
             known = f"its checkpoint location holds batch {last.batch}" if last.batch >= 0 else "it started on it"
             raise stream_gone(exc, self.config, known) from exc
+        self._latest = last if planned is None else planned
         return start if planned is None else planned.encode()
+
+    def reportLatestOffset(self) -> dict[str, Any]:
+        """What Spark shows as the source's ``latestOffset`` in every progress: per shard where the next batch
+        starts, and MillisBehindLatest 0 for the shards whose last task reached the tip (the driver reads no
+        records here, so the lag of the others is not known; :mod:`kinesis_spout.spark.lag`). Who calls: Spark
+        (PySpark 4.2+), after each ``latestOffset``."""
+        planned: PlannedBatch | None = getattr(self, "_latest", None)
+        at_tip = self._planner.at_tip(planned.batch) if planned is not None else frozenset()
+        shards = [ShardLag(s, pos.encode(), 0 if s in at_tip else None)
+                  for s, pos in (planned.starts.items() if planned is not None else ())]
+        return latest_offset(self.config.stream_name, self.config.app_name, shards)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         """One task per shard of the planned batch that is not finished (the tasks read; nothing is carried). With

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from kinesis_spout.metrics.names import METRICS, PIPELINE_METRICS, SHARD_METRICS, SPOUT_METRICS
+from kinesis_spout.metrics.names import METRICS, PIPELINE_METRICS, QUERY_METRICS, SHARD_METRICS, SPOUT_METRICS
 from kinesis_spout.metrics.shard import ShardMetrics
 from kinesis_spout.spark.metrics import LATENCY_BUCKETS_S, BatchMetrics, MetricsRecorder
 
@@ -48,6 +48,10 @@ PINNED = {
     "kinesis_spout_pipeline_records_per_second": ("gauge", ("stream", "app")),
     "kinesis_spout_pipeline_last_batch_id": ("gauge", ("stream", "app")),
     "kinesis_spout_pipeline_batch_latency_seconds": ("histogram", ("stream", "app")),
+    "kinesis_spout_query_behind_latest_seconds": ("gauge", ("stream", "app", "query", "shard")),
+    "kinesis_spout_query_records_behind": ("gauge", ("stream", "app", "query", "shard")),
+    "kinesis_spout_query_last_arrival_timestamp_seconds": ("gauge", ("stream", "app", "query", "shard")),
+    "kinesis_spout_query_max_behind_latest_seconds": ("gauge", ("stream", "app", "query")),
 }
 
 
@@ -74,6 +78,9 @@ def test_every_source_field_exists() -> None:
     from kinesis_spout.spark.metrics import PipelineMetrics
 
     assert {m.source for m in PIPELINE_METRICS} <= set(PipelineMetrics.__dataclass_fields__)
+    from kinesis_spout.spark.lag import ShardLag
+
+    assert {m.source for m in QUERY_METRICS} - {"total"} <= set(ShardLag.__dataclass_fields__)
 
 
 def _batch(batch_id: int, latency: float) -> BatchMetrics:
