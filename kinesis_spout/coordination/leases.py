@@ -18,6 +18,13 @@ workers listed *after* the lease was read: a worker registers before it takes a 
 lease and missing from a later listing has left (listed before, a worker that joined and took the lease in
 between would look gone). A lease stays this worker's until ZooKeeper says otherwise: it is forgotten only once
 its give-back is written or it is found to have moved on, and a lease that names this worker counts as its own.
+
+Reading every lease every round would cost workers x shards ZooKeeper reads a round (16 workers over 1,024 shards:
+16,384), though at rest nothing changes. So every change of a lease node (taken, given back, created, deleted) is
+written in one transaction with a write to ``leases`` itself, whose version is then the **generation** of the
+leases: a round reads the generation (one request) and reads lease nodes again only when it moved, or once every
+``refresh_s`` (a writer that does not bump the generation, an older release of this library during a rolling
+upgrade, is seen within that time; it can delay a balance move, never a fenced checkpoint write).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from datetime import datetime, timezone
 from typing import Any, Callable
 
@@ -38,6 +46,9 @@ log = logging.getLogger("kinesis_spout.coordination")
 #: A shard's lease as read: its owner (None: free) and its epoch (the znode version; -1: no lease node yet).
 LeaseState = tuple["str | None", int]
 
+#: How long lease states read under one generation are trusted without reading the nodes again (see above).
+REFRESH_S = 300.0
+
 
 class ZooKeeperLeases:
     """The leases of one app and stream, as seen by one worker.
@@ -49,9 +60,13 @@ class ZooKeeperLeases:
     It works on the checkpoint store's session (``store.session``, through its public operations only) and fences
     that store's writes (``store.fence``/``store.unfence``): a lease and the checkpoint writes it guards meet in one
     ZooKeeper transaction, so both must be on one session.
+
+    ``read`` keeps the lease states it read, under the generation they were read at; ``acquire`` and ``release``
+    forget them when a compare-and-set finds a lease moved on. All three are called by one thread at a time (the
+    shard sync thread); ``still_held`` reads the node itself.
     """
 
-    def __init__(self, store: ZooKeeperCheckpointStore, worker_id: str) -> None:
+    def __init__(self, store: ZooKeeperCheckpointStore, worker_id: str, *, refresh_s: float = REFRESH_S) -> None:
         self.store = store
         self.session = store.session
         self.worker_id = worker_id
@@ -61,6 +76,10 @@ class ZooKeeperLeases:
         self._lock = threading.Lock()
         self._held: dict[str, int] = {}
         self._watching = False
+        self.refresh_s = refresh_s
+        self._seen: dict[str, LeaseState] = {}  # lease states read under ``self._generation`` (``read``'s only)
+        self._generation: int | None = None
+        self._refresh_at = 0.0
 
     # -- membership ---------------------------------------------------------------------------------------------
     def join(self) -> None:
@@ -132,12 +151,36 @@ class ZooKeeperLeases:
         """Each shard's lease (owner, epoch); a shard without a lease node is ``(None, -1)``. A lease node that is
         not a lease is a ``LeaseError`` naming it.
 
+        The generation is read first; lease states read under the same generation (within ``refresh_s``) are
+        returned as they were, and only the others' nodes are read. Each state is therefore as ZooKeeper had the
+        node at some moment after the generation was read, as a fresh read would be: an epoch read here is only
+        what a later compare-and-set is checked against, never trusted beyond that."""
+        generation = self._read_generation()
+        now = time.monotonic()
+        if generation is None or generation != self._generation or now >= self._refresh_at:
+            self._seen = {}
+            self._generation = generation
+            self._refresh_at = now + self.refresh_s
+        missing = [shard_id for shard_id in shard_ids if shard_id not in self._seen]
+        if missing:
+            fresh = self._read_nodes(missing)
+            if generation is None:  # no leases node yet: nothing to keep them under
+                return fresh
+            self._seen.update(fresh)
+        return {shard_id: self._seen[shard_id] for shard_id in shard_ids}
+
+    def _read_generation(self) -> int | None:
+        """The version of the ``leases`` node (moved on by every lease change), or None when it does not exist."""
+        stat = self.session.exists(self.leases_path, what="reading the leases' generation")
+        return None if stat is None else int(stat.version)
+
+    def _read_nodes(self, shard_ids: list[str]) -> dict[str, LeaseState]:
+        """Each shard's lease node as ZooKeeper has it now.
+
         The reads are pipelined: every lease node's read is sent at once and the answers collected after, so a
-        round over N shards costs one round trip to ZooKeeper, not N (N requests still). A read that failed (the
+        read of N shards costs one round trip to ZooKeeper, not N (N requests still). A read that failed (the
         connection lost meanwhile), and every read while the connection is down, is made on its own within the
-        session's operation deadline, which raises ``CheckpointError`` when ZooKeeper stays away. Each answer is as
-        ZooKeeper had the node when it answered: an epoch read here is only what a later compare-and-set is checked
-        against, never trusted beyond that."""
+        session's operation deadline, which raises ``CheckpointError`` when ZooKeeper stays away."""
         from kazoo.exceptions import NoNodeError
 
         nodes = {shard_id: self._node(shard_id) for shard_id in shard_ids}
@@ -161,6 +204,28 @@ class ZooKeeperLeases:
             out[shard_id] = (_owner(data, node), stat.version)
         return out
 
+    def _change(self, what: str, op: str, node: str, *args: Any) -> Any:
+        """Change a lease node (``op``: ``create``, ``set_data`` or ``delete`` of a kazoo transaction, with
+        ``args``) and move the generation on, in one transaction. Returns the change's result; its
+        ``BadVersionError``, ``NoNodeError`` or ``NodeExistsError`` is raised as the plain call would."""
+        from kazoo.exceptions import NoNodeError, RolledBackError
+
+        def build(txn: Any) -> None:
+            getattr(txn, op)(node, *args)
+            txn.set_data(self.leases_path, b"", -1)
+
+        for _ in range(2):
+            change, bump = self.session.commit(what, build)
+            if isinstance(change, Exception) and not isinstance(change, RolledBackError):
+                raise change
+            if not isinstance(bump, NoNodeError):
+                break
+            self.session.ensure_path(self.leases_path)  # deleted under us (a reset): made again, then once more
+        if isinstance(change, Exception):
+            raise LeaseError(f"{what}: ZooKeeper refused the transaction ({type(bump).__name__} on "
+                             f"{self.leases_path})")
+        return change
+
     def acquire(self, shard_id: str, seen: LeaseState) -> int | None:
         """Take the lease of ``shard_id`` if it is still as ``seen`` (compare-and-set); returns the new epoch, or
         None when someone else changed it first. Fences the shard's checkpoint writes with the new epoch."""
@@ -170,12 +235,13 @@ class ZooKeeperLeases:
         doc = _lease_doc(self.worker_id)
         try:
             if seen[1] < 0:
-                self.session.create(node, doc)
+                self._change(f"creating {node}", "create", node, doc)
                 epoch = 0
             else:
-                stat = self.session.set(node, doc, version=seen[1], what=f"taking {node}")
+                stat = self._change(f"taking {node}", "set_data", node, doc, seen[1])
                 epoch = stat.version
         except (BadVersionError, NodeExistsError, NoNodeError):
+            self._seen = {}  # what this worker read is out of date: the next round reads the leases again
             return None
         # From here the lease names this worker. Should fencing fail (ZooKeeper unreachable), the error goes to the
         # caller and the shard is not held (nothing of it is read unfenced): the next round reads the lease naming
@@ -206,8 +272,9 @@ class ZooKeeperLeases:
                 return False
         node = self._node(shard_id)
         try:
-            self.session.set(node, _lease_doc(None), version=epoch, what=f"releasing {node}")
+            self._change(f"releasing {node}", "set_data", node, _lease_doc(None), epoch)
         except (BadVersionError, NoNodeError):
+            self._seen = {}
             log.warning("lease of %s was past epoch %d when worker %s gave it back (given back by a write whose "
                         "reply was lost, or taken by another worker)", shard_id, epoch, self.worker_id)
             self.forget(shard_id)
@@ -222,8 +289,9 @@ class ZooKeeperLeases:
         """Delete the lease node of a shard that is gone for good (finished and past the stream's retention)."""
         from kazoo.exceptions import BadVersionError, NoNodeError
 
+        node = self._node(shard_id)
         try:
-            self.session.delete(self._node(shard_id))
+            self._change(f"deleting {node}", "delete", node, -1)
         except (NoNodeError, BadVersionError):
             pass
 
@@ -239,7 +307,7 @@ class ZooKeeperLeases:
         if epoch is None:
             return False
         try:
-            return self.read([shard_id])[shard_id] == (self.worker_id, epoch)
+            return self._read_nodes([shard_id])[shard_id] == (self.worker_id, epoch)
         except SpoutError:
             return False
 

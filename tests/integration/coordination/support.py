@@ -34,6 +34,19 @@ def lease_node(zookeeper: Any, stream: str, shard: str) -> str:
     return f"{zookeeper.prefix}/leases/{stream}/leases/{shard}"  # {prefix}/{app}/{stream}/leases/{shard}
 
 
+def move_lease(zookeeper: Any, stream: str, shard: str, owner: str, *, register: bool = False) -> None:
+    """Name ``owner`` in ``shard``'s lease behind the workers' backs (a new epoch), as another worker of the app
+    does: the leases' generation moves on in the same transaction. ``register``: ``owner`` joins the live workers
+    in it too (an ephemeral node of the test's client)."""
+    base = f"{zookeeper.prefix}/leases/{stream}"
+    moved = zookeeper.client().transaction()
+    if register:
+        moved.create(f"{base}/workers/{owner}", b"{}", ephemeral=True)
+    moved.set_data(lease_node(zookeeper, stream, shard), json.dumps({"owner": owner}).encode())
+    moved.set_data(f"{base}/leases", b"")
+    assert not [r for r in moved.commit() if isinstance(r, Exception)]
+
+
 def buffered(spout: KinesisSpout) -> int:
     """How many records ``spout`` holds read but not yet emitted, over all its shards."""
     return sum(m.buffered for m in spout.metrics())

@@ -15,7 +15,7 @@ from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until
 from kinesis_spout.testing.spout import drain
 
-from .support import buffered, config, handing_back, lease_node, stored, worker
+from .support import buffered, config, handing_back, move_lease, stored, worker
 
 
 def test_a_batch_acked_after_its_shard_was_handed_over_acks_only_the_shards_still_held(
@@ -75,7 +75,7 @@ def test_a_batch_of_a_dropped_shard_acks_nothing_of_the_shard_taken_again(kinesa
         dropping = spout.next_batch(max_records=5, timeout_s=5)
         old = spout.next_batch(max_records=5, timeout_s=5)
         assert len(old) == len(dropping) == 5 and spout.lease_epochs() == {shard: 0}
-        zookeeper.client().set(lease_node(zookeeper, stream, shard), b'{"owner": "intruder"}')  # epoch 1
+        move_lease(zookeeper, stream, shard, "intruder")  # epoch 1
         dropping.ack()  # moves the checkpoint: its write is refused, the shard is dropped
         assert wait_until(lambda: bool(conflicts), 10) and isinstance(conflicts[0], LeaseLost)
         assert wait_until(lambda: spout.lease_epochs() == {shard: 2}, 15), spout.lease_epochs()

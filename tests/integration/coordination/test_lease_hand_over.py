@@ -19,7 +19,7 @@ from kinesis_spout.testing.process import wait_until
 from kinesis_spout.testing.spout import drain
 from kinesis_spout.testing.zkproxy import Op, ZooKeeperFaultProxy
 
-from .support import buffered, config, handing_back, lease, lease_node, stored, worker
+from .support import buffered, config, handing_back, lease, lease_node, move_lease, stored, worker
 
 
 @pytest.fixture
@@ -101,7 +101,7 @@ def test_a_lease_lost_while_its_hand_over_waits_ends_the_wait_and_the_spout_rais
         assert len(mine) > 1
         b.start()
         assert wait_until(lambda: handing_back(caplog, second), 15, interval_s=0.01)
-        zookeeper.client().set(lease_node(zookeeper, stream, second), b'{"owner": "intruder"}')
+        move_lease(zookeeper, stream, second, "intruder")
         a.ack(mine[0].message_id)  # the shard's first checkpoint: written at once, and refused
         assert wait_until(lambda: bool(conflicts), 10), "the refused checkpoint was not reported"
         assert [(type(c), c.shard_id) for c in conflicts] == [(LeaseLost, second)]
@@ -143,7 +143,7 @@ def test_a_retried_give_back_never_blocks_the_consumer_and_frees_the_lease_once_
         a.ack_many(t.message_id for t in seconds)
         assert wait_until(lambda: stored(zookeeper, stream, first) == firsts[0].record.sequence_number
                           and stored(zookeeper, stream, second) == seconds[-1].record.sequence_number, 10)
-        proxy.cut_request(Op.SET_DATA, hold=True)  # the give-back's write of `second` never reaches ZooKeeper
+        proxy.cut_request(Op.MULTI, hold=True)  # the give-back's write of `second` never reaches ZooKeeper
         b.start()
         failed = f"releasing {lease_node(zookeeper, stream, second)} failed"
         assert wait_until(lambda: failed in caplog.text, 20), caplog.text
@@ -198,7 +198,7 @@ def test_a_refusal_of_an_earlier_epoch_leaves_the_lease_the_worker_took_again_al
         assert wait_until(lambda: buffered(a) == 10, 15) and a.lease_epochs() == {shard: 0}
         held = drain(a, 10, ack=False)
         a.ack(held[0].message_id)  # its write waits at the store's door
-        zookeeper.client().set(lease_node(zookeeper, stream, shard), b'{"owner": "intruder"}')  # epoch 1
+        move_lease(zookeeper, stream, shard, "intruder")  # epoch 1
         store.enter.set()
         assert store.refused.wait(10), "the write at epoch 0 was not refused"
         assert wait_until(lambda: a.lease_epochs() == {shard: 2} and a.shard_ids == [shard], 15), \

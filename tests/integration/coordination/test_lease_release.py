@@ -53,7 +53,7 @@ def test_a_give_back_whose_write_never_reached_zookeeper_is_done_again_and_the_n
     b = worker(config(kinesalite, zookeeper, stream, "b"), log, threading.Lock())
     try:
         assert len(drain(a, 40)) == 40 and a.flush_checkpoints()
-        proxy.cut_request(Op.SET_DATA, hold=True)  # the write that gives the lease back
+        proxy.cut_request(Op.MULTI, hold=True)  # the write that gives the lease back
         b.start()
         proxy.wait_acted()
         failed = f"releasing {lease_node(zookeeper, stream, second)} failed within 2 s"

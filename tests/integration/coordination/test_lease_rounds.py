@@ -5,6 +5,7 @@ through the fault proxy, which forces the interleaving; worker ``b`` talks to it
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from typing import Any, Callable, Iterator
@@ -16,7 +17,7 @@ from kinesis_spout.coordination.leases import ZooKeeperLeases
 from kinesis_spout.coordination.rebalance import HandBack, LeaseBalancer
 from kinesis_spout.errors import CheckpointError
 from kinesis_spout.kinesis.shards import Shard
-from kinesis_spout.testing.process import in_background
+from kinesis_spout.testing.process import in_background, wait_until
 from kinesis_spout.testing.zkproxy import ZK_OPERATION_TIMEOUT, Op, ZooKeeperFaultProxy
 
 X, Y = "shardId-000000000000", "shardId-000000000001"
@@ -29,11 +30,12 @@ def shard(shard_id: str) -> Shard:
 class Worker:
     """One worker's lease rounds, with the spout's side (hand-back, drops) recorded instead of reading records."""
 
-    def __init__(self, hosts: str, path: str, name: str, operation_timeout_s: float = 15.0) -> None:
+    def __init__(self, hosts: str, path: str, name: str, operation_timeout_s: float = 15.0,
+                 refresh_s: float = 300.0) -> None:
         self.store = ZooKeeperCheckpointStore(hosts, path, operation_timeout_s=operation_timeout_s,
                                               session_timeout_s=30.0)
         self.store.open()
-        self.leases = ZooKeeperLeases(self.store, name)
+        self.leases = ZooKeeperLeases(self.store, name, refresh_s=refresh_s)
         self.leases.join()
         self.handed_back: list[str] = []
         self.balancer = LeaseBalancer(self.leases, hand_back=self.hand_back, drop_all=lambda: None)
@@ -60,8 +62,10 @@ def workers(zookeeper: Any, proxy: ZooKeeperFaultProxy) -> Iterator[Callable[...
     made: list[Worker] = []
     path = f"{zookeeper.prefix}/app/stream/checkpoints"
 
-    def make(name: str, *, through_proxy: bool = False, operation_timeout_s: float = 15.0) -> Worker:
-        made.append(Worker(proxy.hosts if through_proxy else zookeeper.hosts, path, name, operation_timeout_s))
+    def make(name: str, *, through_proxy: bool = False, operation_timeout_s: float = 15.0,
+             refresh_s: float = 300.0) -> Worker:
+        made.append(Worker(proxy.hosts if through_proxy else zookeeper.hosts, path, name, operation_timeout_s,
+                           refresh_s))
         return made[-1]
 
     yield make
@@ -72,10 +76,20 @@ def workers(zookeeper: Any, proxy: ZooKeeperFaultProxy) -> Iterator[Callable[...
 
 def lease(zookeeper: Any, shard_id: str) -> tuple[str | None, int]:
     """The lease of ``shard_id`` as ZooKeeper has it: (owner, epoch)."""
-    import json
-
     data, stat = zookeeper.client().get(f"{zookeeper.prefix}/app/stream/leases/{shard_id}")
     return json.loads(data)["owner"], stat.version
+
+
+def write_lease(zookeeper: Any, shard_id: str, owner: str, *, announce: bool = True) -> None:
+    """Name ``owner`` in the lease of ``shard_id`` behind the workers' backs, as another worker of this library
+    does (``announce``: the leases' generation moves on in the same transaction) or as a writer that does not
+    (an older release during a rolling upgrade)."""
+    leases = f"{zookeeper.prefix}/app/stream/leases"
+    txn = zookeeper.client().transaction()
+    txn.set_data(f"{leases}/{shard_id}", json.dumps({"owner": owner}).encode())
+    if announce:
+        txn.set_data(leases, b"")
+    assert not any(isinstance(result, Exception) for result in txn.commit())
 
 
 def free_lease(worker: Worker, shard_id: str) -> None:
@@ -147,7 +161,7 @@ def test_a_give_back_that_never_reached_zookeeper_is_tried_again_and_the_next_ow
     assert a.round(X, Y) == [X, Y]
     b = workers("b")
     assert b.round(X, Y) == []  # a, a live owner, holds both: b waits for one
-    proxy.cut_request(Op.SET_DATA, hold=True)  # the give-back's write: never carried out
+    proxy.cut_request(Op.MULTI, hold=True)  # the give-back's write: never carried out
     caplog.set_level(logging.WARNING, logger="kinesis_spout")
     assert a.round(X, Y) == [X], "a read the shard it was handing over again"
     assert re.search(f"worker a could not give the lease of {Y} back \\(handed over \\d+ s ago; a later round tries "
@@ -169,7 +183,7 @@ def test_a_take_whose_reply_was_lost_is_given_back_when_another_worker_should_re
     a = workers("a", through_proxy=True)
     free_lease(a, X)
     free_lease(a, Y)
-    proxy.cut(Op.SET_DATA, nth=2)  # the reply to the take of Y
+    proxy.cut(Op.MULTI, nth=2)  # the reply to the take of Y
     assert a.round(X, Y) == [X]
     assert lease(zookeeper, Y) == ("a", 2)
     b = workers("b")
@@ -183,7 +197,7 @@ def test_a_take_whose_reply_was_lost_is_taken_again_under_a_new_epoch_when_the_s
         zookeeper: Any, proxy: ZooKeeperFaultProxy, workers: Callable[..., Worker]) -> None:
     a = workers("a", through_proxy=True)
     free_lease(a, X)
-    proxy.cut(Op.SET_DATA)  # the reply to the take of X
+    proxy.cut(Op.MULTI)  # the reply to the take of X
     assert a.round(X) == []
     assert lease(zookeeper, X) == ("a", 2)
     assert a.round(X) == [X]
@@ -198,7 +212,7 @@ def test_a_held_lease_that_moved_on_is_dropped_at_the_next_round(
     a = workers("a")
     a.balancer = LeaseBalancer(a.leases, hand_back=a.hand_back, drop_all=lambda: None, drop=dropped.append)
     assert a.round(X) == [X]
-    zookeeper.client().set(f"{zookeeper.prefix}/app/stream/leases/{X}", b'{"owner": "c"}')  # c, not live
+    write_lease(zookeeper, X, "c")  # c, not live
     assert a.round(X) == [X] and dropped == [X]
     assert a.leases.held == {X: 2} and lease(zookeeper, X) == ("a", 2)
 
@@ -210,7 +224,7 @@ def test_a_take_whose_fence_could_not_be_set_is_not_read_and_is_taken_again_once
     ``a``; the next round takes it again under a new epoch, fenced."""
     a = workers("a", through_proxy=True, operation_timeout_s=1.0)
     free_lease(a, X)
-    proxy.cut_request(Op.EXISTS, nth=2, hold=True)  # the round's 1st: is a registered; the 2nd: fencing X
+    proxy.cut_request(Op.EXISTS, nth=3, hold=True)  # is a registered, the leases' generation, then: fencing X
     with pytest.raises(CheckpointError, match="creating .*/checkpoints failed within 1 s"):
         a.round(X)
     assert a.leases.held == {} and lease(zookeeper, X) == ("a", 2)
@@ -227,7 +241,55 @@ def test_a_give_back_whose_reply_was_lost_is_done_and_forgotten(
     a = workers("a", through_proxy=True)
     assert a.round(X, Y) == [X, Y]
     b = workers("b")
-    proxy.cut(Op.SET_DATA)
+    proxy.cut(Op.MULTI)
     assert a.round(X, Y) == [X]
     assert a.leases.held == {X: 0} and lease(zookeeper, Y) == (None, 1)
     assert b.round(X, Y) == [Y] and lease(zookeeper, Y) == ("b", 2)
+
+
+def test_a_round_at_rest_reads_no_lease_node_however_many_shards_there_are(
+        zookeeper: Any, proxy: ZooKeeperFaultProxy, workers: Callable[..., Worker]) -> None:
+    """Once the leases are balanced and nothing changes, a round reads the leases' generation, not each lease:
+    its requests do not grow with the shards (before, each round of each worker read every lease node)."""
+    shards = [f"shardId-{i:012d}" for i in range(64)]
+    a = workers("a", through_proxy=True)
+    assert len(a.round(*shards)) == 64
+    b = workers("b")
+    for _ in range(32):  # a gives back at most two leases a round (max_moves), b takes them
+        counts = len(a.round(*shards)), len(b.round(*shards))
+        if counts == (32, 32):
+            break
+    assert counts == (32, 32)
+    a.round(*shards)  # reads what b's last take changed
+    before = proxy.requests()
+    for _ in range(5):
+        assert len(a.round(*shards)) == 32
+    after = proxy.requests()
+    sent = {op: n - before.get(op, 0) for op, n in after.items() if n > before.get(op, 0) and op != Op.PING}
+    assert sent.get(Op.GET_DATA, 0) == 0, f"rounds at rest read lease nodes: {sent}"
+    assert sum(sent.values()) <= 5 * 4, f"rounds at rest sent {sent}"
+
+
+def test_a_change_by_another_worker_is_read_at_the_next_round_at_rest(
+        zookeeper: Any, proxy: ZooKeeperFaultProxy, workers: Callable[..., Worker]) -> None:
+    """``b`` gives a lease back while ``a``'s rounds are at rest: ``a``'s next round reads it as free and takes it."""
+    b = workers("b")
+    assert b.round(X, Y) == [X, Y]
+    a = workers("a", through_proxy=True)
+    assert a.round(X, Y) == []  # b, a live worker, holds both: a waits (b gives one back at its next round)
+    assert b.round(X, Y) == [X]
+    assert a.round(X, Y) == [Y], "a did not see the lease b gave back"
+    assert lease(zookeeper, Y) == ("a", 2)
+
+
+def test_a_lease_written_without_moving_the_generation_is_read_again_within_the_refresh_interval(
+        zookeeper: Any, workers: Callable[..., Worker]) -> None:
+    """A writer that does not announce its change (an older release during a rolling upgrade) is seen once the
+    lease states read under the generation are older than ``refresh_s``."""
+    dropped: list[str] = []
+    a = workers("a", refresh_s=0.5)
+    a.balancer = LeaseBalancer(a.leases, hand_back=a.hand_back, drop_all=lambda: None, drop=dropped.append)
+    assert a.round(X) == [X] and a.round(X) == [X]  # the second reads what the take changed: at rest after it
+    write_lease(zookeeper, X, "c", announce=False)  # c, not live
+    assert wait_until(lambda: a.round(X) == [X] and dropped == [X], 30.0), "the silent change was never read"
+    assert lease(zookeeper, X) == ("a", 2)

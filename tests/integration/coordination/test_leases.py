@@ -29,7 +29,7 @@ from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until
 from kinesis_spout.testing.spout import ConsumerThread, drain
 
-from .support import buffered, config, handing_back, lease_node, worker
+from .support import buffered, config, handing_back, lease_node, move_lease, worker
 
 SEQ = 49680465285133529400596629017544029581412381053432102914
 #: The outage test's session timeouts. A short outage (1 s of a killed server, then its restart: a JVM start, which
@@ -167,15 +167,10 @@ def test_a_spout_whose_lease_moved_on_stops_emitting_that_shard(kinesalite: Kine
         assert wait_until(lambda: len(spout.shard_ids) == 2, 10)
         taken = spout.next_batch(max_records=10, timeout_s=5)
         shard = taken[0].record.shard_id
-        zk = zookeeper.client()
-        lease = f"{zookeeper.prefix}/leases/{stream}/leases/{shard}"  # {prefix}/{app}/{stream}/leases/{shard}
-        assert zk.exists(lease)
+        assert zookeeper.client().exists(lease_node(zookeeper, stream, shard))
         # the lease moves on (a new epoch) behind the spout's back, to a live worker: one that is not live would
         # lose it to the spout's next lease round at once (it may drop and take the shard again within one round)
-        moved = zk.transaction()
-        moved.create(f"{zookeeper.prefix}/leases/{stream}/workers/intruder", b"{}", ephemeral=True)
-        moved.set_data(lease, b'{"owner": "intruder"}')
-        assert not [r for r in moved.commit() if isinstance(r, Exception)]
+        move_lease(zookeeper, stream, shard, "intruder", register=True)
         spout.ack_many(t.message_id for t in taken)
         assert wait_until(lambda: shard not in spout.shard_ids, 10), "the spout kept the shard"
         # refused, whether the write or the next lease round found the lease moved on first
@@ -197,12 +192,7 @@ def test_a_dropped_shard_stops_its_reading_thread(kinesalite: KinesisEndpoint, z
         assert wait_until(lambda: len(spout.shard_ids) == 2, 10)
         shard = sorted(spout.shard_ids)[0]
         assert wait_until(lambda: reading(shard), 5), [t.name for t in threading.enumerate()]
-        zk = zookeeper.client()
-        lease = f"{zookeeper.prefix}/leases/{stream}/leases/{shard}"
-        moved = zk.transaction()
-        moved.create(f"{zookeeper.prefix}/leases/{stream}/workers/intruder", b"{}", ephemeral=True)
-        moved.set_data(lease, b'{"owner": "intruder"}')
-        assert not [r for r in moved.commit() if isinstance(r, Exception)]
+        move_lease(zookeeper, stream, shard, "intruder", register=True)
         assert wait_until(lambda: shard not in spout.shard_ids, 10), "the spout kept the shard"
         assert wait_until(lambda: not reading(shard), 10), "the dropped shard's reading thread still runs"
         assert reading(sorted(set(spout.shard_ids))[0]), "the other shard's thread was stopped too"
@@ -425,7 +415,7 @@ def test_a_shard_whose_lease_moved_on_is_dropped_with_its_buffer_and_taken_again
         assert wait_until(lambda: buffered(spout) == 30, 15)
         taken = spout.next_batch(max_records=5, timeout_s=5)
         assert len(taken) == 5 and spout.lease_epochs() == {shard: 0}
-        zookeeper.client().set(lease_node(zookeeper, stream, shard), b'{"owner": "intruder"}')  # epoch 1
+        move_lease(zookeeper, stream, shard, "intruder")  # epoch 1
         spout.ack_many(t.message_id for t in taken)  # the write is refused: the shard is dropped
         assert wait_until(lambda: bool(conflicts), 10)  # the handler hears of it after the drop
         assert isinstance(conflicts[0], LeaseLost)
@@ -554,7 +544,7 @@ def test_a_lease_lost_during_its_hand_over_has_its_last_checkpoint_refused_and_r
         held = [t for t in held if t is not mine[0]]
         b.start()
         assert wait_until(lambda: handing_back(caplog, second), 15, interval_s=0.01)
-        zookeeper.client().set(lease_node(zookeeper, stream, second), b'{"owner": "intruder"}')
+        move_lease(zookeeper, stream, second, "intruder")
         a.ack_many(t.message_id for t in held)
         assert wait_until(lambda: bool(conflicts), 15), "the refused checkpoint was not reported"
         assert [(type(c), c.shard_id) for c in conflicts] == [(LeaseLost, second)]
