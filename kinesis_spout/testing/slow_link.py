@@ -49,11 +49,13 @@ class SlowLink:
     """A relay in ``node`` from a local port per route to ``(host, port)`` upstream, fast until :meth:`slow`.
 
     The constructor does no I/O; ``start()`` launches the relay and waits until it listens; ``close()`` ends it.
-    ``routes``: name -> upstream address. ``address(name)``: where a process in ``node`` connects instead."""
+    ``routes``: name -> upstream address. ``address(name)``: where a process in ``node`` connects instead.
+    ``bind``: the address the relay listens on (another than ``127.0.0.1`` to serve other nodes: a relay on the
+    host's bridge address, in a :class:`Node` without namespace, lets nodes reach a server of the host's loopback)."""
 
     def __init__(self, node: Node, routes: dict[str, tuple[str, int]], *, directory: Path, delay_ms: float = 300.0,
                  jitter_ms: float = 100.0, stall_pct: float = 5.0, stall_ms: float = 1000.0,
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, bind: str = "127.0.0.1") -> None:
         if delay_ms < 0 or jitter_ms < 0 or jitter_ms > delay_ms or stall_ms < 0 or not 0 <= stall_pct <= 100:
             raise ValueError(f"SlowLink: delay_ms, jitter_ms and stall_ms must be >= 0 with jitter_ms <= delay_ms, "
                              f"and stall_pct within 0..100 (got delay_ms={delay_ms}, jitter_ms={jitter_ms}, "
@@ -64,19 +66,22 @@ class SlowLink:
         self.routes = dict(routes)
         self.ports = {name: free_port() for name in routes}
         self.directory = directory
+        self.bind = bind
         self.settings = [f"--delay-ms={delay_ms}", f"--jitter-ms={jitter_ms}", f"--stall-pct={stall_pct}",
                          f"--stall-ms={stall_ms}", f"--seed={seed if seed is not None else random.randrange(10**9)}"]
         self._process: NodeProcess | None = None
         self.is_slow = False
 
     def address(self, name: str) -> str:
-        """``127.0.0.1:PORT``: the relay's port for route ``name``, reachable from inside the node only."""
-        return f"127.0.0.1:{self.ports[name]}"
+        """``BIND:PORT``: the relay's port for route ``name`` (on ``127.0.0.1``, the default ``bind``, reachable
+        from inside the node only)."""
+        return f"{self.bind}:{self.ports[name]}"
 
     def start(self, timeout_s: float = 30.0) -> "SlowLink":
         ready = self.directory / f"slow-link-{self.node.name}-{id(self)}.ready"
         ready.unlink(missing_ok=True)
-        argv = [sys.executable, "-m", "kinesis_spout.testing.slow_link", f"--ready={ready}", *self.settings]
+        argv = [sys.executable, "-m", "kinesis_spout.testing.slow_link", f"--ready={ready}", f"--bind={self.bind}",
+                *self.settings]
         argv += [f"--route={self.ports[name]}={host}:{port}" for name, (host, port) in self.routes.items()]
         process = self._process = self.node.run(argv, log=self.directory / f"slow-link-{self.node.name}.log")
         if not wait_until(lambda: ready.exists() or not process.running, timeout_s) or not ready.exists():
@@ -205,6 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m kinesis_spout.testing.slow_link")
     p.add_argument("--route", action="append", required=True, help="LOCAL_PORT=HOST:PORT")
     p.add_argument("--ready", type=Path, required=True)
+    p.add_argument("--bind", default="127.0.0.1", help="the address the local ports listen on")
     p.add_argument("--delay-ms", type=float, default=300.0)
     p.add_argument("--jitter-ms", type=float, default=100.0)
     p.add_argument("--stall-pct", type=float, default=5.0)
@@ -225,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         host, _, port = target.rpartition(":")
         listener = socket.socket()
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", int(local)))
+        listener.bind((args.bind, int(local)))
         listener.listen(64)
         threading.Thread(target=relay.serve, args=(listener, (host, int(port))), daemon=True).start()
     args.ready.write_text("ready\n")

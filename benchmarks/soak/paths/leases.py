@@ -75,6 +75,12 @@ class LeaseWorkers:
         for worker in self.slots:
             worker.stop()
 
+    def fenced(self) -> int:
+        """The checkpoint writes refused by the lease fence so far (``LEASE_LOST`` lines of every worker's log)."""
+        logs = [self.directory / f"{c.name}.log" for c in self.slots + self.retired]
+        return sum(1 for log in logs if log.exists()  # a worker killed as it started may have written none
+                   for line in log.read_text().splitlines() if line.startswith("LEASE_LOST"))
+
 
 def shared_epochs(lines: list[list[str]]) -> list[str]:
     """The ``shard@epoch`` delivered by more than one worker (lease worker lines: ``message_id worker epoch``)."""
@@ -91,7 +97,7 @@ def run(ctx: PathContext) -> PathResult:
         workers = LeaseWorkers(ctx, soak.stream, soak.prefix, soak.app, soak.ledger)
         workers.start()
         try:
-            stats = soak.soak(workers, MIX)
+            stats = soak.soak(workers, MIX, fenced=workers.fenced)
         finally:
             workers.stop()
         result = soak.finish(stats)
@@ -100,8 +106,5 @@ def run(ctx: PathContext) -> PathResult:
                             f"one lease epoch: {shared[:5] if shared else 'none'}")
         if shared:
             result.findings.append(f"FINDING: {len(shared)} shard epochs delivered by two workers: {shared[:5]}")
-        logs = [soak.ledger.directory / f"{c.name}.log" for c in workers.slots + workers.retired]
-        lease_lost = sum(1 for log in logs if log.exists()  # a worker killed as it started may have written none
-                         for line in log.read_text().splitlines() if line.startswith("LEASE_LOST"))
-        result.notes.append(f"{lease_lost} checkpoint writes refused by the lease fence")
+        result.notes.append(f"{workers.fenced()} checkpoint writes refused by the lease fence")
         return result

@@ -97,3 +97,32 @@ def test_a_path_fails_on_a_loss_an_inexact_count_or_a_checkpoint_backwards() -> 
     assert not PathResult("exactly-once", exact=False).ok
     assert not PathResult("leases", checkpoints_backwards=["shardId-0: 2 -> 1"]).ok
     assert PathResult("readstream-executors", built=False).ok
+
+
+def test_the_network_path_does_at_least_fifty_network_faults_of_a_full_soak() -> None:
+    from benchmarks.soak.paths import leases_network
+    from benchmarks.soak.runner import DEFAULT_KILLS
+
+    for seed in range(20):
+        kinds = plan(random.Random(seed), DEFAULT_KILLS, leases_network.MIX)
+        assert sum(kind in leases_network.NETWORK_KINDS for kind in kinds) >= 50, Counter(kinds)
+        assert set(leases_network.NETWORK_KINDS) <= set(kinds)
+
+
+def test_each_fault_kind_gets_the_duplicates_and_fenced_writes_of_its_window(tmp_path: Path) -> None:
+    from benchmarks.soak.cycle import FaultStats, FaultWindows
+
+    ledger, stats, fenced = DeliveryLedger(tmp_path), FaultStats(), [0]
+    windows = FaultWindows(stats, ledger, None, lambda: fenced[0])
+    with open(tmp_path / "w.log", "a") as log:
+        append_ids(log, ["shardId-0:1", "shardId-0:2"])
+        windows.open("zk-partition-long")
+        append_ids(log, ["shardId-0:2", "shardId-1:3"])  # one duplicate
+        fenced[0] += 2
+        windows.open("slow-link")
+        append_ids(log, ["shardId-1:4"])
+        windows.close()
+        windows.close()  # idempotent
+    assert stats.duplicates == Counter({"zk-partition-long": 1})
+    assert stats.fenced == Counter({"zk-partition-long": 2})
+    assert ledger.shard_counts() == {"shardId-0": 2, "shardId-1": 2}
