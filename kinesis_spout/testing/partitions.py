@@ -23,9 +23,10 @@ from __future__ import annotations
 from typing import Iterable
 
 from kinesis_spout.testing import netns
-from kinesis_spout.testing.nodes import LinkControlUnavailable, Node
+from kinesis_spout.testing.nodes import LinkControlUnavailable, Node, NodeNetwork
 
-__all__ = ["UNREACHABLE_MAC", "heal", "heal_groups", "partition", "partition_groups"]
+__all__ = ["UNREACHABLE_MAC", "heal", "heal_from_host", "heal_groups", "partition", "partition_from_host",
+           "partition_groups"]
 
 #: a locally administered unicast address that no interface of the harness has
 UNREACHABLE_MAC = "02:00:00:00:00:01"
@@ -74,3 +75,21 @@ def heal_groups(side: Iterable[Node], other_side: Iterable[Node]) -> None:
     for a in side:
         for b in others:
             heal(a, b)
+
+
+def partition_from_host(network: NodeNetwork, node: Node) -> None:
+    """Cut ``node`` from the host (its address on the bridge, ``network.host_address``: servers the host runs, or
+    relays to them), both ways; the node keeps reaching the other nodes. Idempotent."""
+    namespace = _namespace(node, "partition_from_host")
+    netns.run(netns.in_namespace(namespace, ["ip", "neigh", "replace", network.host_address, "lladdr",
+                                             UNREACHABLE_MAC, "nud", "permanent", "dev", "eth0"]))
+    netns.run(["ip", "neigh", "replace", node.address, "lladdr", UNREACHABLE_MAC, "nud", "permanent", "dev",
+               network.bridge])
+
+
+def heal_from_host(network: NodeNetwork, node: Node) -> None:
+    """Undo :func:`partition_from_host` (nothing when the node was not cut). Idempotent."""
+    namespace = _namespace(node, "heal_from_host")
+    netns.run(netns.in_namespace(namespace, ["ip", "neigh", "del", network.host_address, "dev", "eth0"]),
+              check=False)
+    netns.run(["ip", "neigh", "del", node.address, "dev", network.bridge], check=False)

@@ -13,6 +13,10 @@ host's bridge address). Faults, drawn with the seeded RNG:
   the split brain the lease fence exists for (fenced writes counted);
 - ``zk-leader-partition``: the ensemble's leader cut from the two followers for 4 to 8 s: a new leader is elected
   and the clients of the old one reconnect to the others;
+- ``zk-minority``: a follower cut from the other two servers, and a worker's node cut from those two as well: the
+  worker reaches only a server that lost the quorum (and serves no one) for 2 to 8 s;
+- ``kinesis-partition``: a worker's node cut from Kinesis only (still reaching ZooKeeper) for 2 to 10 s: it keeps
+  its leases and its reads stall;
 - ``slow-link``: a worker's link slowed for 10 to 20 s (each chunk 300 ms +- 100 late per direction, 5 % of chunks
   a 1 s retransmission stall more: a model of a slow lossy link, see the relay's docstring; no netem here);
 - ``sigkill-worker``: as on path ``leases``, a worker killed and replaced (a new worker id, same node).
@@ -36,7 +40,7 @@ from benchmarks.soak.paths.leases import SHARDS, SIGKILL, WORKERS, LeaseWorkers,
 from benchmarks.soak.processes import Consumer
 from benchmarks.soak.report import PathResult
 from kinesis_spout.testing.nodes import Node, NodeNetwork
-from kinesis_spout.testing.partitions import heal_groups, partition_groups
+from kinesis_spout.testing.partitions import heal_from_host, heal_groups, partition_from_host, partition_groups
 from kinesis_spout.testing.slow_link import SlowLink
 from kinesis_spout.testing.zk_ensemble import ZooKeeperEnsemble
 
@@ -44,17 +48,21 @@ ZK_SHORT = "zk-partition-short"
 ZK_LONG = "zk-partition-long"
 LEADER = "zk-leader-partition"
 SLOW = "slow-link"
-NETWORK_KINDS = (ZK_SHORT, ZK_LONG, LEADER, SLOW)
-MIX = FaultMix(weights={ZK_SHORT: 2, ZK_LONG: 2, LEADER: 2, SLOW: 1, SIGKILL: 1},
-               at_least={ZK_SHORT: 0.15, ZK_LONG: 0.15, LEADER: 0.15, SLOW: 0.1, SIGKILL: 0.1})
+MINORITY = "zk-minority"
+KINESIS = "kinesis-partition"
+NETWORK_KINDS = (ZK_SHORT, ZK_LONG, LEADER, MINORITY, KINESIS, SLOW)
+MIX = FaultMix(weights={ZK_SHORT: 2, ZK_LONG: 2, LEADER: 2, MINORITY: 1, KINESIS: 1, SLOW: 1, SIGKILL: 1},
+               at_least={ZK_SHORT: 0.12, ZK_LONG: 0.12, LEADER: 0.12, MINORITY: 0.08, KINESIS: 0.08, SLOW: 0.08,
+                         SIGKILL: 0.08})
 
 
 class NetworkWorkers(LeaseWorkers):
     """The lease worker slots of :class:`LeaseWorkers`, slot ``i`` on node ``w{i}`` behind its slow-link relay."""
 
     def __init__(self, ctx: PathContext, stream: str, prefix: str, app: str, ledger: DeliveryLedger,
-                 ensemble: ZooKeeperEnsemble, nodes: list[Node], links: list[SlowLink]) -> None:
+                 ensemble: ZooKeeperEnsemble, nodes: list[Node], links: list[SlowLink], network: NodeNetwork) -> None:
         super().__init__(ctx, stream, prefix, app, ledger)
+        self.network = network
         self.ensemble, self.nodes, self.links = ensemble, nodes, links
         self.findings: list[str] = []
 
@@ -89,6 +97,24 @@ class NetworkWorkers(LeaseWorkers):
             heal_groups([leader], self.ensemble.others(leader))
         return f"leader {leader.name} cut from the other servers for {held:.1f} s; elected: {elected}"
 
+    def _minority(self, slot: int, held: float, rng: random.Random) -> str:
+        """Cut a follower from the other servers and worker ``slot``'s node from those servers too."""
+        try:
+            leader = self.ensemble.wait_leader(30)
+        except AssertionError as exc:
+            self.findings.append(f"FINDING: no leader before a minority partition: {exc}")
+            return "no leader"
+        follower = rng.choice(self.ensemble.others(leader))
+        majority = self.ensemble.others(follower)
+        node = self.nodes[slot]
+        partition_groups([follower, node], majority)
+        try:
+            time.sleep(held)  # the partition itself
+        finally:
+            heal_groups([follower, node], majority)
+        return f"node {node.name} ({self.slots[slot].name}) reaching only follower {follower.name}, itself cut " \
+               f"from the quorum, for {held:.1f} s"
+
     def fault(self, kind: str, rng: random.Random) -> str:
         if kind not in NETWORK_KINDS:
             return super().fault(kind, rng)
@@ -96,6 +122,16 @@ class NetworkWorkers(LeaseWorkers):
             return self._partition_leader(rng.uniform(4.0, 8.0))
         slot = rng.randrange(WORKERS)
         node = self.nodes[slot]
+        if kind == MINORITY:
+            return self._minority(slot, rng.uniform(2.0, 8.0), rng)
+        if kind == KINESIS:
+            held = rng.uniform(2.0, 10.0)
+            partition_from_host(self.network, node)
+            try:
+                time.sleep(held)  # the partition itself
+            finally:
+                heal_from_host(self.network, node)
+            return f"node {node.name} ({self.slots[slot].name}) cut from Kinesis for {held:.1f} s"
         if kind == SLOW:
             held = rng.uniform(10.0, 20.0)
             self.links[slot].slow()
@@ -152,7 +188,8 @@ def _run(ctx: PathContext, network: NodeNetwork, ensemble: ZooKeeperEnsemble, zk
                       seed=ctx.rng.randrange(10**9)).start() for node in nodes]
     try:
         with soak_of(ctx, "leases-network", shards=SHARDS, zk=zk, stalls_by_shard=True) as soak:
-            workers = NetworkWorkers(ctx, soak.stream, soak.prefix, soak.app, soak.ledger, ensemble, nodes, links)
+            workers = NetworkWorkers(ctx, soak.stream, soak.prefix, soak.app, soak.ledger, ensemble, nodes, links,
+                                     network)
             workers.start()
             try:
                 stats = soak.soak(workers, MIX, fenced=workers.fenced)

@@ -13,7 +13,7 @@ import pytest
 
 from kinesis_spout.testing import netns
 from kinesis_spout.testing.nodes import LinkControlUnavailable, Node, NodeNetwork
-from kinesis_spout.testing.partitions import heal, partition
+from kinesis_spout.testing.partitions import heal, heal_from_host, partition, partition_from_host
 from kinesis_spout.testing.process import wait_until
 from kinesis_spout.testing.slow_link import SlowLink
 
@@ -67,6 +67,11 @@ def test_a_partition_hangs_connections_between_two_nodes_only_until_healed(netwo
     heal(cut, server)
     heal(cut, server)  # idempotent
     assert wait_until(lambda: connect_from(cut, server.address) == "connected", 30)
+    partition_from_host(network, server)  # the host's side: a server of the host, or a relay to one
+    assert connect_from(server, network.host_address) == "timed out"
+    assert connect_from(bystander, server.address) == "connected"
+    heal_from_host(network, server)
+    assert wait_until(lambda: connect_from(server, network.host_address) != "timed out", 30)
 
 
 def test_partitions_need_namespaces_and_two_nodes() -> None:
