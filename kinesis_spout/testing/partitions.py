@@ -9,6 +9,7 @@ ends only by its own time-outs, as across a real network partition.
     partition(worker, zookeeper)       # worker and zookeeper no longer reach each other; both reach kinesis
     ...
     heal(worker, zookeeper)
+    partition_from_host(network, worker)   # cut from what the host serves on its bridge address
 
 How: without iptables or nftables, each side gets a permanent neighbour (ARP) entry for the other's address that
 names a MAC address no interface has (:data:`UNREACHABLE_MAC`); the bridge floods those frames and every node
