@@ -11,11 +11,12 @@ from __future__ import annotations
 import random
 import sys
 from collections import defaultdict
+from typing import Any
 
 from benchmarks.soak.cycle import PathContext
 from benchmarks.soak.environment import CHECKOUT, child_env
 from benchmarks.soak.faults import THROTTLE, ZOOKEEPER_RESTART, FaultMix
-from benchmarks.soak.ledger import DeliveryLedger
+from benchmarks.soak.ledger import MESSAGE_ID, DeliveryLedger
 from benchmarks.soak.paths.common import PAUSE_S, SESSION_S, soak_of
 from benchmarks.soak.processes import Consumer
 from benchmarks.soak.report import PathResult
@@ -82,11 +83,48 @@ class LeaseWorkers:
                    for line in log.read_text().splitlines() if line.startswith("LEASE_LOST"))
 
 
+def longest_overlap(lines: list[list[str]], horizon_s: float = 60.0) -> tuple[float, str]:
+    """The longest time two workers delivered one shard at once, and which (``shard: old -> new``), from lease
+    worker lines that carry a delivery time (``message_id worker epoch monotonic_s``; older lines are skipped).
+
+    Per shard, the deliveries in time order fall into runs of one worker. At each change of worker (A to B, B's
+    first delivery at ``t``), the overlap is A's last delivery after ``t`` minus ``t``, looking at the runs of A and
+    B alone that follow within ``horizon_s``: a clean handover (A stops, then B starts) has none; a worker cut off
+    that keeps delivering while its successor has started has the time until it stopped."""
+    events: dict[str, list[tuple[float, str]]] = defaultdict(list)
+    for parts in lines:
+        if len(parts) >= 4 and MESSAGE_ID.match(parts[0]):
+            try:
+                events[parts[0].rsplit(":", 1)[0]].append((float(parts[3]), parts[1]))
+            except ValueError:
+                continue
+    best = (0.0, "")
+    for shard, delivered in events.items():
+        delivered.sort()
+        runs: list[list[Any]] = []  # [worker, first, last]
+        for at, worker in delivered:
+            if runs and runs[-1][0] == worker:
+                runs[-1][2] = at
+            else:
+                runs.append([worker, at, at])
+        for i in range(len(runs) - 1):
+            old, new, start = runs[i][0], runs[i + 1][0], runs[i + 1][1]
+            last = None
+            for worker, first, end in runs[i + 1:]:
+                if worker not in (old, new) or first - start > horizon_s:
+                    break
+                if worker == old:
+                    last = end
+            if last is not None and last - start > best[0]:
+                best = (last - start, f"{shard}: {old} -> {new}")
+    return round(best[0], 2), best[1]
+
+
 def shared_epochs(lines: list[list[str]]) -> list[str]:
     """The ``shard@epoch`` delivered by more than one worker (lease worker lines: ``message_id worker epoch``)."""
     readers: dict[tuple[str, str], set[str]] = defaultdict(set)
     for parts in lines:
-        if len(parts) == 3 and parts[2].lstrip("-").isdigit() and int(parts[2]) >= 0:
+        if len(parts) >= 3 and parts[2].lstrip("-").isdigit() and int(parts[2]) >= 0:
             readers[(parts[0].rsplit(":", 1)[0], parts[2])].add(parts[1])
     return [f"{shard}@{epoch}: {sorted(w)}" for (shard, epoch), w in sorted(readers.items()) if len(w) > 1]
 
@@ -107,4 +145,7 @@ def run(ctx: PathContext) -> PathResult:
         if shared:
             result.findings.append(f"FINDING: {len(shared)} shard epochs delivered by two workers: {shared[:5]}")
         result.notes.append(f"{workers.fenced()} checkpoint writes refused by the lease fence")
+        overlap, where = longest_overlap(soak.ledger.lines)
+        result.notes.append(f"longest overlap (two workers delivering one shard at once): {overlap:g} s"
+                            f"{f' ({where})' if where else ''}")
         return result

@@ -36,7 +36,7 @@ from benchmarks.soak.environment import CHECKOUT, child_env
 from benchmarks.soak.faults import FaultMix
 from benchmarks.soak.ledger import DeliveryLedger
 from benchmarks.soak.paths.common import SESSION_S, soak_of
-from benchmarks.soak.paths.leases import SHARDS, SIGKILL, WORKERS, LeaseWorkers, shared_epochs
+from benchmarks.soak.paths.leases import SHARDS, SIGKILL, WORKERS, LeaseWorkers, longest_overlap, shared_epochs
 from benchmarks.soak.processes import Consumer
 from benchmarks.soak.report import PathResult
 from kinesis_spout.testing.nodes import Node, NodeNetwork
@@ -207,4 +207,7 @@ def _run(ctx: PathContext, network: NodeNetwork, ensemble: ZooKeeperEnsemble, zk
     if shared:
         result.findings.append(f"FINDING: {len(shared)} shard epochs delivered by two workers: {shared[:5]}")
     result.notes.append(f"{workers.fenced()} checkpoint writes refused by the lease fence")
+    overlap, where = longest_overlap(soak.ledger.lines)
+    result.notes.append(f"longest overlap (two workers delivering one shard at once): {overlap:g} s"
+                        f"{f' ({where})' if where else ''}; session timeout {SESSION_S:g} s")
     return result
