@@ -11,7 +11,6 @@ from __future__ import annotations
 import random
 import sys
 from collections import defaultdict
-from typing import Any
 
 from benchmarks.soak.cycle import PathContext
 from benchmarks.soak.environment import CHECKOUT, child_env
@@ -83,40 +82,31 @@ class LeaseWorkers:
                    for line in log.read_text().splitlines() if line.startswith("LEASE_LOST"))
 
 
-def longest_overlap(lines: list[list[str]], horizon_s: float = 60.0) -> tuple[float, str]:
-    """The longest time two workers delivered one shard at once, and which (``shard: old -> new``), from lease
-    worker lines that carry a delivery time (``message_id worker epoch monotonic_s``; older lines are skipped).
+def longest_overlap(lines: list[list[str]]) -> tuple[float, str]:
+    """The longest time two workers delivered one shard at once, and where (``shard: old -> new``), from lease
+    worker lines that carry a delivery time (``message_id worker epoch monotonic_s``; other lines are skipped).
 
-    Per shard, the deliveries in time order fall into runs of one worker. At each change of worker (A to B, B's
-    first delivery at ``t``), the overlap is A's last delivery after ``t`` minus ``t``, looking at the runs of A and
-    B alone that follow within ``horizon_s``: a clean handover (A stops, then B starts) has none; a worker cut off
-    that keeps delivering while its successor has started has the time until it stopped."""
-    events: dict[str, list[tuple[float, str]]] = defaultdict(list)
+    A worker delivers under the lease epoch it holds; a successor takes the lease under a higher epoch. A delivery
+    at ``t`` under epoch ``e`` after another worker already delivered that shard under a higher epoch (first at
+    ``t0``) is an overlap of ``t - t0``: the old owner, cut off, still delivering. A worker that later gets the
+    shard back does so under a higher epoch still, and is no overlap."""
+    events: dict[str, list[tuple[float, int, str]]] = defaultdict(list)
     for parts in lines:
-        if len(parts) >= 4 and MESSAGE_ID.match(parts[0]):
+        if len(parts) >= 4 and MESSAGE_ID.match(parts[0]) and parts[2].isdigit():
             try:
-                events[parts[0].rsplit(":", 1)[0]].append((float(parts[3]), parts[1]))
+                events[parts[0].rsplit(":", 1)[0]].append((float(parts[3]), int(parts[2]), parts[1]))
             except ValueError:
                 continue
     best = (0.0, "")
     for shard, delivered in events.items():
-        delivered.sort()
-        runs: list[list[Any]] = []  # [worker, first, last]
-        for at, worker in delivered:
-            if runs and runs[-1][0] == worker:
-                runs[-1][2] = at
-            else:
-                runs.append([worker, at, at])
-        for i in range(len(runs) - 1):
-            old, new, start = runs[i][0], runs[i + 1][0], runs[i + 1][1]
-            last = None
-            for worker, first, end in runs[i + 1:]:
-                if worker not in (old, new) or first - start > horizon_s:
-                    break
-                if worker == old:
-                    last = end
-            if last is not None and last - start > best[0]:
-                best = (last - start, f"{shard}: {old} -> {new}")
+        first: dict[int, tuple[float, str]] = {}  # epoch -> its first delivery (time, worker)
+        for at, epoch, worker in sorted(delivered):
+            first.setdefault(epoch, (at, worker))
+            newer = [(t, w) for e, (t, w) in first.items() if e > epoch and w != worker]
+            if newer:
+                since, successor = min(newer)
+                if at - since > best[0]:
+                    best = (at - since, f"{shard}: {worker} -> {successor}")
     return round(best[0], 2), best[1]
 
 

@@ -131,11 +131,12 @@ def test_each_fault_kind_gets_the_duplicates_and_fenced_writes_of_its_window(tmp
 def test_the_overlap_is_how_long_an_old_owner_kept_delivering_after_its_successor_began() -> None:
     from benchmarks.soak.paths.leases import longest_overlap
 
-    def line(seq: int, worker: str, at: float, shard: str = "shardId-0") -> list[str]:
-        return [f"{shard}:{seq}", worker, "1", str(at)]
+    def line(seq: int, worker: str, epoch: int, at: float, shard: str = "shardId-0") -> list[str]:
+        return [f"{shard}:{seq}", worker, str(epoch), str(at)]
 
-    handover = [line(1, "a", 1.0), line(2, "a", 2.0), line(3, "b", 3.0), line(4, "b", 4.0)]
-    assert longest_overlap(handover) == (0.0, "")
-    zombie = [line(1, "a", 1.0), line(3, "b", 3.0), line(2, "a", 4.5), line(4, "b", 5.0), line(5, "a", 6.0)]
-    assert longest_overlap(zombie + [line(9, "c", 2.0, "shardId-1"), ["shardId-1:8", "c", "1"]]) == \
+    handover_and_back = [line(1, "a", 1, 1.0), line(2, "b", 2, 3.0), line(3, "a", 3, 9.0)]
+    assert longest_overlap(handover_and_back) == (0.0, "")
+    zombie = [line(1, "a", 1, 1.0), line(3, "b", 2, 3.0), line(2, "a", 1, 4.5), line(4, "b", 2, 5.0),
+              line(5, "a", 1, 6.0)]
+    assert longest_overlap(zombie + [line(9, "c", 1, 2.0, "shardId-1"), ["shardId-1:8", "c", "1"]]) == \
         (3.0, "shardId-0: a -> b")
