@@ -11,8 +11,8 @@ host's bridge address). Faults, drawn with the seeded RNG:
 - ``zk-partition-long``: the same for 6 to 9 s, longer than the session: the session expires at the servers, the
   other workers take the leases, and the cut-off worker still reaches Kinesis until it learns its session is lost:
   the split brain the lease fence exists for (fenced writes counted);
-- ``zk-leader-partition``: the ensemble's leader cut from the two followers for 4 to 8 s: a new leader is elected
-  and the clients of the old one reconnect to the others;
+- ``zk-leader-partition``: the ensemble's leader cut from the two followers for 4 to 8 s, once every server serves
+  again after the previous fault: a new leader is elected and the clients of the old one reconnect to the others;
 - ``zk-minority``: a follower cut from the other two servers, and a worker's node cut from those two as well: the
   worker reaches only a server that lost the quorum (and serves no one) for 2 to 8 s;
 - ``kinesis-partition``: a worker's node cut from Kinesis only (still reaching ZooKeeper) for 2 to 10 s: it keeps
@@ -80,7 +80,11 @@ class NetworkWorkers(LeaseWorkers):
         return consumer
 
     def _partition_leader(self, held: float) -> str:
-        """Cut the leader from the other servers until a new one is elected and ``held`` seconds passed."""
+        """Cut the leader from the other servers until a new one is elected and ``held`` seconds passed, once every
+        server serves again (a server healed by the fault before may still be rejoining)."""
+        if not self.ensemble.wait_formed(30):
+            self.findings.append(f"FINDING: the ensemble was not whole 30 s after the last fault: "
+                                 f"{self.ensemble.modes()}")
         try:
             leader = self.ensemble.wait_leader(30)
         except AssertionError as exc:
