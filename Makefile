@@ -85,9 +85,10 @@ bench:
 bench-smoke: setup
 	$(PY) -m benchmarks --smoke --no-chart
 
-# The chaos soak, on demand (not part of `make test`): every path (spout, leases, pipeline, exactly-once,
-# readstream-driver, readstream-executors) under a live producer, with SIGKILLs, ZooKeeper restarts, sessions
-# expired by SIGSTOP and throttling bursts at seeded random moments; exit code 1 if a record was lost, a count is
+# The chaos soak, on demand (not part of `make test`): every path (spout, leases, leases-network, pipeline,
+# exactly-once, readstream-driver, readstream-executors) under a live producer, with SIGKILLs, ZooKeeper restarts,
+# sessions expired by SIGSTOP, throttling bursts and (leases-network, on network namespaces) partitions and slow
+# links at seeded random moments; exit code 1 if a record was lost, a count is
 # inexact or a checkpoint moved backwards. Results: benchmarks/results/soak.md (and soak.json). Any selection:
 # make soak SOAK_ARGS="--paths spout,leases --kills 5", SOAK_ARGS=--quick (3 faults per path), --seed N replays.
 soak: setup

@@ -18,7 +18,7 @@ from typing import Callable, Protocol
 from benchmarks.soak.checkpoints import CheckpointSampler
 from benchmarks.soak.environment import SoakServers
 from benchmarks.soak.faults import THROTTLE, ZOOKEEPER_RESTART, restart_zookeeper, throttle_burst
-from benchmarks.soak.ledger import DeliveryLedger
+from benchmarks.soak.ledger import DeliveryLedger, ProgressWatch
 from kinesis_spout.testing.process import wait_until
 
 log = logging.getLogger("soak")
@@ -56,11 +56,64 @@ class FaultStats:
 
     done: Counter[str] = field(default_factory=Counter)
     seconds: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    duplicates: Counter[str] = field(default_factory=Counter)  # kind -> duplicates seen in its faults' windows
+    fenced: Counter[str] = field(default_factory=Counter)  # kind -> fenced checkpoint writes in those windows
+    stall_s: dict[str, float] = field(default_factory=dict)  # kind -> the longest stall in those windows
+    windows: "FaultWindows | None" = None  # the per-kind windows, the last one still open after run_faults
     events: list[str] = field(default_factory=list)
     no_progress: int = 0
 
     def mean_cycle_s(self) -> dict[str, float]:
         return {kind: round(sum(v) / len(v), 2) for kind, v in self.seconds.items() if v}
+
+    def by_kind(self) -> dict[str, dict[str, float]]:
+        """Per fault kind: faults, mean cycle seconds, longest stall, duplicates and fenced writes in its windows."""
+        means = self.mean_cycle_s()
+        return {kind: {"faults": n, "mean_cycle_s": means.get(kind, 0.0),
+                       "longest_stall_s": round(self.stall_s.get(kind, 0.0), 1),
+                       "duplicates": self.duplicates[kind], "fenced": self.fenced[kind]}
+                for kind, n in sorted(self.done.items())}
+
+    def close_window(self) -> None:
+        """End the last fault's window (after the drain: what it caused may show until then). Idempotent."""
+        if self.windows is not None:
+            self.windows.close()
+
+
+class FaultWindows:
+    """Attributes what is seen between one fault's start and the next fault's (the last: the end of the faults)
+    to the first one's kind: the duplicates delivered, the fenced checkpoint writes (``fenced()``, a running total,
+    when the path counts them) and the longest stall (``watch``). Who calls: :func:`run_faults`."""
+
+    def __init__(self, stats: FaultStats, ledger: DeliveryLedger, watch: ProgressWatch | None,
+                 fenced: Callable[[], int] | None) -> None:
+        self.stats, self.ledger, self.watch, self.fenced = stats, ledger, watch, fenced
+        self.kind: str | None = None
+        self.duplicates = self.fences = 0
+
+    def _totals(self) -> tuple[int, int]:
+        self.ledger.refresh()
+        duplicates = sum(n - 1 for n in self.ledger.counts().values())
+        return duplicates, (self.fenced() if self.fenced is not None else 0)
+
+    def close(self) -> None:
+        """End the open window, if any, adding what it saw to its kind."""
+        if self.kind is None:
+            return
+        duplicates, fences = self._totals()
+        self.stats.duplicates[self.kind] += duplicates - self.duplicates
+        self.stats.fenced[self.kind] += fences - self.fences
+        if self.watch is not None:
+            self.stats.stall_s[self.kind] = max(self.stats.stall_s.get(self.kind, 0.0), self.watch.window_longest_s)
+        self.kind = None
+
+    def open(self, kind: str) -> None:
+        """End the open window and start one for a fault of ``kind``."""
+        self.close()
+        self.kind = kind
+        self.duplicates, self.fences = self._totals()
+        if self.watch is not None:
+            self.watch.open_window()
 
 
 def progressed(ledger: DeliveryLedger) -> Callable[[], bool]:
@@ -82,12 +135,16 @@ def recovery(target: Target, ledger: DeliveryLedger, events: list[str]) -> Calla
 
 
 def run_faults(ctx: PathContext, target: Target, kinds: list[str], ledger: DeliveryLedger,
-               sampler: CheckpointSampler) -> FaultStats:
+               sampler: CheckpointSampler, watch: ProgressWatch | None = None,
+               fenced: Callable[[], int] | None = None) -> FaultStats:
     """Do each fault of ``kinds`` in order: once the consumers delivered something (the start), then each a random
     moment after the consumers recovered from the one before (delivered something new since it, or ``progress_s``
     passed). A cycle's time, noted under its kind, runs from the moment it began waiting to that recovery.
-    The checkpoints are sampled before each fault; consumers that died on their own are started again."""
+    The checkpoints are sampled before each fault; consumers that died on their own are started again. With
+    ``watch`` (and ``fenced``, a running total of fenced checkpoint writes), what each fault's window saw is added
+    to its kind (:class:`FaultWindows`); the last window stays open for the drain (``stats.close_window()``)."""
     stats = FaultStats()
+    windows = stats.windows = FaultWindows(stats, ledger, watch, fenced)
     if not wait_until(progressed(ledger), ctx.progress_s, interval_s=0.1):
         stats.no_progress += 1
         stats.events.append(f"no delivery within {ctx.progress_s:g} s of the start")
@@ -96,6 +153,7 @@ def run_faults(ctx: PathContext, target: Target, kinds: list[str], ledger: Deliv
         time.sleep(ctx.rng.uniform(0.0, ctx.gap_s))  # a random moment, not synchronisation
         sampler.sample()
         recovered = recovery(target, ledger, stats.events)
+        windows.open(kind)
         if kind == ZOOKEEPER_RESTART:
             what = restart_zookeeper(ctx.servers, ctx.rng)
         elif kind == THROTTLE:

@@ -44,6 +44,7 @@ class DeliveryLedger:
         self.lock = threading.Lock()
         self._offsets: dict[Path, int] = {}
         self._counts: Counter[str] = Counter()
+        self._shards: Counter[str] = Counter()  # shard -> distinct ids delivered
         self.lines: list[list[str]] = []  # every parsed line, for path-specific checks (lease epochs)
 
     def refresh(self) -> int:
@@ -59,9 +60,16 @@ class DeliveryLedger:
                 for raw in data[:end].decode(errors="replace").splitlines():
                     parts = raw.split()
                     if parts and MESSAGE_ID.match(parts[0]):
+                        if parts[0] not in self._counts:
+                            self._shards[parts[0].rsplit(":", 1)[0]] += 1
                         self._counts[parts[0]] += 1
                         self.lines.append(parts)
             return len(self._counts)
+
+    def shard_counts(self) -> dict[str, int]:
+        """Distinct ids delivered per shard (call ``refresh`` first)."""
+        with self.lock:
+            return dict(self._shards)
 
     def counts(self) -> Counter[str]:
         """A copy of the deliveries per message id (call ``refresh`` first)."""
@@ -73,15 +81,21 @@ class ProgressWatch:
     """Samples the ledger every ``interval_s`` on a daemon thread and keeps the longest stall.
 
     ``produced`` returns how many records the producer placed so far. A stall runs while fewer distinct ids were
-    delivered than produced and none was added; it ends with the next new delivery. ``longest_s`` is read by the
-    path after ``stop()`` (the thread owns it until then).
+    delivered than produced and none was added; it ends with the next new delivery. With ``by_shard`` (shard ->
+    records placed) a stall is a shard's: fewer of its records delivered than placed and none added, so one
+    worker's stalled shards show while others deliver. ``longest_s`` is read by the
+    path after ``stop()`` (the thread owns it until then). ``window_longest_s`` is the longest stall since the last
+    :meth:`open_window` (the fault cycle reads it per fault, while the thread runs: a float, read whole).
     """
 
-    def __init__(self, ledger: DeliveryLedger, produced: Callable[[], int], interval_s: float = 0.25) -> None:
+    def __init__(self, ledger: DeliveryLedger, produced: Callable[[], int], interval_s: float = 0.25,
+                 by_shard: Callable[[], dict[str, int]] | None = None) -> None:
         self.ledger = ledger
         self.produced = produced
+        self.by_shard = by_shard
         self.interval_s = interval_s
         self.longest_s = 0.0
+        self.window_longest_s = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="soak-progress", daemon=True)
 
@@ -89,13 +103,37 @@ class ProgressWatch:
         self._thread.start()
         return self
 
+    def open_window(self) -> None:
+        """Start a new window for ``window_longest_s`` (a stall under way counts from its start)."""
+        self.window_longest_s = 0.0
+
     def stop(self) -> float:
         """End the sampling; returns the longest stall in seconds."""
         self._stop.set()
         self._thread.join(10)
         return self.longest_s
 
+    def _stalled(self, stall_s: float) -> None:
+        self.longest_s = max(self.longest_s, stall_s)
+        self.window_longest_s = max(self.window_longest_s, stall_s)
+
+    def _run_by_shard(self, by_shard: Callable[[], dict[str, int]]) -> None:
+        seen: dict[str, int] = {}
+        since: dict[str, float] = {}
+        while not self._stop.wait(self.interval_s):
+            self.ledger.refresh()
+            delivered, now = self.ledger.shard_counts(), time.monotonic()
+            for shard, placed in by_shard().items():
+                got = delivered.get(shard, 0)
+                if shard not in seen or got > seen[shard] or got >= placed:
+                    seen[shard], since[shard] = got, now
+                else:
+                    self._stalled(now - since[shard])
+
     def _run(self) -> None:
+        if self.by_shard is not None:
+            self._run_by_shard(self.by_shard)
+            return
         seen = 0
         since = time.monotonic()
         while not self._stop.wait(self.interval_s):
@@ -104,4 +142,4 @@ class ProgressWatch:
             if delivered > seen or delivered >= self.produced():
                 seen, since = delivered, now
             else:
-                self.longest_s = max(self.longest_s, now - since)
+                self._stalled(now - since)

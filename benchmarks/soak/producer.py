@@ -43,6 +43,7 @@ class Producer:
         self.batch = batch
         self.lock = threading.Lock()
         self.placed: dict[str, int] = {}
+        self.per_shard: Counter[str] = Counter()  # shard -> records placed on it (under lock)
         self.refused = 0
         self._next = 0
         self._stop = threading.Event()
@@ -66,6 +67,11 @@ class Producer:
         with self.lock:
             return dict(self.placed)
 
+    def shard_counts(self) -> dict[str, int]:
+        """How many records were placed on each shard so far."""
+        with self.lock:
+            return dict(self.per_shard)
+
     def key_counts(self) -> Counter[str]:
         """How many records of each exactly-once key were placed."""
         with self.lock:
@@ -88,6 +94,7 @@ class Producer:
             with self.lock:
                 for n, (shard, seq) in zip(numbers, placed):
                     self.placed[f"{shard}:{seq}"] = n
+                    self.per_shard[shard] += 1
             self._next += self.batch
             next_at += pause
             self._stop.wait(max(0.0, next_at - time.monotonic()))

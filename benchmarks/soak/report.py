@@ -34,6 +34,8 @@ class PathResult:
     longest_stall_s: float = 0.0
     faults: dict[str, int] = field(default_factory=dict)
     mean_cycle_s: dict[str, float] = field(default_factory=dict)
+    #: kind -> faults, mean_cycle_s, longest_stall_s, duplicates, fenced: what the windows of its faults saw
+    by_kind: dict[str, dict[str, float]] = field(default_factory=dict)
     drain_s: float = 0.0
     wall_s: float = 0.0
     findings: list[str] = field(default_factory=list)
@@ -56,8 +58,10 @@ class PathResult:
 
     def take_faults(self, stats: FaultStats, sampler: CheckpointSampler) -> None:
         """Fill the fault counts, cycle times, events and checkpoint checks."""
+        stats.close_window()
         self.faults = dict(stats.done)
         self.mean_cycle_s = stats.mean_cycle_s()
+        self.by_kind = stats.by_kind()
         checkout = str(Path(__file__).resolve().parents[2]) + "/"  # paths in tracebacks, relative to the checkout
         self.findings += [event.replace(checkout, "") for event in stats.events]
         self.checkpoints_backwards = list(sampler.backwards)
@@ -71,6 +75,19 @@ def verdict(result: PathResult) -> str:
     if result.error is not None:
         return "COULD NOT RUN"
     return "ok" if result.ok else "FAILED"
+
+
+def by_kind_table(result: PathResult) -> list[str]:
+    """Per fault kind, what the windows of its faults saw (a window: from the fault's start to the next one's).
+    Lost records are counted per path: a record lost at the end cannot be pinned on one fault."""
+    if not result.by_kind:
+        return []
+    lines = ["", "  | fault kind | faults | mean cycle | longest stall | duplicates | fenced writes |",
+             "  |---|---|---|---|---|---|"]
+    for kind, row in result.by_kind.items():
+        lines.append(f"  | {kind} | {row['faults']:.0f} | {row['mean_cycle_s']:.1f} s | "
+                     f"{row['longest_stall_s']:.1f} s | {row['duplicates']:.0f} | {row['fenced']:.0f} |")
+    return lines + [""]
 
 
 def markdown(results: list[PathResult], seed: int, argv: list[str], wall_s: float) -> str:
@@ -100,6 +117,7 @@ def markdown(results: list[PathResult], seed: int, argv: list[str], wall_s: floa
             lines += ["- the path could not run:", "  ```", *("  " + line for line in r.error.splitlines()), "  ```"]
             continue
         lines.append(f"- mean seconds per fault cycle by kind: {r.mean_cycle_s}; drain {r.drain_s:.1f} s")
+        lines += by_kind_table(r)
         if r.lost_ids:
             lines.append(f"- first lost ids: {', '.join(r.lost_ids)}")
         if r.inexact_keys:

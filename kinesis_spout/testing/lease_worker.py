@@ -5,12 +5,13 @@
         --app A --worker W --log FILE [--session-timeout 4] [--coordination leases|static|auto|default] \
         [--retrieval polling|fanout]
 
-It writes one line per delivered record, ``message_id worker epoch``, before acking it (the epoch is the lease's
-at delivery), and one line ``LEASE_LOST shard`` for each checkpoint write refused because the lease moved on. On a
-graceful close it writes ``METRICS worker shard subscriptions`` for each shard it reads at that moment (its
-SubscribeToShard calls that succeeded: 0 unless ``--retrieval fanout``). Warnings of the library (a retried read,
-say) go to stderr. SIGTERM closes it gracefully (checkpoints written, leases given back); tests also SIGKILL and
-SIGSTOP it.
+It writes one line per delivered record, ``message_id worker epoch monotonic_s``, before acking it (the epoch is the
+lease's at delivery; the time, ``time.monotonic()`` of the machine, which every process on it shares, lets a soak
+measure how long two workers delivered one shard at once), and one line ``LEASE_LOST shard`` for each checkpoint
+write refused because the lease moved on. On a graceful close it writes ``METRICS worker shard subscriptions`` for
+each shard it reads at that moment (its SubscribeToShard calls that succeeded: 0 unless ``--retrieval fanout``).
+Warnings of the library (a retried read, say) go to stderr. SIGTERM closes it gracefully (checkpoints written,
+leases given back); tests also SIGKILL and SIGSTOP it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -78,12 +80,12 @@ class WorkerProcesses:
         return (self.directory / f"{name}.err").read_text(errors="replace")[-2000:]
 
     def deliveries(self) -> list[tuple[str, str, int]]:
-        """Every logged delivery as ``(message_id, worker, epoch)``."""
+        """Every logged delivery as ``(message_id, worker, epoch)`` (the delivery time is left out)."""
         out = []
         for name in self.procs:
             for line in (self.directory / f"{name}.log").read_text().splitlines():
                 parts = line.split()
-                if len(parts) == 3 and parts[2].lstrip("-").isdigit():
+                if len(parts) in (3, 4) and parts[2].lstrip("-").isdigit():
                     out.append((parts[0], parts[1], int(parts[2])))
         return out
 
@@ -160,8 +162,9 @@ def main() -> int:
             while not stop:
                 batch = spout.next_batch(max_records=100, timeout_s=0.2)
                 epochs = spout.lease_epochs()
+                now = time.monotonic()
                 for tup in batch:
-                    log.write(f"{tup.message_id} {args.worker} {epochs.get(tup.record.shard_id, -1)}\n")
+                    log.write(f"{tup.message_id} {args.worker} {epochs.get(tup.record.shard_id, -1)} {now:.3f}\n")
                 spout.ack_many(t.message_id for t in batch)
             for m in spout.metrics():
                 log.write(f"METRICS {args.worker} {m.shard_id} {m.subscriptions}\n")

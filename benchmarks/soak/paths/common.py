@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from benchmarks.soak.checkpoints import CheckpointSampler
 from benchmarks.soak.cycle import FaultStats, PathContext, Target, drain, run_faults
@@ -36,12 +36,15 @@ class Soak:
     sampler: CheckpointSampler
     result: PathResult
 
-    def soak(self, target: Target, mix: FaultMix, also: Callable[[], bool] | None = None) -> FaultStats:
-        """Do the planned faults under the live producer, stop it, drain, and count the deliveries."""
+    def soak(self, target: Target, mix: FaultMix, also: Callable[[], bool] | None = None,
+             fenced: Callable[[], int] | None = None) -> FaultStats:
+        """Do the planned faults under the live producer, stop it, drain, and count the deliveries (``fenced``: a
+        running total of fenced checkpoint writes, for the per-kind report)."""
         kinds = plan(self.ctx.rng, self.ctx.kills, mix)
-        stats = run_faults(self.ctx, target, kinds, self.ledger, self.sampler)
+        stats = run_faults(self.ctx, target, kinds, self.ledger, self.sampler, self.watch, fenced)
         self.producer.stop()
         self.result.drain_s = drain(self.ctx, target, self.ledger, set(self.producer.produced()), stats, also)
+        stats.close_window()  # what the last fault caused shows up to the end of the drain
         return stats
 
     def finish(self, stats: FaultStats) -> PathResult:
@@ -57,9 +60,12 @@ class Soak:
 
 
 @contextmanager
-def soak_of(ctx: PathContext, name: str, shards: int = SHARDS, rate: float = 100.0) -> Iterator[Soak]:
+def soak_of(ctx: PathContext, name: str, shards: int = SHARDS, rate: float = 100.0, zk: Any = None,
+            stalls_by_shard: bool = False) -> Iterator[Soak]:
     """A stream of ``shards`` shards, a started producer (``rate`` records/s) and progress watch; the wall time
-    is filled on exit, and the producer and watch are stopped in any case."""
+    is filled on exit, and the producer and watch are stopped in any case. ``zk``: the kazoo client the checkpoints
+    are sampled with (default: one of the soak's ZooKeeper); ``stalls_by_shard``: a stall is a shard's (see
+    :class:`ProgressWatch`)."""
     began = time.monotonic()
     servers = ctx.servers
     stream = servers.create_stream(name, shards)
@@ -69,8 +75,9 @@ def soak_of(ctx: PathContext, name: str, shards: int = SHARDS, rate: float = 100
     directory.mkdir(parents=True, exist_ok=True)
     producer = Producer(servers.endpoint_url, stream, rate=rate)
     ledger = DeliveryLedger(directory)
-    watch = ProgressWatch(ledger, producer.count)
-    sampler = CheckpointSampler(servers.zk_client(), f"{prefix}/{app}/{stream}/checkpoints")
+    watch = ProgressWatch(ledger, producer.count, by_shard=producer.shard_counts if stalls_by_shard else None)
+    sampler = CheckpointSampler(zk if zk is not None else servers.zk_client(),
+                                f"{prefix}/{app}/{stream}/checkpoints")
     soak = Soak(ctx, name, stream, prefix, app, producer, ledger, watch, sampler, PathResult(name))
     producer.start()
     watch.start()

@@ -15,7 +15,7 @@ from collections import defaultdict
 from benchmarks.soak.cycle import PathContext
 from benchmarks.soak.environment import CHECKOUT, child_env
 from benchmarks.soak.faults import THROTTLE, ZOOKEEPER_RESTART, FaultMix
-from benchmarks.soak.ledger import DeliveryLedger
+from benchmarks.soak.ledger import MESSAGE_ID, DeliveryLedger
 from benchmarks.soak.paths.common import PAUSE_S, SESSION_S, soak_of
 from benchmarks.soak.processes import Consumer
 from benchmarks.soak.report import PathResult
@@ -75,12 +75,46 @@ class LeaseWorkers:
         for worker in self.slots:
             worker.stop()
 
+    def fenced(self) -> int:
+        """The checkpoint writes refused by the lease fence so far (``LEASE_LOST`` lines of every worker's log)."""
+        logs = [self.directory / f"{c.name}.log" for c in self.slots + self.retired]
+        return sum(1 for log in logs if log.exists()  # a worker killed as it started may have written none
+                   for line in log.read_text().splitlines() if line.startswith("LEASE_LOST"))
+
+
+def longest_overlap(lines: list[list[str]]) -> tuple[float, str]:
+    """The longest time two workers delivered one shard at once, and where (``shard: old -> new``), from lease
+    worker lines that carry a delivery time (``message_id worker epoch monotonic_s``; other lines are skipped).
+
+    A worker delivers under the lease epoch it holds; a successor takes the lease under a higher epoch. A delivery
+    at ``t`` under epoch ``e`` after another worker already delivered that shard under a higher epoch (first at
+    ``t0``) is an overlap of ``t - t0``: the old owner, cut off, still delivering. A worker that later gets the
+    shard back does so under a higher epoch still, and is no overlap."""
+    events: dict[str, list[tuple[float, int, str]]] = defaultdict(list)
+    for parts in lines:
+        if len(parts) >= 4 and MESSAGE_ID.match(parts[0]) and parts[2].isdigit():
+            try:
+                events[parts[0].rsplit(":", 1)[0]].append((float(parts[3]), int(parts[2]), parts[1]))
+            except ValueError:
+                continue
+    best = (0.0, "")
+    for shard, delivered in events.items():
+        first: dict[int, tuple[float, str]] = {}  # epoch -> its first delivery (time, worker)
+        for at, epoch, worker in sorted(delivered):
+            first.setdefault(epoch, (at, worker))
+            newer = [(t, w) for e, (t, w) in first.items() if e > epoch and w != worker]
+            if newer:
+                since, successor = min(newer)
+                if at - since > best[0]:
+                    best = (at - since, f"{shard}: {worker} -> {successor}")
+    return round(best[0], 2), best[1]
+
 
 def shared_epochs(lines: list[list[str]]) -> list[str]:
     """The ``shard@epoch`` delivered by more than one worker (lease worker lines: ``message_id worker epoch``)."""
     readers: dict[tuple[str, str], set[str]] = defaultdict(set)
     for parts in lines:
-        if len(parts) == 3 and parts[2].lstrip("-").isdigit() and int(parts[2]) >= 0:
+        if len(parts) >= 3 and parts[2].lstrip("-").isdigit() and int(parts[2]) >= 0:
             readers[(parts[0].rsplit(":", 1)[0], parts[2])].add(parts[1])
     return [f"{shard}@{epoch}: {sorted(w)}" for (shard, epoch), w in sorted(readers.items()) if len(w) > 1]
 
@@ -91,7 +125,7 @@ def run(ctx: PathContext) -> PathResult:
         workers = LeaseWorkers(ctx, soak.stream, soak.prefix, soak.app, soak.ledger)
         workers.start()
         try:
-            stats = soak.soak(workers, MIX)
+            stats = soak.soak(workers, MIX, fenced=workers.fenced)
         finally:
             workers.stop()
         result = soak.finish(stats)
@@ -100,8 +134,8 @@ def run(ctx: PathContext) -> PathResult:
                             f"one lease epoch: {shared[:5] if shared else 'none'}")
         if shared:
             result.findings.append(f"FINDING: {len(shared)} shard epochs delivered by two workers: {shared[:5]}")
-        logs = [soak.ledger.directory / f"{c.name}.log" for c in workers.slots + workers.retired]
-        lease_lost = sum(1 for log in logs if log.exists()  # a worker killed as it started may have written none
-                         for line in log.read_text().splitlines() if line.startswith("LEASE_LOST"))
-        result.notes.append(f"{lease_lost} checkpoint writes refused by the lease fence")
+        result.notes.append(f"{workers.fenced()} checkpoint writes refused by the lease fence")
+        overlap, where = longest_overlap(soak.ledger.lines)
+        result.notes.append(f"longest overlap (two workers delivering one shard at once): {overlap:g} s"
+                            f"{f' ({where})' if where else ''}")
         return result

@@ -97,3 +97,46 @@ def test_a_path_fails_on_a_loss_an_inexact_count_or_a_checkpoint_backwards() -> 
     assert not PathResult("exactly-once", exact=False).ok
     assert not PathResult("leases", checkpoints_backwards=["shardId-0: 2 -> 1"]).ok
     assert PathResult("readstream-executors", built=False).ok
+
+
+def test_the_network_path_does_at_least_fifty_network_faults_of_a_full_soak() -> None:
+    from benchmarks.soak.paths import leases_network
+    from benchmarks.soak.runner import DEFAULT_KILLS
+
+    for seed in range(20):
+        kinds = plan(random.Random(seed), DEFAULT_KILLS, leases_network.MIX)
+        assert sum(kind in leases_network.NETWORK_KINDS for kind in kinds) >= 50, Counter(kinds)
+        assert set(leases_network.NETWORK_KINDS) <= set(kinds)
+
+
+def test_each_fault_kind_gets_the_duplicates_and_fenced_writes_of_its_window(tmp_path: Path) -> None:
+    from benchmarks.soak.cycle import FaultStats, FaultWindows
+
+    ledger, stats, fenced = DeliveryLedger(tmp_path), FaultStats(), [0]
+    windows = FaultWindows(stats, ledger, None, lambda: fenced[0])
+    with open(tmp_path / "w.log", "a") as log:
+        append_ids(log, ["shardId-0:1", "shardId-0:2"])
+        windows.open("zk-partition-long")
+        append_ids(log, ["shardId-0:2", "shardId-1:3"])  # one duplicate
+        fenced[0] += 2
+        windows.open("slow-link")
+        append_ids(log, ["shardId-1:4"])
+        windows.close()
+        windows.close()  # idempotent
+    assert stats.duplicates == Counter({"zk-partition-long": 1})
+    assert stats.fenced == Counter({"zk-partition-long": 2})
+    assert ledger.shard_counts() == {"shardId-0": 2, "shardId-1": 2}
+
+
+def test_the_overlap_is_how_long_an_old_owner_kept_delivering_after_its_successor_began() -> None:
+    from benchmarks.soak.paths.leases import longest_overlap
+
+    def line(seq: int, worker: str, epoch: int, at: float, shard: str = "shardId-0") -> list[str]:
+        return [f"{shard}:{seq}", worker, str(epoch), str(at)]
+
+    handover_and_back = [line(1, "a", 1, 1.0), line(2, "b", 2, 3.0), line(3, "a", 3, 9.0)]
+    assert longest_overlap(handover_and_back) == (0.0, "")
+    zombie = [line(1, "a", 1, 1.0), line(3, "b", 2, 3.0), line(2, "a", 1, 4.5), line(4, "b", 2, 5.0),
+              line(5, "a", 1, 6.0)]
+    assert longest_overlap(zombie + [line(9, "c", 1, 2.0, "shardId-1"), ["shardId-1:8", "c", "1"]]) == \
+        (3.0, "shardId-0: a -> b")
