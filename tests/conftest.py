@@ -15,8 +15,7 @@ backend_twin   the moto run of a test parametrized over moto and kinesalite (``k
 =============  =============================================================================================
 
 ``pytest -m spark`` runs the Spark tests, ``-m 'not slow and not backend_twin'`` the contributor's loop (``make
-test-fast``). Under pytest-xdist the slow tests are shared between the workers' first chunks by their known costs,
-longest first (``tests/worker_plan.py``), so that no long test starts when the rest is done.
+test-fast``). Under pytest-xdist the slow tests are queued first, so that no long test starts when the rest is done.
 """
 
 from __future__ import annotations
@@ -29,7 +28,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from worker_plan import plan
 
 #: The markers each fixture implies (fixtures of the kinesis_spout plugin and of the test modules).
 MARKERS_BY_FIXTURE: dict[str, tuple[str, ...]] = {
@@ -68,8 +66,8 @@ def markers_for(fixturenames: list[str], params: dict[str, object], explicit: se
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Called by pytest once the tests are collected (in each xdist worker): adds each test's markers before
-    ``-m`` selects, and keeps the node ids of the slow ones for :class:`QueueOrder`, which orders the queue of the
-    xdist workers once ``-m`` has deselected."""
+    ``-m`` selects. In an xdist worker it also queues the slow tests first (every worker sorts alike, as xdist
+    requires), so the two workers share the long tests and finish together."""
     slow: set[str] = set()
     for item in items:
         explicit = {mark.name for mark in item.iter_markers()}
@@ -80,33 +78,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(name)
         if "slow" in added | explicit:
             slow.add(item.nodeid)
-    config.stash[SLOW_TESTS] = slow
-
-
-#: The node ids of the slow tests, kept by :func:`pytest_collection_modifyitems` for :class:`QueueOrder`.
-SLOW_TESTS = pytest.StashKey[set[str]]()
-
-
-class QueueOrder:
-    """Orders the tests for the xdist workers (registered by :func:`pytest_configure` in each worker only), after
-    ``-m`` deselected (trylast): :func:`worker_plan.plan` shares the slow tests between the chunks worksteal hands
-    the workers at the start, by their known costs, keeping a module-scoped fixture's tests together."""
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        slow = config.stash.get(SLOW_TESTS, set()) & {item.nodeid for item in items}
-        together = {item.nodeid: item.nodeid.split("::", 1)[0] for item in items
-                    if item.nodeid in slow and uses_module_fixture(item)}
-        workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
-        by_id = {item.nodeid: item for item in items}
-        items[:] = [by_id[node_id] for node_id in plan([item.nodeid for item in items], slow, together, workers)]
-
-
-def uses_module_fixture(item: pytest.Item) -> bool:
-    """Whether ``item`` uses a fixture of module (or package) scope, set up once for the tests that share it."""
-    info = getattr(item, "_fixtureinfo", None)
-    definitions = getattr(info, "name2fixturedefs", {}) if info is not None else {}
-    return any(defs and defs[-1].scope in ("module", "package") for defs in definitions.values())
+    if hasattr(config, "workerinput"):
+        items.sort(key=lambda item: item.nodeid not in slow)  # stable: the order within each group is kept
 
 
 def spark_home_without_pyspark_zip() -> str | None:
@@ -155,8 +128,6 @@ def pytest_configure(config: pytest.Config) -> None:
     (tests that look at the default folder set ``KINESIS_SPOUT_DEAD_LETTER_DIR`` themselves, or run a child
     process without it). Spark, unless ``SPARK_HOME`` says where, runs from :func:`spark_home_without_pyspark_zip`
     (children started by tests inherit it)."""
-    if hasattr(config, "workerinput"):
-        config.pluginmanager.register(QueueOrder(), "kinesis-spout-queue-order")
     os.environ.setdefault("KINESIS_SPOUT_DEAD_LETTER_DIR", tempfile.mkdtemp(prefix="kinesis-spout-dead-letters-"))
     if "SPARK_HOME" not in os.environ:
         home = spark_home_without_pyspark_zip()
