@@ -81,8 +81,8 @@ def test_a_batch_of_a_dropped_shard_acks_nothing_of_the_shard_taken_again(kinesa
         assert wait_until(lambda: spout.lease_epochs() == {shard: 2}, 15), spout.lease_epochs()
         again: list[Any] = []
         deadline = time.monotonic() + 20
-        while len(again) < 30 and time.monotonic() < deadline:
-            batch = spout.next_batch(max_records=30 - len(again), timeout_s=0.5)
+        while sum(map(len, again)) < 30 and time.monotonic() < deadline:  # records, not batches
+            batch = spout.next_batch(max_records=30 - sum(map(len, again)), timeout_s=0.5)
             if batch:
                 again.append(batch)
         assert sorted(t.message_id for b in again for t in b) == sorted(f"{s}:{q}" for s, q in placed)

@@ -15,6 +15,7 @@ import pytest
 
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until
+from kinesis_spout.testing.spark import quick_start_env
 
 from .support import read_with_spout, stored, write_files
 
@@ -33,7 +34,7 @@ def test_a_write_task_whose_python_worker_is_sigkilled_is_run_again_and_every_ro
     argv = [sys.executable, str(WRITER), "--input", str(tmp_path / "in"), "--stream", stream,
             "--endpoint-url", kinesalite.endpoint_url, "--checkpoint-location", str(tmp_path / "ck"),
             "--gate", str(gate)]
-    env = {**os.environ, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
+    env = quick_start_env({**os.environ, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"})
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
