@@ -104,8 +104,8 @@ def _rest(cluster: ScaleCluster, watch: LeaseWatch, producer: ShardProducer, siz
     out = {"window_s": round(window, 1), "zk_requests_per_s": round((delta.reads + delta.writes) / window, 1),
            "zk_writes_per_s": round(delta.writes / window, 2), "zk_reads_per_s": round(delta.reads / window, 1),
            "zk_reads_per_s_per_shard": round(delta.reads / window / size.shards, 3),
-           # each lease round of a worker reads every lease once: the rounds' pace, if they make most reads
-           "implied_lease_round_s": round(len(pids) * size.shards * window / delta.reads, 1) if delta.reads else None,
+           # a worker's lease round at rest reads the leases' generation, not each lease: a constant per worker
+           "zk_requests_per_s_per_worker": round((delta.reads + delta.writes) / window / len(pids), 2),
            "zk_packets_per_s": round(delta.packets / window, 1), "zk_znodes": _znodes(cluster),
            "zk_connections": after.connections,
            "worker_cpu_pct_mean": round(100 * sum(cpu) / len(cpu) / window, 2) if cpu else None,

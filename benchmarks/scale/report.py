@@ -22,7 +22,7 @@ ROWS: dict[str, list[tuple[str, str]]] = {
                 ("moves_per_shard", "moves per shard (until even)")],
     "rest": [("zk_requests_per_s", "ZooKeeper requests/s (reads + writes)"), ("zk_writes_per_s", "of which writes/s"),
              ("zk_reads_per_s_per_shard", "ZooKeeper reads/s per shard"),
-             ("implied_lease_round_s", "seconds per lease round of a worker, at least (workers x shards / reads/s)"),
+             ("zk_requests_per_s_per_worker", "ZooKeeper requests/s per worker (a round a second)"),
              ("zookeeper_cpu_pct", "ZooKeeper CPU %"), ("kinesalite_cpu_pct", "kinesalite CPU %"),
              ("zk_packets_per_s", "ZooKeeper packets/s (with pings)"), ("zk_znodes", "ZooKeeper znodes"),
              ("zk_connections", "ZooKeeper connections"), ("worker_cpu_pct_mean", "worker CPU % (mean)"),
