@@ -64,6 +64,13 @@ class Op(enum.IntEnum):
     CREATE2 = 15
 
 
+def _op(code: int) -> Op | int:
+    try:
+        return Op(code)
+    except ValueError:
+        return code
+
+
 @dataclass
 class _Rule:
     op: int
@@ -106,6 +113,7 @@ class ZooKeeperFaultProxy:
         host, _, port = upstream.split(",")[0].rpartition(":")
         self.upstream = (host or "127.0.0.1", int(port))
         self.acted = 0
+        self._counts: dict[int, int] = {}  # operation code -> requests passed on to the server (pings too)
         self._rules: list[_Rule] = []
         self._links: list[_Link] = []
         self._lock = threading.Lock()
@@ -122,6 +130,12 @@ class ZooKeeperFaultProxy:
         if self._listener is None:
             raise SpoutStateError("ZooKeeperFaultProxy is not started: call start() or use it in a with block")
         return f"127.0.0.1:{self._listener.getsockname()[1]}"
+
+    def requests(self) -> dict[Op | int, int]:
+        """How many requests of each operation the clients sent through the proxy so far (pings and session
+        closes included, session connects not; a multi counts once). A test takes two readings and subtracts."""
+        with self._lock:
+            return {_op(code): n for code, n in self._counts.items()}
 
     def start(self) -> "ZooKeeperFaultProxy":
         if self._listener is None:
@@ -249,6 +263,7 @@ class ZooKeeperFaultProxy:
                 xid, code = struct.unpack_from(">ii", packet, 4)
                 with self._lock:
                     link.ops[xid] = code
+                    self._counts[code] = self._counts.get(code, 0) + 1
                     rule = self._take(code, request=True)
                     if rule is not None and rule.hold:
                         self._released.clear()
