@@ -9,10 +9,10 @@ shard's part of a batch ends.
 executors can hand nothing but rows back to the driver. So the offset of batch ``N`` (a :class:`PlannedBatch`)
 holds ``N`` and each shard's START, and the limits of its tasks. The executor task of ``(N, shard)`` reads from the
 start into a bounded buffer, then records the END it chose in ZooKeeper (``.../batches/<query>/<N>/<shard>``, a
-:class:`ShardEnd`; the first writer wins). A task that finds the end already recorded (a retry, a speculative
-copy, a second action on the batch, a replay after a restart) reads exactly up to it. Nothing is yielded before
-the end is recorded, so every attempt of ``(N, shard)`` yields the same rows. The next batch starts each shard at
-its recorded end.
+:class:`ShardEnd`; the first writer wins). A later attempt (a retry, a speculative copy, a second action on the
+batch, a replay after a restart) finds the end already recorded when it tries to record its own, and yields exactly
+the records up to it. Nothing is yielded before the end is recorded, so every attempt of ``(N, shard)`` yields the
+same rows. The next batch starts each shard at its recorded end.
 
 Offset (JSON object)::
 

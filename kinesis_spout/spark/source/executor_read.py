@@ -67,13 +67,15 @@ class ShardTask(InputPartition):
 def read_shard_batch(client: Any, store: Any, cfg: SpoutConfig, task: ShardTask) -> list[Record]:
     """Read the task's part of its batch and return exactly the records up to the end that stands.
 
-    When an end is already recorded for ``(batch, shard)`` (a retry, a speculative copy, a replay), the records up
-    to it are read. Otherwise the shard is read under the task's limits, the end chosen is recorded (the first
-    writer wins), and the records up to the winner's end are returned.
+    The shard is read under the task's limits, the end chosen is recorded (the first writer wins: one ZooKeeper
+    request), and the records up to the end that stands are returned: those read, cut at the winner's end, or read
+    again up to it. A later attempt (a retry, a speculative copy, a second action, a replay) thus reads a bounded
+    buffer before it learns the recorded end; a fan-out task asks for the end first instead (a new subscription
+    would wait out Kinesis' 5 s between subscriptions of a shard), and reads exactly up to it when there is one.
     """
     start = Position.parse(task.start, f"task of {task.shard_id}")
     where = f"{store.batches_node(task.query)}/{task.batch}/{task.shard_id}"
-    recorded = store.batch_end(task.query, task.batch, task.shard_id)
+    recorded = store.batch_end(task.query, task.batch, task.shard_id) if task.consumer_arn is not None else None
     if recorded is not None:
         end = ShardEnd.from_json(recorded, where)
         return read_range(client, cfg, task.shard_id, start, end.end, task.hash_range)
@@ -85,8 +87,7 @@ def read_shard_batch(client: Any, store: Any, cfg: SpoutConfig, task: ShardTask)
                                   where)
     if standing.end == mine.end:
         return records[:n]
-    log.info("%s: another attempt recorded the end first (%s, not %s)", where, standing.end.encode(),
-             mine.end.encode())
+    log.info("%s: an attempt recorded the end first (%s, not %s)", where, standing.end.encode(), mine.end.encode())
     high = standing.end.key
     if high is not None and records and records[-1].key >= high:
         return within(records, start, standing.end)
