@@ -32,7 +32,7 @@ def summarize(mode: str, shards: int, res: dict[str, Any]) -> dict[str, Any]:
     costs = res["costs"]
     return {"mode": mode, "shards": shards, "batches": costs.get("batches"),
             "records_per_batch": round(res["records_per_batch"], 1),
-            "batch_p50_ms": round(res["p50"] * 1000),
+            "batch_p50_ms": round(res["p50"]),  # already in ms
             "zk_writes_per_batch": _round(per_batch(costs, "zk_writes")),
             "zk_reads_per_batch": _round(per_batch(costs, "zk_reads")),
             "executor_python_ms_per_batch": _round(per_batch(costs, "executor_python_s", 1000.0)),
