@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import weakref
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 from kinesis_spout.checkpoint.memory import MemoryCheckpointStore
 from kinesis_spout.checkpoint.zookeeper import (
@@ -28,7 +27,8 @@ from kinesis_spout.checkpoint.zookeeper import (
     compare_and_set,
     retry_compare_and_set,
 )
-from kinesis_spout.errors import CheckpointConflict, CheckpointError
+from kinesis_spout.errors import CheckpointError
+from kinesis_spout.spark.batch_store_memory import MemoryBatchStore
 from kinesis_spout.zookeeper.session import ZooKeeperSession
 
 log = logging.getLogger("kinesis_spout.checkpoint")
@@ -60,9 +60,13 @@ class BatchStore(BatchIds, Protocol):
 
     def record_batch_end(self, query: str, batch: int, shard_id: str, payload: bytes) -> bytes: ...
 
-    def batch_ends(self, query: str, batch: int) -> dict[str, bytes]: ...
+    def batch_ends(self, query: str, batch: int, shards: Sequence[str] | None = None) -> dict[str, bytes]: ...
+
+    def open_batch(self, query: str, batch: int) -> None: ...
 
     def delete_batches(self, query: str, below: int) -> int: ...
+
+    def delete_ends(self, query: str, ends: Mapping[int, Sequence[str]]) -> bool: ...
 
     def touch_query(self, query: str, payload: bytes) -> float: ...
 
@@ -163,7 +167,10 @@ class ZooKeeperBatchStore:
 
         node = f"{self.batches_node(query)}/{batch}/{shard_id}"
         try:
-            self.session.create(node, payload, makepath=True)
+            try:
+                self.session.create(node, payload)
+            except NoNodeError:  # the batch's node is not there (open_batch failed, or an older driver planned it)
+                self.session.create(node, payload, makepath=True)
             return payload
         except NodeExistsError:
             pass
@@ -174,15 +181,31 @@ class ZooKeeperBatchStore:
                                   f"up by a query that is further on?", retriable=False) from exc
         return bytes(data)
 
-    def batch_ends(self, query: str, batch: int) -> dict[str, bytes]:
-        """Every end recorded for ``batch`` (shard id -> payload): one listing and pipelined reads."""
-        from kazoo.exceptions import NoNodeError
+    def open_batch(self, query: str, batch: int) -> None:
+        """Create ``batch``'s node (and its query's), so that each of its tasks records its end with one request.
+        Who calls: the driver, before the batch's tasks run; a batch whose node exists (a replay) is left as it is.
+        A failure is logged: the tasks then make the node themselves."""
+        from kazoo.exceptions import NodeExistsError
 
         node = f"{self.batches_node(query)}/{batch}"
         try:
-            shards = self.session.get_children(node)
-        except NoNodeError:
-            return {}
+            self.session.create(node, makepath=True)
+        except NodeExistsError:
+            pass
+        except CheckpointError as exc:
+            log.info("could not create %s ahead of its tasks (they create it): %s", node, exc)
+
+    def batch_ends(self, query: str, batch: int, shards: Sequence[str] | None = None) -> dict[str, bytes]:
+        """The ends recorded for ``batch`` (shard id -> payload): of ``shards`` (pipelined reads of their nodes),
+        or of every shard that recorded one (a listing first)."""
+        from kazoo.exceptions import NoNodeError
+
+        node = f"{self.batches_node(query)}/{batch}"
+        if shards is None:
+            try:
+                shards = self.session.get_children(node)
+            except NoNodeError:
+                return {}
         answers = self.session.pipelined("get", [f"{node}/{s}" for s in shards])
         out: dict[str, bytes] = {}
         for shard_id in shards:
@@ -222,6 +245,32 @@ class ZooKeeperBatchStore:
                 continue  # deleted meanwhile, a straggling task recorded an end since, or ZooKeeper is slow: the
                 # next cleanup tries again
         return deleted
+
+    def delete_ends(self, query: str, ends: Mapping[int, Sequence[str]], per_transaction: int = 500) -> bool:
+        """Delete the recorded ends ``ends`` (batch -> the shards that recorded one) and their batches' nodes by
+        name, in transactions of at most ``per_transaction`` deletes (one request each: no listing). True when every
+        transaction was applied; False when one was not (a node was not there, or a straggling task recorded
+        another end since): the caller then deletes by listing (:meth:`delete_batches`). Who calls: the driver's
+        planner, with the ends it read when it planned the batches after them."""
+        base = self.batches_node(query)
+        doomed: list[str] = []
+        for batch in sorted(ends):
+            doomed += [f"{base}/{batch}/{s}" for s in sorted(ends[batch])] + [f"{base}/{batch}"]
+        for start in range(0, len(doomed), per_transaction):
+            chunk = doomed[start:start + per_transaction]
+
+            def build(txn: Any, chunk: list[str] = chunk) -> None:
+                for node in chunk:
+                    txn.delete(node)
+
+            try:
+                results = self.session.commit(f"deleting {len(chunk)} batch ends of {base}", build)
+            except CheckpointError as exc:
+                log.info("batch ends of %s were left for the next clean-up: %s", base, exc)
+                return False
+            if any(isinstance(r, Exception) for r in results):
+                return False
+        return True
 
     def touch_query(self, query: str, payload: bytes) -> float:
         """Write ``payload`` to ``query``'s batches node (creating it): its modification time is the query's
@@ -320,76 +369,3 @@ class ZooKeeperBatchStore:
             return True  # deleted meanwhile (by another query's clean-up)
         log.info("batch ends of query at %s were left: %s", root, ", ".join(type(f).__name__ for f in failures))
         return False
-
-
-class MemoryBatchStore:
-    """The same in memory. Thread-safe (one lock). Heartbeats use this process's wall clock. With ``checkpoints``
-    (the memory checkpoint store it goes with), writes are refused while that store is closed, as a real store's
-    are (a non-retriable ``CheckpointError``)."""
-
-    def __init__(self, checkpoints: MemoryCheckpointStore | None = None, base: str = "memory") -> None:
-        self.checkpoints = checkpoints
-        self.base = base
-        self._lock = threading.Lock()
-        self._batch_id = 0
-        self._ends: dict[str, dict[int, dict[str, bytes]]] = {}  # query -> batch -> shard -> end
-        self._beats: dict[str, tuple[float, int]] = {}  # query -> (heartbeat, version)
-
-    def _check_writable(self, what: str) -> None:
-        if self.checkpoints is not None and self.checkpoints.closed:
-            raise CheckpointError(f"memory checkpoint store is closed: cannot write {what}; call open() first "
-                                  f"(was it written after the store was closed?)", retriable=False)
-
-    def load_batch_id(self) -> int:
-        with self._lock:
-            return self._batch_id
-
-    def save_batch_id(self, batch_id: int) -> None:
-        with self._lock:
-            self._check_writable(f"batch id {batch_id}")
-            if batch_id <= self._batch_id:
-                raise CheckpointConflict(f"batch id is {self._batch_id}; {batch_id} is taken")
-            self._batch_id = batch_id
-
-    def batches_node(self, query: str) -> str:
-        return f"{self.base}/batches/{query}"
-
-    def batch_end(self, query: str, batch: int, shard_id: str) -> bytes | None:
-        with self._lock:
-            return self._ends.get(query, {}).get(batch, {}).get(shard_id)
-
-    def record_batch_end(self, query: str, batch: int, shard_id: str, payload: bytes) -> bytes:
-        with self._lock:
-            return self._ends.setdefault(query, {}).setdefault(batch, {}).setdefault(shard_id, payload)
-
-    def batch_ends(self, query: str, batch: int) -> dict[str, bytes]:
-        with self._lock:
-            return dict(self._ends.get(query, {}).get(batch, {}))
-
-    def delete_batches(self, query: str, below: int) -> int:
-        with self._lock:
-            batches = self._ends.get(query, {})
-            doomed = [b for b in batches if b < below]
-            for batch in doomed:
-                del batches[batch]
-            return len(doomed)
-
-    def touch_query(self, query: str, payload: bytes) -> float:
-        with self._lock:
-            now = time.time()
-            version = self._beats[query][1] + 1 if query in self._beats else 0
-            self._beats[query] = (now, version)
-            return now
-
-    def query_heartbeats(self) -> dict[str, tuple[float, int]]:
-        with self._lock:
-            return dict(self._beats)
-
-    def delete_query(self, query: str, version: int, per_transaction: int = 500) -> bool:
-        with self._lock:
-            beat = self._beats.get(query)
-            if beat is not None and beat[1] != version:
-                return False
-            self._beats.pop(query, None)
-            self._ends.pop(query, None)
-            return True

@@ -9,19 +9,21 @@ shard's part of a batch ends.
 executors can hand nothing but rows back to the driver. So the offset of batch ``N`` (a :class:`PlannedBatch`)
 holds ``N`` and each shard's START, and the limits of its tasks. The executor task of ``(N, shard)`` reads from the
 start into a bounded buffer, then records the END it chose in ZooKeeper (``.../batches/<query>/<N>/<shard>``, a
-:class:`ShardEnd`; the first writer wins). A task that finds the end already recorded (a retry, a speculative
-copy, a second action on the batch, a replay after a restart) reads exactly up to it. Nothing is yielded before
-the end is recorded, so every attempt of ``(N, shard)`` yields the same rows. The next batch starts each shard at
-its recorded end.
+:class:`ShardEnd`; the first writer wins). A later attempt (a retry, a speculative copy, a second action on the
+batch, a replay after a restart) finds the end already recorded when it tries to record its own, and yields exactly
+the records up to it. Nothing is yielded before the end is recorded, so every attempt of ``(N, shard)`` yields the
+same rows. The next batch starts each shard at its recorded end.
 
 Offset (JSON object)::
 
     {"query": "<id>", "batch": N, "shards": {shard id: position}, "maxRecords": n, "maxBytes": n,
-     "cutoff": "<ISO-8601>"}
+     "cutoff": "<ISO-8601>", "idle": [shard id, ...]}
 
 ``batch`` is -1 in a query's initial offset (nothing planned); positions are those of
 :mod:`kinesis_spout.spark.offsets`; ``maxRecords``/``maxBytes`` are per shard task (absent: no limit);
-``cutoff`` is the start of a ``Trigger.AvailableNow`` run (absent otherwise). ``query`` names the query's batch
+``cutoff`` is the start of a ``Trigger.AvailableNow`` run (absent otherwise); ``idle`` lists the shards that get no
+task in this batch (each was at its tip and the driver's probe saw nothing new in it: no task, no recorded end, the
+next batch starts it where this one did; absent: none). ``query`` names the query's batch
 znodes: made by ``initialOffset`` and kept in Spark's offset log, so two queries of one app never share them.
 
 **Abandoned queries.** A query whose checkpoint location was deleted never comes back under its id, so nobody
@@ -55,6 +57,13 @@ class PlannedBatch:
     max_records: int | None = None
     max_bytes: int | None = None
     cutoff: datetime | None = None
+    #: shards of the offset that get no task in this batch: each was at its tip and nothing new was seen in it
+    idle: frozenset[str] = frozenset()
+
+    def tasks(self) -> list[str]:
+        """The shards this batch reads, sorted: every shard of the offset not ended, not waiting for a position
+        (LATEST) and not idle. Who calls: ``partitions`` (one task each) and the next planning (an end each)."""
+        return sorted(s for s, p in self.starts.items() if not p.ended and not p.unresolved and s not in self.idle)
 
     def encode(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"query": self.query, "batch": self.batch,
@@ -65,6 +74,8 @@ class PlannedBatch:
             doc["maxBytes"] = self.max_bytes
         if self.cutoff is not None:
             doc["cutoff"] = self.cutoff.isoformat()
+        if self.idle:
+            doc["idle"] = sorted(self.idle)
         return doc
 
     @classmethod
@@ -85,9 +96,12 @@ class PlannedBatch:
             cutoff = datetime.fromisoformat(doc["cutoff"]) if doc.get("cutoff") else None
             max_records = int(doc["maxRecords"]) if doc.get("maxRecords") is not None else None
             max_bytes = int(doc["maxBytes"]) if doc.get("maxBytes") is not None else None
+            idle = doc.get("idle") or []
+            if not isinstance(idle, list):
+                raise TypeError("idle is not a list")
         except (KeyError, TypeError, ValueError) as exc:
             raise CheckpointError(f"{where}: unreadable executor-read offset {str(doc)[:200]!r} ({exc})") from exc
-        return cls(query, batch, starts, max_records, max_bytes, cutoff)
+        return cls(query, batch, starts, max_records, max_bytes, cutoff, frozenset(str(s) for s in idle))
 
 
 @dataclass(frozen=True)

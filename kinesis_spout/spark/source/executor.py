@@ -88,7 +88,7 @@ class ExecutorStreamReader(PlannedReader[ExecutorPlanner], DataSourceStreamReade
         (or deleted and re-created) since the query read it is an error that says what to do.
         """
         last = PlannedBatch.parse(start, "start offset")
-        self._planner.heartbeat(last.query, self.heartbeat_s, self.abandoned_after_s)
+        self._planner.heartbeat(last.query, self.heartbeat_s, self.abandoned_after_s, last.batch)
         max_rows, max_bytes = read_budget(limit, self.limits)
         try:
             planned = self._planner.plan(last, max_rows, max_bytes, IDLE_WAIT_S)
@@ -110,7 +110,8 @@ class ExecutorStreamReader(PlannedReader[ExecutorPlanner], DataSourceStreamReade
         return latest_offset(self.config.stream_name, self.config.app_name, shards)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        """One task per shard of the planned batch that is not finished (the tasks read; nothing is carried). With
+        """One task per shard of the planned batch that is not finished and not idle (a shard at its tip in which the
+        planning saw nothing new gets none; the tasks read, nothing is carried). With
         ``retrieval=fanout`` the app's consumer is registered (or found) here, and the task of each shard that was
         behind its tip subscribes; the others ask GetRecords (a subscription per batch for a shard with little to
         read would only wait out Kinesis' 5 s between subscriptions). A stream deleted under the query: as in
@@ -126,10 +127,12 @@ class ExecutorStreamReader(PlannedReader[ExecutorPlanner], DataSourceStreamReade
         consumer = self._planning.consumer_arn() if self.config.retrieval == "fanout" else None
         at_tip = self._planner.at_tip(planned.batch)  # fan-out: these are read with GetRecords, not subscribed
         shards = self._planning.list_shards()
+        if planned.tasks():  # each task then records its end with one request
+            self._planner.open_batch(planned)
         return [ShardTask(planned.query, planned.batch, shard_id, pos.encode(), planned.max_records,
                           planned.max_bytes, cutoff, self._planning.hash_range(shard_id),
                           None if shard_id in at_tip else consumer, shard_id in shards and shards[shard_id].closed)
-                for shard_id, pos in sorted(planned.starts.items()) if not pos.ended and not pos.unresolved]
+                for shard_id, pos in ((s, planned.starts[s]) for s in planned.tasks())]
 
     def commit(self, end: dict[str, Any]) -> None:
         """Spark completed batch ``end``: its recorded ends become the shards' ZooKeeper checkpoints, and ends of

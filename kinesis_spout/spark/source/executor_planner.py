@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Mapping, Sequence
 
@@ -29,12 +30,15 @@ from kinesis_spout.spark.offsets import waiting_for_parents
 from kinesis_spout.spark.source.planning import QueryPlanning
 from kinesis_spout.spark.source.shard_reads import shard_getter, skip_consumed
 
-__all__ = ["CLEANUP_QUERIES", "KEEP_BATCHES", "PROBE_FOUND", "PROBE_IDLE", "PROBE_PASSED", "ExecutorPlanner"]
+__all__ = ["CLEANUP_QUERIES", "KEEP_BATCHES", "PROBE_FOUND", "PROBE_IDLE", "PROBE_PASSED", "SWEEP_BATCHES",
+           "ExecutorPlanner"]
 
 log = logging.getLogger("kinesis_spout.spark")
 
 #: Recorded ends are kept for this many completed batches behind the last one (replays need only the last).
 KEEP_BATCHES = 3
+#: Ends of old batches are deleted by listing (not by the names read) at least this many batches apart.
+SWEEP_BATCHES = 100
 #: Abandoned queries deleted at most per clean-up (the rest at the next heartbeat), to bound a driver's pause.
 CLEANUP_QUERIES = 20
 
@@ -53,6 +57,8 @@ class ExecutorPlanner:
         self.planning = planning
         self.config = planning.config
         self._ends: dict[tuple[str, int], dict[str, ShardEnd]] = {}
+        self._recorded: dict[tuple[str, int], list[str]] = {}  # (query, batch) -> the shards whose ends were read
+        self._swept_at: int | None = None  # the batch below which ends were last deleted by listing
         self._probes: dict[str, tuple[Position, ShardGetter, float]] = {}
         self._beat_at: float | None = None  # time.monotonic() of the last heartbeat written
         # the shards the last planned batch found at their tip: retrieval="fanout" reads them with GetRecords
@@ -80,8 +86,9 @@ class ExecutorPlanner:
             positions.pop(shard_id, None)
         joined = {s: p for s, p in joined.items() if s not in blocked}
         active = [s for s, p in positions.items() if s in shards and not p.ended]
-        # a closed shard read to its tip but not seen to end yet is read again: its next read finds the end
-        caught_up = {s for s in active if s in ends
+        # a closed shard read to its tip but not seen to end yet is read again: its next read finds the end; a shard
+        # idle in the last batch (no task) is still at its tip
+        caught_up = {s for s in active if s in start.idle or s in ends
                      and (ends[s].past_cutoff or ends[s].at_tip and not shards[s].closed)}
         # the ends say nothing about now in a new query, or in a new AvailableNow run (they were recorded under
         # another cutoff, maybe days ago): probe every shard before planning
@@ -92,19 +99,30 @@ class ExecutorPlanner:
         if cutoff is not None and not fresh and not blocked and caught_up == set(active):
             planning.save(positions, force=True)
             return None  # AvailableNow: every shard read to its tip, its end or the cutoff
-        if not self._worth_a_batch(active, caught_up, positions, fresh, idle_wait_s):
-            if not joined and not pinned:
-                return None
-            # else a batch (maybe empty) puts the new shards and pins into Spark's offset log
+        seen = self._seen_new(active, caught_up, positions, fresh, idle_wait_s)
+        idle = frozenset(s for s in caught_up if s not in seen and not positions[s].unresolved)
+        if len(idle) == len(active) and not joined and not pinned:
+            return None
+        if cutoff is not None and fresh:
+            # the first batch of an AvailableNow run reads every shard: one probe that found nothing (a retriable
+            # error) must not leave out, for the whole run, records that were there when it started
+            idle = frozenset()
+        # else a batch reads the shards with something new (maybe none: it puts the new shards and pins into
+        # Spark's offset log); an idle shard gets no task and no recorded end
         self._at_tip = (start.batch + 1, frozenset(caught_up))
-        return PlannedBatch(start.query, start.batch + 1, positions, split_limit(max_rows, len(active)),
-                            split_limit(max_bytes, len(active)), cutoff)
+        planned = PlannedBatch(start.query, start.batch + 1, positions, cutoff=cutoff, idle=idle)
+        tasks = len(planned.tasks())  # the batch's limits are shared by the shards it reads
+        return replace(planned, max_records=split_limit(max_rows, tasks), max_bytes=split_limit(max_bytes, tasks))
 
     def at_tip(self, batch: int) -> frozenset[str]:
         """The shards that were at their tip when ``batch`` was planned by this planner (their last task said so,
         or, in a new query or run, all of them): empty for a batch planned elsewhere (a restart's replay)."""
         planned, shards = self._at_tip
         return shards if planned == batch else frozenset()
+
+    def open_batch(self, planned: PlannedBatch) -> None:
+        """Create the node of ``planned``'s recorded ends before its tasks run. Who calls: ``partitions``."""
+        self._batches().open_batch(planned.query, planned.batch)
 
     def commit(self, planned: PlannedBatch) -> None:
         """Spark completed batch ``planned``: its recorded ends become the shards' ZooKeeper checkpoints, and ends
@@ -113,14 +131,36 @@ class ExecutorPlanner:
         positions = {**planned.starts, **{s: e.end for s, e in ends.items()}}
         self.planning.save(positions, force=False)
         if planned.batch >= KEEP_BATCHES:
-            try:
-                self._batches().delete_batches(planned.query, planned.batch - KEEP_BATCHES + 1)
-            except CheckpointError as exc:
-                log.warning("could not delete old batch ends (tried again after the next batch): %s", exc)
+            self._clean_up(planned.query, planned.batch - KEEP_BATCHES + 1)
 
-    def heartbeat(self, query: str, heartbeat_s: float, abandoned_after_s: float) -> None:
+    def _clean_up(self, query: str, below: int) -> None:
+        """Delete the recorded ends of ``query``'s batches below ``below``: those this planner read, by name in one
+        transaction once ``KEEP_BATCHES`` of them are due; by listing every ``SWEEP_BATCHES`` batches (ends a
+        straggling task recorded late) and when the transaction was not applied (the heartbeat sweeps too, so the
+        batches of an earlier driver go when a query restarts). ZooKeeper trouble is logged and tried again after
+        the next batch."""
+        store = self._batches()
+        due = {b: shards for (q, b), shards in self._recorded.items() if q == query and b < below}
+        try:
+            if self._swept_at is None:
+                self._swept_at = below
+            if below - self._swept_at >= SWEEP_BATCHES:
+                store.delete_batches(query, below)
+                self._swept_at = below
+            elif len(due) < KEEP_BATCHES:
+                return
+            elif not store.delete_ends(query, due):
+                store.delete_batches(query, below)
+            for batch in due:
+                self._recorded.pop((query, batch), None)
+        except CheckpointError as exc:
+            log.warning("could not delete old batch ends (tried again after the next batch): %s", exc)
+
+    def heartbeat(self, query: str, heartbeat_s: float, abandoned_after_s: float, completed: int = -1) -> None:
         """Beat the query's heartbeat when ``heartbeat_s`` passed since the last one (the first call of a process
-        beats), then delete the recorded ends of abandoned queries (no heartbeat for ``abandoned_after_s``).
+        beats), delete this query's recorded ends more than ``KEEP_BATCHES`` behind batch ``completed`` (by
+        listing: also those an earlier driver or a straggling task left), then the recorded ends of abandoned
+        queries (no heartbeat for ``abandoned_after_s``).
         ZooKeeper trouble is logged, tried again at the next call: the heartbeat only guards this query's ends
         against other queries' clean-ups, which wait ``abandoned_after_s``."""
         if self._beat_at is not None and time.monotonic() - self._beat_at < heartbeat_s:
@@ -129,6 +169,11 @@ class ExecutorPlanner:
             store = self._batches()
             now = store.touch_query(query, json.dumps({"worker": self.config.worker_id}).encode())
             self._beat_at = time.monotonic()
+            if completed >= KEEP_BATCHES:
+                below = completed - KEEP_BATCHES + 1
+                store.delete_batches(query, below)
+                for key in [k for k in self._recorded if k[0] == query and k[1] < below]:
+                    del self._recorded[key]
             beats = store.query_heartbeats()
             for other in abandoned({q: t for q, (t, _) in beats.items()}, now, query,
                                    abandoned_after_s)[:CLEANUP_QUERIES]:
@@ -148,11 +193,12 @@ class ExecutorPlanner:
         if cached is not None:
             return cached
         store = self._batches()
-        raw = store.batch_ends(last.query, last.batch)
+        tasks = last.tasks()
+        raw = store.batch_ends(last.query, last.batch, tasks) if tasks else {}
         ends = {s: ShardEnd.from_json(data, f"{store.batches_node(last.query)}/{last.batch}/{s}")
                 for s, data in raw.items()}
         missing = sorted(s for s, p in last.starts.items() if not p.ended and s not in ends
-                         and s in self.planning.list_shards())
+                         and s not in last.idle and s in self.planning.list_shards())
         if missing:
             node = f"{store.batches_node(last.query)}/{last.batch}/{missing[0]}"
             raise CheckpointError(
@@ -160,6 +206,8 @@ class ExecutorPlanner:
                 f"(expected at {node}); its records cannot be told apart from the next batch's. Was the node "
                 f"deleted? Start the query with a new checkpoint location: it resumes from ZooKeeper's checkpoints")
         self._ends = {key: ends}
+        if tasks:  # their nodes, deleted by name a few batches on
+            self._recorded[key] = sorted(raw)
         return ends
 
     def _batches(self) -> ZooKeeperBatchStore:
@@ -170,40 +218,48 @@ class ExecutorPlanner:
         """Forget the probes and cached ends. Idempotent."""
         self._probes.clear()
         self._ends.clear()
+        self._recorded.clear()
+        self._swept_at = None
 
-    def _worth_a_batch(self, active: Sequence[str], caught_up: set[str], positions: Mapping[str, Position],
-                       first: bool, idle_wait_s: float) -> bool:
-        """Whether a batch has something to read: a shard whose last task stopped at a limit, else a probe that
-        finds a record (waiting up to ``idle_wait_s``)."""
-        if any(s not in caught_up for s in active):
-            return True
+    def _seen_new(self, active: Sequence[str], caught_up: set[str], positions: Mapping[str, Position],
+                  first: bool, idle_wait_s: float) -> set[str]:
+        """The shards at their tip (``caught_up``) in which something new was seen: each due one is probed once;
+        when every active shard is at its tip, probes go on (each at its shard's pace) for up to ``idle_wait_s``
+        until one finds something. Under AvailableNow after the run's first batch nothing is probed (a shard at its
+        tip is done). Who calls: ``plan``, on the driver's planning thread."""
         if self.planning.cutoff is not None and not first:
-            return False
+            return set()
+        probed = [s for s in active if s in caught_up]
+        waiting = len(probed) == len(active)
         deadline = time.monotonic() + idle_wait_s
+        found: set[str] = set()
         passing: set[str] = set()  # the last probe passed records whose user records were all dropped: not idle
         while True:
-            for shard_id in active:
+            for shard_id in probed:
                 seen = self._probe(shard_id, positions[shard_id])
                 if seen == PROBE_FOUND:
-                    return True
-                if seen == PROBE_PASSED:
+                    found.add(shard_id)
+                elif seen == PROBE_PASSED:
                     passing.add(shard_id)
                 elif seen == PROBE_IDLE:
                     passing.discard(shard_id)
+            if found or not waiting or not probed:
+                return found | (passing if not waiting else set())
             wake = min((due for _, _, due in self._probes.values()), default=time.monotonic() + MIN_POLL_INTERVAL_S)
-            if time.monotonic() >= deadline or not active:
+            if time.monotonic() >= deadline:
                 # the idle wait is over; a shard whose probes were still passing dropped user records gets a
-                # batch: its task reads on at full GetRecords size (one record per probe would take too long)
-                return bool(passing)
+                # task: it reads on at full GetRecords size (one record per probe would take too long)
+                return passing
             time.sleep(max(0.0, min(wake, deadline) - time.monotonic()))
 
     def _probe(self, shard_id: str, position: Position) -> str | None:
         """One ``GetRecords(Limit=1)`` after ``position`` when the shard may be polled: ``PROBE_FOUND`` if a record
-        (or the shard's end) is there; ``PROBE_PASSED`` if the reply held a Kinesis record whose user records all
-        belonged to other shards (the next probe, at the shard's pace, reads on after it); ``PROBE_IDLE`` when nothing
-        is there (or on a retriable error); None when the shard is not due yet.
+        (or the shard's end) is there, or the reply was empty but said the shard's tip is further on;
+        ``PROBE_PASSED`` if the reply held a Kinesis record whose user records all belonged to other shards (the next
+        probe, at the shard's pace, reads on after it); ``PROBE_IDLE`` when nothing is there (or on a retriable
+        error); None when the shard is not due yet.
 
-        Who calls: ``_worth_a_batch``, on the driver's planning thread; changes ``_probes``."""
+        Who calls: ``_seen_new``, on the driver's planning thread; changes ``_probes``."""
         probe = self._probes.get(shard_id)
         now = time.monotonic()
         if probe is None or probe[0] != position:
@@ -222,7 +278,8 @@ class ExecutorPlanner:
             log.info("probing %s: %s", shard_id, exc)
             self._probes[shard_id] = (pos, getter, now + MIN_POLL_INTERVAL_S)
             return PROBE_IDLE
-        if skip_consumed(result.records, position) or result.shard_end:
+        behind = not result.fetched and (result.millis_behind_latest or 0) > 0  # an empty reply short of the tip
+        if skip_consumed(result.records, position) or result.shard_end or behind:
             self._probes.pop(shard_id, None)  # the batch's task reads it; a new probe starts at the new end
             return PROBE_FOUND
         if result.fetched:  # every user record dropped (or already read): more may follow, read on at the pace

@@ -67,13 +67,15 @@ class ShardTask(InputPartition):
 def read_shard_batch(client: Any, store: Any, cfg: SpoutConfig, task: ShardTask) -> list[Record]:
     """Read the task's part of its batch and return exactly the records up to the end that stands.
 
-    When an end is already recorded for ``(batch, shard)`` (a retry, a speculative copy, a replay), the records up
-    to it are read. Otherwise the shard is read under the task's limits, the end chosen is recorded (the first
-    writer wins), and the records up to the winner's end are returned.
+    The shard is read under the task's limits, the end chosen is recorded (the first writer wins: one ZooKeeper
+    request), and the records up to the end that stands are returned: those read, cut at the winner's end, or read
+    again up to it. A later attempt (a retry, a speculative copy, a second action, a replay) thus reads a bounded
+    buffer before it learns the recorded end; a fan-out task asks for the end first instead (a new subscription
+    would wait out Kinesis' 5 s between subscriptions of a shard), and reads exactly up to it when there is one.
     """
     start = Position.parse(task.start, f"task of {task.shard_id}")
     where = f"{store.batches_node(task.query)}/{task.batch}/{task.shard_id}"
-    recorded = store.batch_end(task.query, task.batch, task.shard_id)
+    recorded = store.batch_end(task.query, task.batch, task.shard_id) if task.consumer_arn is not None else None
     if recorded is not None:
         end = ShardEnd.from_json(recorded, where)
         return read_range(client, cfg, task.shard_id, start, end.end, task.hash_range)
@@ -85,8 +87,7 @@ def read_shard_batch(client: Any, store: Any, cfg: SpoutConfig, task: ShardTask)
                                   where)
     if standing.end == mine.end:
         return records[:n]
-    log.info("%s: another attempt recorded the end first (%s, not %s)", where, standing.end.encode(),
-             mine.end.encode())
+    log.info("%s: an attempt recorded the end first (%s, not %s)", where, standing.end.encode(), mine.end.encode())
     high = standing.end.key
     if high is not None and records and records[-1].key >= high:
         return within(records, start, standing.end)
@@ -96,7 +97,9 @@ def read_shard_batch(client: Any, store: Any, cfg: SpoutConfig, task: ShardTask)
 def read_bounded(client: Any, cfg: SpoutConfig, task: ShardTask, start: Position, cutoff: datetime | None
                  ) -> tuple[list[Record], bool, bool]:
     """Read from ``start`` until a limit, the tip, the shard's end, the cutoff or ``EXECUTOR_READ_S``; returns
-    (records, reached the tip, reached the shard's end).
+    (records, reached the tip, reached the shard's end). With GetRecords a closed shard (``task.closed``) is read
+    to its end, a limit or the cutoff: an empty reply there is not its tip, and ``EXECUTOR_READ_S`` stops the read
+    only once it holds a record (so the next task starts further on).
 
     With a ``consumer_arn`` the shard is read through an enhanced fan-out subscription: until a limit, the tip (an
     event that says nothing is behind it), the shard's end or the cutoff, else for ``EXECUTOR_READ_S`` after the
@@ -149,8 +152,10 @@ def _read_until_a_bound(fetch: Callable[[float], FetchResult], task: ShardTask, 
             if result.millis_behind_latest == 0:
                 return records, True, False
         # the tip: an empty reply that is not behind, or a short one that says it is not behind (an emulator says
-        # MillisBehindLatest 0 also when the Limit cut the reply short)
-        elif result.millis_behind_latest in (0, None) and result.fetched < per_call:
+        # MillisBehindLatest 0 also when the Limit cut the reply short). A closed shard has no tip, only its end: a
+        # new iterator after its last record may answer empty with a next iterator (kinesalite's does when the
+        # shard closed seconds after that record), and every task would start there again, so it reads on
+        elif not task.closed and result.millis_behind_latest in (0, None) and result.fetched < per_call:
             return records, True, False
         if task.max_records is not None and len(records) >= task.max_records:
             return records, False, False
@@ -159,5 +164,5 @@ def _read_until_a_bound(fetch: Callable[[float], FetchResult], task: ShardTask, 
         if cutoff is not None and any(r.approximate_arrival_timestamp is not None
                                       and r.approximate_arrival_timestamp > cutoff for r in new):
             return records, False, False
-        if time.monotonic() >= deadline:
-            return records, False, False
+        if time.monotonic() >= deadline and (records or pushed or not task.closed):
+            return records, False, False  # a closed shard's GetRecords read stops there once it has a record

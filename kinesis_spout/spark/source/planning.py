@@ -15,7 +15,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from kinesis_spout.checkpoint.base import Checkpoint
 from kinesis_spout.config import SpoutConfig
-from kinesis_spout.errors import CheckpointConflict, CheckpointError
+from kinesis_spout.errors import CheckpointError
 from kinesis_spout.kinesis.retrieval.consumers import ensure_consumer
 from kinesis_spout.kinesis.shards import HashKeyRange, Shard, drop_range, list_shards, owned_shards
 from kinesis_spout.positions import Position
@@ -26,6 +26,7 @@ from kinesis_spout.spark.offsets import (
     lineage_checkpoint,
     parse_source_options,
 )
+from kinesis_spout.spark.source.checkpoint_writes import CheckpointWriter
 from kinesis_spout.spark.source.clients import DriverClients
 
 __all__ = ["AVAILABLE_NOW_MARGIN", "IDLE_WAIT_S", "PlannedReader", "QueryPlanning", "default_read_limit", "read_budget"]
@@ -76,6 +77,7 @@ class QueryPlanning:
         self._written: dict[str, str] = {}
         self._written_at: dict[str, float] = {}
         self._consumer_arn: str | None = None
+        self._writer = CheckpointWriter()
 
     # -- shards ---------------------------------------------------------------------------------------------------
     def list_shards(self, force: bool = False) -> dict[str, Shard]:
@@ -159,9 +161,12 @@ class QueryPlanning:
         """Write positions that changed, at most once per ``checkpointIntervalS`` per shard unless ``force``.
 
         A checkpoint already ahead in ZooKeeper (another query, or the spout) is left alone; an unreachable
-        ZooKeeper is logged and tried again at the next batch: Spark's checkpoint still holds the truth.
+        ZooKeeper is logged and tried again at the next batch: Spark's checkpoint still holds the truth. Shards
+        written before by this planning go in one transaction (:class:`CheckpointWriter`).
         """
         now = time.monotonic()
+        due: list[Checkpoint] = []
+        texts: dict[str, str] = {}
         for shard_id, pos in sorted(positions.items()):
             text = pos.encode()
             checkpoint = as_checkpoint(shard_id, pos)
@@ -170,18 +175,23 @@ class QueryPlanning:
             if not force and now - self._written_at.get(shard_id, -1e18) < self.config.checkpoint_interval_s \
                     and checkpoint.sequence_number is not None:
                 continue
-            try:
-                self.clients.checkpoints().save(checkpoint.stamped(self.config.worker_id))
-            except CheckpointConflict as exc:
-                log.info("ZooKeeper is ahead of this query: %s", exc)
-            except CheckpointError as exc:
-                log.warning("could not write checkpoints to ZooKeeper (trying again after the next batch): %s", exc)
-                return
-            self._written[shard_id] = text
+            due.append(checkpoint.stamped(self.config.worker_id))
+            texts[shard_id] = text
+
+        def done(shard_id: str) -> None:
+            self._written[shard_id] = texts[shard_id]
             self._written_at[shard_id] = now
+
+        if not due:
+            return
+        try:
+            self._writer.write(self.clients.checkpoints(), due, done)
+        except CheckpointError as exc:
+            log.warning("could not write checkpoints to ZooKeeper (trying again after the next batch): %s", exc)
 
     def close(self) -> None:
         """Release the clients. Idempotent."""
+        self._writer.forget()
         self.clients.close()
 
 

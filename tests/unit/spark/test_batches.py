@@ -38,6 +38,17 @@ def test_a_planned_batch_round_trips_and_rejects_a_driver_mode_offset() -> None:
         parse_offset(doc)
 
 
+def test_idle_shards_round_trip_get_no_task_and_an_offset_without_them_reads_every_shard() -> None:
+    planned = PlannedBatch("q1", 5, {"a": START, "b": after("7", 2), "c": after("9")}, idle=frozenset({"b"}))
+    doc = planned.encode()
+    assert doc["idle"] == ["b"] and PlannedBatch.parse(doc) == planned
+    assert planned.tasks() == ["a", "c"]
+    older = {k: v for k, v in doc.items() if k != "idle"}  # an offset an earlier version wrote
+    assert PlannedBatch.parse(older).tasks() == ["a", "b", "c"]
+    with pytest.raises(CheckpointError, match="unreadable executor-read offset.*idle"):
+        PlannedBatch.parse({**doc, "idle": "b"})
+
+
 def test_a_recorded_end_round_trips_and_a_corrupt_one_names_its_node() -> None:
     for end in (ShardEnd(after("9", 1), 5, at_tip=False, past_cutoff=True),
                 ShardEnd(after("9", 1), 5, at_tip=True, past_cutoff=False),
