@@ -280,7 +280,7 @@ def test_status_shows_owners_epochs_checkpoints_lineage_and_live_workers(kinesal
         w.stop()
     rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("shardId-")}
     assert "live workers: w1" in out
-    assert rows[parent][1:] == ["finished", "-", "-", "1", placed[-1][1]]  # read to its end, lease given back
+    assert rows[parent][1:] == ["finished", "-", "-", "1", placed[-1][1], "done"]  # read to its end, lease given back
     children = [s for s in rows if s != parent]
     assert len(children) == 2
     for child in children:
