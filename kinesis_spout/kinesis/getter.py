@@ -13,12 +13,12 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.errors import KinesisError
-from kinesis_spout.kinesis.aggregation import MAGIC, aggregate_problem, deaggregate_columns, hash_key
+from kinesis_spout.kinesis.aggregation import aggregate_problem, hash_key
 from kinesis_spout.kinesis.client import translate
-from kinesis_spout.kinesis.lean import get_records
 from kinesis_spout.kinesis.shards import HashKeyRange
+from kinesis_spout.kinesis.wire_columns import RecordColumns, ReplyColumns, expand, get_record_columns, to_records
 from kinesis_spout.positions import Kind, Position, after, at_timestamp, iterator_args
-from kinesis_spout.records import Record, SequenceKey
+from kinesis_spout.records import Record
 from kinesis_spout.retry import Backoff, RetryPolicy
 
 log = logging.getLogger("kinesis_spout.kinesis")
@@ -104,7 +104,7 @@ class ShardGetter:
             if self._iterator is None:
                 self._iterator = self._get_iterator()
             try:
-                reply = get_records(self.client, self._iterator, self.max_records)
+                reply = get_record_columns(self.client, self._iterator, self.max_records)
                 break
             except ClientError as exc:
                 code = exc.response.get("Error", {}).get("Code")
@@ -120,51 +120,30 @@ class ShardGetter:
                 raise translate(exc, f"reading {self.shard_id} of {self.stream_name!r}") from exc
         else:  # pragma: no cover - the loop always breaks or raises
             raise KinesisError("unreachable")
-        raw = reply.get("Records") or ()
-        records = self._records(raw)
-        if raw:  # after the last record fetched, even one whose user records all belonged to other shards
-            self.position = after(raw[-1]["SequenceNumber"])
-        self._iterator = reply.get("NextShardIterator")
+        records = to_records(self.columns(reply))
+        sequence_numbers = reply.sequence_numbers
+        if sequence_numbers:  # after the last record fetched, even one whose user records all belonged to other shards
+            self.position = after(sequence_numbers[-1])
+        self._iterator = reply.next_shard_iterator
         if self._iterator is None:
             self.shard_end = True
-        return FetchResult(records, reply.get("MillisBehindLatest"), self.shard_end, len(raw))
+        return FetchResult(records, reply.millis_behind_latest, self.shard_end, len(sequence_numbers))
 
-    def _records(self, raw: Any) -> list[Record]:
-        """The reply's records; with ``deaggregate``, each KPL aggregate becomes its user records (sub-sequence
-        numbers 0..n-1), and one that does not decode is kept whole, counted and logged.
+    def columns(self, reply: ReplyColumns) -> RecordColumns:
+        """The user records of a reply: with ``deaggregate``, each KPL aggregate becomes its user records
+        (sub-sequence numbers 0..n-1), and one that does not decode is kept whole, counted and logged.
 
         With a ``hash_range``, the user records whose hash key lies outside it are dropped and counted (a producer
         with a stale shard map put them here, and puts them again in their own shard). The others keep their
         sub-sequence numbers; their ``aggregated`` is one more than the last one kept, so the Kinesis record is done
-        once that one is (what follows it belongs to other shards)."""
-        shard_id = self.shard_id
-        out: list[Record] = []
-        new = tuple.__new__  # named tuples built without their __new__: every field given, a fraction of the cost
-        for r in raw:
-            seq, data = r["SequenceNumber"], r["Data"]
-            if self.deaggregate and data[:4] == MAGIC:
-                users = deaggregate_columns(data)
-                if users is not None:
-                    arrived, number = r.get("ApproximateArrivalTimestamp"), int(seq)
-                    keys, ehks, datas = users
-                    kept = self._kept(seq, keys, ehks) if self._foreign is not None else None
-                    if kept is None:
-                        n = len(datas)
-                        out.extend([new(Record, (shard_id, seq, i, key, payload, arrived,
-                                                 new(SequenceKey, (number, i)), n))
-                                    for i, key, payload in zip(range(n), keys, datas)])
-                    elif kept:
-                        n = kept[-1] + 1
-                        out.extend([new(Record, (shard_id, seq, i, keys[i], datas[i], arrived,
-                                                 new(SequenceKey, (number, i)), n))
-                                    for i in kept])
-                    continue
-                self.corrupt_aggregates += 1
-                log.warning("record %s:%s starts like a KPL aggregate but does not decode (%s); delivered as it is",
-                            shard_id, seq, aggregate_problem(data))
-            out.append(new(Record, (shard_id, seq, None, r["PartitionKey"], data,
-                                    r.get("ApproximateArrivalTimestamp"), new(SequenceKey, (int(seq), 0)), 0)))
-        return out
+        once that one is (what follows it belongs to other shards). Called by :meth:`fetch`."""
+        return expand(reply, self.shard_id, self.deaggregate, self._kept if self._foreign is not None else None,
+                      self._corrupt)
+
+    def _corrupt(self, seq: str, data: bytes) -> None:
+        self.corrupt_aggregates += 1
+        log.warning("record %s:%s starts like a KPL aggregate but does not decode (%s); delivered as it is",
+                    self.shard_id, seq, aggregate_problem(data))
 
     def _kept(self, seq: str, keys: list[str], ehks: list[str | None] | None) -> list[int] | None:
         """The indexes of the user records (partition keys ``keys``, explicit hash keys ``ehks``, None when none
