@@ -23,16 +23,16 @@ the benchmarks.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from itertools import repeat
+from itertools import compress, repeat
 from operator import attrgetter
 from typing import Any, Callable, NamedTuple
 
-from kinesis_spout.kinesis.aggregation import MAGIC, deaggregate_columns
+from kinesis_spout.kinesis.aggregation import MAGIC, deaggregate_columns, hash_key
 from kinesis_spout.kinesis.lean import Fallback, get_records, lean_of, parse_reply
 from kinesis_spout.records import Record, SequenceKey
 
 __all__ = ["HAVE_MSGSPEC", "RecordColumns", "ReplyColumns", "arrival_datetimes", "columns_of_reply", "decode_reply",
-           "expand", "get_record_columns", "to_records"]
+           "expand", "get_record_columns", "keep_inside", "to_records"]
 
 try:  # optional: without it every reply goes through the lean path's parser
     import msgspec
@@ -138,6 +138,32 @@ def columns_of_reply(reply: dict[str, Any]) -> ReplyColumns:
 Kept = Callable[[str, list[str], "list[str | None] | None"], "list[int] | None"]
 #: ``corrupt(sequence_number, data)``: told of a record with the aggregate magic that does not decode.
 Corrupt = Callable[[str, bytes], None]
+
+
+def keep_inside(low: int, high: int) -> Kept:
+    """The test of :func:`expand` that keeps the user records whose hash key lies in ``low .. high`` (a shard's
+    range): each distinct partition key (and explicit hash key) is hashed once, then one lookup a user record in C
+    (``map`` over a dict); an explicit hash key that is not a number is kept (no shard can be told). Counts and
+    reports nothing (the shard getter's own test does)."""
+
+    def inside(h: int | None) -> bool:
+        return h is None or low <= h <= high
+
+    def kept(_seq: str, keys: list[str], ehks: list[str | None] | None) -> list[int] | None:
+        if ehks is None:
+            by_pk = {k: inside(hash_key(k, None)) for k in set(keys)}
+            if all(by_pk.values()):
+                return None
+            flags = list(map(by_pk.__getitem__, keys))
+        else:
+            by_pk = {k: inside(hash_key(k, None)) for k, e in zip(keys, ehks) if e is None}
+            by_ehk = {e: inside(hash_key(e, e)) for e in set(ehks) if e is not None}
+            if all(by_pk.values()) and all(by_ehk.values()):
+                return None
+            flags = [by_pk[k] if e is None else by_ehk[e] for k, e in zip(keys, ehks)]
+        return list(compress(range(len(keys)), flags))
+
+    return kept
 
 
 def expand(reply: ReplyColumns, shard_id: str, deaggregate: bool, kept: Kept | None = None,
