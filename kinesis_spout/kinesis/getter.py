@@ -16,7 +16,14 @@ from kinesis_spout.errors import KinesisError
 from kinesis_spout.kinesis.aggregation import aggregate_problem, hash_key
 from kinesis_spout.kinesis.client import translate
 from kinesis_spout.kinesis.shards import HashKeyRange
-from kinesis_spout.kinesis.wire_columns import RecordColumns, ReplyColumns, expand, get_record_columns, to_records
+from kinesis_spout.kinesis.wire_columns import (
+    RecordColumns,
+    ReplyColumns,
+    columns_of_reply,
+    expand,
+    get_record_columns,
+    to_records,
+)
 from kinesis_spout.positions import Kind, Position, after, at_timestamp, iterator_args
 from kinesis_spout.records import Record
 from kinesis_spout.retry import Backoff, RetryPolicy
@@ -42,6 +49,18 @@ class FetchResult(NamedTuple):
     millis_behind_latest: int | None
     shard_end: bool
     fetched: int
+
+
+class ColumnFetch(NamedTuple):
+    """:class:`FetchResult` with the records as columns (:meth:`ShardGetter.fetch_columns`)."""
+
+    columns: RecordColumns
+    millis_behind_latest: int | None
+    shard_end: bool
+    fetched: int
+
+
+NO_REPLY = ReplyColumns([], [], [], [], True, None, None)  # what a finished shard answers
 
 
 class ShardGetter:
@@ -98,8 +117,14 @@ class ShardGetter:
 
     def fetch(self) -> FetchResult:
         """One GetRecords call. Raises a ``KinesisError`` (``retriable`` for throttling and server errors)."""
+        got = self.fetch_columns()
+        return FetchResult(to_records(got.columns), got.millis_behind_latest, got.shard_end, got.fetched)
+
+    def fetch_columns(self) -> ColumnFetch:
+        """:meth:`fetch`, its records left as the columns they were decoded into (the buffered readers keep them so
+        until they are taken)."""
         if self.shard_end:
-            return FetchResult([], 0, True, 0)
+            return ColumnFetch(expand(NO_REPLY, self.shard_id, False), 0, True, 0)
         for attempt in (1, 2):
             if self._iterator is None:
                 self._iterator = self._get_iterator()
@@ -120,14 +145,14 @@ class ShardGetter:
                 raise translate(exc, f"reading {self.shard_id} of {self.stream_name!r}") from exc
         else:  # pragma: no cover - the loop always breaks or raises
             raise KinesisError("unreachable")
-        records = to_records(self.columns(reply))
+        columns = self.columns(reply)
         sequence_numbers = reply.sequence_numbers
         if sequence_numbers:  # after the last record fetched, even one whose user records all belonged to other shards
             self.position = after(sequence_numbers[-1])
         self._iterator = reply.next_shard_iterator
         if self._iterator is None:
             self.shard_end = True
-        return FetchResult(records, reply.millis_behind_latest, self.shard_end, len(sequence_numbers))
+        return ColumnFetch(columns, reply.millis_behind_latest, self.shard_end, len(sequence_numbers))
 
     def columns(self, reply: ReplyColumns) -> RecordColumns:
         """The user records of a reply: with ``deaggregate``, each KPL aggregate becomes its user records
@@ -139,6 +164,11 @@ class ShardGetter:
         once that one is (what follows it belongs to other shards). Called by :meth:`fetch`."""
         return expand(reply, self.shard_id, self.deaggregate, self._kept if self._foreign is not None else None,
                       self._corrupt)
+
+    def _records(self, raw: Any) -> list[Record]:
+        """The records of a reply's parsed ``Records`` (dicts, as botocore parses them): :meth:`columns`, made
+        records. Used by a getter that is handed parsed records (enhanced fan-out's events)."""
+        return to_records(self.columns(columns_of_reply({"Records": raw})))
 
     def _corrupt(self, seq: str, data: bytes) -> None:
         self.corrupt_aggregates += 1

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from itertools import compress, repeat
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, Callable, NamedTuple
 
 from kinesis_spout.kinesis.aggregation import MAGIC, deaggregate_columns, hash_key
@@ -32,7 +32,7 @@ from kinesis_spout.kinesis.lean import Fallback, get_records, lean_of, parse_rep
 from kinesis_spout.records import Record, SequenceKey
 
 __all__ = ["HAVE_MSGSPEC", "RecordColumns", "ReplyColumns", "arrival_datetimes", "columns_of_reply", "decode_reply",
-           "expand", "get_record_columns", "keep_inside", "to_records"]
+           "columns_of_records", "expand", "get_record_columns", "keep_inside", "slice_columns", "to_records"]
 
 try:  # optional: without it every reply goes through the lean path's parser
     import msgspec
@@ -220,6 +220,32 @@ def arrival_datetimes(columns: RecordColumns | ReplyColumns) -> list[datetime | 
     if None in at:
         return [None if a is None else _fromtimestamp(a, _UTC) for a in at]
     return list(map(_fromtimestamp, at, repeat(_UTC)))
+
+
+def slice_columns(columns: RecordColumns, start: int, stop: int) -> RecordColumns:
+    """Records ``start`` to ``stop`` (excluded) of ``columns`` (the same lists when that is all of them)."""
+    if start == 0 and stop >= len(columns.sequence_numbers):
+        return columns
+    subs, agg = columns.sub_sequence_numbers, columns.aggregated
+    return RecordColumns(columns.shard_id, columns.sequence_numbers[start:stop],
+                         None if subs is None else subs[start:stop], columns.partition_keys[start:stop],
+                         columns.data[start:stop], columns.arrivals[start:stop], columns.arrivals_are_seconds,
+                         None if agg is None else agg[start:stop])
+
+
+_FIELD = [itemgetter(i) for i in range(8)]  # Record's fields by position
+
+
+def columns_of_records(records: list[Record]) -> RecordColumns:
+    """Records of one shard (made elsewhere: pushed by enhanced fan-out, or retried) as columns."""
+    get = _FIELD
+    subs: list[int | None] | None = list(map(get[2], records))
+    agg: list[int] | None = list(map(get[7], records))
+    if not any(agg or ()):
+        subs = agg = None
+    return RecordColumns(records[0][0] if records else "", list(map(get[1], records)), subs,
+                         list(map(get[3], records)), list(map(get[4], records)), list(map(get[5], records)), False,
+                         agg)
 
 
 def to_records(columns: RecordColumns) -> list[Record]:
