@@ -22,6 +22,7 @@ the benchmarks.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from datetime import datetime, timezone
 from itertools import compress, repeat
 from operator import attrgetter, itemgetter
@@ -31,13 +32,14 @@ from kinesis_spout.kinesis.aggregation import MAGIC, deaggregate_columns, hash_k
 from kinesis_spout.kinesis.lean import Fallback, get_records, lean_of, parse_reply
 from kinesis_spout.records import Record, SequenceKey
 
-__all__ = ["HAVE_MSGSPEC", "RecordColumns", "ReplyColumns", "arrival_datetimes", "columns_of_reply", "decode_reply",
-           "columns_of_records", "expand", "get_record_columns", "keep_inside", "slice_columns", "to_records"]
+__all__ = ["HAVE_MSGSPEC", "RecordColumns", "ReplyColumns", "RowSource", "arrival_datetimes", "columns_of_records",
+           "columns_of_reply", "decode_reply", "expand", "get_record_columns", "keep_inside", "record_of",
+           "slice_columns", "to_records"]
 
 try:  # optional: without it every reply goes through the lean path's parser
     import msgspec
 except ImportError:  # pragma: no cover - msgspec is a dependency; a user may still lack it
-    msgspec = None
+    msgspec = None  # type: ignore[assignment]
 
 HAVE_MSGSPEC = msgspec is not None
 _UTC = timezone.utc
@@ -74,7 +76,7 @@ class RecordColumns(NamedTuple):
     arrivals_are_seconds: bool
     aggregated: list[int] | None
 
-    def __len__(self) -> int:  # type: ignore[override]
+    def __len__(self) -> int:
         return len(self.sequence_numbers)
 
 
@@ -246,6 +248,29 @@ def columns_of_records(records: list[Record]) -> RecordColumns:
     return RecordColumns(records[0][0] if records else "", list(map(get[1], records)), subs,
                          list(map(get[3], records)), list(map(get[4], records)), list(map(get[5], records)), False,
                          agg)
+
+
+class RowSource:
+    """The columns a run of records was put in flight from, standing in for each of those records as the tracker's
+    item (one pointer a record, no record object): :func:`record_of` makes the record of a rank when it is needed
+    (a retry, a dead letter). ``ranks`` are the records' ranks, increasing, aligned with ``columns``."""
+
+    __slots__ = ("columns", "ranks")
+
+    def __init__(self, columns: RecordColumns, ranks: list[int]) -> None:
+        self.columns = columns
+        self.ranks = ranks
+
+    def record(self, rank: int) -> Record:
+        """The record of ``rank`` (one of :attr:`ranks`)."""
+        i = bisect_left(self.ranks, rank)
+        return to_records(slice_columns(self.columns, i, i + 1))[0]
+
+
+def record_of(item: Any, rank: int) -> Any:
+    """The record a tracker's item stands for: a :class:`RowSource`'s record of ``rank``, else the item itself.
+    Who calls: the spout, for the records it emits again or dead-letters."""
+    return item.record(rank) if item.__class__ is RowSource else item
 
 
 def to_records(columns: RecordColumns) -> list[Record]:

@@ -13,6 +13,7 @@ import logging
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Callable
 
+from kinesis_spout.kinesis.wire_columns import record_of
 from kinesis_spout.records import RANK_BASE, Record, SpoutTuple, message_id, record_sizes, records_bytes
 from kinesis_spout.spout.kpl import note_aggregates
 from kinesis_spout.spout.shards import ShardPhase
@@ -131,7 +132,8 @@ class Emitter:
                 got = state.tracker.next_retry(now)
                 if got is None:
                     break
-                key, record, attempt = got
+                key, item, attempt = got
+                record = record_of(item, key.rank)  # put in flight from columns: made now
                 values = self._values(state, record)
                 if values is _POISON:
                     continue  # the scheme refused it this time: dead-lettered

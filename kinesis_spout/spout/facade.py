@@ -25,8 +25,9 @@ from kinesis_spout.coordination.sync import ShardSync
 from kinesis_spout.deadletters.base import open_writer
 from kinesis_spout.errors import SpoutError, SpoutStateError
 from kinesis_spout.kinesis.reader import RoundRobinReader
+from kinesis_spout.kinesis.wire_columns import RecordColumns
 from kinesis_spout.metrics.shard import ShardMetrics
-from kinesis_spout.records import Record, SpoutTuple
+from kinesis_spout.records import SpoutTuple
 from kinesis_spout.spout.acks import AckRouter
 from kinesis_spout.spout.batch import SpoutBatch
 from kinesis_spout.spout.columns import ColumnBatch, ColumnTaker
@@ -235,30 +236,30 @@ class KinesisSpout:
         """
         deadline = time.monotonic() + timeout_s
         batch = SpoutBatch(self._acks)
-        records: list[Record] = []
+        pieces: list[RecordColumns] = []  # the pieces taken, and each one's attempt
         attempts: list[int] = []
         if max_records < 1:
-            return ColumnBatch(batch, records, attempts)
+            return ColumnBatch(batch, pieces, attempts)
         while True:
             with self._lock:
                 now = self._prepare()
                 limit = 0 if self._membership.paused() else max_records
                 try:
-                    self._columns.fill(batch, records, attempts, now, limit,
+                    self._columns.fill(batch, pieces, attempts, now, limit,
                                        NO_BYTE_LIMIT if max_bytes is None else max_bytes)
                 except Exception as exc:
-                    if not records:
+                    if not pieces:
                         raise
                     log.warning("returning %d records taken before an error; the error is raised by the next call: "
-                                "%s", len(records), exc)
+                                "%s", sum(map(len, pieces)), exc)
                     self._deferred = exc
-                    return ColumnBatch(batch, records, attempts)
-                if records:
-                    return ColumnBatch(batch, records, attempts)
+                    return ColumnBatch(batch, pieces, attempts)
+                if pieces:
+                    return ColumnBatch(batch, pieces, attempts)
                 due = self._emitter.next_due(now)
             left = deadline - time.monotonic()
             if left <= 0:
-                return ColumnBatch(batch, records, attempts)
+                return ColumnBatch(batch, pieces, attempts)
             self._rr.wait(min(left, due if due is not None else left))
 
     # -- ack / fail -------------------------------------------------------------------------------------------

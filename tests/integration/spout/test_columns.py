@@ -106,3 +106,26 @@ def test_a_row_that_is_not_in_the_batch_is_refused_with_the_rows_it_has(kinesali
             batches[0].fail([7])
         for batch in batches:
             batch.ack()
+
+
+def test_a_row_failed_past_its_retries_is_dead_lettered_as_its_record(kinesalite: KinesisEndpoint) -> None:
+    """With ``retry_limit=0`` a failed row goes to the dead-letter handler at once, as the record it was (made from
+    the columns only then), and the checkpoint moves past it once written."""
+    stream = kinesalite.create_stream(shards=1)
+    (pk, blob) = aggregate(USERS[:4])
+    kinesalite.put(stream, [b"plain", blob], partition_keys=["p", pk])
+    dead: list[Record] = []
+    store = MemoryCheckpointStore()
+    config = make_config(kinesalite, stream, retry_limit=0, dead_letter=lambda record, reason: dead.append(record))
+    with KinesisSpout(config, store) as spout:
+        batches = take_columns(spout, 5)
+        records = [r for b in batches for r in b]
+        row = next(i for i, r in enumerate(records) if r.sub_sequence_number == 2)
+        start = 0
+        for b in batches:
+            b.ack_except([row - start] if start <= row < start + len(b) else [])
+            start += len(b)
+        assert spout.flush_checkpoints()
+        assert dead == [records[row]]
+    assert [(c.sequence_number, c.sub_sequence_number) for c in store.list().values()] == \
+        [(records[-1].sequence_number, None)]
