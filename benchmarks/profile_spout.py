@@ -121,6 +121,8 @@ def main(single: bool, plain: bool = False, freeze: bool = False, kpl: bool = Fa
         finally:
             profile.disable()
 
+    if columns:  # Arrow's compute functions are imported by the first batch: before the clock, as a long run would
+        import pyarrow.compute  # noqa: F401
     if not plain:
         pool_module.ReaderPool._work = profiled_work  # type: ignore[method-assign]
     with KinesaliteServer() as kinesis, ZooKeeperServer() as zk:

@@ -20,7 +20,7 @@ from itertools import accumulate
 from operator import add
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-from kinesis_spout.kinesis.arrow_columns import batch_of_columns
+from kinesis_spout.kinesis.arrow_columns import batch_of_pieces
 from kinesis_spout.kinesis.wire_columns import (
     RecordColumns,
     RowSource,
@@ -87,18 +87,7 @@ class ColumnBatch:
     def to_arrow(self) -> Any:
         """The rows as a ``pyarrow.RecordBatch``, in the order taken (built once, then the same object)."""
         if self._arrow is None:
-            import pyarrow as pa
-
-            from kinesis_spout.kinesis.arrow_columns import schema
-
-            batches = [batch_of_columns(piece) for piece in self._pieces]
-            if len(batches) == 1:
-                self._arrow = batches[0]
-            else:
-                sch = schema()
-                self._arrow = pa.RecordBatch.from_arrays(
-                    [pa.concat_arrays([b.column(i) for b in batches]) if batches else pa.array([], field.type)
-                     for i, field in enumerate(sch)], schema=sch)
+            self._arrow = batch_of_pieces(self._pieces)
         return self._arrow
 
     def _locate(self, row: int) -> tuple[int, int]:
