@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
+import sys
 from datetime import datetime, timezone
 from typing import Any
 
@@ -111,3 +113,17 @@ def test_arrival_times_round_as_datetime_does() -> None:
     assert decoded is not None
     got = batch_of_columns(expand(decoded, SHARD, False)).column("approximate_arrival_timestamp").to_pylist()
     assert got == [None if s is None else datetime.fromtimestamp(s, timezone.utc) for s in stamps]
+
+
+def test_without_msgspec_every_reply_is_left_to_the_lean_parser() -> None:
+    """msgspec is a dependency, but a user may lack it: the decoder then answers None for every reply (the shard
+    getter parses it as before) and the columns of a parsed reply are the same."""
+    code = ("import sys\n"
+            "sys.modules['msgspec'] = None  # import msgspec raises ImportError\n"
+            "from kinesis_spout.kinesis import wire_columns as w\n"
+            "from kinesis_spout.kinesis.lean import parse_reply\n"
+            "content = b'{\"Records\": [{\"SequenceNumber\": \"7\", \"Data\": \"YQ==\", \"PartitionKey\": \"k\"}]}'\n"
+            "assert not w.HAVE_MSGSPEC and w.decode_reply(content) is None\n"
+            "records = w.to_records(w.expand(w.columns_of_reply(parse_reply(content)), 's', True))\n"
+            "assert [(r.sequence_number, r.data) for r in records] == [('7', b'a')]\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
