@@ -22,6 +22,7 @@ from kinesis_spout.kinesis.wire_columns import (
     columns_of_reply,
     expand,
     get_record_columns,
+    keep_inside,
     to_records,
 )
 from kinesis_spout.positions import Kind, Position, after, at_timestamp, iterator_args
@@ -90,6 +91,7 @@ class ShardGetter:
         # known) or every hash key: nothing is dropped
         self.hash_range = hash_range
         self._foreign = hash_range if hash_range is not None and hash_range != ALL_HASH_KEYS else None
+        self._inside = keep_inside(self._foreign.start, self._foreign.end) if self._foreign is not None else None
         self.foreign_user_records = 0  # user records dropped because their hash key belongs to another shard
 
     def _get_iterator(self) -> str:
@@ -162,7 +164,7 @@ class ShardGetter:
         with a stale shard map put them here, and puts them again in their own shard). The others keep their
         sub-sequence numbers; their ``aggregated`` is one more than the last one kept, so the Kinesis record is done
         once that one is (what follows it belongs to other shards). Called by :meth:`fetch`."""
-        return expand(reply, self.shard_id, self.deaggregate, self._kept if self._foreign is not None else None,
+        return expand(reply, self.shard_id, self.deaggregate, self._kept if self._inside is not None else None,
                       self._corrupt)
 
     def _records(self, raw: Any) -> list[Record]:
@@ -177,42 +179,21 @@ class ShardGetter:
 
     def _kept(self, seq: str, keys: list[str], ehks: list[str | None] | None) -> list[int] | None:
         """The indexes of the user records (partition keys ``keys``, explicit hash keys ``ehks``, None when none
-        has one) whose hash key lies in the shard's range (None when all do); counts and reports the others. A user
-        record whose explicit hash key is not a number is kept (no shard can be told). Each distinct key is hashed
-        once: the user records of an aggregate often share their explicit hash key."""
-        rng = self._foreign
-        assert rng is not None
-        low, high = rng.start, rng.end
-        # one cache per kind of key: a partition key and an explicit hash key of the same text hash differently
-        pk_hashes: dict[str, int | None] = {}
-        pk_inside: dict[str, bool] = {}
-        ehk_hashes: dict[str, int | None] = {}
-        ehk_inside: dict[str, bool] = {}
-        # the distinct keys first (sets are built at C speed): most aggregates lie wholly inside their shard
-        by_pk = set(keys) if ehks is None else {pk for pk, ehk in zip(keys, ehks) if ehk is None}
-        by_ehk: set[str | None] = set() if ehks is None else set(ehks)
-        by_ehk.discard(None)
-        if all([_inside(pk, None, low, high, pk_inside, pk_hashes) for pk in by_pk]) and \
-                all([_inside(ehk, ehk, low, high, ehk_inside, ehk_hashes) for ehk in by_ehk if ehk is not None]):
+        has one) whose hash key lies in the shard's range (None when all do), by
+        :func:`~kinesis_spout.kinesis.wire_columns.keep_inside` (each distinct key hashed once); counts and reports
+        the others. A user record whose explicit hash key is not a number is kept (no shard can be told)."""
+        inside, rng = self._inside, self._foreign
+        assert inside is not None and rng is not None  # only given to expand() with a range
+        kept = inside(seq, keys, ehks)
+        if kept is None:
             return None
-        if ehks is None:
-            outside = [i for i, pk in enumerate(keys) if not _inside(pk, None, low, high, pk_inside, pk_hashes)]
-        else:
-            outside = [i for i, (pk, ehk) in enumerate(zip(keys, ehks))
-                       if not (_inside(ehk, ehk, low, high, ehk_inside, ehk_hashes) if ehk is not None
-                               else _inside(pk, None, low, high, pk_inside, pk_hashes))]
-        if not outside:
-            return None
-        below = 0
-        for i in outside:
-            ehk = ehks[i] if ehks is not None else None
-            h = ehk_hashes[ehk] if ehk is not None else pk_hashes[keys[i]]
-            below += h is not None and h < low
-        above = len(outside) - below
-        self.foreign_user_records += below + above
-        self._report(seq, len(keys), below, above)
-        dropped = set(outside)
-        return [i for i in range(len(keys)) if i not in dropped]
+        low = rng.start
+        dropped = sorted(set(range(len(keys))) - set(kept))
+        below = sum(1 for i in dropped if (h := hash_key(keys[i], ehks[i] if ehks is not None else None)) is not None
+                    and h < low)
+        self.foreign_user_records += len(dropped)
+        self._report(seq, len(keys), below, len(dropped) - below)
+        return kept
 
     def _report(self, seq: str, total: int, below: int, above: int) -> None:
         """Log dropped user records: the first time for a shard (in this process) as a warning with the counts, later
@@ -229,19 +210,6 @@ class ShardGetter:
                 "dropForeignUserRecords=false (SpoutConfig.drop_foreign_user_records) for it", self.shard_id,
                 self.stream_name, seq, below + above, total, self._foreign, below, above,
                 "; later ones of this shard are logged at debug level" if first else "")
-
-
-def _inside(text: str, ehk: str | None, low: int, high: int, inside: dict[str, bool],
-            hashes: dict[str, int | None]) -> bool:
-    """Whether the user record keyed ``text`` (its explicit hash key ``ehk``, else its partition key: ``ehk``
-    None) lies in ``low .. high``; remembered in ``inside`` and ``hashes`` (by ``text``, one pair of dicts per
-    kind of key) for the user records that share it. An explicit hash key that is not a number lies inside (no
-    shard can be told). Called by :meth:`ShardGetter._kept` on the reader's thread."""
-    got = inside.get(text)
-    if got is None:
-        h = hashes[text] = hash_key(text, ehk)
-        got = inside[text] = h is None or low <= h <= high
-    return got
 
 
 #: Pause before GetRecords is tried again after a throttle or a retriable error: full jitter between the shortest
