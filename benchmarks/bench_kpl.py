@@ -48,6 +48,7 @@ SIZES = {
 LOOP = "boto3 loop"
 SPOUT = "KinesisSpout"
 SPOUT_BATCH = "KinesisSpout (batch acks)"
+SPOUT_COLUMNS = "KinesisSpout (columns, next_columns)"
 DECODER = "decoder: kinesis_spout"
 DECODER_COLUMNS = "decoder: kinesis_spout, columns (what the spout reads with)"
 DECODER_PEER = "decoder: aws-kinesis-agg"
@@ -121,15 +122,15 @@ def consumers(ctx: BenchContext, stream: LoadedStream, aggregated: bool
     def loop() -> ReadResult:
         return read_loop(make_client("us-east-1", url), stream.name, stream.records, timeout, aggregated)
 
-    def spout(batch_acks: bool) -> Callable[[], ReadResult]:
+    def spout(batch_acks: bool, columns: bool = False) -> Callable[[], ReadResult]:
         def read() -> ReadResult:
             config = spout_config(stream.name, ctx.unique_app("kpl"), ctx.zookeeper_hosts, ZK_PREFIX, url,
                                   limit=LIMIT, checkpoint_interval_s=1.0)
             return read_with_spout(config, stream.records, timeout, client=make_client("us-east-1", url),
-                                   last_sequence=stream.last_sequence, batch_acks=batch_acks)
+                                   last_sequence=stream.last_sequence, batch_acks=batch_acks, columns=columns)
         return read
 
-    return [(LOOP, loop), (SPOUT, spout(False)), (SPOUT_BATCH, spout(True))]
+    return [(LOOP, loop), (SPOUT, spout(False)), (SPOUT_BATCH, spout(True)), (SPOUT_COLUMNS, spout(False, True))]
 
 
 def decode_rows(ctx: BenchContext, blobs: list[bytes], repeats: int) -> list[dict[str, Any]]:
@@ -189,12 +190,12 @@ def run(ctx: BenchContext, smoke: bool) -> list[dict[str, Any]]:
                      if r.extra and r.wall_s > r.extra["open_s"]])
             by_case[(name, label)] = row
             rows.append(row)
-    for name in (LOOP, SPOUT, SPOUT_BATCH):
+    for name in (LOOP, SPOUT, SPOUT_BATCH, SPOUT_COLUMNS):
         agg, one = by_case[(name, "aggregated")], by_case[(name, "one by one")]
         agg["speedup_vs_plain"] = ratio(agg["user_records_per_s"], one["user_records_per_s"])
         agg["cpu_ratio_vs_plain"] = ratio(agg["cpu_us_per_user_record"], one["cpu_us_per_user_record"])
     loop = by_case[(LOOP, "aggregated")]
-    for name in (SPOUT, SPOUT_BATCH):  # against the boto3 loop that de-aggregates with aws-kinesis-agg
+    for name in (SPOUT, SPOUT_BATCH, SPOUT_COLUMNS):  # against the boto3 loop that de-aggregates with aws-kinesis-agg
         agg = by_case[(name, "aggregated")]
         agg["vs_loop"] = ratio(agg["user_records_per_s"], loop["user_records_per_s"])
         agg["cpu_vs_loop"] = ratio(agg["cpu_us_per_user_record"], loop["cpu_us_per_user_record"])
@@ -206,13 +207,13 @@ def headline(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The spout's speed-up on aggregates and the decoder's cost per user record, against the goals."""
     out = []
     for row in rows:
-        if row["case"] in (SPOUT, SPOUT_BATCH) and row.get("speedup_vs_plain") is not None:
+        if row["case"] in (SPOUT, SPOUT_BATCH, SPOUT_COLUMNS) and row.get("speedup_vs_plain") is not None:
             out.append({"figure": f"{row['case']} user records/s, aggregated (100 a record) / one by one",
                         "value": f"{row['speedup_vs_plain']:.1f}x (CPU per user record "
                                  f"{row['cpu_ratio_vs_plain']:.2f}x)",
                         "goal": f">= {GOAL_SPEEDUP:g}x", "met": row["speedup_vs_plain"] >= GOAL_SPEEDUP})
-        if row["case"] == SPOUT_BATCH and row.get("vs_loop") is not None:
-            out.append({"figure": f"{SPOUT_BATCH} on aggregates / the boto3 loop de-aggregating with "
+        if row["case"] in (SPOUT_BATCH, SPOUT_COLUMNS) and row.get("vs_loop") is not None:
+            out.append({"figure": f"{row['case']} on aggregates / the boto3 loop de-aggregating with "
                                   "aws-kinesis-agg: user records/s (CPU per user record)",
                         "value": f"{row['vs_loop']:.2f}x ({row['cpu_vs_loop']:.2f}x)",
                         "goal": f">= {GOAL_VS_LOOP:g}x (<= {GOAL_CPU_VS_LOOP:g}x)",

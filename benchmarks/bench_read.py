@@ -1,7 +1,8 @@
 """Read throughput: KinesisSpout (acking every record, checkpointing to ZooKeeper every second) against a plain
 boto3 GetRecords loop over the same shards of the same emulator, in the same run. The spout is measured twice: acking
-each record with ``spout.ack(message_id)``, and acking each batch whole with ``batch.ack()`` ("batch acks"; its
-``vs per-record acks`` is its records/s over the per-record row's).
+each record with ``spout.ack(message_id)``, acking each batch whole with ``batch.ack()`` ("batch acks"; its
+``vs per-record acks`` is its records/s over the per-record row's), and taking columnar batches with
+``next_columns()`` (the data looked at as an Arrow column, each batch acked whole: "columns").
 
 Fairness: both read the same stream (same shards, same records) from TRIM_HORIZON to its last record, with the
 same GetRecords limit, and run alternately (the order flips every round); each figure is the median of the runs
@@ -40,6 +41,7 @@ SIZES = {
 LOOP = "boto3 loop"
 SPOUT = "KinesisSpout"
 SPOUT_BATCH = "KinesisSpout, batch acks"
+SPOUT_COLUMNS = "KinesisSpout, columns (next_columns)"
 LOOP_DEFAULTS = "boto3 loop, botocore defaults"
 
 COLUMNS = [
@@ -70,14 +72,14 @@ def consumers(ctx: BenchContext, stream: LoadedStream, interval_s: float = 1.0
     def loop_defaults() -> ReadResult:
         return read_boto3_loop(kinesis_client(url), stream.name, stream.records, LIMIT, timeout)
 
-    def spout(batch_acks: bool = False) -> ReadResult:
+    def spout(batch_acks: bool = False, columns: bool = False) -> ReadResult:
         config = spout_config(stream.name, ctx.unique_app("read"), ctx.zookeeper_hosts, ZK_PREFIX, url,
                               limit=LIMIT, checkpoint_interval_s=interval_s)
         return read_with_spout(config, stream.records, timeout, client=make_client("us-east-1", url),
-                               last_sequence=stream.last_sequence, batch_acks=batch_acks)
+                               last_sequence=stream.last_sequence, batch_acks=batch_acks, columns=columns)
 
     return [(LOOP, loop), (SPOUT, spout), (SPOUT_BATCH, lambda: spout(batch_acks=True)),
-            (LOOP_DEFAULTS, loop_defaults)]
+            (SPOUT_COLUMNS, lambda: spout(columns=True)), (LOOP_DEFAULTS, loop_defaults)]
 
 
 def alternate(ctx: BenchContext, label: str, runs: list[tuple[str, Callable[[], ReadResult]]], repeats: int

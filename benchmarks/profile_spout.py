@@ -1,5 +1,5 @@
 """Where a spout read spends its CPU, by thread: ``python -m benchmarks.profile_spout [--single] [--plain]
-[--freeze] [--kpl] [--batch-acks]``.
+[--freeze] [--kpl] [--batch-acks] [--columns]``.
 
 A 4-shard kinesalite stream of 40,000 records of 100 B is read from TRIM_HORIZON by a KinesisSpout with checkpoints
 in a private ZooKeeper; the consumer takes batches of 1,000 and acks them with ``ack_many`` (``--single``: one
@@ -7,7 +7,8 @@ in a private ZooKeeper; the consumer takes batches of 1,000 and acks them with `
 reader pool's threads; the report gives each side's profiled CPU per record and its most expensive functions.
 Profiling multiplies the costs: compare the sides, not the absolute figures with the read benchmark's.
 ``--kpl`` puts the same number of user records as KPL aggregates of 100 (this project's encoder, each aggregate to
-its own shard); ``--batch-acks`` acks each batch whole (``batch.ack()``).
+its own shard); ``--batch-acks`` acks each batch whole (``batch.ack()``); ``--columns`` takes columnar batches
+(``next_columns()``), builds each one's Arrow batch and acks it whole.
 ``--plain`` runs without the profilers: the process CPU per record as the read benchmark sees it, the consumer
 thread's share of it (next_batch, the acks: what the spout adds to a read), and the garbage collector's share.
 The profiled report also sums the consumer's CPU by group of functions (:data:`GROUPS`: taking records, emitting
@@ -47,6 +48,9 @@ PER_AGGREGATE = 100
 GROUPS: dict[str, list[tuple[str, str]]] = {
     "next_batch (all)": [("spout/facade.py", "next_batch")],
     "  emit: spans, tuples, scheme": [("spout/emission.py", "_emit")],
+    "next_columns (all)": [("spout/facade.py", "next_columns")],
+    "  put in flight (spans)": [("spout/emission.py", "put_in_flight")],
+    "to_arrow": [("spout/columns.py", "to_arrow")],
     "acks (all)": [("spout/facade.py", "ack"), ("spout/facade.py", "ack_many"), ("spout/batch.py", "ack_except")],
     "  message-id parse (+ lookup)": [("spout/acks.py", "lookup"), ("spout/acks.py", "_rank")],
     "  tracker ack": [("tracking/spans.py", "ack"), ("tracking/spans.py", "ack_many"),
@@ -101,8 +105,8 @@ def _aggregates(count: int) -> tuple[list[bytes], list[str]]:
     return blobs, keys
 
 
-def main(single: bool, plain: bool = False, freeze: bool = False, kpl: bool = False, batch_acks: bool = False
-         ) -> None:
+def main(single: bool, plain: bool = False, freeze: bool = False, kpl: bool = False, batch_acks: bool = False,
+         columns: bool = False) -> None:
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "test")  # emulators take any credentials
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "test")
     profiles: list[tuple[str, cProfile.Profile]] = []
@@ -117,6 +121,8 @@ def main(single: bool, plain: bool = False, freeze: bool = False, kpl: bool = Fa
         finally:
             profile.disable()
 
+    if columns:  # Arrow's compute functions are imported by the first batch: before the clock, as a long run would
+        import pyarrow.compute  # noqa: F401
     if not plain:
         pool_module.ReaderPool._work = profiled_work  # type: ignore[method-assign]
     with KinesaliteServer() as kinesis, ZooKeeperServer() as zk:
@@ -147,6 +153,15 @@ def main(single: bool, plain: bool = False, freeze: bool = False, kpl: bool = Fa
         count = 0
         ack_cpu = 0.0  # the consumer thread's CPU in the acks alone
         while count < RECORDS:
+            if columns:
+                taken = spout.next_columns(max_records=1000, timeout_s=0.5)
+                if taken:
+                    taken.to_arrow()
+                acked_at = time.thread_time()
+                taken.ack()
+                ack_cpu += time.thread_time() - acked_at
+                count += len(taken)
+                continue
             batch = spout.next_batch(max_records=1000, timeout_s=0.5)
             acked_at = time.thread_time()
             if batch_acks:
@@ -163,7 +178,8 @@ def main(single: bool, plain: bool = False, freeze: bool = False, kpl: bool = Fa
         cpu = time.process_time() - cpu
         gc.callbacks.remove(gc_clock)
         spout.close()
-    how = "batch.ack()" if batch_acks else "one by one" if single else "with ack_many"
+    how = "columnar batches, ack()" if columns else "batch.ack()" if batch_acks else "one by one" if single else \
+        "with ack_many"
     print(f"{RECORDS:,} {'user records in aggregates' if kpl else 'records'}, acks {how}: process CPU "
           f"{cpu / RECORDS * 1e6:.1f} µs per record{'' if plain else ' (profiled)'}")
     print(f"consumer thread: {consumer_cpu / RECORDS * 1e6:.1f} µs per record{'' if plain else ' (profiled)'}, of "
@@ -188,4 +204,5 @@ def main(single: bool, plain: bool = False, freeze: bool = False, kpl: bool = Fa
 
 if __name__ == "__main__":
     flags = sys.argv[1:]
-    main("--single" in flags, "--plain" in flags, "--freeze" in flags, "--kpl" in flags, "--batch-acks" in flags)
+    main("--single" in flags, "--plain" in flags, "--freeze" in flags, "--kpl" in flags, "--batch-acks" in flags,
+         "--columns" in flags)

@@ -6,6 +6,8 @@ import threading
 import time
 from typing import Any
 
+import pyarrow.compute as pc
+
 from benchmarks.loops import ReadResult, ShortRead
 from benchmarks.stats import Stopwatch
 from kinesis_spout import InitialPosition, KinesisSpout, SpoutConfig, ZooKeeperCheckpointStore
@@ -58,9 +60,10 @@ def spout_config(stream: str, app: str, zookeeper: str, prefix: str, endpoint_ur
 
 def read_with_spout(config: SpoutConfig, expected: int, timeout_s: float, *, client: Any = None,
                     last_sequence: dict[str, str] | None = None, batch: int = 1000, sink_s: float = 0.0,
-                    pace_per_s: float = 0.0, batch_acks: bool = False) -> ReadResult:
+                    pace_per_s: float = 0.0, batch_acks: bool = False, columns: bool = False) -> ReadResult:
     """Read ``expected`` records through a new spout, acking each one as soon as it is emitted (``batch_acks``:
-    acking each batch whole with ``batch.ack()`` once its records were looked at).
+    acking each batch whole with ``batch.ack()`` once its records were looked at; ``columns``: taking columnar
+    batches with ``next_columns()``, their data looked at as an Arrow column, each acked whole).
 
     The clock runs from ``open()`` (ZooKeeper connection, shard listing, checkpoint reads) to the last ack; the
     close that flushes the final checkpoints is timed apart (``extra["close_s"]``), and so is ``open()`` within
@@ -86,6 +89,13 @@ def read_with_spout(config: SpoutConfig, expected: int, timeout_s: float, *, cli
             if time.monotonic() > deadline:
                 raise ShortRead(f"spout read {count} of {expected} records of {config.stream_name!r} in "
                                 f"{timeout_s:g} s")
+            if columns:
+                taken = spout.next_columns(max_records=batch, timeout_s=0.5)
+                if taken:
+                    nbytes += pc.sum(pc.binary_length(taken.to_arrow().column("data"))).as_py()
+                    taken.ack()
+                count += len(taken)
+                continue
             tuples = spout.next_batch(max_records=batch, timeout_s=0.5)
             if sink_s and tuples:
                 time.sleep(sink_s)

@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # the names below, for type checkers and IDEs; at run time th
     from kinesis_spout.schemes import JsonScheme, RawScheme, RecordScheme, TextScheme
     from kinesis_spout.spout import KinesisSpout
     from kinesis_spout.spout.batch import SpoutBatch
+    from kinesis_spout.spout.columns import ColumnBatch
     from kinesis_spout.tracker import FailOutcome, InflightRecordTracker, RetryBackoff
 
     __version__: str
@@ -78,6 +79,7 @@ _WHERE: dict[str, str] = {
     "PutRecordsError": "kinesis_spout.errors",
     "RawScheme": "kinesis_spout.schemes",
     "ReadingSettings": "kinesis_spout.config",
+    "ColumnBatch": "kinesis_spout.spout.columns",
     "Record": "kinesis_spout.records",
     "RecordScheme": "kinesis_spout.schemes",
     "RetryBackoff": "kinesis_spout.tracker",
@@ -174,6 +176,7 @@ __all__ = [
     "SpoutConfig",
     "SpoutError",
     "SpoutBatch",
+    "ColumnBatch",
     "SpoutStateError",
     "SpoutTuple",
     "StreamNotFoundError",

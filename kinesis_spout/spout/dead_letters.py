@@ -28,6 +28,7 @@ from kinesis_spout.deadletters.base import DeadLetter
 from kinesis_spout.deadletters.storm import StormRules, StormTrip
 from kinesis_spout.deadletters.worker import written_before
 from kinesis_spout.errors import DeadLetterStormError
+from kinesis_spout.kinesis.retrieval.wire_columns import record_of
 
 if TYPE_CHECKING:
     from kinesis_spout.config import SpoutConfig
@@ -96,8 +97,8 @@ class DeadLetterGlue:
         spout."""
         cfg = self.config
         now = time.time()
-        letters = [DeadLetter(record, reason(attempts), attempts, cfg.stream_name, cfg.app_name, now)
-                   for _key, record, attempts in state.tracker.take_dead_letters()]
+        letters = [DeadLetter(record_of(item, key.rank), reason(attempts), attempts, cfg.stream_name, cfg.app_name,
+                              now) for key, item, attempts in state.tracker.take_dead_letters()]
         worker = self.worker
         assert worker is not None
         for letter in letters:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import logging
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
+from kinesis_spout.kinesis.retrieval.wire_columns import record_of
 from kinesis_spout.records import RANK_BASE, Record, SpoutTuple, message_id, record_sizes, records_bytes
 from kinesis_spout.spout.kpl import note_aggregates
 from kinesis_spout.spout.shards import ShardPhase
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from kinesis_spout.spout.dead_letters import DeadLetterGlue
     from kinesis_spout.spout.registry import ShardRegistry
     from kinesis_spout.spout.shards import ShardLifecycle
+    from kinesis_spout.tracking.spans import Span
 
 __all__ = ["NO_BYTE_LIMIT", "TAKE_CHUNK", "Emitter"]
 
@@ -81,17 +83,7 @@ class Emitter:
             retry = self._next_retry(now, into)
             if retry is not None:
                 return [retry]
-        cfg = self.config
-        shards = self.registry.shards
-
-        def room(shard_id: str) -> tuple[int, int]:  # what the shard may take under its in-flight limits
-            state = shards[shard_id]
-            if not state.takes_new_records:
-                return (0, 0)
-            tracker = state.tracker
-            return (cfg.max_inflight_records - tracker.inflight_count,
-                    min(cfg.max_inflight_bytes - tracker.inflight_bytes, max_bytes))
-
+        room = self.room(max_bytes)
         while True:
             records = self.registry.rr.next_records(room, want)
             if not records:
@@ -99,6 +91,22 @@ class Emitter:
             emitted = self._emit(records, now, into)
             if emitted:
                 return emitted
+
+    def room(self, max_bytes: int) -> Callable[[str], tuple[int, int]]:
+        """What a shard may take now under its in-flight limits, records and bytes (at most ``max_bytes``): the
+        round-robin reader's ``room`` (lock held). Used by :meth:`take` and the columnar batches."""
+        cfg = self.config
+        shards = self.registry.shards
+
+        def room(shard_id: str) -> tuple[int, int]:
+            state = shards[shard_id]
+            if not state.takes_new_records:
+                return (0, 0)
+            tracker = state.tracker
+            return (cfg.max_inflight_records - tracker.inflight_count,
+                    min(cfg.max_inflight_bytes - tracker.inflight_bytes, max_bytes))
+
+        return room
 
     def fill(self, batch: SpoutBatch, now: float, limit: int, byte_limit: int) -> None:
         """Append what is ready to ``batch`` (next_batch), up to ``limit`` tuples and about ``byte_limit`` bytes (at
@@ -124,7 +132,8 @@ class Emitter:
                 got = state.tracker.next_retry(now)
                 if got is None:
                     break
-                key, record, attempt = got
+                key, item, attempt = got
+                record = record_of(item, key.rank)  # put in flight from columns: made now
                 values = self._values(state, record)
                 if values is _POISON:
                     continue  # the scheme refused it this time: dead-lettered
@@ -156,10 +165,12 @@ class Emitter:
         self.dead_letters.give_up(state, record, reason)
         return _POISON
 
-    def _emit(self, records: list[Record], now: float, into: SpoutBatch | None) -> list[SpoutTuple]:
-        """Put records of one shard (in read order) in flight as one span and make their tuples; ``into`` (the batch
-        being filled) keeps the span. Replays of records already emitted are dropped, and so are records the scheme
-        refused (dead-lettered). Without reliability the span is acked whole at once."""
+    def put_in_flight(self, records: list[Record], now: float,
+                      into: SpoutBatch | None) -> tuple[ShardLifecycle, list[Record], Span | None]:
+        """Put records of one shard (in read order) in flight as one span (lock held): returns the shard, the records
+        put in flight (replays of records already emitted are dropped) and the span (None when they went one by
+        one). ``into`` (the batch being filled) keeps the span when the spout is reliable. Called by :meth:`_emit`
+        and by the columnar batches, which make no tuples."""
         state = self.registry.shards[records[0].shard_id]
         tracker = state.tracker
         if any(map(_AGGREGATED, records)):  # user records of KPL aggregates among them (in C: no pass for plain ones)
@@ -183,6 +194,15 @@ class Emitter:
             state.emitted_bytes += sum(sizes[skip:]) if skip else sum(sizes)
             if span is not None and into is not None and reliable:
                 into.add_span(state, span)
+        return state, kept, span
+
+    def _emit(self, records: list[Record], now: float, into: SpoutBatch | None) -> list[SpoutTuple]:
+        """Put records of one shard (in read order) in flight as one span and make their tuples; ``into`` (the batch
+        being filled) keeps the span. Replays of records already emitted are dropped, and so are records the scheme
+        refused (dead-lettered). Without reliability the span is acked whole at once."""
+        state, kept, span = self.put_in_flight(records, now, into)
+        tracker = state.tracker
+        reliable = self.config.reliable
         out: list[SpoutTuple] = []
         append = out.append
         self._out, self._reported = out, 0  # records decoded are reported before each poison one, in read order

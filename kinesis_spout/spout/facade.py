@@ -25,11 +25,13 @@ from kinesis_spout.coordination.sync import ShardSync
 from kinesis_spout.deadletters.base import open_writer
 from kinesis_spout.errors import ConfigError, SpoutError, SpoutStateError
 from kinesis_spout.kinesis.retrieval.reader import RoundRobinReader
+from kinesis_spout.kinesis.retrieval.wire_columns import RecordColumns
 from kinesis_spout.metrics.shard import ShardMetrics
 from kinesis_spout.records import SpoutTuple
 from kinesis_spout.spout.acks import AckRouter
 from kinesis_spout.spout.batch import SpoutBatch
 from kinesis_spout.spout.caught_up import lagging_shards
+from kinesis_spout.spout.columns import ColumnBatch, ColumnTaker
 from kinesis_spout.spout.dead_letters import DeadLetterGlue
 from kinesis_spout.spout.emission import NO_BYTE_LIMIT, Emitter
 from kinesis_spout.spout.figures import shard_figures
@@ -73,6 +75,7 @@ class KinesisSpout:
         self._dead = DeadLetterGlue(self._registry, config)
         self._emitter = Emitter(self._registry, config, self._dead)
         self._acks = AckRouter(self._registry, self._dead)
+        self._columns = ColumnTaker(self._emitter)
         self._membership = LeaseMembership(self._registry, config, on_checkpoint_conflict)
         self._writer: CheckpointWriter | None = None
         self._last_expire = 0.0
@@ -225,6 +228,41 @@ class KinesisSpout:
             left = deadline - time.monotonic()
             if left <= 0:
                 return batch
+            self._rr.wait(min(left, due if due is not None else left))
+
+    def next_columns(self, max_records: int = 500, timeout_s: float = 1.0,
+                     max_bytes: int | None = None) -> ColumnBatch:
+        """:meth:`next_batch` as columns: up to ``max_records`` records as a
+        :class:`~kinesis_spout.spout.columns.ColumnBatch` (``to_arrow()`` gives a ``pyarrow.RecordBatch``), acked
+        whole with ``ack()``, or ``fail(rows)`` / ``ack_except(rows)`` by row index. The scheme is not applied (the
+        rows hold the records' data) and no tuple is made per record. Waits, limits and errors as :meth:`next_batch`.
+        """
+        deadline = time.monotonic() + timeout_s
+        batch = SpoutBatch(self._acks)
+        pieces: list[RecordColumns] = []  # the pieces taken, and each one's attempt
+        attempts: list[int] = []
+        if max_records < 1:
+            return ColumnBatch(batch, pieces, attempts)
+        while True:
+            with self._lock:
+                now = self._prepare()
+                limit = 0 if self._membership.paused() else max_records
+                try:
+                    self._columns.fill(batch, pieces, attempts, now, limit,
+                                       NO_BYTE_LIMIT if max_bytes is None else max_bytes)
+                except Exception as exc:
+                    if not pieces:
+                        raise
+                    log.warning("returning %d records taken before an error; the error is raised by the next call: "
+                                "%s", sum(map(len, pieces)), exc)
+                    self._deferred = exc
+                    return ColumnBatch(batch, pieces, attempts)
+                if pieces:
+                    return ColumnBatch(batch, pieces, attempts)
+                due = self._emitter.next_due(now)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return ColumnBatch(batch, pieces, attempts)
             self._rr.wait(min(left, due if due is not None else left))
 
     # -- ack / fail -------------------------------------------------------------------------------------------

@@ -152,7 +152,8 @@ def test_read_compares_the_spout_with_the_loop(smoke: tuple[Path, dict[str, Any]
     _, results, _ = smoke
     rows = {r["case"]: r for r in rows_of(results, "read")}
     loop, spout, batch = rows["boto3 loop"], rows["KinesisSpout"], rows["KinesisSpout, batch acks"]
-    assert set(rows) == {"boto3 loop", "KinesisSpout", "KinesisSpout, batch acks", "boto3 loop, botocore defaults"}
+    assert set(rows) == {"boto3 loop", "KinesisSpout", "KinesisSpout, batch acks",
+                         "KinesisSpout, columns (next_columns)", "boto3 loop, botocore defaults"}
     for row in rows.values():
         assert_figure(row["records_per_s"], row["repeats"])
         assert_figure(row["cpu_us_per_record"], row["repeats"])
@@ -161,7 +162,7 @@ def test_read_compares_the_spout_with_the_loop(smoke: tuple[Path, dict[str, Any]
     assert spout["ratio_vs_loop"] == ratio(spout["records_per_s"], loop["records_per_s"])
     assert batch["ratio_vs_loop"] == ratio(batch["records_per_s"], loop["records_per_s"])
     assert batch["ratio_vs_spout"] == ratio(batch["records_per_s"], spout["records_per_s"])
-    for acking in (spout, batch):
+    for acking in (spout, batch, rows["KinesisSpout, columns (next_columns)"]):
         assert acking["checkpoints_at_end"] is True  # every shard's checkpoint reached its last record
         assert acking["zk_writes"]["median"] >= acking["shards"]
 

@@ -7,7 +7,7 @@ import logging
 import time
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -15,15 +15,34 @@ from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.errors import KinesisError
 from kinesis_spout.kinesis.botocore_errors import translate
 from kinesis_spout.kinesis.retrieval.conversion import ALL_HASH_KEYS, RecordConversion
-from kinesis_spout.kinesis.retrieval.lean import get_records
 from kinesis_spout.kinesis.retrieval.protocol import LATEST_MARGIN, FetchResult
+from kinesis_spout.kinesis.retrieval.wire_columns import (
+    RecordColumns,
+    ReplyColumns,
+    expand,
+    get_record_columns,
+    to_records,
+)
 from kinesis_spout.kinesis.shards import HashKeyRange
 from kinesis_spout.positions import Kind, Position, after, at_timestamp, iterator_args
 from kinesis_spout.retry import Backoff, RetryPolicy
 
-__all__ = ["ALL_HASH_KEYS", "GET_RECORDS_RETRY", "LATEST_MARGIN", "FetchResult", "PacedGetter", "ShardGetter"]
+__all__ = ["ALL_HASH_KEYS", "GET_RECORDS_RETRY", "LATEST_MARGIN", "ColumnFetch", "FetchResult", "PacedGetter",
+           "ShardGetter"]
 
 log = logging.getLogger("kinesis_spout.kinesis")
+
+
+class ColumnFetch(NamedTuple):
+    """:class:`FetchResult` with the records as columns (:meth:`ShardGetter.fetch_columns`)."""
+
+    columns: RecordColumns
+    millis_behind_latest: int | None
+    shard_end: bool
+    fetched: int
+
+
+NO_REPLY = ReplyColumns([], [], [], [], True, None, None)  # what a finished shard answers
 
 
 class ShardGetter:
@@ -105,13 +124,19 @@ class ShardGetter:
 
     def fetch(self) -> FetchResult:
         """One GetRecords call. Raises a ``KinesisError`` (``retriable`` for throttling and server errors)."""
+        got = self.fetch_columns()
+        return FetchResult(to_records(got.columns), got.millis_behind_latest, got.shard_end, got.fetched)
+
+    def fetch_columns(self) -> ColumnFetch:
+        """:meth:`fetch`, its records left as the columns they were decoded into (the buffered readers keep them so
+        until they are taken)."""
         if self.shard_end:
-            return FetchResult([], 0, True, 0)
+            return ColumnFetch(expand(NO_REPLY, self.shard_id, False), 0, True, 0)
         for attempt in (1, 2):
             if self._iterator is None:
                 self._iterator = self._get_iterator()
             try:
-                reply = get_records(self.client, self._iterator, self.max_records)
+                reply = get_record_columns(self.client, self._iterator, self.max_records)
                 break
             except ClientError as exc:
                 code = exc.response.get("Error", {}).get("Code")
@@ -127,14 +152,15 @@ class ShardGetter:
                 raise translate(exc, f"reading {self.shard_id} of {self.stream_name!r}") from exc
         else:  # pragma: no cover - the loop always breaks or raises
             raise KinesisError("unreachable")
-        raw = reply.get("Records") or ()
-        records = self._convert.records(raw)
-        if raw:  # after the last record fetched, even one whose user records all belonged to other shards
-            self.position = after(raw[-1]["SequenceNumber"])
-        self._iterator = reply.get("NextShardIterator")
+        columns = self._convert.columns(reply)
+        sequence_numbers = reply.sequence_numbers
+        if sequence_numbers:  # after the last record fetched, even one whose user records all belonged to other shards
+            self.position = after(sequence_numbers[-1])
+        self._iterator = reply.next_shard_iterator
         if self._iterator is None:
             self.shard_end = True
-        return FetchResult(records, reply.get("MillisBehindLatest"), self.shard_end, len(raw))
+        return ColumnFetch(columns, reply.millis_behind_latest, self.shard_end, len(sequence_numbers))
+
 
 #: Pause before GetRecords is tried again after a throttle or a retriable error: full jitter between the shortest
 #: poll interval and a ceiling that doubles with each failure in a row, up to 10 s. The readers and the paced

@@ -14,20 +14,19 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from bisect import bisect_left
-from collections import deque
 from dataclasses import replace
 from datetime import datetime
-from itertools import accumulate
 from typing import Callable, Iterable, NamedTuple
 
 from kinesis_spout import retry
 from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.errors import KinesisError, SpoutError
+from kinesis_spout.kinesis.retrieval.chunks import ChunkBuffer
 from kinesis_spout.kinesis.retrieval.polling import GET_RECORDS_RETRY
 from kinesis_spout.kinesis.retrieval.pool import PARK, ReaderPool
 from kinesis_spout.kinesis.retrieval.protocol import FetchResult, ShardRetrieval
-from kinesis_spout.records import Record, SequenceKey, record_sizes, records_bytes
+from kinesis_spout.kinesis.retrieval.wire_columns import RecordColumns, slice_columns, to_records
+from kinesis_spout.records import Record, SequenceKey
 
 log = logging.getLogger("kinesis_spout.kinesis")
 
@@ -75,6 +74,14 @@ def tip_of(result: FetchResult, pushed: bool, last_key: SequenceKey | None,
     return None
 
 
+def _last_record(got: list[Record] | RecordColumns) -> Record:
+    """The last record of a reply's records, or of their columns (made of the last row alone)."""
+    if isinstance(got, list):
+        return got[-1]
+    n = len(got)
+    return to_records(slice_columns(got, n - 1, n))[0]
+
+
 class BufferedShardReader:
     """Prefetches one shard into a bounded buffer; a :class:`~kinesis_spout.kinesis.retrieval.pool.ReaderPool` polls it.
 
@@ -102,8 +109,7 @@ class BufferedShardReader:
                                                      max_s=self.max_empty_backoff_s))
         self.max_retries = max_retries
         self._on_data = on_data
-        self._buffer: deque[Record] = deque()
-        self._bytes = 0
+        self._buffer = ChunkBuffer()  # the records read, as the columns they were decoded into (or pushed records)
         self._lock = threading.Condition()
         self._stop = threading.Event()
         self._pool = pool
@@ -127,6 +133,9 @@ class BufferedShardReader:
         # a getter whose records are pushed (enhanced fan-out): an empty fetch parks the reader until the getter
         # calls on_pending from its own thread, instead of polling again after empty_record_backoff_s
         self._pushed = getter.pushed
+        # a polling getter's records stay columns until taken; a getter without fetch_columns (enhanced fan-out)
+        # hands records over
+        self._fetch_columns = getattr(getter, "fetch_columns", None)
         if self._pushed:
             getter.on_pending = self._wake
 
@@ -163,27 +172,24 @@ class BufferedShardReader:
         """Up to ``n`` buffered records, oldest first, while their bytes stay under ``max_bytes`` (the first record
         always, if ``max_bytes`` > 0); never blocks on Kinesis. Raises the reader's error once the buffer is empty."""
         with self._lock:
-            buffer = self._buffer
-            if not buffer:
-                if self._error is not None:
-                    raise self._error
-                return []
-            if max_bytes <= 0 or n <= 0:
-                return []
-            # take up to n at once, then give back those after the first whose bytes reach max_bytes
-            popleft = buffer.popleft
-            out: list[Record] = [popleft() for _ in range(min(n, len(buffer)))]
-            taken = records_bytes(out)
-            if taken > max_bytes:
-                sizes = record_sizes(out)
-                keep = bisect_left(list(accumulate(sizes)), max_bytes) + 1
-                buffer.extendleft(reversed(out[keep:]))
-                del out[keep:]
-                taken = sum(sizes[:keep])
-            self._bytes -= taken
+            if not self._buffer and self._error is not None:
+                raise self._error
+            out = self._buffer.take_records(n, max_bytes)
+        self._after_take()
+        return out
+
+    def take_columns(self, n: int, max_bytes: int) -> list[RecordColumns]:
+        """:meth:`take_upto` as columns (one piece per reply the records came from), no record object made."""
+        with self._lock:
+            if not self._buffer and self._error is not None:
+                raise self._error
+            out = self._buffer.take_columns(n, max_bytes)
+        self._after_take()
+        return out
+
+    def _after_take(self) -> None:
         if self.parked and len(self._buffer) <= self.max_records // 2 and self.has_room():
             self._wake()
-        return out
 
     def _wake(self) -> None:
         pool = self._pool
@@ -193,7 +199,7 @@ class BufferedShardReader:
     def has_room(self) -> bool:
         """True when the buffer can take more records (and, for a pushed getter, it has something to hand over:
         the pool re-checks this after parking the reader, so an event pushed meanwhile is not missed)."""
-        room = len(self._buffer) < self.max_records and self._bytes < self.max_bytes
+        room = len(self._buffer) < self.max_records and self._buffer.nbytes < self.max_bytes
         return room and (not self._pushed or self.getter.pending)
 
     def poll(self) -> float | None:
@@ -222,7 +228,7 @@ class BufferedShardReader:
         backoff = self._backoff
         try:
             self.calls += 1
-            result = self.getter.fetch()
+            result = self._fetch_columns() if self._fetch_columns is not None else self.getter.fetch()
         except KinesisError as exc:
             if not exc.retriable:
                 raise
@@ -238,26 +244,30 @@ class BufferedShardReader:
         self.millis_behind_latest = result.millis_behind_latest
         if self._pushed:  # the next event may be taken at once; none there: parked until the getter calls
             pause = 0.0
-        elif result.records or result.fetched:  # a reply whose user records all belonged to other shards: not idle
+        elif len(result[0]) or result.fetched:  # a reply whose user records all belonged to other shards: not idle
             self._idle.reset()
             pause = MIN_POLL_INTERVAL_S
         else:
             pause = self._idle.next_delay()
         due = time.monotonic() + pause
-        if result.records:
-            size = records_bytes(result.records)
+        got = result[0]  # the records, or their columns
+        if got:
             with self._lock:
-                self._buffer.extend(result.records)
-                self._bytes += size
-            self.records_read += len(result.records)
+                self._buffer.add(got)
+            self.records_read += len(got)
         if self.tip is None:  # after the buffer: whoever sees the tip finds its records buffered or taken
-            self.tip = tip_of(result, self._pushed, self.last_key, self.tip_cutoff)
-        if result.records:
-            self.last_key, self.last_arrival = result.records[-1].key, result.records[-1].approximate_arrival_timestamp
+            # records made of columns only where the tip needs them: every one against the cutoff, else the last
+            seen = [] if not got else got if isinstance(got, list) else \
+                to_records(got) if self.tip_cutoff is not None else [_last_record(got)]
+            self.tip = tip_of(FetchResult(seen, result.millis_behind_latest, result.shard_end, result.fetched),
+                              self._pushed, self.last_key, self.tip_cutoff)
+        if got:
+            last = _last_record(got)
+            self.last_key, self.last_arrival = last.key, last.approximate_arrival_timestamp
         if result.shard_end:
             self.ended = True
             log.info("shard %s is closed and was read to its end", self.shard_id)
-        if result.records or result.shard_end:
+        if got or result.shard_end:
             self._on_data()
         if result.shard_end:
             return None
@@ -323,6 +333,22 @@ class RoundRobinReader:
                 if records <= 0 or nbytes <= 0:
                     continue
                 taken = reader.take_upto(min(n, records), nbytes)
+                if taken:
+                    self._cursor = (self._cursor + i + 1) % count
+                    return taken
+        return []
+
+    def next_columns(self, room: Callable[[str], tuple[int, int]], n: int) -> list[RecordColumns]:
+        """:meth:`next_records` as columns (the records of one shard, one piece per reply they came from)."""
+        readers = self.readers
+        count = len(readers)
+        for i in range(count):
+            reader = readers[(self._cursor + i) % count]
+            if reader.ready:
+                records, nbytes = room(reader.shard_id)
+                if records <= 0 or nbytes <= 0:
+                    continue
+                taken = reader.take_columns(min(n, records), nbytes)
                 if taken:
                     self._cursor = (self._cursor + i + 1) % count
                     return taken
