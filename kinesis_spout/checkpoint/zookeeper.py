@@ -124,6 +124,12 @@ class ZooKeeperCheckpointStore:
     negotiated_session_timeout_s = property(lambda self: self.session.negotiated_session_timeout_s)
 
     @property
+    def zookeeper_home(self) -> "ZooKeeperCheckpointStore":
+        """The store itself (a :class:`~kinesis_spout.checkpoint.base.ZooKeeperHome`): its checkpoints are in
+        ZooKeeper, so leases, Spark's batch ends and ownership share its session."""
+        return self
+
+    @property
     def base_path(self) -> str:
         """``{prefix}/{app}/{stream}``: the node the checkpoints, leases and Spark's batch log sit under."""
         return self.path.rsplit("/", 1)[0]

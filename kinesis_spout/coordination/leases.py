@@ -36,7 +36,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
+from kinesis_spout.checkpoint.base import ZooKeeperHome
 from kinesis_spout.errors import CheckpointError, LeaseError, SpoutError
 
 __all__ = ["LeaseState", "ZooKeeperLeases"]
@@ -66,7 +66,7 @@ class ZooKeeperLeases:
     shard sync thread); ``still_held`` reads the node itself.
     """
 
-    def __init__(self, store: ZooKeeperCheckpointStore, worker_id: str, *, refresh_s: float = REFRESH_S) -> None:
+    def __init__(self, store: ZooKeeperHome, worker_id: str, *, refresh_s: float = REFRESH_S) -> None:
         self.store = store
         self.session = store.session
         self.worker_id = worker_id

@@ -19,14 +19,9 @@ import threading
 import weakref
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
+from kinesis_spout.checkpoint.base import ZooKeeperHome, zookeeper_home
 from kinesis_spout.checkpoint.memory import MemoryCheckpointStore
-from kinesis_spout.checkpoint.zookeeper import (
-    CAS_ATTEMPTS,
-    TryAgain,
-    ZooKeeperCheckpointStore,
-    compare_and_set,
-    retry_compare_and_set,
-)
+from kinesis_spout.checkpoint.zookeeper import CAS_ATTEMPTS, TryAgain, compare_and_set, retry_compare_and_set
 from kinesis_spout.errors import CheckpointError
 from kinesis_spout.spark.batch_store_memory import MemoryBatchStore
 from kinesis_spout.zookeeper.session import ZooKeeperSession
@@ -80,11 +75,13 @@ _memory_lock = threading.Lock()
 
 
 def batch_store_for(checkpoints: Any) -> BatchIds:
-    """The batch store that goes with a checkpoint store: on the ZooKeeper store's session (no I/O here); the
-    store itself when it keeps batch ids of its own (a user's store); else one memory batch store per checkpoint
-    store, which lasts as long as it does (pipelines sharing a memory store see one batch id sequence)."""
-    if isinstance(checkpoints, ZooKeeperCheckpointStore):
-        return ZooKeeperBatchStore(checkpoints.session, checkpoints.base_path)
+    """The batch store that goes with a checkpoint store: on the session of a store in ZooKeeper (one that declares
+    a ``zookeeper_home``, as the ZooKeeper store does; no I/O here); the store itself when it keeps batch ids of its
+    own (a user's store); else one memory batch store per checkpoint store, which lasts as long as it does
+    (pipelines sharing a memory store see one batch id sequence)."""
+    home = zookeeper_home(checkpoints)
+    if home is not None:
+        return ZooKeeperBatchStore(home.session, home.base_path)
     if isinstance(checkpoints, BatchIds):
         return checkpoints
     with _memory_lock:
@@ -113,8 +110,8 @@ class ZooKeeperBatchStore:
         self.base = base.rstrip("/")
 
     @classmethod
-    def on_store(cls, checkpoints: ZooKeeperCheckpointStore) -> "ZooKeeperBatchStore":
-        """The batch store next to ``checkpoints``, on its session."""
+    def on_store(cls, checkpoints: ZooKeeperHome) -> "ZooKeeperBatchStore":
+        """The batch store next to ``checkpoints`` (a store in ZooKeeper), on its session."""
         return cls(checkpoints.session, checkpoints.base_path)
 
     # -- batch ids (SpoutPipeline) --------------------------------------------------------------------------------
