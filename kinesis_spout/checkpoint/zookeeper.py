@@ -51,7 +51,7 @@ def compare_and_set(session: ZooKeeperSession, node: str, payload: bytes, refuse
     """Write ``payload`` to ``node`` unless ``refuse(stored bytes)`` returns a reason (``CheckpointConflict``);
     re-read and retry when another writer got in between (:func:`retry_compare_and_set`). Who calls: the checkpoint
     store (unfenced saves), the Spark batch store (batch ids)."""
-    from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+    from kinesis_spout.zookeeper.errors import BadVersionError, NodeExistsError, NoNodeError
 
     def attempt() -> None:
         try:
@@ -160,7 +160,7 @@ class ZooKeeperCheckpointStore:
         return f"{self.path}/{shard_id}"
 
     def load(self, shard_id: str) -> Checkpoint | None:
-        from kazoo.exceptions import NoNodeError
+        from kinesis_spout.zookeeper.errors import NoNodeError
 
         node = self._node(shard_id)
         try:
@@ -216,7 +216,7 @@ class ZooKeeperCheckpointStore:
                                 fence: tuple[str, str, int]) -> None:
         """:func:`compare_and_set` whose writes are transactions that also check the lease's version (``fence``:
         shard id, lease node, epoch); the same retry."""
-        from kazoo.exceptions import NoNodeError
+        from kinesis_spout.zookeeper.errors import NoNodeError
 
         def attempt() -> None:
             try:
@@ -237,7 +237,7 @@ class ZooKeeperCheckpointStore:
         """One transaction: the lease node is still at the epoch, and ``node`` is created (``version`` None) or set
         at ``version``. True when written; False when ``node`` changed meanwhile (re-read and retry); raises
         ``LeaseLost`` when the lease moved on."""
-        from kazoo.exceptions import RolledBackError
+        from kinesis_spout.zookeeper.errors import RolledBackError
 
         shard_id, lease_node, epoch = fence
 
@@ -258,7 +258,7 @@ class ZooKeeperCheckpointStore:
         return True
 
     def list(self) -> dict[str, Checkpoint]:
-        from kazoo.exceptions import NoNodeError
+        from kinesis_spout.zookeeper.errors import NoNodeError
 
         try:
             children = self.session.get_children(self.path)
@@ -272,7 +272,7 @@ class ZooKeeperCheckpointStore:
         return out
 
     def delete(self, shard_id: str) -> None:
-        from kazoo.exceptions import NoNodeError
+        from kinesis_spout.zookeeper.errors import NoNodeError
 
         try:
             self.session.delete(self._node(shard_id))

@@ -124,7 +124,7 @@ class ZooKeeperOwnership:
         expired belongs to the new session, and is held. A node released between the create and the read is taken
         again at once, up to ``CAS_ATTEMPTS`` times
         (:func:`~kinesis_spout.checkpoint.zookeeper.retry_compare_and_set`)."""
-        from kazoo.exceptions import NodeExistsError, NoNodeError
+        from kinesis_spout.zookeeper.errors import NodeExistsError, NoNodeError
 
         node = self.ownership_node(name)
         timeout_s = self.session.negotiated_session_timeout_s or self.session.session_timeout_s
@@ -175,8 +175,13 @@ class ZooKeeperOwnership:
         owner starts again at version 0, so a retried delete would delete the next owner's node. A delete that gets
         no answer (connection lost, session expired) leaves the node to its session: it goes when the session
         ends (an expiry, or the store's ``close()``)."""
-        from kazoo.exceptions import BadVersionError, ConnectionLoss, NoNodeError, SessionExpiredError
-        from kazoo.handlers.threading import KazooTimeoutError
+        from kinesis_spout.zookeeper.errors import (
+            BadVersionError,
+            ConnectionLoss,
+            KazooTimeoutError,
+            NoNodeError,
+            SessionExpiredError,
+        )
 
         with self._lock:
             mine = self._owned.pop(name, None)
