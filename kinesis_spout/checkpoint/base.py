@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from kinesis_spout.errors import CheckpointError
 from kinesis_spout.positions import (
@@ -18,7 +18,10 @@ from kinesis_spout.positions import (
 )
 from kinesis_spout.records import WHOLE, SequenceKey
 
-__all__ = ["FORMAT_VERSION", "RESET_POSITIONS", "Checkpoint", "CheckpointStore"]
+if TYPE_CHECKING:
+    from kinesis_spout.zookeeper.session import Listener, ZooKeeperSession
+
+__all__ = ["FORMAT_VERSION", "RESET_POSITIONS", "Checkpoint", "CheckpointStore", "ZooKeeperHome", "zookeeper_home"]
 
 FORMAT_VERSION = 1
 # RESET_POSITIONS (from kinesis_spout.positions): the starts a checkpoint can hold instead of a sequence number,
@@ -182,10 +185,19 @@ class CheckpointStore(Protocol):
     and the CLI (``list``, ``delete``). ``save`` never moves a stored checkpoint backwards: a lower value raises
     ``CheckpointConflict`` and is not written.
 
-    Fencing is not part of it: only the ZooKeeper store is fenced, by the lease manager, which works on that store
-    itself (``fence``/``unfence``); the spout only sees a fenced write's refusal (``LeaseLost``, raised by
-    ``save``). A pipeline's batch ids and ownership are Spark's (:mod:`kinesis_spout.spark.batch_store`,
-    :mod:`kinesis_spout.spark.ownership`).
+    Fencing is not part of it: only a store in ZooKeeper is fenced, by the lease manager, which works on the
+    store's :class:`ZooKeeperHome` (``fence``/``unfence``); the spout only sees a fenced write's refusal
+    (``LeaseLost``, raised by ``save``). A pipeline's batch ids and ownership are Spark's
+    (:mod:`kinesis_spout.spark.batch_store`, :mod:`kinesis_spout.spark.ownership`).
+
+    One capability is declared, not required: a store whose checkpoints live in ZooKeeper says so with a
+    ``zookeeper_home`` attribute (a :class:`ZooKeeperHome`; the ZooKeeper store's is the store itself), read by
+    :func:`zookeeper_home`. With it the store gets what meets in ZooKeeper: leases (``coordination="auto"`` or
+    ``"leases"``), Spark's batch ends and ownership on its session, and the Spark driver's checkpoint copies of many
+    shards in one transaction. A store that declares nothing (the memory store, a user's store implementing only
+    the methods below) keeps working: static coordination (``"leases"`` is refused), batch ids and ownership in
+    memory or its own (:func:`kinesis_spout.spark.batch_store.batch_store_for`,
+    :func:`kinesis_spout.spark.ownership.ownership_for`), checkpoints saved one by one.
     """
 
     def open(self) -> None: ...
@@ -201,3 +213,44 @@ class CheckpointStore(Protocol):
     def delete(self, shard_id: str) -> None: ...
 
     def close(self) -> None: ...
+
+
+class ZooKeeperHome(Protocol):
+    """Where a checkpoint store's checkpoints live in ZooKeeper, declared by the store as ``zookeeper_home``.
+
+    Who reads it (through :func:`zookeeper_home`): the spout's coordination choice and lease membership, the lease
+    manager (:class:`kinesis_spout.coordination.leases.ZooKeeperLeases`: leases on ``session`` under
+    ``base_path``, and ``fence``/``unfence`` of the store's writes, so a lease and the checkpoint it guards meet in
+    one transaction), Spark's batch store and ownership (on ``session`` under ``base_path``) and the Spark driver's
+    checkpoint writer (many nodes under ``path`` in one transaction on ``session``). A custom store declares one to
+    get leases: its ``save`` must then write ``{path}/{shard_id}`` on ``session`` and honour the fences.
+    """
+
+    @property
+    def session(self) -> "ZooKeeperSession":
+        """The store's open session, shared with the leases, batch ends and ownership."""
+        ...
+
+    @property
+    def path(self) -> str:
+        """``{prefix}/{app}/{stream}/checkpoints``: the node whose children hold the shards' checkpoints as
+        :meth:`Checkpoint.to_json`."""
+        ...
+
+    @property
+    def base_path(self) -> str:
+        """``{prefix}/{app}/{stream}``: where the leases, workers, batch ends and ownership nodes go."""
+        ...
+
+    def fence(self, shard_id: str, lease_node: str, epoch: int) -> None: ...
+
+    def unfence(self, shard_id: str, *, revoke: bool = False) -> None: ...
+
+    def add_listener(self, listener: "Listener") -> None: ...
+
+
+def zookeeper_home(store: object) -> ZooKeeperHome | None:
+    """The :class:`ZooKeeperHome` ``store`` declares (its ``zookeeper_home`` attribute), None when it declares
+    none (the memory store, a user's store). Who calls: every part that needs ZooKeeper beside the checkpoints
+    (coordination, leases, Spark's batch store, ownership and driver checkpoint writes); nothing changes."""
+    return getattr(store, "zookeeper_home", None)

@@ -51,7 +51,7 @@ def compare_and_set(session: ZooKeeperSession, node: str, payload: bytes, refuse
     """Write ``payload`` to ``node`` unless ``refuse(stored bytes)`` returns a reason (``CheckpointConflict``);
     re-read and retry when another writer got in between (:func:`retry_compare_and_set`). Who calls: the checkpoint
     store (unfenced saves), the Spark batch store (batch ids)."""
-    from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+    from kinesis_spout.zookeeper.errors import BadVersionError, NodeExistsError, NoNodeError
 
     def attempt() -> None:
         try:
@@ -124,6 +124,12 @@ class ZooKeeperCheckpointStore:
     negotiated_session_timeout_s = property(lambda self: self.session.negotiated_session_timeout_s)
 
     @property
+    def zookeeper_home(self) -> "ZooKeeperCheckpointStore":
+        """The store itself (a :class:`~kinesis_spout.checkpoint.base.ZooKeeperHome`): its checkpoints are in
+        ZooKeeper, so leases, Spark's batch ends and ownership share its session."""
+        return self
+
+    @property
     def base_path(self) -> str:
         """``{prefix}/{app}/{stream}``: the node the checkpoints, leases and Spark's batch log sit under."""
         return self.path.rsplit("/", 1)[0]
@@ -154,7 +160,7 @@ class ZooKeeperCheckpointStore:
         return f"{self.path}/{shard_id}"
 
     def load(self, shard_id: str) -> Checkpoint | None:
-        from kazoo.exceptions import NoNodeError
+        from kinesis_spout.zookeeper.errors import NoNodeError
 
         node = self._node(shard_id)
         try:
@@ -210,7 +216,7 @@ class ZooKeeperCheckpointStore:
                                 fence: tuple[str, str, int]) -> None:
         """:func:`compare_and_set` whose writes are transactions that also check the lease's version (``fence``:
         shard id, lease node, epoch); the same retry."""
-        from kazoo.exceptions import NoNodeError
+        from kinesis_spout.zookeeper.errors import NoNodeError
 
         def attempt() -> None:
             try:
@@ -231,7 +237,7 @@ class ZooKeeperCheckpointStore:
         """One transaction: the lease node is still at the epoch, and ``node`` is created (``version`` None) or set
         at ``version``. True when written; False when ``node`` changed meanwhile (re-read and retry); raises
         ``LeaseLost`` when the lease moved on."""
-        from kazoo.exceptions import RolledBackError
+        from kinesis_spout.zookeeper.errors import RolledBackError
 
         shard_id, lease_node, epoch = fence
 
@@ -252,7 +258,7 @@ class ZooKeeperCheckpointStore:
         return True
 
     def list(self) -> dict[str, Checkpoint]:
-        from kazoo.exceptions import NoNodeError
+        from kinesis_spout.zookeeper.errors import NoNodeError
 
         try:
             children = self.session.get_children(self.path)
@@ -266,7 +272,7 @@ class ZooKeeperCheckpointStore:
         return out
 
     def delete(self, shard_id: str) -> None:
-        from kazoo.exceptions import NoNodeError
+        from kinesis_spout.zookeeper.errors import NoNodeError
 
         try:
             self.session.delete(self._node(shard_id))

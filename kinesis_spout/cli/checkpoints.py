@@ -101,7 +101,7 @@ def list_checkpoints(args: argparse.Namespace) -> int:
 def read_all(store: Any) -> tuple[dict[str, Any], dict[str, tuple[str, bytes]]]:
     """Every checkpoint node of the store: the readable ones, and the unreadable ones as (why, stored bytes).
     Who calls: ``list_checkpoints`` (one bad node must not hide the others, as ``store.list()`` would)."""
-    from kazoo.exceptions import NoNodeError
+    from kinesis_spout.zookeeper.errors import NoNodeError
 
     try:
         shard_ids = sorted(store.session.get_children(store.path))

@@ -132,7 +132,7 @@ def only_app(args: argparse.Namespace) -> str:
 
 def _children(store: Any, path: str) -> list[str]:
     """The sorted children of a ZooKeeper node of the store's session (none when the node does not exist)."""
-    from kazoo.exceptions import NoNodeError
+    from kinesis_spout.zookeeper.errors import NoNodeError
 
     try:
         return sorted(store.session.get_children(path))

@@ -36,7 +36,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
+from kinesis_spout.checkpoint.base import ZooKeeperHome
 from kinesis_spout.errors import CheckpointError, LeaseError, SpoutError
 
 __all__ = ["LeaseState", "ZooKeeperLeases"]
@@ -66,7 +66,7 @@ class ZooKeeperLeases:
     shard sync thread); ``still_held`` reads the node itself.
     """
 
-    def __init__(self, store: ZooKeeperCheckpointStore, worker_id: str, *, refresh_s: float = REFRESH_S) -> None:
+    def __init__(self, store: ZooKeeperHome, worker_id: str, *, refresh_s: float = REFRESH_S) -> None:
         self.store = store
         self.session = store.session
         self.worker_id = worker_id
@@ -87,7 +87,7 @@ class ZooKeeperLeases:
 
         Raises ``LeaseError`` when another live worker registered the same ``worker_id``.
         """
-        from kazoo.exceptions import NodeExistsError
+        from kinesis_spout.zookeeper.errors import NodeExistsError
 
         node = f"{self.workers_path}/{self.worker_id}"
         doc = json.dumps({"joined_at": datetime.now(timezone.utc).isoformat()}).encode()
@@ -114,7 +114,7 @@ class ZooKeeperLeases:
         return self._children(self.leases_path)
 
     def _children(self, path: str) -> list[str]:
-        from kazoo.exceptions import NoNodeError
+        from kinesis_spout.zookeeper.errors import NoNodeError
 
         try:
             return sorted(self.session.get_children(path))
@@ -134,7 +134,7 @@ class ZooKeeperLeases:
 
     def leave(self) -> None:
         """Unregister this worker (best effort; the node goes with the session anyway)."""
-        from kazoo.exceptions import NoNodeError
+        from kinesis_spout.zookeeper.errors import NoNodeError
 
         if not self.session.started:
             return
@@ -181,7 +181,7 @@ class ZooKeeperLeases:
         read of N shards costs one round trip to ZooKeeper, not N (N requests still). A read that failed (the
         connection lost meanwhile), and every read while the connection is down, is made on its own within the
         session's operation deadline, which raises ``CheckpointError`` when ZooKeeper stays away."""
-        from kazoo.exceptions import NoNodeError
+        from kinesis_spout.zookeeper.errors import NoNodeError
 
         nodes = {shard_id: self._node(shard_id) for shard_id in shard_ids}
         # not connected: each read on its own, the first waiting for the connection within the deadline (queued
@@ -208,7 +208,7 @@ class ZooKeeperLeases:
         """Change a lease node (``op``: ``create``, ``set_data`` or ``delete`` of a kazoo transaction, with
         ``args``) and move the generation on, in one transaction. Returns the change's result; its
         ``BadVersionError``, ``NoNodeError`` or ``NodeExistsError`` is raised as the plain call would."""
-        from kazoo.exceptions import NoNodeError, RolledBackError
+        from kinesis_spout.zookeeper.errors import NoNodeError, RolledBackError
 
         def build(txn: Any) -> None:
             getattr(txn, op)(node, *args)
@@ -229,7 +229,7 @@ class ZooKeeperLeases:
     def acquire(self, shard_id: str, seen: LeaseState) -> int | None:
         """Take the lease of ``shard_id`` if it is still as ``seen`` (compare-and-set); returns the new epoch, or
         None when someone else changed it first. Fences the shard's checkpoint writes with the new epoch."""
-        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+        from kinesis_spout.zookeeper.errors import BadVersionError, NodeExistsError, NoNodeError
 
         node = self._node(shard_id)
         doc = _lease_doc(self.worker_id)
@@ -263,7 +263,7 @@ class ZooKeeperLeases:
         found to have moved past ``epoch`` (given back already by a write whose reply was lost, or taken by another
         worker). When the write fails (ZooKeeper unreachable past the operation deadline) the ``CheckpointError``
         is raised and the lease stays held and fenced: a later round gives it back, or reads the shard again."""
-        from kazoo.exceptions import BadVersionError, NoNodeError
+        from kinesis_spout.zookeeper.errors import BadVersionError, NoNodeError
 
         if epoch is None:
             with self._lock:
@@ -287,7 +287,7 @@ class ZooKeeperLeases:
 
     def delete(self, shard_id: str) -> None:
         """Delete the lease node of a shard that is gone for good (finished and past the stream's retention)."""
-        from kazoo.exceptions import BadVersionError, NoNodeError
+        from kinesis_spout.zookeeper.errors import BadVersionError, NoNodeError
 
         node = self._node(shard_id)
         try:

@@ -19,14 +19,9 @@ import threading
 import weakref
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
+from kinesis_spout.checkpoint.base import ZooKeeperHome, zookeeper_home
 from kinesis_spout.checkpoint.memory import MemoryCheckpointStore
-from kinesis_spout.checkpoint.zookeeper import (
-    CAS_ATTEMPTS,
-    TryAgain,
-    ZooKeeperCheckpointStore,
-    compare_and_set,
-    retry_compare_and_set,
-)
+from kinesis_spout.checkpoint.zookeeper import CAS_ATTEMPTS, TryAgain, compare_and_set, retry_compare_and_set
 from kinesis_spout.errors import CheckpointError
 from kinesis_spout.spark.batch_store_memory import MemoryBatchStore
 from kinesis_spout.zookeeper.session import ZooKeeperSession
@@ -80,11 +75,13 @@ _memory_lock = threading.Lock()
 
 
 def batch_store_for(checkpoints: Any) -> BatchIds:
-    """The batch store that goes with a checkpoint store: on the ZooKeeper store's session (no I/O here); the
-    store itself when it keeps batch ids of its own (a user's store); else one memory batch store per checkpoint
-    store, which lasts as long as it does (pipelines sharing a memory store see one batch id sequence)."""
-    if isinstance(checkpoints, ZooKeeperCheckpointStore):
-        return ZooKeeperBatchStore(checkpoints.session, checkpoints.base_path)
+    """The batch store that goes with a checkpoint store: on the session of a store in ZooKeeper (one that declares
+    a ``zookeeper_home``, as the ZooKeeper store does; no I/O here); the store itself when it keeps batch ids of its
+    own (a user's store); else one memory batch store per checkpoint store, which lasts as long as it does
+    (pipelines sharing a memory store see one batch id sequence)."""
+    home = zookeeper_home(checkpoints)
+    if home is not None:
+        return ZooKeeperBatchStore(home.session, home.base_path)
     if isinstance(checkpoints, BatchIds):
         return checkpoints
     with _memory_lock:
@@ -113,8 +110,8 @@ class ZooKeeperBatchStore:
         self.base = base.rstrip("/")
 
     @classmethod
-    def on_store(cls, checkpoints: ZooKeeperCheckpointStore) -> "ZooKeeperBatchStore":
-        """The batch store next to ``checkpoints``, on its session."""
+    def on_store(cls, checkpoints: ZooKeeperHome) -> "ZooKeeperBatchStore":
+        """The batch store next to ``checkpoints`` (a store in ZooKeeper), on its session."""
         return cls(checkpoints.session, checkpoints.base_path)
 
     # -- batch ids (SpoutPipeline) --------------------------------------------------------------------------------
@@ -124,7 +121,7 @@ class ZooKeeperBatchStore:
         return f"{self.base}/batch_id"
 
     def load_batch_id(self) -> int:
-        from kazoo.exceptions import NoNodeError
+        from kinesis_spout.zookeeper.errors import NoNodeError
 
         node = self.batch_id_node
         try:
@@ -152,7 +149,7 @@ class ZooKeeperBatchStore:
 
     def batch_end(self, query: str, batch: int, shard_id: str) -> bytes | None:
         """The end recorded for ``(batch, shard)``, or None when no task recorded one yet."""
-        from kazoo.exceptions import NoNodeError
+        from kinesis_spout.zookeeper.errors import NoNodeError
 
         try:
             data, _ = self.session.get(f"{self.batches_node(query)}/{batch}/{shard_id}")
@@ -163,7 +160,7 @@ class ZooKeeperBatchStore:
     def record_batch_end(self, query: str, batch: int, shard_id: str, payload: bytes) -> bytes:
         """Record ``payload`` as the end of ``(batch, shard)`` unless a task recorded one first (create, never
         overwrite); returns the end that stands: ``payload`` or the first writer's."""
-        from kazoo.exceptions import NodeExistsError, NoNodeError
+        from kinesis_spout.zookeeper.errors import NodeExistsError, NoNodeError
 
         node = f"{self.batches_node(query)}/{batch}/{shard_id}"
         try:
@@ -185,7 +182,7 @@ class ZooKeeperBatchStore:
         """Create ``batch``'s node (and its query's), so that each of its tasks records its end with one request.
         Who calls: the driver, before the batch's tasks run; a batch whose node exists (a replay) is left as it is.
         A failure is logged: the tasks then make the node themselves."""
-        from kazoo.exceptions import NodeExistsError
+        from kinesis_spout.zookeeper.errors import NodeExistsError
 
         node = f"{self.batches_node(query)}/{batch}"
         try:
@@ -198,7 +195,7 @@ class ZooKeeperBatchStore:
     def batch_ends(self, query: str, batch: int, shards: Sequence[str] | None = None) -> dict[str, bytes]:
         """The ends recorded for ``batch`` (shard id -> payload): of ``shards`` (pipelined reads of their nodes),
         or of every shard that recorded one (a listing first)."""
-        from kazoo.exceptions import NoNodeError
+        from kinesis_spout.zookeeper.errors import NoNodeError
 
         node = f"{self.batches_node(query)}/{batch}"
         if shards is None:
@@ -223,7 +220,7 @@ class ZooKeeperBatchStore:
 
     def delete_batches(self, query: str, below: int) -> int:
         """Delete the recorded ends of ``query``'s batches numbered below ``below``; returns how many batches."""
-        from kazoo.exceptions import NoNodeError
+        from kinesis_spout.zookeeper.errors import NoNodeError
 
         base = self.batches_node(query)
         try:
@@ -277,7 +274,7 @@ class ZooKeeperBatchStore:
         heartbeat. Returns that time by ZooKeeper's clock (seconds since the epoch), so callers compare heartbeats
         without trusting their own clock. Tried again at once when the node came or went meanwhile, up to
         ``CAS_ATTEMPTS`` times (:func:`~kinesis_spout.checkpoint.zookeeper.retry_compare_and_set`)."""
-        from kazoo.exceptions import NodeExistsError, NoNodeError
+        from kinesis_spout.zookeeper.errors import NodeExistsError, NoNodeError
 
         node = self.batches_node(query)
 
@@ -301,7 +298,7 @@ class ZooKeeperBatchStore:
     def query_heartbeats(self) -> dict[str, tuple[float, int]]:
         """Every query with a batches node: query id -> (its last heartbeat by ZooKeeper's clock in seconds, the
         node's version), from one listing and pipelined reads of the nodes' stats."""
-        from kazoo.exceptions import NoNodeError
+        from kinesis_spout.zookeeper.errors import NoNodeError
 
         base = f"{self.base}/batches"
         try:
@@ -324,7 +321,7 @@ class ZooKeeperBatchStore:
         most: one request, within the server's 1 MiB limit) checks that version, so a query that beats meanwhile
         loses nothing. Returns True when the tree is gone, False when it was left (it beat, or a task recorded an
         end meanwhile: the next clean-up judges it again)."""
-        from kazoo.exceptions import NoNodeError
+        from kinesis_spout.zookeeper.errors import NoNodeError
 
         root = self.batches_node(query)
         try:
@@ -351,7 +348,7 @@ class ZooKeeperBatchStore:
     def _delete_checked(self, root: str, version: int, nodes: tuple[str, ...], delete_root: bool = False) -> bool:
         """One transaction: ``root`` is at ``version``, and ``nodes`` (children before parents), then ``root``
         when ``delete_root``, are deleted. True when it was applied (or the root is gone already)."""
-        from kazoo.exceptions import NoNodeError, RolledBackError
+        from kinesis_spout.zookeeper.errors import NoNodeError, RolledBackError
 
         def build(txn: Any) -> None:
             if delete_root:

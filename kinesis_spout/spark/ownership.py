@@ -16,8 +16,9 @@ import time
 import weakref
 from typing import Any, Protocol, runtime_checkable
 
+from kinesis_spout.checkpoint.base import zookeeper_home
 from kinesis_spout.checkpoint.memory import MemoryCheckpointStore
-from kinesis_spout.checkpoint.zookeeper import CAS_ATTEMPTS, TryAgain, ZooKeeperCheckpointStore, retry_compare_and_set
+from kinesis_spout.checkpoint.zookeeper import CAS_ATTEMPTS, TryAgain, retry_compare_and_set
 from kinesis_spout.errors import CheckpointConflict, CheckpointError
 from kinesis_spout.zookeeper.session import ZooKeeperSession
 
@@ -67,16 +68,17 @@ _owners_lock = threading.Lock()
 
 
 def ownership_for(checkpoints: Any) -> OwnershipStore | None:
-    """The ownership that goes with a checkpoint store (one per store, for as long as it lives): on the ZooKeeper
-    store's session, in memory for a memory store, the store itself when it can own (a user's store); None when
-    it cannot (a user's store without ownership)."""
-    if not isinstance(checkpoints, (ZooKeeperCheckpointStore, MemoryCheckpointStore)):
+    """The ownership that goes with a checkpoint store (one per store, for as long as it lives): on the session of a
+    store in ZooKeeper (one that declares a ``zookeeper_home``, as the ZooKeeper store does), in memory for a memory
+    store, the store itself when it can own (a user's store); None when it cannot (a user's store without
+    ownership)."""
+    home = zookeeper_home(checkpoints)
+    if home is None and not isinstance(checkpoints, MemoryCheckpointStore):
         return checkpoints if isinstance(checkpoints, OwnershipStore) else None
     with _owners_lock:
         owner = _owners.get(checkpoints)
         if owner is None:
-            owner = (ZooKeeperOwnership(checkpoints.session, checkpoints.base_path)
-                     if isinstance(checkpoints, ZooKeeperCheckpointStore) else MemoryOwnership())
+            owner = ZooKeeperOwnership(home.session, home.base_path) if home is not None else MemoryOwnership()
             _owners[checkpoints] = owner
         return owner
 
@@ -122,7 +124,7 @@ class ZooKeeperOwnership:
         expired belongs to the new session, and is held. A node released between the create and the read is taken
         again at once, up to ``CAS_ATTEMPTS`` times
         (:func:`~kinesis_spout.checkpoint.zookeeper.retry_compare_and_set`)."""
-        from kazoo.exceptions import NodeExistsError, NoNodeError
+        from kinesis_spout.zookeeper.errors import NodeExistsError, NoNodeError
 
         node = self.ownership_node(name)
         timeout_s = self.session.negotiated_session_timeout_s or self.session.session_timeout_s
@@ -173,8 +175,13 @@ class ZooKeeperOwnership:
         owner starts again at version 0, so a retried delete would delete the next owner's node. A delete that gets
         no answer (connection lost, session expired) leaves the node to its session: it goes when the session
         ends (an expiry, or the store's ``close()``)."""
-        from kazoo.exceptions import BadVersionError, ConnectionLoss, NoNodeError, SessionExpiredError
-        from kazoo.handlers.threading import KazooTimeoutError
+        from kinesis_spout.zookeeper.errors import (
+            BadVersionError,
+            ConnectionLoss,
+            KazooTimeoutError,
+            NoNodeError,
+            SessionExpiredError,
+        )
 
         with self._lock:
             mine = self._owned.pop(name, None)

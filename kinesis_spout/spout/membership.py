@@ -14,6 +14,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
+from kinesis_spout.checkpoint.base import zookeeper_home
 from kinesis_spout.errors import CheckpointConflict, ConfigError, LeaseLost, SpoutError
 from kinesis_spout.spout.shards import ShardLifecycle, ShardPhase
 
@@ -53,29 +54,29 @@ class LeaseMembership:
 
     def join(self, store: CheckpointStore) -> Callable[[list[Shard]], list[Shard]]:
         """Leases mode (in ``open()``): register this worker in ZooKeeper and return the lease round that decides
-        which shards it reads."""
-        from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
+        which shards it reads. The store must declare a ``zookeeper_home`` (the ZooKeeper store does)."""
         from kinesis_spout.coordination.leases import ZooKeeperLeases
         from kinesis_spout.coordination.rebalance import LeaseBalancer
 
-        if not isinstance(store, ZooKeeperCheckpointStore):
+        home = zookeeper_home(store)
+        if home is None:
             raise ConfigError("coordination 'leases' needs the ZooKeeper checkpoint store (the workers meet there); "
                               f"got {type(store).__name__}: use coordination='static' with it")
         self.store = store
-        self.leases = ZooKeeperLeases(store, self.config.worker_id)
+        self.leases = ZooKeeperLeases(home, self.config.worker_id)
         self.leases.join()
-        store.add_listener(self.on_zookeeper_state)
+        home.add_listener(self.on_zookeeper_state)
         return LeaseBalancer(self.leases, hand_back=self.hand_back, drop_all=self.drop_all, drop=self.drop).owns
 
     def refuse_beside_lease_workers(self, store: CheckpointStore) -> None:
         """Static mode (in ``open()``): refuse to read an app's stream while workers share it through leases: both
         would read the same shards, and the static spout's unfenced checkpoints would fight theirs."""
-        from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
         from kinesis_spout.coordination.leases import ZooKeeperLeases
 
-        if not isinstance(store, ZooKeeperCheckpointStore):
+        home = zookeeper_home(store)
+        if home is None:
             return
-        live = ZooKeeperLeases(store, self.config.worker_id).workers()
+        live = ZooKeeperLeases(home, self.config.worker_id).workers()
         if live:
             raise ConfigError(f"app {self.config.app_name!r} reads stream {self.config.stream_name!r} with leases "
                               f"(live workers: {', '.join(live)}), but this spout has coordination='static': both "

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from functools import partial
 from typing import Any, Callable
 
-from kinesis_spout.checkpoint.base import CheckpointStore
+from kinesis_spout.checkpoint.base import CheckpointStore, zookeeper_home
 from kinesis_spout.checkpoint.writer import CheckpointWriter
 from kinesis_spout.config import SpoutConfig
 from kinesis_spout.coordination.sync import ShardSync
@@ -69,10 +69,8 @@ def fanout_consumer(cfg: SpoutConfig, client: Any) -> str | None:
 
 def coordination_mode(cfg: SpoutConfig, store: CheckpointStore) -> str:
     """``"leases"`` or ``"static"``: the configured coordination, ``"auto"`` decided by the store (leases when it is
-    the ZooKeeper store, where the workers meet)."""
-    from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
-
-    return cfg.worker.mode(zookeeper_store=isinstance(store, ZooKeeperCheckpointStore))
+    in ZooKeeper, where the workers meet: one that declares a ``zookeeper_home``)."""
+    return cfg.worker.mode(zookeeper_store=zookeeper_home(store) is not None)
 
 
 def wire(parts: SpoutParts, cfg: SpoutConfig, registry: ShardRegistry, membership: LeaseMembership, *,

@@ -14,8 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Sequence
 
-from kinesis_spout.checkpoint.base import Checkpoint
-from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
+from kinesis_spout.checkpoint.base import Checkpoint, ZooKeeperHome, zookeeper_home
 from kinesis_spout.errors import CheckpointConflict, CheckpointError
 
 __all__ = ["CheckpointWriter"]
@@ -33,12 +32,11 @@ class CheckpointWriter:
     def write(self, store: Any, checkpoints: Sequence[Checkpoint], done: Callable[[str], None]) -> None:
         """Write ``checkpoints``; ``done(shard_id)`` for each one written, or left because ZooKeeper holds one
         ahead of it (logged). ``CheckpointError`` when ZooKeeper cannot be reached (those not done yet are left for
-        the caller's next try)."""
-        if not isinstance(store, ZooKeeperCheckpointStore):
-            known: list[Checkpoint] = []
-        else:
-            known = [c for c in checkpoints if c.shard_id in self._versions]
-        if known and self._write_known(store, known):
+        the caller's next try). Several go in one transaction only when ``store`` is in ZooKeeper (declares a
+        ``zookeeper_home``); else each one is the store's ``save``."""
+        home = zookeeper_home(store)
+        known = [] if home is None else [c for c in checkpoints if c.shard_id in self._versions]
+        if home is not None and known and self._write_known(home, known):
             for checkpoint in known:
                 done(checkpoint.shard_id)
             written = {c.shard_id for c in known}
@@ -53,15 +51,15 @@ class CheckpointWriter:
                 log.info("ZooKeeper is ahead of this query: %s", exc)
                 done(checkpoint.shard_id)
                 continue
-            if isinstance(store, ZooKeeperCheckpointStore):
-                self._learn(store, checkpoint)
+            if home is not None:
+                self._learn(home, checkpoint)
             done(checkpoint.shard_id)
 
     def forget(self) -> None:
         """Forget every version (the store is closed or replaced). Idempotent."""
         self._versions.clear()
 
-    def _learn(self, store: ZooKeeperCheckpointStore, checkpoint: Checkpoint) -> None:
+    def _learn(self, store: ZooKeeperHome, checkpoint: Checkpoint) -> None:
         """Read back the node just written: its version is remembered when it holds exactly what was written."""
         try:
             data, stat = store.session.get(f"{store.path}/{checkpoint.shard_id}")
@@ -70,7 +68,7 @@ class CheckpointWriter:
         if bytes(data) == checkpoint.to_json():
             self._versions[checkpoint.shard_id] = int(stat.version)
 
-    def _write_known(self, store: ZooKeeperCheckpointStore, checkpoints: Sequence[Checkpoint]) -> bool:
+    def _write_known(self, store: ZooKeeperHome, checkpoints: Sequence[Checkpoint]) -> bool:
         """One transaction writing each checkpoint at its remembered version; True when it was applied. When it was
         not (a node moved), or its outcome is unknown (ZooKeeper trouble), the versions are forgotten."""
         nodes = [(f"{store.path}/{c.shard_id}", c.to_json(), self._versions[c.shard_id]) for c in checkpoints]
