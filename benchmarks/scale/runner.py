@@ -23,7 +23,7 @@ from typing import Any
 from benchmarks.machine import ROOT, describe_machine, load_average
 from benchmarks.scale import leases
 from benchmarks.scale.cluster import ScaleCluster
-from benchmarks.scale.curve import curve_sizes, run_curve
+from benchmarks.scale.curve import curve_sizes, rebuild, run_curve
 from benchmarks.scale.report import write
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "scale.md"
@@ -42,6 +42,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--curve", type=str, default=None, metavar="SHARDS,...",
                    help="run each size (workers: one per 64 shards, at least 2; a quarter killed) and write "
                         "scale-curve.md, .json and .png beside --out, with the size of --out's .json as a point")
+    p.add_argument("--curve-report", action="store_true",
+                   help="no run: the curve's model, report and plot made again from scale-curve.json")
     args = p.parse_args(argv)
     if args.curve is not None:
         try:
@@ -62,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a SIGTERM still stops the workers and removes the nodes
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("kazoo").setLevel(logging.ERROR)
+    if args.curve_report:
+        return rebuild(args.out)
     if args.curve is not None:
         return run_curve(args, argv, run_size)
     size = leases.LeaseRunSize(shards=args.shards, workers=args.workers, kill=args.kill,
