@@ -11,11 +11,12 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import shutil
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-from benchmarks.machine import describe_machine
+from benchmarks.machine import ROOT, describe_machine
 from benchmarks.report import table, write_atomically, write_json
 from benchmarks.scale import leases
 from benchmarks.scale.model import CHECKPOINT_INTERVAL_S, GET_RECORDS_LIMIT_PER_SHARD, Point, figures_of, fit, project
@@ -23,6 +24,9 @@ from benchmarks.scale.model import CHECKPOINT_INTERVAL_S, GET_RECORDS_LIMIT_PER_
 #: Shards per worker of the curve's sizes (at least 2 workers), and the share of them killed (at least 1).
 SHARDS_PER_WORKER = 64
 KILLED_SHARE = 4
+#: The committed results, and the plot's copy shown by the site (docs/scaling.md).
+RESULTS = ROOT / "benchmarks" / "results"
+DOCS_PLOT = ROOT / "docs" / "assets" / "scale-curve.png"
 #: The size the model is carried to on paper.
 PROJECTED = {"shards": 10_000, "workers": 100, "kill": 25}
 #: (figure, label, unit) of the report's table and the plot's panels, in order.
@@ -112,6 +116,9 @@ def write_curve(points: list[dict[str, Any]], command: str, out: Path, finished:
         from benchmarks.scale.curve_plot import plot
 
         plot(points, fits, out.with_suffix(".png"))
+        if out.parent == RESULTS:  # the site's scaling page shows the committed curve
+            DOCS_PLOT.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(out.with_suffix(".png"), DOCS_PLOT)
     except ImportError as exc:  # matplotlib missing: the figures are written all the same
         print(f"[curve] no plot ({exc}); pip install matplotlib", flush=True)
     print(f"[curve] report: {out}", flush=True)
