@@ -6,7 +6,7 @@ PYTEST_ARGS ?=
 export NO_MKDOCS_2_WARNING := 1
 
 .PHONY: setup demo dist test test-fast test-unit test-spark test-crash lint docs docs-check docs-serve bench bench-smoke soak \
-	scale mutation clean
+	scale scale-curve mutation clean
 
 setup:
 	@scripts/setup.sh
@@ -101,6 +101,14 @@ soak: setup
 # shards, 16 workers, 4 killed); a quick run: make scale SCALE_ARGS="--shards 64 --workers 4 --kill 1".
 scale: setup
 	$(PY) -m benchmarks.scale $(SCALE_ARGS)
+
+# The curve, on demand: the scale run at 16, 64 and 256 shards (one worker per 64 shards, at least 2, a quarter
+# killed), the 1,024-shard point reused from scale.json, a model fitted to them and carried to 10,000 shards.
+# Results: benchmarks/results/scale-curve.md, .json and .png (matplotlib: the benchmarks' own venv).
+CURVE_ARGS ?= --curve 16,64,256 --rest 10 --phase-timeout 300
+scale-curve: setup
+	@benchmarks/setup.sh
+	benchmarks/.venv/bin/python -m benchmarks.scale $(CURVE_ARGS)
 
 # Mutation testing of the modules where a mistake loses data, on demand (not part of `make test`): its own venv
 # (.venv-mutation), mutmut at nice 19 with MUTATION_JOBS workers; prints the score per module and the survivors.

@@ -3,6 +3,7 @@
 
     python -m benchmarks.scale                                   # the issue's size: 1,024 shards, 16 workers, 4 killed
     python -m benchmarks.scale --shards 64 --workers 4 --kill 1  # a quick run
+    python -m benchmarks.scale --curve 16,64,256 --rest 10       # the curve: scale-curve.md, .json and .png
 
 Exit code 1 when a record was lost or the run could not finish; the report is written either way.
 """
@@ -22,6 +23,7 @@ from typing import Any
 from benchmarks.machine import ROOT, describe_machine, load_average
 from benchmarks.scale import leases
 from benchmarks.scale.cluster import ScaleCluster
+from benchmarks.scale.curve import curve_sizes, rebuild, run_curve
 from benchmarks.scale.report import write
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "scale.md"
@@ -37,7 +39,18 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--rest", type=float, default=15.0, help="seconds measured at rest (default 15)")
     p.add_argument("--phase-timeout", type=float, default=600.0, help="the longest wait of a phase, s")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"the Markdown report (default {DEFAULT_OUT})")
+    p.add_argument("--curve", type=str, default=None, metavar="SHARDS,...",
+                   help="run each size (workers: one per 64 shards, at least 2; a quarter killed) and write "
+                        "scale-curve.md, .json and .png beside --out, with the size of --out's .json as a point")
+    p.add_argument("--curve-report", action="store_true",
+                   help="no run: the curve's model, report and plot made again from scale-curve.json")
     args = p.parse_args(argv)
+    if args.curve is not None:
+        try:
+            args.curve = curve_sizes(args.curve)
+        except ValueError as exc:
+            p.error(f"--curve: {exc}")
+        return args
     if args.shards < 1 or args.workers < 2:
         p.error(f"--shards must be 1 or more and --workers 2 or more (got {args.shards} and {args.workers})")
     if not 1 <= args.kill < args.workers:
@@ -51,9 +64,23 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a SIGTERM still stops the workers and removes the nodes
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("kazoo").setLevel(logging.ERROR)
+    if args.curve_report:
+        return rebuild(args.out)
+    if args.curve is not None:
+        return run_curve(args, argv, run_size)
     size = leases.LeaseRunSize(shards=args.shards, workers=args.workers, kill=args.kill,
                                session_timeout_s=args.session_timeout, put_every_s=args.put_every,
                                rest_s=args.rest, phase_timeout_s=args.phase_timeout)
+    doc = run_size(size, argv)
+    write(doc, args.out)
+    print(f"report: {args.out}", flush=True)
+    lost = doc.get("figures", {}).get("records", {}).get("lost")
+    return 0 if doc.get("error") is None and lost == 0 else 1
+
+
+def run_size(size: leases.LeaseRunSize, argv: list[str]) -> dict[str, Any]:
+    """One run at ``size``: servers up, the lease phases, servers down. Returns the report's document (an error
+    reported in it). Called by :func:`main` once, or by the curve once per size."""
     began = time.monotonic()
 
     def log(message: str) -> None:
@@ -85,7 +112,4 @@ def main(argv: list[str] | None = None) -> int:
         "GetRecords calls are counted inside kinesalite (benchmarks/scale/count_requests.js, preloaded).",
         "ZooKeeper requests are its own counters (mntr), the benchmark's watch client included (idle at rest).",
     ]
-    write(doc, args.out)
-    log(f"report: {args.out}")
-    lost = doc.get("figures", {}).get("records", {}).get("lost")
-    return 0 if doc.get("error") is None and lost == 0 else 1
+    return doc
