@@ -19,30 +19,23 @@ from typing import Any, Callable
 from benchmarks.machine import ROOT, describe_machine
 from benchmarks.report import table, write_atomically, write_json
 from benchmarks.scale import leases
-from benchmarks.scale.model import CHECKPOINT_INTERVAL_S, GET_RECORDS_LIMIT_PER_SHARD, Point, figures_of, fit, project
+from benchmarks.scale.model import (
+    CHECKPOINT_INTERVAL_S,
+    FIGURES,
+    GET_RECORDS_LIMIT_PER_SHARD,
+    SHARDS_PER_WORKER,
+    Point,
+    figures_of,
+    fit,
+    project,
+    size_of,
+)
 
-#: Shards per worker of the curve's sizes (at least 2 workers), and the share of them killed (at least 1).
-SHARDS_PER_WORKER = 64
-KILLED_SHARE = 4
 #: The committed results, and the plot's copy shown by the site (docs/scaling.md).
 RESULTS = ROOT / "benchmarks" / "results"
 DOCS_PLOT = ROOT / "docs" / "assets" / "scale-curve.png"
 #: The size the model is carried to on paper.
 PROJECTED = {"shards": 10_000, "workers": 100, "kill": 25}
-#: (figure, label, unit) of the report's table and the plot's panels, in order.
-FIGURES = [("balance_s", "balanced", "s"), ("register_s", "of which start-up: all registered", "s"),
-           ("take_s", "of which taking leases", "s"), ("failover_s", "failover: owned again", "s"),
-           ("zk_requests_per_s", "ZooKeeper requests/s at rest", "/s"), ("zk_znodes", "ZooKeeper znodes", ""),
-           ("worker_cpu_pct", "worker CPU % at rest", "%"), ("worker_rss_mib", "worker RSS at rest", "MiB"),
-           ("get_records_per_s_per_shard", "GetRecords/s per idle shard", "/s")]
-
-
-def size_of(shards: int) -> tuple[int, int, int]:
-    """``(shards, workers, kill)`` of a curve point: one worker per 64 shards (at least 2), a quarter killed."""
-    workers = max(2, shards // SHARDS_PER_WORKER)
-    return shards, workers, max(1, workers // KILLED_SHARE)
-
-
 def curve_sizes(spec: str) -> list[tuple[int, int, int]]:
     """``--curve``'s comma-separated shard counts as sizes, smallest first; a clear error on anything else."""
     try:

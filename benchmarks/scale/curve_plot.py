@@ -9,8 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from benchmarks.scale.curve import FIGURES, size_of
-from benchmarks.scale.model import Fit, model_at
+from benchmarks.scale.model import FIGURES, Fit, model_at, size_of
 
 
 def plot(points: list[dict[str, Any]], fits: dict[str, Fit], out: Path) -> None:

@@ -173,3 +173,20 @@ def project(fits: dict[str, Fit], shards: int = 10_000, workers: int = 100, kill
         out["get_records_per_s_per_worker"] = polls * shards / workers
         out["get_records_share_of_limit"] = polls / GET_RECORDS_LIMIT_PER_SHARD
     return out
+
+
+#: Shards per worker of the curve's sizes (at least 2 workers), and the share of them killed (at least 1).
+SHARDS_PER_WORKER = 64
+KILLED_SHARE = 4
+#: (figure, label, unit) of the report's table and the plot's panels, in order.
+FIGURES = [("balance_s", "balanced", "s"), ("register_s", "of which start-up: all registered", "s"),
+           ("take_s", "of which taking leases", "s"), ("failover_s", "failover: owned again", "s"),
+           ("zk_requests_per_s", "ZooKeeper requests/s at rest", "/s"), ("zk_znodes", "ZooKeeper znodes", ""),
+           ("worker_cpu_pct", "worker CPU % at rest", "%"), ("worker_rss_mib", "worker RSS at rest", "MiB"),
+           ("get_records_per_s_per_shard", "GetRecords/s per idle shard", "/s")]
+
+
+def size_of(shards: int) -> tuple[int, int, int]:
+    """``(shards, workers, kill)`` of a curve point: one worker per 64 shards (at least 2), a quarter killed."""
+    workers = max(2, shards // SHARDS_PER_WORKER)
+    return shards, workers, max(1, workers // KILLED_SHARE)
