@@ -7,6 +7,7 @@ import os
 import platform
 import shutil
 import subprocess
+import sysconfig
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,14 @@ def describe_machine() -> dict[str, Any]:
         "os": platform.platform(),
         "python": f"{platform.python_implementation()} {platform.python_version()}",
     }
+
+
+def relative_paths(text: str) -> str:
+    """``text`` (a profile's listing) with the checkout's and the interpreter's package directories left out of its
+    file names, so that a report says ``kinesis_spout/spout/columns.py``, not where this checkout happens to be."""
+    for prefix in (sysconfig.get_paths()["purelib"], str(ROOT)):
+        text = text.replace(prefix.rstrip("/") + "/", "")
+    return text
 
 
 def load_average() -> list[float]:

@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterator
 
 from benchmarks.bench_spark import RECORD_BYTES, SHARDS, spout_backlog
 from benchmarks.context import ZK_PREFIX, BenchContext, BenchmarkError
+from benchmarks.machine import relative_paths
 from benchmarks.spout_read import spout_config
 from benchmarks.stats import Stopwatch
 
@@ -247,7 +248,7 @@ def main(argv: list[str] | None = None) -> None:
                 stats.sort_stats("tottime").print_stats(25)
                 stats.sort_stats("cumulative").print_stats(40)
                 print("\ncProfile of the run thread (one run, wall clock):")
-                print(out.getvalue())
+                print(relative_paths(out.getvalue()))
         finally:
             clock.uninstall()
             spark.stop()

@@ -31,6 +31,7 @@ import sys
 import time
 from typing import Any
 
+from benchmarks.machine import relative_paths
 from kinesis_spout import InitialPosition, KinesisSpout, SpoutConfig, ZooKeeperCheckpointStore
 from kinesis_spout.kinesis.client import make_client
 from kinesis_spout.kinesis.retrieval import pool as pool_module
@@ -196,7 +197,7 @@ def main(single: bool, plain: bool = False, freeze: bool = False, kpl: bool = Fa
         stats.sort_stats("tottime").print_stats(15)
         total = getattr(stats, "total_tt", 0.0)
         print(f"\n== {role}: {total / RECORDS * 1e6:.1f} µs of thread CPU per record (profiled)")
-        print("\n".join(out.getvalue().splitlines()[6:24]))
+        print("\n".join(relative_paths(out.getvalue()).splitlines()[6:24]))
         if role == "consumer":
             for group, us in group_costs(stats, RECORDS).items():
                 print(f"{group:<36} {us:6.1f} µs per record")
