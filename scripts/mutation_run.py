@@ -85,6 +85,9 @@ TESTS_BY_MODULE: dict[str, list[str]] = {
         "kinesis/test_reader_backoff.py", "kinesis/test_faults.py", "kinesis/test_getter.py")],
     "kinesis_spout.kinesis.retrieval.reader": [INTEGRATION + f + "::*" for f in (
         "kinesis/test_reader_backoff.py", "kinesis/test_faults.py", "kinesis/test_reader.py")],
+    # the columnar decoding (its differential test against the record path) and the readers' buffer of columns
+    "kinesis_spout.kinesis.retrieval.wire_columns": ["tests/unit/kinesis/test_wire_columns.py::*"],
+    "kinesis_spout.kinesis.retrieval.chunks": ["tests/unit/kinesis/test_chunks.py::*"],
     "kinesis_spout.spout": [INTEGRATION + f + "::*" for f in (  # its modules but shards
         "spout/test_spout.py", "spout/test_spout_loss_paths.py", "spout/test_next_tuple.py",
         "spout/test_spout_lifecycle.py", "coordination/test_leases.py")] + [
