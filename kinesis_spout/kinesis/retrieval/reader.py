@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import replace
 from datetime import datetime
-from typing import Callable, Iterable, NamedTuple
+from typing import Callable, Iterable, NamedTuple, TypeVar
 
 from kinesis_spout import retry
 from kinesis_spout.config import MIN_POLL_INTERVAL_S
@@ -29,6 +29,8 @@ from kinesis_spout.kinesis.retrieval.wire_columns import RecordColumns, slice_co
 from kinesis_spout.records import Record, SequenceKey
 
 log = logging.getLogger("kinesis_spout.kinesis")
+
+T = TypeVar("T")  # what a take hands out: records, or pieces of columns
 
 #: Retried errors in a row (throttles, 500s) logged at DEBUG only: a shard throttled now and then, or an emulator's
 #: occasional 500, is routine. The next one is logged at WARNING with the count, and so is each doubling of the run
@@ -324,22 +326,16 @@ class RoundRobinReader:
     def next_records(self, room: Callable[[str], tuple[int, int]], n: int) -> list[Record]:
         """Up to ``n`` records of one shard, the next in turn that has records and room: ``room(shard_id)`` says how
         many records and bytes it may take now (``(0, 0)``: none). Empty at once when none is buffered."""
-        readers = self.readers
-        count = len(readers)
-        for i in range(count):
-            reader = readers[(self._cursor + i) % count]
-            if reader.ready:
-                records, nbytes = room(reader.shard_id)
-                if records <= 0 or nbytes <= 0:
-                    continue
-                taken = reader.take_upto(min(n, records), nbytes)
-                if taken:
-                    self._cursor = (self._cursor + i + 1) % count
-                    return taken
-        return []
+        return self._next(room, n, BufferedShardReader.take_upto)
 
     def next_columns(self, room: Callable[[str], tuple[int, int]], n: int) -> list[RecordColumns]:
         """:meth:`next_records` as columns (the records of one shard, one piece per reply they came from)."""
+        return self._next(room, n, BufferedShardReader.take_columns)
+
+    def _next(self, room: Callable[[str], tuple[int, int]], n: int,
+              take: Callable[[BufferedShardReader, int, int], list[T]]) -> list[T]:
+        """The turn of :meth:`next_records` and :meth:`next_columns`: ``take(reader, count, bytes)`` of the next
+        reader in turn that is ready and has room; the turn moves past the reader that gave something."""
         readers = self.readers
         count = len(readers)
         for i in range(count):
@@ -348,7 +344,7 @@ class RoundRobinReader:
                 records, nbytes = room(reader.shard_id)
                 if records <= 0 or nbytes <= 0:
                     continue
-                taken = reader.take_columns(min(n, records), nbytes)
+                taken = take(reader, min(n, records), nbytes)
                 if taken:
                     self._cursor = (self._cursor + i + 1) % count
                     return taken
