@@ -3,9 +3,9 @@
 :class:`RecordConversion` turns the records of a GetRecords reply (as columns) or of a SubscribeToShard event into the
 spout's records, as columns or :class:`~kinesis_spout.records.Record` tuples: KPL aggregates become their user records
 (``deaggregate``), and user records whose hash key lies outside the shard's range are dropped and counted
-(``hash_range``). Each getter holds one (composition: the polling and the fan-out getter derive from nothing but the
-protocol). Not thread-safe: the getter's owner calls it; the log of foreign user records shared by all of a process's
-getters is under a lock.
+(``hash_range``). Each getter holds one (composition: neither getter derives from the other) and tells of it through
+:class:`ConvertedRecords`, the properties both share. Not thread-safe: the getter's owner calls it; the log of foreign
+user records shared by all of a process's getters is under a lock.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from kinesis_spout.kinesis.retrieval.wire_columns import (
 from kinesis_spout.kinesis.shards import HashKeyRange
 from kinesis_spout.records import Record
 
-__all__ = ["ALL_HASH_KEYS", "RecordConversion"]
+__all__ = ["ALL_HASH_KEYS", "ConvertedRecords", "RecordConversion"]
 
 log = logging.getLogger("kinesis_spout.kinesis")
 
@@ -112,3 +112,29 @@ class RecordConversion:
                 self.stream_name, seq, below + above, total, self._foreign, below, above,
                 "; later ones of this shard are logged at debug level" if first else "")
 
+
+class ConvertedRecords:
+    """What a getter that converts its records through a :class:`RecordConversion` (``self._convert``, set by its
+    constructor) tells of them: the settings it converts with and its counters. Both getters take it."""
+
+    _convert: RecordConversion
+
+    @property
+    def deaggregate(self) -> bool:
+        """Whether KPL aggregates are handed out as their user records."""
+        return self._convert.deaggregate
+
+    @property
+    def hash_range(self) -> HashKeyRange | None:
+        """The shard's hash keys: user records of an aggregate outside them are dropped (None: nothing is)."""
+        return self._convert.hash_range
+
+    @property
+    def corrupt_aggregates(self) -> int:
+        """Records with the aggregate magic that did not decode (delivered as they are)."""
+        return self._convert.corrupt_aggregates
+
+    @property
+    def foreign_user_records(self) -> int:
+        """User records dropped because their hash key belongs to another shard."""
+        return self._convert.foreign_user_records

@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from kinesis_spout.errors import KinesisError
-from kinesis_spout.kinesis.retrieval.conversion import RecordConversion
+from kinesis_spout.kinesis.retrieval.conversion import ConvertedRecords, RecordConversion
 from kinesis_spout.kinesis.retrieval.eventstream import SubscriptionEvent
 from kinesis_spout.kinesis.retrieval.protocol import LATEST_MARGIN, FetchResult, ShardRetrieval
 from kinesis_spout.kinesis.retrieval.subscribe_to_shard import Subscription, starting_position
@@ -47,7 +47,7 @@ RESUBSCRIBE_S = 5.0
 SUBSCRIBE_RETRY = RetryPolicy(initial_s=1.0, multiplier=2.0, max_s=10.0, jitter=0.5)
 
 
-class FanOutGetter:
+class FanOutGetter(ConvertedRecords):
     """Reads one shard through an enhanced fan-out subscription of ``consumer_arn`` (see the module docstring).
 
     Who calls: one :class:`~kinesis_spout.kinesis.retrieval.reader.BufferedShardReader` (``fetch``, ``prepare``,
@@ -88,26 +88,6 @@ class FanOutGetter:
         self.renewals = 0
         self.resubscribes = 0
         self.initial_responses = 0  # subscriptions whose stream began with an initial response (real Kinesis)
-
-    @property
-    def deaggregate(self) -> bool:
-        """Whether KPL aggregates are handed out as their user records."""
-        return self._convert.deaggregate
-
-    @property
-    def hash_range(self) -> HashKeyRange | None:
-        """The shard's hash keys: user records of an aggregate outside them are dropped (None: nothing is)."""
-        return self._convert.hash_range
-
-    @property
-    def corrupt_aggregates(self) -> int:
-        """Records with the aggregate magic that did not decode (delivered as they are)."""
-        return self._convert.corrupt_aggregates
-
-    @property
-    def foreign_user_records(self) -> int:
-        """User records dropped because their hash key belongs to another shard."""
-        return self._convert.foreign_user_records
 
     @property
     def pending(self) -> bool:

@@ -14,7 +14,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.errors import KinesisError
 from kinesis_spout.kinesis.botocore_errors import translate
-from kinesis_spout.kinesis.retrieval.conversion import ALL_HASH_KEYS, RecordConversion
+from kinesis_spout.kinesis.retrieval.conversion import ALL_HASH_KEYS, ConvertedRecords, RecordConversion
 from kinesis_spout.kinesis.retrieval.protocol import LATEST_MARGIN, FetchResult
 from kinesis_spout.kinesis.retrieval.wire_columns import (
     RecordColumns,
@@ -45,7 +45,7 @@ class ColumnFetch(NamedTuple):
 NO_REPLY = ReplyColumns([], [], [], [], True, None, None)  # what a finished shard answers
 
 
-class ShardGetter:
+class ShardGetter(ConvertedRecords):
     """Reads one shard with GetRecords (a :class:`~kinesis_spout.kinesis.retrieval.protocol.ShardRetrieval`). Not
     thread-safe: one reader thread owns it.
 
@@ -75,26 +75,6 @@ class ShardGetter:
     pushed = False
     #: Always worth a ``fetch`` (a polling getter has nothing queued to wait for).
     pending = True
-
-    @property
-    def deaggregate(self) -> bool:
-        """Whether KPL aggregates are handed out as their user records."""
-        return self._convert.deaggregate
-
-    @property
-    def hash_range(self) -> HashKeyRange | None:
-        """The shard's hash keys: user records of an aggregate outside them are dropped (None: nothing is)."""
-        return self._convert.hash_range
-
-    @property
-    def corrupt_aggregates(self) -> int:
-        """Records with the aggregate magic that did not decode (delivered as they are)."""
-        return self._convert.corrupt_aggregates
-
-    @property
-    def foreign_user_records(self) -> int:
-        """User records dropped because their hash key belongs to another shard."""
-        return self._convert.foreign_user_records
 
     def _get_iterator(self) -> str:
         pos = self.position
