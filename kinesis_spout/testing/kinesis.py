@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from kinesis_spout.errors import KinesisError
+from kinesis_spout.kinesis.aggregation import hash_key
 
 DUMMY_CREDENTIALS = {"aws_access_key_id": "test", "aws_secret_access_key": "test"}
 
@@ -105,3 +106,12 @@ def put_records(client: Any, stream: str, records: Iterable[bytes | str],
             raise KinesisError(f"put_records: {len(todo)} records of {stream!r} still refused after 20 attempts")
         placed.extend(r for r in results if r is not None)
     return placed
+
+
+def keys_on(client: Any, stream: str, shard_id: str, n: int) -> list[str]:
+    """``n`` partition keys that Kinesis puts on ``shard_id`` of ``stream`` (their hash key lies in its range)."""
+    shards = client.list_shards(StreamName=stream)["Shards"]
+    rng = next(s["HashKeyRange"] for s in shards if s["ShardId"] == shard_id)
+    low, high = int(rng["StartingHashKey"]), int(rng["EndingHashKey"])
+    keys = (f"pk-{i}" for i in itertools.count())
+    return list(itertools.islice((key for key in keys if low <= int(hash_key(key, None) or 0) <= high), n))

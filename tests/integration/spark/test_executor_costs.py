@@ -11,7 +11,6 @@ checkpoint another writer moved meanwhile.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import pytest
@@ -24,7 +23,7 @@ from kinesis_spout.spark.batches import PlannedBatch
 from kinesis_spout.spark.offsets import parse_source_options
 from kinesis_spout.spark.source import WORKER_CLIENTS, ExecutorStreamReader
 from kinesis_spout.spark.source.planning import QueryPlanning
-from kinesis_spout.testing.kinesis import KinesisEndpoint
+from kinesis_spout.testing.kinesis import KinesisEndpoint, keys_on
 from kinesis_spout.testing.zkproxy import Op, ZooKeeperFaultProxy
 
 from .support import executor_options, message_ids, read_partition
@@ -39,20 +38,6 @@ PER_BATCH, PER_BUSY_SHARD = 1, 2
 #: at most once per checkpointIntervalS, so both in one batch only when it took that long), a clean-up of old ends
 TRANSACTIONS = 3
 
-
-def keys_for(client: Any, stream: str, shard_id: str, n: int) -> list[str]:
-    """``n`` partition keys that Kinesis puts on ``shard_id``."""
-    shards = client.list_shards(StreamName=stream)["Shards"]
-    rng = next(s["HashKeyRange"] for s in shards if s["ShardId"] == shard_id)
-    low, high = int(rng["StartingHashKey"]), int(rng["EndingHashKey"])
-    keys: list[str] = []
-    i = 0
-    while len(keys) < n:
-        key = f"k{i}"
-        if low <= int(hashlib.md5(key.encode()).hexdigest(), 16) <= high:
-            keys.append(key)
-        i += 1
-    return keys
 
 
 def requests(proxy: ZooKeeperFaultProxy) -> tuple[int, int]:
@@ -79,10 +64,10 @@ def test_a_caught_up_batch_costs_zookeeper_a_few_requests_plus_two_per_shard_wit
     client = kinesalite.client()
     shard_ids = sorted(s["ShardId"] for s in client.list_shards(StreamName=stream)["Shards"])
     busy = shard_ids[:BUSY]
-    keys = [keys_for(client, stream, shard_id, ROUNDS * 5) for shard_id in busy]
+    keys = [keys_on(client, stream, shard_id, ROUNDS * 5) for shard_id in busy]
     # a backlog on every shard: each gets its first checkpoint (a one-off compare-and-set) before the counts
     kinesalite.put(stream, [f"warm-{i}".encode() for i in range(SHARDS * 2)],
-                   [k for shard_id in shard_ids for k in keys_for(client, stream, shard_id, 2)])
+                   [k for shard_id in shard_ids for k in keys_on(client, stream, shard_id, 2)])
     with ZooKeeperFaultProxy(zookeeper.hosts) as proxy:
         options = {**executor_options(kinesalite, zookeeper, stream), "zookeeper": proxy.hosts,
                    "checkpointIntervalS": "1"}
@@ -106,7 +91,7 @@ def test_a_caught_up_batch_costs_zookeeper_a_few_requests_plus_two_per_shard_wit
             assert planned.idle == set(shard_ids) - set(busy)
             # a shard idle for all those batches wakes up: its records come in the next batch, each once
             woken = kinesalite.put(stream, [f"wake-{i}".encode() for i in range(5)],
-                                   keys_for(client, stream, shard_ids[-1], 5))
+                                   keys_on(client, stream, shard_ids[-1], 5))
             _, parts, ids = one_batch(reader, start)
             assert ids == message_ids(woken) and [p.shard_id for p in parts] == [shard_ids[-1]]
         finally:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import hashlib
 import json
 import os
 import signal
@@ -50,7 +49,7 @@ from kinesis_spout.spark.offsets import in_range
 from kinesis_spout.spark.source import WORKER_CLIENTS, ExecutorStreamReader, ShardTask, read_shard_batch
 from kinesis_spout.testing.faults import FaultProxy
 from kinesis_spout.testing.http_proxy import UpstreamRequest
-from kinesis_spout.testing.kinesis import KinesisEndpoint
+from kinesis_spout.testing.kinesis import KinesisEndpoint, keys_on
 from kinesis_spout.testing.process import ServerProcess, free_port, wait_until
 
 APP = "executor-faults"
@@ -349,20 +348,6 @@ class FreezingProxy:
 
 
 # -- streams, drivers and their logs ---------------------------------------------------------------------------------
-def keys_on(client: Any, stream: str, shard_id: str, n: int) -> list[str]:
-    """``n`` partition keys that Kinesis puts on ``shard_id`` (their MD5 falls in its hash key range)."""
-    shards = client.list_shards(StreamName=stream)["Shards"]
-    rng = next(s["HashKeyRange"] for s in shards if s["ShardId"] == shard_id)
-    low, high = int(rng["StartingHashKey"]), int(rng["EndingHashKey"])
-    keys: list[str] = []
-    i = 0
-    while len(keys) < n:
-        key = f"pk-{i}"
-        if low <= int(hashlib.md5(key.encode()).hexdigest(), 16) <= high:
-            keys.append(key)
-        i += 1
-    return keys
-
 
 def put_on(endpoint: KinesisEndpoint, stream: str, shard_id: str, prefix: str, n: int) -> list[tuple[str, str]]:
     placed = endpoint.put(stream, [f"{prefix}-{i}".encode() for i in range(n)],
