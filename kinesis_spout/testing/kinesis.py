@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from kinesis_spout.errors import KinesisError
-from kinesis_spout.kinesis.aggregation import hash_key
 
 DUMMY_CREDENTIALS = {"aws_access_key_id": "test", "aws_secret_access_key": "test"}
 
@@ -110,6 +109,8 @@ def put_records(client: Any, stream: str, records: Iterable[bytes | str],
 
 def keys_on(client: Any, stream: str, shard_id: str, n: int) -> list[str]:
     """``n`` partition keys that Kinesis puts on ``shard_id`` of ``stream`` (their hash key lies in its range)."""
+    from kinesis_spout.kinesis.aggregation import hash_key  # here: the test plugin imports this module
+
     shards = client.list_shards(StreamName=stream)["Shards"]
     rng = next(s["HashKeyRange"] for s in shards if s["ShardId"] == shard_id)
     low, high = int(rng["StartingHashKey"]), int(rng["EndingHashKey"])
