@@ -17,7 +17,15 @@ from benchmarks.soak.cycle import FaultStats
 @dataclass
 class PathResult:
     """What one path found. ``ok`` is False when anything was lost, a count is inexact or a checkpoint went
-    backwards; ``built`` is False for a path not built yet (it then passes nothing and fails nothing)."""
+    backwards, or when records were still behind at the end (``caught_up`` False); ``built`` is False for a path
+    not built yet (it then passes nothing and fails nothing).
+
+    A record not delivered by the end is **lost** only when a stored checkpoint passed it (the sequence number the
+    shard's checkpoint reached, the highest sampled, is at or beyond the record's): no consumer will read it again.
+    One still ahead of its shard's checkpoint is **behind**: the consumers had not caught up when the drain ended,
+    which is lag, not loss. An exactly-once count below the produced one while records are behind is lag too; a
+    count above it, or below it with nothing behind, is inexact.
+    """
 
     path: str
     built: bool = True
@@ -25,6 +33,8 @@ class PathResult:
     delivered: int = 0
     lost: int = 0
     lost_ids: list[str] = field(default_factory=list)
+    behind: int = 0  # not delivered, but ahead of the shard's checkpoint at the end: lag, not loss
+    behind_ids: list[str] = field(default_factory=list)
     duplicates: int = 0
     exact: bool | None = None  # None: not an exactly-once path
     inexact_keys: dict[str, list[int]] = field(default_factory=dict)  # key -> [expected, stored]
@@ -43,18 +53,43 @@ class PathResult:
     error: str | None = None  # the harness's own failure (a server that would not start), with its traceback
 
     @property
-    def ok(self) -> bool:
-        return not self.built or (self.error is None and self.lost == 0 and self.exact is not False
-                                  and not self.checkpoints_backwards)
+    def safe(self) -> bool:
+        """Nothing lost, no count inexact, no checkpoint backwards (what a fault may never break)."""
+        return self.error is None and self.lost == 0 and self.exact is not False and not self.checkpoints_backwards
 
-    def count_deliveries(self, produced: dict[str, int], delivered: Counter[str]) -> None:
-        """Fill produced, delivered, lost (with the first lost ids as ``#number shard:sequence``) and duplicates."""
+    @property
+    def caught_up(self) -> bool:
+        """Every produced record delivered by the end of the drain."""
+        return self.behind == 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.built or (self.safe and self.caught_up)
+
+    def count_deliveries(self, produced: dict[str, int], delivered: Counter[str],
+                         checkpoints: dict[str, int] | None = None) -> None:
+        """Fill produced, delivered, lost and behind (each with its first ids as ``#number shard:sequence``) and
+        duplicates. ``checkpoints`` (shard -> the highest sequence number its stored checkpoint reached) tells a
+        lost record (at or before its shard's checkpoint) from one behind (after it, or no checkpoint); without
+        them every missing record counts as lost."""
         self.produced = len(produced)
         self.delivered = len(delivered.keys() & produced.keys())
         missing = sorted(produced.keys() - delivered.keys(), key=lambda m: produced[m])
-        self.lost = len(missing)
-        self.lost_ids = [f"#{produced[m]} {m}" for m in missing[:10]]
+        lost = missing if checkpoints is None else [m for m in missing if passed(m, checkpoints)]
+        behind = [] if checkpoints is None else [m for m in missing if not passed(m, checkpoints)]
+        self.lost, self.behind = len(lost), len(behind)
+        self.lost_ids = [f"#{produced[m]} {m}" for m in lost[:10]]
+        self.behind_ids = [f"#{produced[m]} {m}" for m in behind[:10]]
         self.duplicates = sum(n - 1 for n in delivered.values())
+
+    def judge_counts(self, expected: Counter[str], stored: Counter[str]) -> None:
+        """Fill ``exact`` and ``inexact_keys`` of an exactly-once path. Counts short of the produced ones while
+        records are behind are lag (``exact`` stays None: not judged); a count above the produced one is inexact
+        whatever else happened."""
+        self.inexact_keys = {k: [expected[k], stored[k]] for k in sorted(expected.keys() | stored.keys())
+                             if expected[k] != stored[k]}
+        over = any(stored[k] > expected[k] for k in stored)
+        self.exact = None if self.inexact_keys and self.behind and not over else not self.inexact_keys
 
     def take_faults(self, stats: FaultStats, sampler: CheckpointSampler) -> None:
         """Fill the fault counts, cycle times, events and checkpoint checks."""
@@ -69,12 +104,21 @@ class PathResult:
         self.checkpoint_samples_missed = sampler.failed
 
 
+def passed(message_id: str, checkpoints: dict[str, int]) -> bool:
+    """Whether the checkpoint of the record's shard is at or beyond the record (``shard:sequence``)."""
+    shard, _, sequence = message_id.rpartition(":")
+    reached = checkpoints.get(shard)
+    return reached is not None and sequence.isdigit() and int(sequence) <= reached
+
+
 def verdict(result: PathResult) -> str:
     if not result.built:
         return "not built yet"
     if result.error is not None:
         return "COULD NOT RUN"
-    return "ok" if result.ok else "FAILED"
+    if not result.safe:
+        return "FAILED"
+    return "ok" if result.caught_up else "BEHIND (nothing lost)"
 
 
 def by_kind_table(result: PathResult) -> list[str]:
@@ -96,18 +140,18 @@ def markdown(results: list[PathResult], seed: int, argv: list[str], wall_s: floa
              f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.node()} "
              f"({platform.machine()}), seed **{seed}**, `python -m benchmarks.soak {' '.join(argv)}`, "
              f"{wall_s / 60:.1f} min in all. Replay with `--seed {seed}`.", "",
-             "| path | verdict | produced | delivered | lost | duplicates | exact | checkpoints backwards "
-             "| longest stall | faults | wall |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| path | verdict | produced | delivered | lost | behind | duplicates | exact | checkpoints backwards "
+             "| longest stall | catch-up | faults | wall |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         if not r.built or r.error is not None:
-            lines.append(f"| {r.path} | {verdict(r)} | | | | | | | | | |")
+            lines.append(f"| {r.path} | {verdict(r)} | | | | | | | | | | | |")
             continue
-        exact = "n/a" if r.exact is None else ("yes" if r.exact else "**NO**")
+        exact = ("n/a" if r.inexact_keys == {} else "behind") if r.exact is None else ("yes" if r.exact else "**NO**")
         faults = ", ".join(f"{k} {n}" for k, n in sorted(r.faults.items()))
-        lines.append(f"| {r.path} | {verdict(r)} | {r.produced} | {r.delivered} | {r.lost} | {r.duplicates} | "
-                     f"{exact} | {len(r.checkpoints_backwards)} ({r.checkpoint_samples} samples) | "
-                     f"{r.longest_stall_s:.1f} s | {faults} | {r.wall_s:.0f} s |")
+        lines.append(f"| {r.path} | {verdict(r)} | {r.produced} | {r.delivered} | {r.lost} | {r.behind} | "
+                     f"{r.duplicates} | {exact} | {len(r.checkpoints_backwards)} ({r.checkpoint_samples} samples) | "
+                     f"{r.longest_stall_s:.1f} s | {r.drain_s:.0f} s | {faults} | {r.wall_s:.0f} s |")
     for r in results:
         lines += ["", f"## {r.path}", ""]
         if not r.built:
@@ -119,7 +163,10 @@ def markdown(results: list[PathResult], seed: int, argv: list[str], wall_s: floa
         lines.append(f"- mean seconds per fault cycle by kind: {r.mean_cycle_s}; drain {r.drain_s:.1f} s")
         lines += by_kind_table(r)
         if r.lost_ids:
-            lines.append(f"- first lost ids: {', '.join(r.lost_ids)}")
+            lines.append(f"- first lost ids (a stored checkpoint passed them): {', '.join(r.lost_ids)}")
+        if r.behind_ids:
+            lines.append(f"- first ids behind (ahead of their shard's checkpoint at the end: not caught up, not "
+                         f"lost): {', '.join(r.behind_ids)}")
         if r.inexact_keys:
             lines.append(f"- inexact counts (key: [expected, stored]): {r.inexact_keys}")
         if r.checkpoints_backwards:

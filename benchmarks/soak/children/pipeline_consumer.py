@@ -82,7 +82,7 @@ def main() -> int:
         from kinesis_spout.state.redis import RedisBackingMap
 
         exactly_once = RedisBackingMap.factory(args.redis, namespace=f"{args.namespace}-log")
-    pipeline = SpoutPipeline(spark, config, process, trigger_interval_s=0.2, max_batch_records=200,
+    pipeline = SpoutPipeline(spark, config, process, trigger_interval_s=0.2, max_batch_records=1000,
                              exactly_once=exactly_once)
     try:
         pipeline.run()

@@ -52,7 +52,8 @@ class Soak:
         self.sampler.sample()
         self.result.longest_stall_s = round(self.watch.stop(), 1)
         self.ledger.refresh()
-        self.result.count_deliveries(self.producer.produced(), self.ledger.counts())
+        self.result.count_deliveries(self.producer.produced(), self.ledger.counts(),
+                                     self.sampler.highest or None)
         self.result.take_faults(stats, self.sampler)
         if self.producer.refused:
             self.result.notes.append(f"{self.producer.refused} put calls throttled and retried by the producer")

@@ -45,9 +45,7 @@ def run(ctx: PathContext) -> PathResult:
             target.driver.stop()
         result = soak.finish(stats)
         expected, stored = soak.producer.key_counts(), stored_counts(redis_url, namespace)
-        result.exact = expected == stored
-        result.inexact_keys = {k: [expected[k], stored[k]] for k in sorted(expected.keys() | stored.keys())
-                               if expected[k] != stored[k]}
+        result.judge_counts(expected, stored)
         result.notes += [f"{sum(expected.values())} records counted into {len(expected)} keys; stored "
                          f"{sum(stored.values())}", f"driver started {target.driver.starts} times", *target.notes]
         return result

@@ -18,7 +18,8 @@ if str(ROOT) not in sys.path:
 from benchmarks.soak.checkpoints import CheckpointSampler  # noqa: E402
 from benchmarks.soak.faults import FaultMix, plan  # noqa: E402
 from benchmarks.soak.ledger import DeliveryLedger, append_ids  # noqa: E402
-from benchmarks.soak.report import PathResult  # noqa: E402
+from benchmarks.soak.report import PathResult, verdict  # noqa: E402
+from benchmarks.soak.report import markdown as report_markdown  # noqa: E402
 
 MIX = FaultMix(weights={"driver": 1, "worker": 4, "throttle": 1}, at_least={"driver": 0.2})
 
@@ -97,6 +98,35 @@ def test_a_path_fails_on_a_loss_an_inexact_count_or_a_checkpoint_backwards() -> 
     assert not PathResult("exactly-once", exact=False).ok
     assert not PathResult("leases", checkpoints_backwards=["shardId-0: 2 -> 1"]).ok
     assert PathResult("readstream-executors", built=False).ok
+
+
+def test_a_record_behind_its_shard_s_checkpoint_is_lost_and_one_ahead_of_it_is_behind() -> None:
+    produced = {"shardId-0:10": 0, "shardId-0:20": 1, "shardId-1:30": 2, "shardId-2:40": 3, "shardId-0:5": 4}
+    result = PathResult("exactly-once")
+    result.count_deliveries(produced, Counter({"shardId-0:5": 1}), {"shardId-0": 10, "shardId-1": 29})
+    assert (result.lost, result.lost_ids) == (1, ["#0 shardId-0:10"])  # the checkpoint passed it: no one reads it
+    assert (result.behind, result.behind_ids) == (3, ["#1 shardId-0:20", "#2 shardId-1:30", "#3 shardId-2:40"])
+    assert not result.safe and verdict(result) == "FAILED"
+    result.count_deliveries(produced, Counter({"shardId-0:5": 1, "shardId-0:10": 1}), {"shardId-0": 10})
+    assert (result.lost, result.behind, result.safe, result.ok) == (0, 3, True, False)
+    assert verdict(result) == "BEHIND (nothing lost)"
+    result.count_deliveries(produced, Counter({"shardId-0:5": 1}))  # no checkpoints read: every missing one lost
+    assert (result.lost, result.behind) == (4, 0)
+
+
+def test_exactly_once_counts_short_while_records_are_behind_are_lag_and_a_count_too_high_is_inexact() -> None:
+    result = PathResult("exactly-once", behind=3)
+    result.judge_counts(Counter({"k0": 5, "k1": 4}), Counter({"k0": 5, "k1": 2}))
+    assert result.exact is None and result.safe and result.inexact_keys == {"k1": [4, 2]}
+    result.judge_counts(Counter({"k0": 5, "k1": 4}), Counter({"k0": 6, "k1": 2}))
+    assert result.exact is False and not result.safe
+    caught_up = PathResult("exactly-once")
+    caught_up.judge_counts(Counter({"k0": 5}), Counter({"k0": 4}))
+    assert caught_up.exact is False
+    caught_up.judge_counts(Counter({"k0": 5}), Counter({"k0": 5}))
+    assert caught_up.exact is True and caught_up.ok
+    markdown = report_markdown([result], 7, ["--quick"], 60.0)
+    assert "| 3 |" in markdown and "FAILED" in markdown
 
 
 def test_the_network_path_does_at_least_fifty_network_faults_of_a_full_soak() -> None:
