@@ -23,7 +23,7 @@ from kinesis_spout.config import SpoutConfig
 from kinesis_spout.coordination.sync import ShardSync
 from kinesis_spout.deadletters.worker import DeadLetterWorker
 from kinesis_spout.errors import SpoutError
-from kinesis_spout.kinesis.client import make_client
+from kinesis_spout.kinesis.client import kinesis_client
 from kinesis_spout.kinesis.retrieval.consumers import ensure_consumer
 from kinesis_spout.kinesis.shards import Shard, owned_shards
 from kinesis_spout.spout.caught_up import TIP_MARGIN
@@ -80,7 +80,7 @@ def wire(parts: SpoutParts, cfg: SpoutConfig, registry: ShardRegistry, membershi
     ``parts`` as it goes. When a step after the store's ``open()`` fails, the store is closed and the error raised;
     nothing is started."""
     if parts.client is None:
-        parts.client = make_client(cfg.region, cfg.endpoint_url, credentials=cfg.credentials)
+        parts.client = kinesis_client(cfg.kinesis)
     if parts.store is None:
         from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
 
@@ -97,7 +97,8 @@ def wire(parts: SpoutParts, cfg: SpoutConfig, registry: ShardRegistry, membershi
         else:
             membership.refuse_beside_lease_workers(store)
         leases = membership.leases
-        starter = ShardStarter(registry, cfg, parts.client, store, consumer_arn=fanout_consumer(cfg, parts.client),
+        starter = ShardStarter(registry, cfg.stream_name, cfg.reading, cfg.tracking, cfg.worker.worker_id,
+                               parts.client, store, consumer_arn=fanout_consumer(cfg, parts.client),
                                tip_cutoff=datetime.now(timezone.utc) + TIP_MARGIN)
         sync = parts.sync = ShardSync(parts.client, cfg.stream_name, store, interval_s=cfg.shard_sync_interval_s,
                                       owns=owns, known=registry.known, add=starter.add, flush=flush,
