@@ -125,7 +125,7 @@ def start(parts: SpoutParts, cfg: SpoutConfig, registry: ShardRegistry, membersh
     assert writer is not None and sync is not None, "start() follows a wire() that succeeded"
     writer.start()
     dead.worker = DeadLetterWorker(dead_letter_writer, dead.on_written, deadline_s=cfg.dead_letter_deadline_s,
-                                   hold_s=poison_hold_s(cfg))
+                                   hold_s=poison_hold_s(cfg.tracking))
     dead.worker.start()
     for state in registry.shards.values():
         state.start_reading()
