@@ -53,15 +53,15 @@ class SpoutParts:
 def statically_owned(cfg: SpoutConfig, listed: list[Shard]) -> list[Shard]:
     """The shards of the listing a spout reads without leases (Storm-style static split by ``task_index`` and
     ``task_count``)."""
-    return owned_shards(listed, cfg.task_index, cfg.task_count)
+    return owned_shards(listed, cfg.worker.task_index, cfg.worker.task_count)
 
 
 def fanout_consumer(cfg: SpoutConfig, client: Any) -> str | None:
     """With ``retrieval="fanout"``: the ARN of the app's enhanced fan-out consumer (``consumer_name``, else
     ``app_name``), registered or found and ACTIVE; None when the spout polls."""
-    if cfg.retrieval != "fanout":
+    if cfg.reading.retrieval != "fanout":
         return None
-    name = cfg.consumer_name or cfg.app_name
+    name = cfg.reading.consumer_name or cfg.app_name
     consumer = ensure_consumer(client, cfg.stream_name, name)
     log.info("stream %r is read through enhanced fan-out consumer %s (%s)", cfg.stream_name, name, consumer.arn)
     return consumer.arn
@@ -124,7 +124,7 @@ def start(parts: SpoutParts, cfg: SpoutConfig, registry: ShardRegistry, membersh
     writer, sync = parts.writer, parts.sync
     assert writer is not None and sync is not None, "start() follows a wire() that succeeded"
     writer.start()
-    dead.worker = DeadLetterWorker(dead_letter_writer, dead.on_written, deadline_s=cfg.dead_letter_deadline_s,
+    dead.worker = DeadLetterWorker(dead_letter_writer, dead.on_written, deadline_s=cfg.dead_letters.deadline_s,
                                    hold_s=poison_hold_s(cfg.tracking))
     dead.worker.start()
     for state in registry.shards.values():
