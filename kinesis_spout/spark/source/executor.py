@@ -152,7 +152,7 @@ class ExecutorStreamReader(PlannedReader[ExecutorPlanner], DataSourceStreamReade
         cfg = self.config
         try:
             batches = ZooKeeperBatchStore.on_store(WORKER_CLIENTS.checkpoints(cfg))
-            records = read_shard_batch(WORKER_CLIENTS.kinesis(cfg), batches, cfg, partition)
+            records = read_shard_batch(WORKER_CLIENTS.kinesis(cfg.kinesis), batches, cfg, partition)
         except KinesisError as exc:
             raise stream_gone(exc, cfg, f"batch {partition.batch} was planned on it") from exc
         yield from record_batches(cfg.stream_name, records)
