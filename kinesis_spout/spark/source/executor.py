@@ -124,7 +124,7 @@ class ExecutorStreamReader(PlannedReader[ExecutorPlanner], DataSourceStreamReade
 
     def _partitions(self, planned: PlannedBatch) -> Sequence[InputPartition]:
         cutoff = planned.cutoff.isoformat() if planned.cutoff is not None else None
-        consumer = self._planning.consumer_arn() if self.config.retrieval == "fanout" else None
+        consumer = self._planning.consumer_arn() if self.config.reading.retrieval == "fanout" else None
         at_tip = self._planner.at_tip(planned.batch)  # fan-out: these are read with GetRecords, not subscribed
         shards = self._planning.list_shards()
         if planned.tasks():  # each task then records its end with one request

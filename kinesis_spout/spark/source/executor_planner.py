@@ -167,7 +167,7 @@ class ExecutorPlanner:
             return
         try:
             store = self._batches()
-            now = store.touch_query(query, json.dumps({"worker": self.config.worker_id}).encode())
+            now = store.touch_query(query, json.dumps({"worker": self.config.worker.worker_id}).encode())
             self._beat_at = time.monotonic()
             if completed >= KEEP_BATCHES:
                 below = completed - KEEP_BATCHES + 1
