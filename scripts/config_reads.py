@@ -45,19 +45,6 @@ class Reads:
     groups: list[tuple[int, str]] = field(default_factory=list)
 
 
-def _annotations(tree: ast.AST) -> list[ast.expr]:
-    found: list[ast.expr] = []
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            args = node.args
-            found += [a.annotation for a in [*args.posonlyargs, *args.args, *args.kwonlyargs] if a.annotation]
-            if node.returns is not None:
-                found.append(node.returns)
-        elif isinstance(node, ast.AnnAssign):
-            found.append(node.annotation)
-    return found
-
-
 def _mentions_spout_config(annotation: ast.expr) -> bool:
     if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
         return "SpoutConfig" in annotation.value
@@ -66,16 +53,27 @@ def _mentions_spout_config(annotation: ast.expr) -> bool:
 
 
 def module_reads(path: Path, root: Path = ROOT) -> Reads:
-    """The reads of one module."""
+    """The reads of one module (one walk of its tree)."""
     where = path.relative_to(root).as_posix()
-    tree = ast.parse(path.read_text(encoding="utf-8"), where)
-    reads = Reads(where, takes_config=any(_mentions_spout_config(a) for a in _annotations(tree)))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and is_whole_config(node.value):
-            if node.attr in FLAT_FIELDS:
-                reads.flat.append((node.lineno, ast.unparse(node)))
-            elif node.attr in GROUP_CLASSES:
-                reads.groups.append((node.lineno, ast.unparse(node)))
+    reads = Reads(where)
+    text = path.read_text(encoding="utf-8")
+    if "config." not in text and "cfg." not in text and "SpoutConfig" not in text:
+        return reads  # neither reads off a config nor takes one: not worth a parse
+    annotations: list[ast.expr] = []
+    for node in ast.walk(ast.parse(text, where)):
+        if isinstance(node, ast.Attribute):
+            if is_whole_config(node.value):
+                if node.attr in FLAT_FIELDS:
+                    reads.flat.append((node.lineno, ast.unparse(node)))
+                elif node.attr in GROUP_CLASSES:
+                    reads.groups.append((node.lineno, ast.unparse(node)))
+        elif isinstance(node, ast.arg) and node.annotation is not None:
+            annotations.append(node.annotation)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns is not None:
+            annotations.append(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            annotations.append(node.annotation)
+    reads.takes_config = any(_mentions_spout_config(a) for a in annotations)
     reads.flat.sort()
     reads.groups.sort()
     return reads
