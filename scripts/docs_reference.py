@@ -251,10 +251,10 @@ def _flat_settings() -> list[tuple[str, str, str, str, str]]:
     from kinesis_spout.config.names import SETTINGS
 
     group_types = {f.name: f.type for f in dataclasses.fields(SpoutConfig)}
+    sample = SpoutConfig(stream_name="s", app_name="a")
     rows = []
     for setting in SETTINGS:
-        kind = getattr(SpoutConfig(stream_name="s", app_name="a"), setting.group)
-        types = {f.name: f.type for f in dataclasses.fields(kind)}
+        types = {f.name: f.type for f in dataclasses.fields(getattr(sample, setting.group))}
         if setting.field not in types:
             raise DriftError(f"kinesis_spout/config/names.py SETTINGS: {setting.flat} names "
                              f"{group_types[setting.group]}.{setting.field}, which is no field of it")
