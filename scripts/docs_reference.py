@@ -3,7 +3,10 @@
 - docs/reference/configuration.md: every ``SpoutConfig`` setting (its flat keyword, its group field, its string
   option and its default, all read from :mod:`kinesis_spout.config`), the Spark source's own options, the options
   a stream read ignores, and the AWS Scala connector's option names (read from :mod:`kinesis_spout.spark`);
-- docs/reference/cli.md: the help of ``kinesis-spout`` and of each of its commands, from the argparse parser.
+- docs/reference/cli.md: the help of ``kinesis-spout`` and of each of its commands, from the argparse parser;
+- kinesis_spout/config/flat.py: the flat spelling of ``SpoutConfig`` (the ``FlatSettings`` keywords and the
+  ``FlatView`` properties), from the table of settings :data:`kinesis_spout.config.names.SETTINGS` and the types of
+  the groups' fields.
 
 What a setting *means* is written here, once, in ``MEANINGS`` (and ``SOURCE_OPTIONS``): a setting of the code
 without a meaning here, or a meaning of a setting the code no longer has, is an error naming it.
@@ -30,6 +33,7 @@ if str(ROOT) not in sys.path:  # run as a script from any folder: this checkout'
 
 CONFIG_PAGE = ROOT / "docs" / "reference" / "configuration.md"
 CLI_PAGE = ROOT / "docs" / "reference" / "cli.md"
+FLAT_MODULE = ROOT / "kinesis_spout" / "config" / "flat.py"
 
 #: What each setting means, by flat ``SpoutConfig`` keyword. ``None:`` in front of a text says what None (the
 #: default) stands for.
@@ -132,6 +136,9 @@ SOURCE_OPTIONS: dict[str, str] = {
 
 BEGIN = "<!-- BEGIN GENERATED: {name} (scripts/docs_reference.py --write renders it from the code) -->"
 END = "<!-- END GENERATED: {name} -->"
+#: The markers in a Python module.
+PY_BEGIN = "# BEGIN GENERATED: {name} (scripts/docs_reference.py --write renders it from the code)"
+PY_END = "# END GENERATED: {name}"
 
 
 class DriftError(Exception):
@@ -238,6 +245,51 @@ def render_aliases() -> str:
     return "\n".join(lines)
 
 
+def _flat_settings() -> list[tuple[str, str, str, str, str]]:
+    """(flat keyword, group attribute, field, group class, type) of every setting of the table, in its order."""
+    from kinesis_spout.config import SpoutConfig
+    from kinesis_spout.config.names import SETTINGS
+
+    group_types = {f.name: f.type for f in dataclasses.fields(SpoutConfig)}
+    sample = SpoutConfig(stream_name="s", app_name="a")
+    rows = []
+    for setting in SETTINGS:
+        types = {f.name: f.type for f in dataclasses.fields(getattr(sample, setting.group))}
+        if setting.field not in types:
+            raise DriftError(f"kinesis_spout/config/names.py SETTINGS: {setting.flat} names "
+                             f"{group_types[setting.group]}.{setting.field}, which is no field of it")
+        rows.append((setting.flat, setting.group, setting.field, str(group_types[setting.group]),
+                     str(types[setting.field])))
+    return rows
+
+
+def render_flat_settings() -> str:
+    lines = ["class FlatSettings(TypedDict, total=False):",
+             '    """The flat keywords of ``SpoutConfig(...)``, each optional (a keyword left out keeps its group\'s '
+             'value)."""', ""]
+    lines += [f"    {flat}: {kind}" for flat, _, _, _, kind in _flat_settings()]
+    return "\n".join(lines)
+
+
+def render_flat_view() -> str:
+    lines = ["class FlatView:",
+             '    """The flat attributes of ``SpoutConfig``, read from its groups. Read-only (the config is frozen).',
+             "",
+             "    Each is read from its group on first use and then kept in the instance (``cached_property``): the "
+             "config and",
+             "    its groups are frozen, so the copy never goes stale, and a flat read in a per-record path costs "
+             "what a plain",
+             '    attribute does."""',
+             ""]
+    from kinesis_spout.config.names import GROUP_CLASSES
+
+    lines += [f"    {group}: {kind}" for group, kind in GROUP_CLASSES.items()]
+    for flat, group, field, group_class, kind in _flat_settings():
+        lines += ["", "    @cached_property", f"    def {flat}(self) -> {kind}:",
+                  f'        """``{group}.{field}`` ({group_class})."""', f"        return self.{group}.{field}"]
+    return "\n".join(lines)
+
+
 #: Where the command line's parser factory may live: the module ``kinesis_spout.cli`` or a module of the
 #: ``kinesis_spout.cli`` package, under one of these names. Looked up by name, so this script does not depend on
 #: how the command line is laid out.
@@ -287,6 +339,7 @@ GENERATED: dict[Path, dict[str, Callable[[], str]]] = {
     CONFIG_PAGE: {"settings": render_settings, "source-options": render_source_options,
                   "connector-options": render_aliases},
     CLI_PAGE: {"commands": render_cli},
+    FLAT_MODULE: {"typed-dict": render_flat_settings, "flat-view": render_flat_view},
 }
 
 
@@ -295,7 +348,8 @@ def rendered(page: Path, text: str | None = None) -> str:
     when a block's markers are missing, or when the code and the meanings written here disagree."""
     text = page.read_text() if text is None else text
     for name, render in GENERATED[page].items():
-        begin, end = BEGIN.format(name=name), END.format(name=name)
+        begin, end = (PY_BEGIN, PY_END) if page.suffix == ".py" else (BEGIN, END)
+        begin, end = begin.format(name=name), end.format(name=name)
         if begin not in text or end not in text:
             raise DriftError(f"{page.relative_to(ROOT)}: the markers of the generated block {name!r} are missing: "
                              f"{begin} ... {end}")

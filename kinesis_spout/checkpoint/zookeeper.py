@@ -11,7 +11,7 @@ from typing import Any, Callable, TypeVar
 
 from kinesis_spout import retry
 from kinesis_spout.checkpoint.base import Checkpoint
-from kinesis_spout.config import SpoutConfig
+from kinesis_spout.config import SpoutConfig, ZooKeeperSettings
 from kinesis_spout.errors import CheckpointConflict, CheckpointError, LeaseLost, RetryError
 from kinesis_spout.zookeeper.security import ZooKeeperSecurity
 from kinesis_spout.zookeeper.session import Listener, ZooKeeperSession
@@ -102,9 +102,15 @@ class ZooKeeperCheckpointStore:
 
     @classmethod
     def from_config(cls, config: SpoutConfig) -> "ZooKeeperCheckpointStore":
-        return cls(config.zookeeper, config.checkpoint_path, session_timeout_s=config.zookeeper_session_timeout_s,
-                   connect_timeout_s=min(15.0, config.zookeeper_deadline_s),
-                   security=ZooKeeperSecurity.from_config(config))
+        """The store of ``config``'s checkpoints (``checkpoint_path``) in its ZooKeeper (see :meth:`from_settings`)."""
+        return cls.from_settings(config.zk, config.checkpoint_path)
+
+    @classmethod
+    def from_settings(cls, zk: ZooKeeperSettings, path: str) -> "ZooKeeperCheckpointStore":
+        """A store of the checkpoints under ``path`` in the ZooKeeper of ``zk`` (hosts, session timeout, security;
+        connecting waits at most the write deadline, 15 s at most)."""
+        return cls(zk.hosts, path, session_timeout_s=zk.session_timeout_s, connect_timeout_s=min(15.0, zk.deadline_s),
+                   security=ZooKeeperSecurity.from_settings(zk))
 
     @classmethod
     def on_session(cls, session: ZooKeeperSession, path: str) -> "ZooKeeperCheckpointStore":

@@ -74,8 +74,8 @@ def open_store(args: argparse.Namespace, config: Any) -> Any:
     except CheckpointError as exc:
         if not exc.retriable:  # not a connection time-out: the store's own message says what is wrong
             raise
-        tls = " over TLS (check --tls-ca, --tls-cert and --tls-key)" if config.zookeeper_tls else ""
-        raise CheckpointError(f"cannot connect to ZooKeeper at {config.zookeeper}{tls} within {args.timeout:g} s: is "
+        tls = " over TLS (check --tls-ca, --tls-cert and --tls-key)" if config.zk.tls else ""
+        raise CheckpointError(f"cannot connect to ZooKeeper at {config.zk.hosts}{tls} within {args.timeout:g} s: is "
                               f"it running and reachable? (pass --zookeeper HOST:PORT or set ${ZOOKEEPER_ENV}; "
                               f"--timeout SECONDS waits longer)", retriable=True) from exc
     return store
@@ -92,7 +92,7 @@ def check_app_and_stream(store: Any, config: Any) -> None:
     root = config.checkpoint_path.rsplit("/", 3)[0]
     apps = children(root or "/")
     if apps and config.app_name not in apps:
-        raise ConfigError(f"no app {config.app_name!r} under {root or '/'} on ZooKeeper {config.zookeeper}"
+        raise ConfigError(f"no app {config.app_name!r} under {root or '/'} on ZooKeeper {config.zk.hosts}"
                           f"{_nearest(config.app_name, apps)}; apps there: {', '.join(apps)} (pass --app NAME or set "
                           f"${APP_ENV}; --prefix and --zookeeper say where to look)")
     streams = children(f"{root}/{config.app_name}")
@@ -117,7 +117,7 @@ def only_app(args: argparse.Namespace) -> str:
     readers = [app for app, names in streams.items() if args.stream in names]
     if len(readers) == 1:
         return readers[0]
-    where = f"under {root or '/'} on ZooKeeper {config.zookeeper}"
+    where = f"under {root or '/'} on ZooKeeper {config.zk.hosts}"
     choose = f"pass --app NAME or set ${APP_ENV}"
     if readers:
         raise ConfigError(f"{len(readers)} apps read stream {args.stream!r} {where}: {', '.join(readers)}; {choose} "

@@ -2,7 +2,8 @@
 grouped, and a typed, read-only property for each, reading the group that holds it.
 
 PURE. ``SpoutConfig(stream_name=..., app_name=..., retry_limit=0)`` and ``config.retry_limit`` keep working; the
-table of which group holds which keyword is :data:`kinesis_spout.config.names.FLAT_FIELDS`.
+table of which group holds which keyword is :data:`kinesis_spout.config.names.SETTINGS`. ``FlatSettings`` and
+``FlatView`` are rendered from that table by ``scripts/docs_reference.py --write``: edit the table, not them.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["ConfigChanges", "FlatSettings", "FlatView"]
 
 
+# BEGIN GENERATED: typed-dict (scripts/docs_reference.py --write renders it from the code)
 class FlatSettings(TypedDict, total=False):
     """The flat keywords of ``SpoutConfig(...)``, each optional (a keyword left out keeps its group's value)."""
 
@@ -80,6 +82,7 @@ class FlatSettings(TypedDict, total=False):
     retrieval: str
     consumer_name: str | None
     subscription_renewal_s: float
+# END GENERATED: typed-dict
 
 
 class ConfigChanges(FlatSettings, total=False):
@@ -95,6 +98,7 @@ class ConfigChanges(FlatSettings, total=False):
     metrics: MetricsSettings
     worker: WorkerSettings
 
+# BEGIN GENERATED: flat-view (scripts/docs_reference.py --write renders it from the code)
 class FlatView:
     """The flat attributes of ``SpoutConfig``, read from its groups. Read-only (the config is frozen).
 
@@ -339,3 +343,4 @@ class FlatView:
     def subscription_renewal_s(self) -> float:
         """``reading.subscription_renewal_s`` (ReadingSettings)."""
         return self.reading.subscription_renewal_s
+# END GENERATED: flat-view

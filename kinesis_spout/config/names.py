@@ -9,12 +9,12 @@ option, so the same message helps whichever spelling the caller used; the text b
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from kinesis_spout.errors import ConfigError
 
-__all__ = ["FLAT_FIELDS", "GROUP_CLASSES", "camel", "fail", "flat_name", "option_of", "require_bool",
-           "require_float", "require_int", "require_text", "where"]
+__all__ = ["FLAT_FIELDS", "GROUP_CLASSES", "OPTION_KINDS", "OWN_FIELDS", "SETTINGS", "Setting", "camel", "fail",
+           "flat_name", "option_of", "require_bool", "require_float", "require_int", "require_text", "where"]
 
 #: ``SpoutConfig`` attribute of each group -> the group's class name (for messages).
 GROUP_CLASSES: dict[str, str] = {
@@ -27,56 +27,84 @@ GROUP_CLASSES: dict[str, str] = {
     "worker": "WorkerSettings",
 }
 
-#: Flat ``SpoutConfig`` keyword -> (group attribute, field of the group). ``stream_name`` and ``app_name`` are
-#: ``SpoutConfig``'s own fields, in no group.
-FLAT_FIELDS: dict[str, tuple[str, str]] = {
-    "zookeeper": ("zk", "hosts"),
-    "zookeeper_prefix": ("zk", "prefix"),
-    "zookeeper_session_timeout_s": ("zk", "session_timeout_s"),
-    "zookeeper_deadline_s": ("zk", "deadline_s"),
-    "zookeeper_auth": ("zk", "auth"),
-    "zookeeper_world_readable": ("zk", "world_readable"),
-    "zookeeper_tls": ("zk", "tls"),
-    "zookeeper_tls_ca_file": ("zk", "tls_ca_file"),
-    "zookeeper_tls_cert_file": ("zk", "tls_cert_file"),
-    "zookeeper_tls_key_file": ("zk", "tls_key_file"),
-    "region": ("kinesis", "region"),
-    "endpoint_url": ("kinesis", "endpoint_url"),
-    "credentials": ("kinesis", "credentials"),
-    "initial_position": ("reading", "initial_position"),
-    "initial_timestamp": ("reading", "initial_timestamp"),
-    "max_records_per_call": ("reading", "max_records_per_call"),
-    "empty_record_backoff_s": ("reading", "empty_record_backoff_s"),
-    "max_empty_record_backoff_s": ("reading", "max_empty_record_backoff_s"),
-    "shard_sync_interval_s": ("reading", "shard_sync_interval_s"),
-    "checkpoint_interval_s": ("tracking", "checkpoint_interval_s"),
-    "retry_limit": ("tracking", "retry_limit"),
-    "retry_backoff": ("tracking", "retry_backoff"),
-    "message_timeout_s": ("tracking", "message_timeout_s"),
-    "max_inflight_records": ("tracking", "max_inflight_records"),
-    "max_inflight_bytes": ("tracking", "max_inflight_bytes"),
-    "prefetch_records": ("reading", "prefetch_records"),
-    "prefetch_bytes": ("reading", "prefetch_bytes"),
-    "reader_threads": ("reading", "reader_threads"),
-    "reliable": ("tracking", "reliable"),
-    "deaggregate": ("reading", "deaggregate"),
-    "drop_foreign_user_records": ("reading", "drop_foreign_user_records"),
-    "scheme": ("reading", "scheme"),
-    "dead_letter": ("dead_letters", "target"),
-    "dead_letter_deadline_s": ("dead_letters", "deadline_s"),
-    "metrics_port": ("metrics", "port"),
-    "task_index": ("worker", "task_index"),
-    "task_count": ("worker", "task_count"),
-    "coordination": ("worker", "coordination"),
-    "worker_id": ("worker", "worker_id"),
-    "max_dead_letters_in_a_row": ("dead_letters", "max_in_a_row"),
-    "max_dead_letter_ratio": ("dead_letters", "max_ratio"),
-    "dead_letter_window": ("dead_letters", "window"),
-    "min_dead_letters_in_window": ("dead_letters", "min_in_window"),
-    "retrieval": ("reading", "retrieval"),
-    "consumer_name": ("reading", "consumer_name"),
-    "subscription_renewal_s": ("reading", "subscription_renewal_s"),
-}
+
+class Setting(NamedTuple):
+    """One setting: its flat ``SpoutConfig`` keyword, the group attribute and field that hold it, and how its string
+    option is read (``option``, one of :data:`OPTION_KINDS`; its option name is the camelCase of ``flat``)."""
+
+    flat: str
+    group: str
+    field: str
+    option: str
+
+
+#: How a setting's string option becomes a value (see :func:`kinesis_spout.config.options.parse_options`): ``text``
+#: as given; ``int``, ``float``, ``bool``; ``float_or_off`` and ``int_or_off`` also take ``off``/``none``/empty for
+#: None; ``port`` a port number or ``none``; ``position`` an :class:`InitialPosition`; ``time`` ISO-8601; ``choice``
+#: lower-cased; ``text_or_none`` empty for None; ``scheme`` a name of ``SCHEMES``; ``parts`` built from the options
+#: of its fields (``retryBackoff*``, ``aws*``); ``python`` has no string form.
+OPTION_KINDS = ("text", "int", "float", "bool", "float_or_off", "int_or_off", "port", "position", "time", "choice",
+                "text_or_none", "scheme", "parts", "python")
+
+#: Every grouped setting, once: the one table the flat keywords (:data:`FLAT_FIELDS`), the typed flat spelling
+#: (:mod:`kinesis_spout.config.flat`, rendered from this table by ``scripts/docs_reference.py --write``) and the
+#: string options (:data:`kinesis_spout.config.options.OPTION_NAMES`) are made from. A new setting is a field of its
+#: group, one row here, and its use. ``stream_name`` and ``app_name`` are ``SpoutConfig``'s own fields
+#: (:data:`OWN_FIELDS`), in no group.
+SETTINGS: tuple[Setting, ...] = (
+    Setting("zookeeper", "zk", "hosts", "text"),
+    Setting("zookeeper_prefix", "zk", "prefix", "text"),
+    Setting("zookeeper_session_timeout_s", "zk", "session_timeout_s", "float"),
+    Setting("zookeeper_deadline_s", "zk", "deadline_s", "float"),
+    Setting("zookeeper_auth", "zk", "auth", "text"),
+    Setting("zookeeper_world_readable", "zk", "world_readable", "bool"),
+    Setting("zookeeper_tls", "zk", "tls", "bool"),
+    Setting("zookeeper_tls_ca_file", "zk", "tls_ca_file", "text"),
+    Setting("zookeeper_tls_cert_file", "zk", "tls_cert_file", "text"),
+    Setting("zookeeper_tls_key_file", "zk", "tls_key_file", "text"),
+    Setting("region", "kinesis", "region", "text"),
+    Setting("endpoint_url", "kinesis", "endpoint_url", "text"),
+    Setting("credentials", "kinesis", "credentials", "parts"),
+    Setting("initial_position", "reading", "initial_position", "position"),
+    Setting("initial_timestamp", "reading", "initial_timestamp", "time"),
+    Setting("max_records_per_call", "reading", "max_records_per_call", "int"),
+    Setting("empty_record_backoff_s", "reading", "empty_record_backoff_s", "float"),
+    Setting("max_empty_record_backoff_s", "reading", "max_empty_record_backoff_s", "float_or_off"),
+    Setting("shard_sync_interval_s", "reading", "shard_sync_interval_s", "float"),
+    Setting("checkpoint_interval_s", "tracking", "checkpoint_interval_s", "float"),
+    Setting("retry_limit", "tracking", "retry_limit", "int"),
+    Setting("retry_backoff", "tracking", "retry_backoff", "parts"),
+    Setting("message_timeout_s", "tracking", "message_timeout_s", "float_or_off"),
+    Setting("max_inflight_records", "tracking", "max_inflight_records", "int"),
+    Setting("max_inflight_bytes", "tracking", "max_inflight_bytes", "int"),
+    Setting("prefetch_records", "reading", "prefetch_records", "int"),
+    Setting("prefetch_bytes", "reading", "prefetch_bytes", "int"),
+    Setting("reader_threads", "reading", "reader_threads", "int"),
+    Setting("reliable", "tracking", "reliable", "bool"),
+    Setting("deaggregate", "reading", "deaggregate", "bool"),
+    Setting("drop_foreign_user_records", "reading", "drop_foreign_user_records", "bool"),
+    Setting("scheme", "reading", "scheme", "scheme"),
+    Setting("dead_letter", "dead_letters", "target", "python"),
+    Setting("dead_letter_deadline_s", "dead_letters", "deadline_s", "float"),
+    Setting("metrics_port", "metrics", "port", "port"),
+    Setting("task_index", "worker", "task_index", "int"),
+    Setting("task_count", "worker", "task_count", "int"),
+    Setting("coordination", "worker", "coordination", "text"),
+    Setting("worker_id", "worker", "worker_id", "text"),
+    Setting("max_dead_letters_in_a_row", "dead_letters", "max_in_a_row", "int_or_off"),
+    Setting("max_dead_letter_ratio", "dead_letters", "max_ratio", "float_or_off"),
+    Setting("dead_letter_window", "dead_letters", "window", "int_or_off"),
+    Setting("min_dead_letters_in_window", "dead_letters", "min_in_window", "int_or_off"),
+    Setting("retrieval", "reading", "retrieval", "choice"),
+    Setting("consumer_name", "reading", "consumer_name", "text_or_none"),
+    Setting("subscription_renewal_s", "reading", "subscription_renewal_s", "float"),
+)
+
+#: ``SpoutConfig``'s own fields, in no group (text options).
+OWN_FIELDS = ("stream_name", "app_name")
+
+#: Flat ``SpoutConfig`` keyword -> (group attribute, field of the group), from :data:`SETTINGS`.
+FLAT_FIELDS: dict[str, tuple[str, str]] = {s.flat: (s.group, s.field) for s in SETTINGS}
 
 _FLAT_OF: dict[tuple[str, str], str] = {target: flat for flat, target in FLAT_FIELDS.items()}
 

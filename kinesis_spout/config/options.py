@@ -14,18 +14,18 @@ from typing import Any, Iterable, Mapping
 
 from kinesis_spout.config.credentials import AwsCredentials
 from kinesis_spout.config.groups import parse_position
-from kinesis_spout.config.names import FLAT_FIELDS, camel
+from kinesis_spout.config.names import OWN_FIELDS, SETTINGS, camel
 from kinesis_spout.errors import ConfigError
 from kinesis_spout.schemes import SCHEMES
 from kinesis_spout.tracker import RetryBackoff
 
 __all__ = ["OPTION_NAMES", "parse_options", "restate_error"]
 
-_PYTHON_ONLY = ("retry_backoff", "dead_letter", "credentials")
+#: Flat keyword -> how its string option is read (see :data:`kinesis_spout.config.names.OPTION_KINDS`).
+_KIND: dict[str, str] = {**{name: "text" for name in OWN_FIELDS}, **{s.flat: s.option for s in SETTINGS}}
 #: String option name -> flat ``SpoutConfig`` keyword (``retry_backoff.*`` and ``credentials.*`` for the fields of
 #: the backoff and of the :class:`AwsCredentials`).
-OPTION_NAMES: dict[str, str] = {camel(n): n for n in ("stream_name", "app_name", *FLAT_FIELDS)
-                                if n not in _PYTHON_ONLY}
+OPTION_NAMES: dict[str, str] = {camel(n): n for n, kind in _KIND.items() if kind not in ("parts", "python")}
 OPTION_NAMES.update({"retryBackoffInitialS": "retry_backoff.initial_s",
                      "retryBackoffMultiplier": "retry_backoff.multiplier",
                      "retryBackoffMaxS": "retry_backoff.max_s"})
@@ -40,15 +40,8 @@ OPTION_NAMES.update({"awsProfile": "credentials.profile",
                      "awsRoleDurationS": "credentials.role_duration_s",
                      "awsStsEndpointUrl": "credentials.sts_endpoint_url"})
 
-_INT_FIELDS = {"credentials.role_duration_s", "max_records_per_call", "retry_limit", "max_inflight_records",
-               "max_inflight_bytes", "prefetch_records", "reader_threads", "prefetch_bytes", "task_index", "task_count"}
-_FLOAT_FIELDS = {"zookeeper_session_timeout_s", "zookeeper_deadline_s", "empty_record_backoff_s",
-                 "checkpoint_interval_s", "shard_sync_interval_s", "dead_letter_deadline_s",
-                 "subscription_renewal_s"}
-_STORM_FIELDS = {"max_dead_letters_in_a_row", "max_dead_letter_ratio", "dead_letter_window",
-                 "min_dead_letters_in_window"}
-_BOOL_FIELDS = {"reliable", "zookeeper_world_readable", "zookeeper_tls", "deaggregate",
-                "drop_foreign_user_records"}
+#: How the options of the fields of a ``parts`` setting are read (the others: as text).
+_PART_KIND = {"credentials.role_duration_s": "int"}
 
 
 def _name(option: str) -> str | None:
@@ -125,26 +118,25 @@ def restate_error(exc: ConfigError, options: Mapping[str, str]) -> ConfigError |
 def _convert(name: str, option: str, raw: str) -> Any:
     if not isinstance(raw, str):
         return raw
-    if name in _INT_FIELDS:
+    kind = _PART_KIND.get(name, "text") if "." in name else _KIND[name]
+    if kind == "int":
         try:
             return int(raw.replace("_", ""))
         except ValueError:
             raise ConfigError(f"option {option!r} must be a whole number, got {raw!r}") from None
-    if name in _FLOAT_FIELDS:
+    if kind == "float":
         return _to_float(option, raw)
-    if name in ("message_timeout_s", "max_empty_record_backoff_s"):
+    if kind == "float_or_off":  # message_timeout_s, max_empty_record_backoff_s, the dead-letter storm ratio
         return None if raw.strip().lower() in ("", "none", "off") else _to_float(option, raw)
-    if name in _STORM_FIELDS:  # the dead-letter storm rules: 'off' (or 0) disables one
+    if kind == "int_or_off":  # the dead-letter storm rules: 'off' (or 0) disables one
         if raw.strip().lower() in ("", "none", "off"):
             return None
-        if name == "max_dead_letter_ratio":
-            return _to_float(option, raw)
         try:
             return int(raw.replace("_", ""))
         except ValueError:
             raise ConfigError(f"option {option!r} must be a whole number, or 'off' to disable the rule, "
                               f"got {raw!r}") from None
-    if name == "metrics_port":
+    if kind == "port":
         if raw.strip().lower() in ("", "none", "off"):
             return None
         try:
@@ -152,27 +144,27 @@ def _convert(name: str, option: str, raw: str) -> Any:
         except ValueError:
             raise ConfigError(f"option {option!r} must be a port number (0 for any free port) or 'none', "
                               f"got {raw!r}") from None
-    if name in _BOOL_FIELDS:
+    if kind == "bool":
         lowered = raw.strip().lower()
         if lowered not in ("true", "false", "1", "0", "yes", "no"):
             raise ConfigError(f"option {option!r} must be true or false, got {raw!r}")
         return lowered in ("true", "1", "yes")
-    if name == "initial_position":
+    if kind == "position":
         try:
             return parse_position(raw)
         except ConfigError as exc:
             raise ConfigError(f"option {option!r}: {exc}") from None
-    if name == "initial_timestamp":
+    if kind == "time":
         try:
             return datetime.fromisoformat(raw.replace("Z", "+00:00"))
         except ValueError:
             raise ConfigError(f"option {option!r} must be an ISO-8601 time such as 2026-01-31T12:00:00Z, "
                               f"got {raw!r}") from None
-    if name == "retrieval":
+    if kind == "choice":
         return raw.strip().lower()
-    if name == "consumer_name" and not raw.strip():
+    if kind == "text_or_none" and not raw.strip():
         return None
-    if name == "scheme":
+    if kind == "scheme":
         scheme = SCHEMES.get(raw.strip().lower())
         if scheme is None:
             raise ConfigError(f"option {option!r} must be one of {', '.join(SCHEMES)}, got {raw!r}")

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from typing import Mapping
 
 from kinesis_spout.checkpoint.base import Checkpoint, CheckpointStore
-from kinesis_spout.config import InitialPosition, SpoutConfig
+from kinesis_spout.config import InitialPosition, ReadingSettings
 from kinesis_spout.coordination.lineage import ShardStart, first_start_writes, from_checkpoint, start_positions
 from kinesis_spout.errors import CheckpointConflict
 from kinesis_spout.kinesis.shards import Shard
@@ -64,9 +64,10 @@ def record_first_start(store: CheckpointStore, owner: str, initial_position: Ini
     return pinned
 
 
-def resolve_starts(store: CheckpointStore, config: SpoutConfig, shards: list[Shard],
+def resolve_starts(store: CheckpointStore, reading: ReadingSettings, owner: str, shards: list[Shard],
                    fresh_pins: Mapping[str, datetime] | None = None) -> list[Resolved]:
     """Each shard's start by the lineage rule, with its stored checkpoint and the getter's first position.
+    ``reading`` gives the start of a shard without a checkpoint; ``owner`` (the worker id) stamps the pins.
 
     Who calls: the spout, before it starts a shard's reader (in ``open()`` and when its shard sync hands it new
     shards, a child only once its parents ended). The checkpoints of the shards and of their parents (listed or
@@ -82,8 +83,8 @@ def resolve_starts(store: CheckpointStore, config: SpoutConfig, shards: list[Sha
         checkpoint = store.load(shard_id)
         if checkpoint is not None:
             stored[shard_id] = checkpoint
-    starts = start_positions({s.shard_id: s.parents for s in shards}, stored, config.initial_position,
-                             config.initial_timestamp, {s.shard_id for s in shards if s.closed})
+    starts = start_positions({s.shard_id: s.parents for s in shards}, stored, reading.initial_position,
+                             reading.initial_timestamp, {s.shard_id for s in shards if s.closed})
     now = datetime.now(timezone.utc)
     out: list[Resolved] = []
     for shard in shards:
@@ -98,7 +99,7 @@ def resolve_starts(store: CheckpointStore, config: SpoutConfig, shards: list[Sha
             first = LATEST  # pinned a moment ago as this spout opened: as below
         elif start.needs_pin:
             latest = start.position == LATEST
-            start, checkpoint = _pin(store, config.worker_id, shard.shard_id, start, now)
+            start, checkpoint = _pin(store, owner, shard.shard_id, start, now)
             if latest and start.position.kind is Kind.AT_TIMESTAMP:
                 # The pin (a second back) is for a restart. This run takes its iterator at LATEST while the spout
                 # opens: that is what LATEST means, and an AT_TIMESTAMP that no record has reached yet is what

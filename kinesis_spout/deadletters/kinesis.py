@@ -81,17 +81,18 @@ class KinesisDeadLetters:
                               f"record limit, such as JsonLinesDeadLetters(path), or None; got {self.oversized!r}")
 
     def open_writer(self, config: SpoutConfig) -> "KinesisDeadLetterWriter":
-        if self.stream_name == config.stream_name and (self.endpoint_url or config.endpoint_url) == \
-                config.endpoint_url:
+        kinesis = config.kinesis  # where the spout reads: the default of where the letters go
+        if self.stream_name == config.stream_name and (self.endpoint_url or kinesis.endpoint_url) == \
+                kinesis.endpoint_url:
             raise ConfigError(f"the dead-letter stream {self.stream_name!r} is the stream the spout reads: its dead "
                               "letters would be read again as records; use another stream")
         fallback = None
         if self.oversized is not None:
             path = getattr(self.oversized, "path", None)
             fallback = (self.oversized.open_writer(config), f"file {path}" if path else repr(self.oversized))
-        return KinesisDeadLetterWriter(self.stream_name, self.region or config.region,
-                                       self.endpoint_url or config.endpoint_url, self.put_attempts,
-                                       credentials=self.credentials or config.credentials, oversized=fallback)
+        return KinesisDeadLetterWriter(self.stream_name, self.region or kinesis.region,
+                                       self.endpoint_url or kinesis.endpoint_url, self.put_attempts,
+                                       credentials=self.credentials or kinesis.credentials, oversized=fallback)
 
 
 class KinesisDeadLetterWriter:

@@ -10,7 +10,7 @@ from typing import Any
 import botocore.session
 from botocore.config import Config
 
-from kinesis_spout.config.groups import check_endpoint_url
+from kinesis_spout.config.groups import KinesisSettings, check_endpoint_url
 from kinesis_spout.kinesis.botocore_errors import EmulatorCredentialsMissing
 from kinesis_spout.kinesis.credentials import AwsCredentials, apply_credentials
 from kinesis_spout.kinesis.retrieval import lean
@@ -63,6 +63,13 @@ def make_client(region: str | None, endpoint_url: str | None, *, read_timeout_s:
         client.meta.events.register("before-sign.kinesis", unsigned)
     lean_put.enable(client)  # PutRecords of the writers: see kinesis_spout.kinesis.writing.lean_put
     return lean.enable(client)  # GetRecords of the readers: see kinesis_spout.kinesis.retrieval.lean
+
+
+def kinesis_client(kinesis: KinesisSettings, *, read_timeout_s: float = 30.0) -> Any:
+    """:func:`make_client` for the stream of ``kinesis`` (region, endpoint, credentials). Who calls: the spout's
+    ``open()``, the Spark source and sink, the Kinesis dead-letter destination."""
+    return make_client(kinesis.region, kinesis.endpoint_url, read_timeout_s=read_timeout_s,
+                       credentials=kinesis.credentials)
 
 
 def _default_region(session: Any) -> str:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from kinesis_spout.config import SpoutConfig
-from kinesis_spout.kinesis.client import make_client
+from kinesis_spout.config import KinesisSettings, SpoutConfig
+from kinesis_spout.kinesis.client import kinesis_client
 from kinesis_spout.kinesis.credentials import AwsCredentials
 
 __all__ = ["WORKER_CLIENTS", "ClientCache"]
@@ -35,22 +35,21 @@ class ClientCache:
         self._kinesis: dict[tuple[str | None, str | None, AwsCredentials | None, float], Any] = {}
         self._stores: dict[tuple[str, str], Any] = {}
 
-    def kinesis(self, cfg: SpoutConfig, read_timeout_s: float = 30.0) -> Any:
-        """The process's Kinesis client for ``cfg``'s region, endpoint and credentials (made on first use), whose
-        calls give up waiting for a reply after ``read_timeout_s``."""
-        key = (cfg.region, cfg.endpoint_url, cfg.credentials, read_timeout_s)
+    def kinesis(self, kinesis: KinesisSettings, read_timeout_s: float = 30.0) -> Any:
+        """The process's Kinesis client for the region, endpoint and credentials of ``kinesis`` (made on first use),
+        whose calls give up waiting for a reply after ``read_timeout_s``."""
+        key = (kinesis.region, kinesis.endpoint_url, kinesis.credentials, read_timeout_s)
         with self._lock:
             client = self._kinesis.get(key)
             if client is None:
-                client = self._kinesis[key] = make_client(cfg.region, cfg.endpoint_url, read_timeout_s=read_timeout_s,
-                                                          credentials=cfg.credentials)
+                client = self._kinesis[key] = kinesis_client(kinesis, read_timeout_s=read_timeout_s)
             return client
 
     def checkpoints(self, cfg: SpoutConfig) -> Any:
         """The process's open ZooKeeper checkpoint store for ``cfg``'s ensemble and checkpoint path."""
         from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
 
-        key = (cfg.zookeeper, cfg.checkpoint_path)
+        key = (cfg.zk.hosts, cfg.checkpoint_path)
         with self._lock:
             store = self._stores.get(key)
             if store is None:

@@ -173,7 +173,8 @@ def initial_positions(parents: Mapping[str, Sequence[str]], stored: Mapping[str,
     """
     if first_start is None:
         first_start = lineage.is_first_start(parents, stored)
-    starts = lineage.start_positions(parents, stored, config.initial_position, config.initial_timestamp,
+    reading = config.reading
+    starts = lineage.start_positions(parents, stored, reading.initial_position, reading.initial_timestamp,
                                      frozenset(closed), first_start)
     return {shard_id: start.position for shard_id, start in starts.items()}
 

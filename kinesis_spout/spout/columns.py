@@ -218,7 +218,7 @@ class ColumnTaker:
         kept = slice_columns(columns, skip, len(ranks)) if skip else columns
         nbytes = sum(sizes[skip:]) if skip else sum(sizes)
         state.emitted_bytes += nbytes
-        if span is not None and emitter.config.reliable:
+        if span is not None and emitter.tracking.reliable:
             into.add_span(state, span)
         if len(kept):
             self._settle(state, None, span)
@@ -227,7 +227,7 @@ class ColumnTaker:
 
     def _settle(self, state: ShardLifecycle, records: list[Record] | None, span: Any) -> None:
         """Without reliability, ack what was just put in flight (the span, or the records one by one)."""
-        if self.emitter.config.reliable:
+        if self.emitter.tracking.reliable:
             return
         tracker = state.tracker
         if span is not None:

@@ -31,9 +31,10 @@ from kinesis_spout.errors import DeadLetterStormError
 from kinesis_spout.kinesis.retrieval.wire_columns import record_of
 
 if TYPE_CHECKING:
-    from kinesis_spout.config import SpoutConfig
+    from kinesis_spout.config import DeadLetterSettings, TrackingSettings
     from kinesis_spout.deadletters.worker import DeadLetterWorker
     from kinesis_spout.records import Record
+    from kinesis_spout.schemes import RecordScheme
     from kinesis_spout.spout.registry import ShardRegistry
     from kinesis_spout.spout.shards import ShardLifecycle
 
@@ -46,31 +47,35 @@ _POISON = "poison record: "  # how the reasons of records their scheme refused s
 MIN_POISON_HOLD_S = 1.0
 
 
-def poison_hold_s(config: SpoutConfig) -> float:
+def poison_hold_s(tracking: TrackingSettings) -> float:
     """How long the letters of a run of records refused by the scheme are held at most before they are written
     anyway: ``checkpoint_interval_s`` (the delay of a checkpoint users accept already), at least
     :data:`MIN_POISON_HOLD_S` so that a storm of a wrong scheme is still seen before its letters are written when
     checkpoints are written at every advance. A backlog read with the wrong scheme trips the in-a-row rule within one
     GetRecords, well inside the bound."""
-    return max(config.checkpoint_interval_s, MIN_POISON_HOLD_S)
+    return max(tracking.checkpoint_interval_s, MIN_POISON_HOLD_S)
 
 
 class DeadLetterGlue:
     """Between the shards' trackers and the dead-letter thread. ``worker`` is set by ``open()`` (and read by the
     facade for its figures); every method but :meth:`on_written` is called with the registry's lock held, and the
-    storm state (``rules``, ``_stopped``) is touched only then."""
+    storm state (``rules``, ``_stopped``) is touched only then. The letters name ``stream_name`` and ``app_name``;
+    ``dead_letters`` gives the storm rules, ``retry_limit`` and ``scheme`` what the reasons and messages say."""
 
-    def __init__(self, registry: ShardRegistry, config: SpoutConfig) -> None:
+    def __init__(self, registry: ShardRegistry, stream_name: str, app_name: str, dead_letters: DeadLetterSettings,
+                 retry_limit: int, scheme: RecordScheme) -> None:
         self.registry = registry
-        self.config = config
+        self.stream_name, self.app_name = stream_name, app_name
+        self.retry_limit = retry_limit
+        self.scheme = scheme
         self.worker: DeadLetterWorker | None = None
-        self.rules = StormRules(config.max_dead_letters_in_a_row, config.max_dead_letter_ratio,
-                                config.dead_letter_window, config.min_dead_letters_in_window)
+        self.rules = StormRules(dead_letters.max_in_a_row, dead_letters.max_ratio, dead_letters.window,
+                                dead_letters.min_in_window)
         self._stopped = False
 
     def deliver(self, state: ShardLifecycle, how: str) -> None:
         """Queue the records whose retries ran out (``how``: "failed", "timed out") for the dead-letter thread."""
-        limit = self.config.retry_limit + 1
+        limit = self.retry_limit + 1
         self._queue(state, lambda attempts: f"{how} on attempt {attempts} of {limit}", given_up=False)
 
     def give_up(self, state: ShardLifecycle, record: Record, reason: str) -> None:
@@ -95,9 +100,8 @@ class DeadLetterGlue:
         """Hand the tracker's new dead letters on (lock held): held while their run lasts if refused by the scheme
         on their first emission, queued at once otherwise; each counted by the storm rules, which may stop the
         spout."""
-        cfg = self.config
         now = time.time()
-        letters = [DeadLetter(record_of(item, key.rank), reason(attempts), attempts, cfg.stream_name, cfg.app_name,
+        letters = [DeadLetter(record_of(item, key.rank), reason(attempts), attempts, self.stream_name, self.app_name,
                               now) for key, item, attempts in state.tracker.take_dead_letters()]
         worker = self.worker
         assert worker is not None
@@ -124,8 +128,7 @@ class DeadLetterGlue:
         log.error("%s", error)
 
     def _message(self, trip: StormTrip, unwritten: list[DeadLetter]) -> str:
-        cfg = self.config
-        scheme = getattr(cfg.scheme, "__name__", None) or type(cfg.scheme).__name__
+        scheme = getattr(self.scheme, "__name__", None) or type(self.scheme).__name__
         poison = sum(letter.reason.startswith(_POISON) for letter in unwritten)
         cause = (f"the scheme {scheme} could not decode the records of {poison} of the {len(unwritten)} letters of "
                  f"this run: it is likely the wrong scheme for this stream" if poison else
@@ -140,7 +143,7 @@ class DeadLetterGlue:
         where = written_before(worker.writer if worker is not None else None,
                                under_way=worker is not None and bool(worker.written or worker.pending))
         sample = f"{unwritten[0].record.message_id}: {unwritten[0].reason}"[:300]
-        return (f"dead-letter storm on stream {cfg.stream_name!r} (app {cfg.app_name!r}): {trip.summary} "
+        return (f"dead-letter storm on stream {self.stream_name!r} (app {self.app_name!r}): {trip.summary} "
                 f"({trip.rule}={trip.limit:g}); the spout stopped. Likely cause: {cause} (first: {sample}). "
                 f"Checkpoints: the run's last {len(unwritten)} letters were not written and no checkpoint passes "
                 f"their records, so a restart reads them again ({shards}); {where}. "

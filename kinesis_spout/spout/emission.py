@@ -19,7 +19,8 @@ from kinesis_spout.spout.kpl import note_aggregates
 from kinesis_spout.spout.shards import ShardPhase
 
 if TYPE_CHECKING:
-    from kinesis_spout.config import SpoutConfig
+    from kinesis_spout.config import TrackingSettings
+    from kinesis_spout.schemes import RecordScheme
     from kinesis_spout.spout.batch import SpoutBatch
     from kinesis_spout.spout.dead_letters import DeadLetterGlue
     from kinesis_spout.spout.registry import ShardRegistry
@@ -39,11 +40,15 @@ _AGGREGATED = itemgetter(7)  # Record.aggregated: 0 for a plain record
 
 class Emitter:
     """Takes records for the facade (lock held): due retries first, then new records round-robin across the shards
-    that are under their in-flight limits. Also the housekeeping before each take (message timeouts, shard ends)."""
+    that are under their in-flight limits. Also the housekeeping before each take (message timeouts, shard ends).
+    ``tracking`` gives the in-flight limits, the message timeout and whether records are acked on emit; ``scheme``
+    decodes the records."""
 
-    def __init__(self, registry: ShardRegistry, config: SpoutConfig, dead_letters: DeadLetterGlue) -> None:
+    def __init__(self, registry: ShardRegistry, tracking: TrackingSettings, scheme: RecordScheme,
+                 dead_letters: DeadLetterGlue) -> None:
         self.registry = registry
-        self.config = config
+        self.tracking = tracking
+        self.scheme = scheme
         self.dead_letters = dead_letters
         self.poison_records = 0
         self._retry_cursor = 0
@@ -55,11 +60,11 @@ class Emitter:
         flight (their shard ends are offered)."""
         for state in list(self.registry.shards.values()):
             tracker = state.tracker
-            if self.config.message_timeout_s is not None and tracker.inflight_count:
+            if self.tracking.message_timeout_s is not None and tracker.inflight_count:
                 expired = tracker.expire(now)
                 if expired:
                     log.warning("%d records of %s timed out after %.1f s and were failed", len(expired),
-                                state.shard_id, self.config.message_timeout_s)
+                                state.shard_id, self.tracking.message_timeout_s)
                     self.dead_letters.deliver(state, "timed out")
             if state.phase in _FINISHING and state.reader.ended and state.reader.exhausted \
                     and not tracker.inflight_count:
@@ -95,7 +100,7 @@ class Emitter:
     def room(self, max_bytes: int) -> Callable[[str], tuple[int, int]]:
         """What a shard may take now under its in-flight limits, records and bytes (at most ``max_bytes``): the
         round-robin reader's ``room`` (lock held). Used by :meth:`take` and the columnar batches."""
-        cfg = self.config
+        tracking = self.tracking
         shards = self.registry.shards
 
         def room(shard_id: str) -> tuple[int, int]:
@@ -103,8 +108,8 @@ class Emitter:
             if not state.takes_new_records:
                 return (0, 0)
             tracker = state.tracker
-            return (cfg.max_inflight_records - tracker.inflight_count,
-                    min(cfg.max_inflight_bytes - tracker.inflight_bytes, max_bytes))
+            return (tracking.max_inflight_records - tracker.inflight_count,
+                    min(tracking.max_inflight_bytes - tracker.inflight_bytes, max_bytes))
 
         return room
 
@@ -149,7 +154,7 @@ class Emitter:
         poison record, handed to the dead-letter handler with the exception, and done (whatever the exception's
         type: a record that cannot be decoded must neither stop the shard nor vanish)."""
         try:
-            return self.config.scheme(record)
+            return self.scheme(record)
         except Exception as exc:  # noqa: BLE001 - any scheme error makes the record a poison record
             return self._poison(state, record, exc)
 
@@ -176,7 +181,7 @@ class Emitter:
         if any(map(_AGGREGATED, records)):  # user records of KPL aggregates among them (in C: no pass for plain ones)
             note_aggregates(state.aggregates, records)
         sizes = record_sizes(records)
-        reliable = self.config.reliable
+        reliable = self.tracking.reliable
         try:
             span = tracker.emit_span([k[0] * RANK_BASE + k[1] for k in [r[6] for r in records]], now, records,
                                      sizes)  # the records' ranks (Record.rank, inlined)
@@ -202,12 +207,12 @@ class Emitter:
         refused (dead-lettered). Without reliability the span is acked whole at once."""
         state, kept, span = self.put_in_flight(records, now, into)
         tracker = state.tracker
-        reliable = self.config.reliable
+        reliable = self.tracking.reliable
         out: list[SpoutTuple] = []
         append = out.append
         self._out, self._reported = out, 0  # records decoded are reported before each poison one, in read order
         new = tuple.__new__  # a SpoutTuple with every field given, without its named-tuple __new__
-        scheme = self.config.scheme
+        scheme = self.scheme
         shard_id = state.shard_id
         ack_each = not reliable and span is None
         for record in kept:

@@ -68,15 +68,19 @@ class KinesisSpout:
         self.config = config
         self._store = checkpoint_store
         self._client = client
-        self._rr = RoundRobinReader(config.reader_threads)
+        self._rr = RoundRobinReader(config.reading.reader_threads)
         self._registry = ShardRegistry(self._rr)
         self._lock = self._registry.lock
         self._shards = self._registry.shards  # shard id -> ShardLifecycle (the registry's dict, under _lock)
-        self._dead = DeadLetterGlue(self._registry, config)
-        self._emitter = Emitter(self._registry, config, self._dead)
+        self._dead = DeadLetterGlue(self._registry, config.stream_name, config.app_name, config.dead_letters,
+                                    config.tracking.retry_limit, config.reading.scheme)
+        self._emitter = Emitter(self._registry, config.tracking, config.reading.scheme, self._dead)
         self._acks = AckRouter(self._registry, self._dead)
         self._columns = ColumnTaker(self._emitter)
-        self._membership = LeaseMembership(self._registry, config, on_checkpoint_conflict)
+        self._membership = LeaseMembership(
+            self._registry, config.stream_name, config.app_name, config.worker.worker_id,
+            session_timeout_s=config.zk.session_timeout_s, message_timeout_s=config.tracking.message_timeout_s,
+            on_conflict=on_checkpoint_conflict)
         self._writer: CheckpointWriter | None = None
         self._last_expire = 0.0
         self._deferred: BaseException | None = None  # raised by the next next_tuple/next_batch call
@@ -93,11 +97,11 @@ class KinesisSpout:
             if self._registry.phase == "closed":
                 raise SpoutStateError("this spout was closed; create a new KinesisSpout to read again")
             cfg = self.config
-            dead_letter_writer = open_writer(cfg.dead_letter, cfg)  # no I/O; may refuse the destination
-            if cfg.metrics_port is not None and self._metrics_server is None:
+            dead_letter_writer = open_writer(cfg.dead_letters.target, cfg)  # no I/O; may refuse the destination
+            if cfg.metrics.port is not None and self._metrics_server is None:
                 from kinesis_spout.metrics.server import start_metrics_server
 
-                self._metrics_server = start_metrics_server(cfg.metrics_port, self)
+                self._metrics_server = start_metrics_server(cfg.metrics.port, self)
             parts = SpoutParts(self._client, self._store)
             try:
                 try:
@@ -135,7 +139,7 @@ class KinesisSpout:
             self._sync.close()
         self._rr.close()
         if self._dead.worker is not None:  # before the writer: the letters it writes move checkpoints
-            self._dead.worker.close(min(DEAD_LETTER_CLOSE_S, self.config.dead_letter_deadline_s))
+            self._dead.worker.close(min(DEAD_LETTER_CLOSE_S, self.config.dead_letters.deadline_s))
         if self._writer is not None:
             self._writer.close()
         if was_open and self._membership.active:

@@ -20,7 +20,6 @@ from kinesis_spout.spout.shards import ShardLifecycle, ShardPhase
 
 if TYPE_CHECKING:
     from kinesis_spout.checkpoint.base import CheckpointStore
-    from kinesis_spout.config import SpoutConfig
     from kinesis_spout.coordination.leases import ZooKeeperLeases
     from kinesis_spout.coordination.rebalance import HandBack
     from kinesis_spout.kinesis.shards import Shard
@@ -37,12 +36,16 @@ HANDOFF_FLUSH_S = 10.0  # how long a hand-over waits for the shard's checkpoint 
 
 class LeaseMembership:
     """This worker's place among its app's workers. ``leases`` is set by :meth:`join` (leases mode), ``store`` by
-    :meth:`join` too; ``on_conflict`` is the user's checkpoint-conflict handler."""
+    :meth:`join` too; ``on_conflict`` is the user's checkpoint-conflict handler. The worker ``worker_id`` reads
+    ``stream_name`` for ``app_name``; ``session_timeout_s`` (ZooKeeper's) bounds how long it keeps its shards while
+    ZooKeeper is away, ``message_timeout_s`` (tracking's) how long a hand-over waits for records in flight."""
 
-    def __init__(self, registry: ShardRegistry, config: SpoutConfig,
+    def __init__(self, registry: ShardRegistry, stream_name: str, app_name: str, worker_id: str, *,
+                 session_timeout_s: float, message_timeout_s: float | None,
                  on_conflict: Callable[[CheckpointConflict], None] | None = None) -> None:
         self.registry = registry
-        self.config = config
+        self.stream_name, self.app_name, self.worker_id = stream_name, app_name, worker_id
+        self.session_timeout_s, self.message_timeout_s = session_timeout_s, message_timeout_s
         self.on_conflict = on_conflict
         self.leases: ZooKeeperLeases | None = None
         self.store: Any = None
@@ -63,7 +66,7 @@ class LeaseMembership:
             raise ConfigError("coordination 'leases' needs the ZooKeeper checkpoint store (the workers meet there); "
                               f"got {type(store).__name__}: use coordination='static' with it")
         self.store = store
-        self.leases = ZooKeeperLeases(home, self.config.worker_id)
+        self.leases = ZooKeeperLeases(home, self.worker_id)
         self.leases.join()
         home.add_listener(self.on_zookeeper_state)
         return LeaseBalancer(self.leases, hand_back=self.hand_back, drop_all=self.drop_all, drop=self.drop).owns
@@ -76,9 +79,9 @@ class LeaseMembership:
         home = zookeeper_home(store)
         if home is None:
             return
-        live = ZooKeeperLeases(home, self.config.worker_id).workers()
+        live = ZooKeeperLeases(home, self.worker_id).workers()
         if live:
-            raise ConfigError(f"app {self.config.app_name!r} reads stream {self.config.stream_name!r} with leases "
+            raise ConfigError(f"app {self.app_name!r} reads stream {self.stream_name!r} with leases "
                               f"(live workers: {', '.join(live)}), but this spout has coordination='static': both "
                               f"would read the same shards. Use coordination='leases', or another app_name")
 
@@ -93,7 +96,7 @@ class LeaseMembership:
         since = self._disconnected_since
         if self.leases is None or since is None:
             return False
-        if time.monotonic() - since >= self.config.zookeeper_session_timeout_s and self.registry.shards:
+        if time.monotonic() - since >= self.session_timeout_s and self.registry.shards:
             log.warning("ZooKeeper unreachable for %.0f s (the session timeout): dropping this worker's %d shards",
                         time.monotonic() - since, len(self.registry.shards))
             self.drop_all()
@@ -138,7 +141,7 @@ class LeaseMembership:
         registry = self.registry
         if state.phase is ShardPhase.READING:
             state.drain(registry.rr)
-        wait_s = min(HANDOFF_TIMEOUT_S, self.config.message_timeout_s or HANDOFF_TIMEOUT_S)
+        wait_s = min(HANDOFF_TIMEOUT_S, self.message_timeout_s or HANDOFF_TIMEOUT_S)
         log.info("handing %s over to another worker: waiting up to %.0f s for its %d records in flight, then "
                  "writing its checkpoint and giving its lease back", state.shard_id, wait_s,
                  state.tracker.inflight_count)

@@ -23,7 +23,7 @@ from kinesis_spout.config import SpoutConfig
 from kinesis_spout.coordination.sync import ShardSync
 from kinesis_spout.deadletters.worker import DeadLetterWorker
 from kinesis_spout.errors import SpoutError
-from kinesis_spout.kinesis.client import make_client
+from kinesis_spout.kinesis.client import kinesis_client
 from kinesis_spout.kinesis.retrieval.consumers import ensure_consumer
 from kinesis_spout.kinesis.shards import Shard, owned_shards
 from kinesis_spout.spout.caught_up import TIP_MARGIN
@@ -53,15 +53,15 @@ class SpoutParts:
 def statically_owned(cfg: SpoutConfig, listed: list[Shard]) -> list[Shard]:
     """The shards of the listing a spout reads without leases (Storm-style static split by ``task_index`` and
     ``task_count``)."""
-    return owned_shards(listed, cfg.task_index, cfg.task_count)
+    return owned_shards(listed, cfg.worker.task_index, cfg.worker.task_count)
 
 
 def fanout_consumer(cfg: SpoutConfig, client: Any) -> str | None:
     """With ``retrieval="fanout"``: the ARN of the app's enhanced fan-out consumer (``consumer_name``, else
     ``app_name``), registered or found and ACTIVE; None when the spout polls."""
-    if cfg.retrieval != "fanout":
+    if cfg.reading.retrieval != "fanout":
         return None
-    name = cfg.consumer_name or cfg.app_name
+    name = cfg.reading.consumer_name or cfg.app_name
     consumer = ensure_consumer(client, cfg.stream_name, name)
     log.info("stream %r is read through enhanced fan-out consumer %s (%s)", cfg.stream_name, name, consumer.arn)
     return consumer.arn
@@ -80,7 +80,7 @@ def wire(parts: SpoutParts, cfg: SpoutConfig, registry: ShardRegistry, membershi
     ``parts`` as it goes. When a step after the store's ``open()`` fails, the store is closed and the error raised;
     nothing is started."""
     if parts.client is None:
-        parts.client = make_client(cfg.region, cfg.endpoint_url, credentials=cfg.credentials)
+        parts.client = kinesis_client(cfg.kinesis)
     if parts.store is None:
         from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
 
@@ -97,7 +97,8 @@ def wire(parts: SpoutParts, cfg: SpoutConfig, registry: ShardRegistry, membershi
         else:
             membership.refuse_beside_lease_workers(store)
         leases = membership.leases
-        starter = ShardStarter(registry, cfg, parts.client, store, consumer_arn=fanout_consumer(cfg, parts.client),
+        starter = ShardStarter(registry, cfg.stream_name, cfg.reading, cfg.tracking, cfg.worker.worker_id,
+                               parts.client, store, consumer_arn=fanout_consumer(cfg, parts.client),
                                tip_cutoff=datetime.now(timezone.utc) + TIP_MARGIN)
         sync = parts.sync = ShardSync(parts.client, cfg.stream_name, store, interval_s=cfg.shard_sync_interval_s,
                                       owns=owns, known=registry.known, add=starter.add, flush=flush,
@@ -123,8 +124,8 @@ def start(parts: SpoutParts, cfg: SpoutConfig, registry: ShardRegistry, membersh
     writer, sync = parts.writer, parts.sync
     assert writer is not None and sync is not None, "start() follows a wire() that succeeded"
     writer.start()
-    dead.worker = DeadLetterWorker(dead_letter_writer, dead.on_written, deadline_s=cfg.dead_letter_deadline_s,
-                                   hold_s=poison_hold_s(cfg))
+    dead.worker = DeadLetterWorker(dead_letter_writer, dead.on_written, deadline_s=cfg.dead_letters.deadline_s,
+                                   hold_s=poison_hold_s(cfg.tracking))
     dead.worker.start()
     for state in registry.shards.values():
         state.start_reading()

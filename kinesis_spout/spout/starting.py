@@ -23,7 +23,7 @@ from kinesis_spout.tracking.spans import SpanTracker
 
 if TYPE_CHECKING:
     from kinesis_spout.checkpoint.base import Checkpoint, CheckpointStore
-    from kinesis_spout.config import SpoutConfig
+    from kinesis_spout.config import ReadingSettings, TrackingSettings
     from kinesis_spout.spout.registry import ShardRegistry
 
 __all__ = ["ShardStarter"]
@@ -32,12 +32,18 @@ log = logging.getLogger("kinesis_spout")
 
 
 class ShardStarter:
-    """Adds shards to a registry: ``client`` is the Kinesis client, ``store`` the checkpoint store (both opened)."""
+    """Adds shards of ``stream_name`` to a registry: ``client`` is the Kinesis client, ``store`` the checkpoint store
+    (both opened); ``reading`` makes each shard's getter and reader, ``tracking`` its tracker, ``owner`` (the worker
+    id) stamps the starts it pins. Made by the spout's ``open()``."""
 
-    def __init__(self, registry: ShardRegistry, config: SpoutConfig, client: Any, store: CheckpointStore,
+    def __init__(self, registry: ShardRegistry, stream_name: str, reading: ReadingSettings,
+                 tracking: TrackingSettings, owner: str, client: Any, store: CheckpointStore,
                  consumer_arn: str | None = None, tip_cutoff: datetime | None = None) -> None:
         self.registry = registry
-        self.config = config
+        self.stream_name = stream_name
+        self.reading = reading
+        self.tracking = tracking
+        self.owner = owner
         self.client = client
         self.store = store
         self.consumer_arn = consumer_arn  # retrieval="fanout": the registered consumer the shards subscribe as
@@ -49,7 +55,8 @@ class ShardStarter:
         them). ``fresh_pins``: the pins the app's first start wrote just now (from ``open()``)."""
         registry = self.registry
         states = []
-        for shard, start, checkpoint, first in resolve_starts(self.store, self.config, shards, fresh_pins):
+        for shard, start, checkpoint, first in resolve_starts(self.store, self.reading, self.owner, shards,
+                                                                      fresh_pins):
             if first is None:
                 log.info("shard %s was finished earlier (shard_end); not reading it again", shard.shard_id)
                 with registry.lock:
@@ -67,14 +74,14 @@ class ShardStarter:
     def make(self, shard: Shard, start: ShardStart, checkpoint: Checkpoint | None,
              first: Position) -> ShardLifecycle:
         """A new shard's lifecycle (STARTING): its tracker, getter and reader (the reader not started yet)."""
-        cfg = self.config
+        reading, tracking = self.reading, self.tracking
         rr = self.registry.rr
         initial = checkpoint.key if checkpoint is not None else None
         tracker = SpanTracker(
-            shard.shard_id, retry_limit=cfg.retry_limit, backoff=cfg.retry_backoff,
-            message_timeout_s=cfg.message_timeout_s, checkpoint=initial)
-        hash_range = drop_range(cfg.stream_name, shard.shard_id, shard, cfg.drop_foreign_user_records)
-        getter = shard_retrieval(self.client, cfg.stream_name, shard.shard_id, first, cfg.reading,
+            shard.shard_id, retry_limit=tracking.retry_limit, backoff=tracking.retry_backoff,
+            message_timeout_s=tracking.message_timeout_s, checkpoint=initial)
+        hash_range = drop_range(self.stream_name, shard.shard_id, shard, reading.drop_foreign_user_records)
+        getter = shard_retrieval(self.client, self.stream_name, shard.shard_id, first, reading,
                                  consumer_arn=self.consumer_arn, hash_range=hash_range)
         if first == LATEST:  # LATEST is the tip when open() runs, not when the reader thread gets to it
             try:
@@ -83,8 +90,8 @@ class ShardStarter:
                 if not exc.retriable:
                     raise
                 log.warning("%s; the reader of %s takes its LATEST position when it can", exc, shard.shard_id)
-        reader = BufferedShardReader(getter, max_records=cfg.prefetch_records, max_bytes=cfg.prefetch_bytes,
-                                     empty_backoff_s=cfg.empty_record_backoff_s, on_data=rr.notify,
-                                     pool=rr.pool, max_empty_backoff_s=cfg.max_empty_record_backoff_s)
+        reader = BufferedShardReader(getter, max_records=reading.prefetch_records, max_bytes=reading.prefetch_bytes,
+                                     empty_backoff_s=reading.empty_record_backoff_s, on_data=rr.notify,
+                                     pool=rr.pool, max_empty_backoff_s=reading.max_empty_record_backoff_s)
         reader.tip_cutoff = self.tip_cutoff
         return ShardLifecycle(shard, tracker, reader, start, restored=checkpoint)

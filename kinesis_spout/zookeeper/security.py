@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from kinesis_spout.config import SpoutConfig
+from kinesis_spout.config import SpoutConfig, ZooKeeperSettings
 
 __all__ = ["ZooKeeperSecurity", "kazoo_log", "register_secret"]
 
@@ -68,8 +68,13 @@ class ZooKeeperSecurity:
 
     @classmethod
     def from_config(cls, config: SpoutConfig) -> "ZooKeeperSecurity":
-        return cls(config.zookeeper_auth, config.zookeeper_world_readable, config.zookeeper_tls,
-                   config.zookeeper_tls_ca_file, config.zookeeper_tls_cert_file, config.zookeeper_tls_key_file)
+        """The security of ``config``'s ZooKeeper settings (see :meth:`from_settings`)."""
+        return cls.from_settings(config.zk)
+
+    @classmethod
+    def from_settings(cls, zk: ZooKeeperSettings) -> "ZooKeeperSecurity":
+        """The auth, ACL and TLS part of ``zk``. Who calls: the ZooKeeper checkpoint store's constructors."""
+        return cls(zk.auth, zk.world_readable, zk.tls, zk.tls_ca_file, zk.tls_cert_file, zk.tls_key_file)
 
     @property
     def user(self) -> str | None:

@@ -102,7 +102,7 @@ class AtLeastOnceRunner:
         """
         backoff = 0.0
         failing_since: float | None = None
-        deadline_s = self.config.zookeeper_deadline_s
+        deadline_s = self.config.zk.deadline_s
         while True:
             try:
                 store.save_batch_id(last_id + 1)

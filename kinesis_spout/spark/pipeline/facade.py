@@ -96,12 +96,12 @@ class SpoutPipeline:
                 raise ConfigError(f"exactly_once must be a backing map factory where the pipeline keeps its batch "
                                   f"log, e.g. RedisBackingMap.factory(url, namespace='wordcount-log'), got "
                                   f"{exactly_once!r}")
-            if config.coordination == "leases" or config.task_count != 1:
+            if config.worker.coordination == "leases" or config.worker.task_count != 1:
                 raise ConfigError("exactly_once needs one pipeline per app and stream (coordination 'auto' or "
                                   "'static', task_count=1): the state updates of all shards follow one txid order")
-            if config.coordination == "auto":
+            if config.worker.coordination == "auto":
                 config = config.replace(coordination="static")  # one pipeline, held by its ownership node
-            if not config.reliable:
+            if not config.tracking.reliable:
                 raise ConfigError("exactly_once needs reliable=True: records must stay unacked until their txid "
                                   "committed, so that a crash can replay it")
             if checkpoint_store is not None and ownership_for(checkpoint_store) is None:
@@ -194,11 +194,11 @@ class SpoutPipeline:
             raise ConfigError(f"until must be a callable that returns True when the run should end, or "
                               f"{CAUGHT_UP!r} (end once every shard is read to the tip it had at the start), "
                               f"got {until!r}")
-        if self.config.coordination == "leases":
+        if self.config.worker.coordination == "leases":
             raise ConfigError("until='caught_up' needs a pipeline that reads a fixed set of shards: with "
                               "coordination='leases' the shards a worker holds move while it runs, so no worker "
                               "knows when the app has caught up. Use coordination='auto' or 'static' for this run")
-        return self.config.replace(coordination="static") if self.config.coordination == "auto" else self.config
+        return self.config.replace(coordination="static") if self.config.worker.coordination == "auto" else self.config
 
     # -- signals ----------------------------------------------------------------------------------------------
     def _install_signal_handlers(self) -> Callable[[], None]:

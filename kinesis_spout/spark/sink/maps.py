@@ -25,7 +25,7 @@ _maps: dict[tuple[str | None, str | None, str], ShardMap] = {}  # under _lock
 
 
 def _key(cfg: SpoutConfig) -> tuple[str | None, str | None, str]:
-    return cfg.region, cfg.endpoint_url, cfg.stream_name
+    return cfg.kinesis.region, cfg.kinesis.endpoint_url, cfg.stream_name
 
 
 def known_map(cfg: SpoutConfig) -> ShardMap | None:

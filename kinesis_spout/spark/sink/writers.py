@@ -48,7 +48,7 @@ def _task_name() -> str:
 
 
 def _write(options: SinkOptions, columns: Columns, iterator: Iterator[Any]) -> SinkCommit:
-    client = WORKER_CLIENTS.kinesis(options.config)
+    client = WORKER_CLIENTS.kinesis(options.config.kinesis)
     return SinkCommit(write_task(iterator, options, columns, client, _task_name()))
 
 
@@ -134,12 +134,14 @@ def check_stream(options: SinkOptions) -> None:
     failures (no network now) are left to the tasks, which report them."""
     cfg = options.config
     try:
-        client = WORKER_CLIENTS.kinesis(cfg, read_timeout_s=5.0)  # the driver process's: one for all its writes
+        client = WORKER_CLIENTS.kinesis(cfg.kinesis, read_timeout_s=5.0)  # the driver process's: one for all its writes
         client.describe_stream_summary(StreamName=cfg.stream_name)
     except Exception as exc:  # noqa: BLE001 - only "not found" is an answer here
         err = translate(exc, f"describing stream {cfg.stream_name!r}")
         if isinstance(err, StreamNotFoundError):
-            where = f"endpoint {cfg.endpoint_url}" if cfg.endpoint_url else f"region {cfg.region or 'default'}"
+            kinesis = cfg.kinesis
+            where = f"endpoint {kinesis.endpoint_url}" if kinesis.endpoint_url else \
+                f"region {kinesis.region or 'default'}"
             raise StreamNotFoundError(f"the kinesis_spout sink cannot write to stream {cfg.stream_name!r}: it does "
                                       f"not exist at {where}; create it, or check the options streamName, region "
                                       f"and endpointUrl", code=err.code) from exc

@@ -23,7 +23,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from kinesis_spout.config import SpoutConfig
 from kinesis_spout.errors import ConfigError
-from kinesis_spout.kinesis.client import make_client
+from kinesis_spout.kinesis.client import kinesis_client
 from kinesis_spout.kinesis.retrieval.factory import polling_getter
 from kinesis_spout.kinesis.shards import HashKeyRange, drop_range, list_shards
 from kinesis_spout.positions import TRIM_HORIZON, at_timestamp
@@ -124,9 +124,10 @@ class KinesisBatchReader(DataSourceReader):
         cfg = self.config
         end = self.end or datetime.now(timezone.utc)
         start = self.start.isoformat() if self.start is not None else None
-        shards = list_shards(make_client(cfg.region, cfg.endpoint_url, credentials=cfg.credentials), cfg.stream_name)
+        shards = list_shards(kinesis_client(cfg.kinesis), cfg.stream_name)
         return [ShardSpan(s.shard_id, start, end.isoformat(),
-                          drop_range(cfg.stream_name, s.shard_id, s, cfg.drop_foreign_user_records)) for s in shards]
+                          drop_range(cfg.stream_name, s.shard_id, s, cfg.reading.drop_foreign_user_records))
+                for s in shards]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         """The shard's records up to the end time, as Arrow batches, one per GetRecords reply."""
@@ -135,8 +136,8 @@ class KinesisBatchReader(DataSourceReader):
         first = at_timestamp(datetime.fromisoformat(partition.start)) if partition.start else TRIM_HORIZON
         end = datetime.fromisoformat(partition.end)
         begin = datetime.fromisoformat(partition.start) if partition.start else None
-        getter = paced_getter(polling_getter(WORKER_CLIENTS.kinesis(cfg), cfg.stream_name, partition.shard_id, first,
-                                             cfg.reading, hash_range=partition.hash_range))
+        getter = paced_getter(polling_getter(WORKER_CLIENTS.kinesis(cfg.kinesis), cfg.stream_name, partition.shard_id,
+                                             first, cfg.reading, hash_range=partition.hash_range))
         while True:
             result = getter.fetch()
             records = result.records

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from kinesis_spout.config import SpoutConfig
-from kinesis_spout.kinesis.client import make_client
+from kinesis_spout.kinesis.client import kinesis_client
 from kinesis_spout.spark.clients import WORKER_CLIENTS, ClientCache
 
 __all__ = ["WORKER_CLIENTS", "ClientCache", "DriverClients"]
@@ -33,8 +33,7 @@ class DriverClients:
     def kinesis(self) -> Any:
         """The driver's Kinesis client."""
         if self._client is None:
-            cfg = self.config
-            self._client = make_client(cfg.region, cfg.endpoint_url, credentials=cfg.credentials)
+            self._client = kinesis_client(self.config.kinesis)
         return self._client
 
     def checkpoints(self) -> Any:

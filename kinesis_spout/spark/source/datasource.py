@@ -24,7 +24,7 @@ from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailable
 from kinesis_spout.config import SpoutConfig
 from kinesis_spout.errors import ConfigError, StreamNotFoundError
 from kinesis_spout.kinesis.botocore_errors import translate
-from kinesis_spout.kinesis.client import make_client
+from kinesis_spout.kinesis.client import kinesis_client
 from kinesis_spout.spark.batch_options import STREAM_SIGNS, given, load_problem
 from kinesis_spout.spark.offsets import choose_read_mode, parse_source_options, unused_options
 from kinesis_spout.spark.schema import SCHEMA_DDL
@@ -192,7 +192,7 @@ def check_stream_exists(config: SpoutConfig) -> None:
     Py4J trace once the query runs). When Kinesis cannot be asked now (no credentials here, no network), nothing is
     raised: the query reports it when it runs."""
     try:
-        client = make_client(config.region, config.endpoint_url, read_timeout_s=5.0, credentials=config.credentials)
+        client = kinesis_client(config.kinesis, read_timeout_s=5.0)
         client.describe_stream_summary(StreamName=config.stream_name)
     except Exception as exc:  # noqa: BLE001 - only "not found" is an answer; the rest is checked when reading
         err = translate(exc, f"describing stream {config.stream_name!r}")

@@ -246,6 +246,7 @@ class KinesisSpoutStreamReader(PlannedReader[DriverPlanner], DataSourceStreamRea
         """Read exactly the records of ``(start, end]`` of a shard from Kinesis (a batch replayed after a restart),
         with the worker process's client. Who calls: ``read``, on an executor."""
         try:
-            return read_range(WORKER_CLIENTS.kinesis(self.config), self.config, shard_id, start, end, hash_range)
+            client = WORKER_CLIENTS.kinesis(self.config.kinesis)
+            return read_range(client, self.config.stream_name, self.config.reading, shard_id, start, end, hash_range)
         except KinesisError as exc:
             raise stream_gone(exc, self.config, "a batch was planned on it") from exc

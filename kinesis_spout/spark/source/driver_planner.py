@@ -274,5 +274,5 @@ class DriverPlanner:
         else:
             at_tip = not result.fetched and result.millis_behind_latest in (0, None)
         cursor.at_tip = cursor.at_tip or at_tip
-        pause = self.config.empty_record_backoff_s if at_tip else MIN_POLL_INTERVAL_S
+        pause = self.config.reading.empty_record_backoff_s if at_tip else MIN_POLL_INTERVAL_S
         cursor.next_poll = time.monotonic() + pause

@@ -124,7 +124,7 @@ class ExecutorStreamReader(PlannedReader[ExecutorPlanner], DataSourceStreamReade
 
     def _partitions(self, planned: PlannedBatch) -> Sequence[InputPartition]:
         cutoff = planned.cutoff.isoformat() if planned.cutoff is not None else None
-        consumer = self._planning.consumer_arn() if self.config.retrieval == "fanout" else None
+        consumer = self._planning.consumer_arn() if self.config.reading.retrieval == "fanout" else None
         at_tip = self._planner.at_tip(planned.batch)  # fan-out: these are read with GetRecords, not subscribed
         shards = self._planning.list_shards()
         if planned.tasks():  # each task then records its end with one request
@@ -152,7 +152,7 @@ class ExecutorStreamReader(PlannedReader[ExecutorPlanner], DataSourceStreamReade
         cfg = self.config
         try:
             batches = ZooKeeperBatchStore.on_store(WORKER_CLIENTS.checkpoints(cfg))
-            records = read_shard_batch(WORKER_CLIENTS.kinesis(cfg), batches, cfg, partition)
+            records = read_shard_batch(WORKER_CLIENTS.kinesis(cfg.kinesis), batches, cfg, partition)
         except KinesisError as exc:
             raise stream_gone(exc, cfg, f"batch {partition.batch} was planned on it") from exc
         yield from record_batches(cfg.stream_name, records)

@@ -167,7 +167,7 @@ class ExecutorPlanner:
             return
         try:
             store = self._batches()
-            now = store.touch_query(query, json.dumps({"worker": self.config.worker_id}).encode())
+            now = store.touch_query(query, json.dumps({"worker": self.config.worker.worker_id}).encode())
             self._beat_at = time.monotonic()
             if completed >= KEEP_BATCHES:
                 below = completed - KEEP_BATCHES + 1
@@ -263,8 +263,8 @@ class ExecutorPlanner:
         probe = self._probes.get(shard_id)
         now = time.monotonic()
         if probe is None or probe[0] != position:
-            getter = shard_getter(self.planning.clients.kinesis(), self.config, shard_id, position, 1,
-                                  self.planning.hash_range(shard_id))
+            getter = shard_getter(self.planning.clients.kinesis(), self.config.stream_name, self.config.reading,
+                                  shard_id, position, 1, self.planning.hash_range(shard_id))
             probe = (position, getter, 0.0)
         pos, getter, due = probe
         if due > now:
@@ -285,5 +285,6 @@ class ExecutorPlanner:
         if result.fetched:  # every user record dropped (or already read): more may follow, read on at the pace
             self._probes[shard_id] = (pos, getter, now + MIN_POLL_INTERVAL_S)
             return PROBE_PASSED
-        self._probes[shard_id] = (pos, getter, now + max(MIN_POLL_INTERVAL_S, self.config.empty_record_backoff_s))
+        idle_s = max(MIN_POLL_INTERVAL_S, self.config.reading.empty_record_backoff_s)
+        self._probes[shard_id] = (pos, getter, now + idle_s)
         return PROBE_IDLE

@@ -78,7 +78,7 @@ def read_shard_batch(client: Any, store: Any, cfg: SpoutConfig, task: ShardTask)
     recorded = store.batch_end(task.query, task.batch, task.shard_id) if task.consumer_arn is not None else None
     if recorded is not None:
         end = ShardEnd.from_json(recorded, where)
-        return read_range(client, cfg, task.shard_id, start, end.end, task.hash_range)
+        return read_range(client, cfg.stream_name, cfg.reading, task.shard_id, start, end.end, task.hash_range)
     cutoff = datetime.fromisoformat(task.cutoff) if task.cutoff else None
     records, reached_tip, shard_end = read_bounded(client, cfg, task, start, cutoff)
     n, mine = cut(records, start, task.max_records, task.max_bytes, cutoff, shard_end=shard_end,
@@ -91,7 +91,7 @@ def read_shard_batch(client: Any, store: Any, cfg: SpoutConfig, task: ShardTask)
     high = standing.end.key
     if high is not None and records and records[-1].key >= high:
         return within(records, start, standing.end)
-    return read_range(client, cfg, task.shard_id, start, standing.end, task.hash_range)
+    return read_range(client, cfg.stream_name, cfg.reading, task.shard_id, start, standing.end, task.hash_range)
 
 
 def read_bounded(client: Any, cfg: SpoutConfig, task: ShardTask, start: Position, cutoff: datetime | None
@@ -107,12 +107,15 @@ def read_bounded(client: Any, cfg: SpoutConfig, task: ShardTask, start: Position
     subscribe sooner). When no event comes within ``FIRST_EVENT_S``, one ``GetRecords(Limit=1)`` says whether the
     shard is at its tip.
     """
-    per_call = cfg.max_records_per_call if task.max_records is None else min(cfg.max_records_per_call,
-                                                                             task.max_records)
+    reading = cfg.reading
+    per_call = reading.max_records_per_call if task.max_records is None else min(reading.max_records_per_call,
+                                                                                 task.max_records)
     if task.consumer_arn is None:
-        getter = paced_getter(shard_getter(client, cfg, task.shard_id, start, per_call, task.hash_range))
+        getter = paced_getter(shard_getter(client, cfg.stream_name, reading, task.shard_id, start, per_call,
+                                           task.hash_range))
         return _read_until_a_bound(lambda _deadline: getter.fetch(), task, start, cutoff, per_call, None)
-    pushed = subscribed_getter(client, cfg, task.shard_id, start, task.consumer_arn, task.hash_range, task.closed)
+    pushed = subscribed_getter(client, cfg.stream_name, reading, task.shard_id, start, task.consumer_arn,
+                               task.hash_range, task.closed)
     try:
         subscribed_at = pushed.subscribe()
         records, tip, ended = _read_until_a_bound(pushed.fetch, task, start, cutoff, per_call,
@@ -122,7 +125,8 @@ def read_bounded(client: Any, cfg: SpoutConfig, task: ShardTask, start: Position
     if records or tip or ended or pushed.events:
         return records, tip, ended
     # no event in FIRST_EVENT_S: the tip if GetRecords finds nothing after start (the planner's probe then waits)
-    probe = paced_getter(shard_getter(client, cfg, task.shard_id, start, 1, task.hash_range)).fetch()
+    probe = paced_getter(shard_getter(client, cfg.stream_name, reading, task.shard_id, start, 1,
+                                      task.hash_range)).fetch()
     log.info("%s: no event from its subscription in %.0f s; GetRecords found %s", task, FIRST_EVENT_S,
              "its end" if probe.shard_end else "records" if probe.fetched else "nothing")
     return [], not probe.fetched, probe.shard_end and not probe.fetched

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kinesis_spout.config import MIN_POLL_INTERVAL_S, SpoutConfig
+from kinesis_spout.config import MIN_POLL_INTERVAL_S, ReadingSettings, SpoutConfig
 from kinesis_spout.errors import KinesisError, StreamNotFoundError
 from kinesis_spout.kinesis.retrieval.factory import paced_getter as paced
 from kinesis_spout.kinesis.retrieval.factory import polling_getter, waiting_fan_out
@@ -40,23 +40,23 @@ def skip_consumed(records: list[Record], position: Position) -> list[Record]:
     return records[i:] if i else records
 
 
-def shard_getter(client: Any, cfg: SpoutConfig, shard_id: str, position: Position,
+def shard_getter(client: Any, stream_name: str, reading: ReadingSettings, shard_id: str, position: Position,
                  per_call: int | None = None, hash_range: HashKeyRange | None = None) -> ShardGetter:
-    """A getter of the records after ``position`` (``per_call`` records per GetRecords at most, default the
-    configured ``maxRecordsPerCall``; user records of aggregates outside ``hash_range`` are dropped). Its first
+    """A getter of the records after ``position`` (``per_call`` records per GetRecords at most, default
+    ``reading``'s ``maxRecordsPerCall``; user records of aggregates outside ``hash_range`` are dropped). Its first
     reply may hold records ``position`` consumed: pass them through :func:`skip_consumed`."""
-    return polling_getter(client, cfg.stream_name, shard_id, position, cfg.reading, per_call=per_call,
-                          hash_range=hash_range)
+    return polling_getter(client, stream_name, shard_id, position, reading, per_call=per_call, hash_range=hash_range)
 
 
-def subscribed_getter(client: Any, cfg: SpoutConfig, shard_id: str, position: Position, consumer_arn: str,
-                      hash_range: HashKeyRange | None = None, closed: bool = False) -> WaitingFanOut:
+def subscribed_getter(client: Any, stream_name: str, reading: ReadingSettings, shard_id: str, position: Position,
+                      consumer_arn: str, hash_range: HashKeyRange | None = None, closed: bool = False
+                      ) -> WaitingFanOut:
     """A getter of the records after ``position`` through an enhanced fan-out subscription of ``consumer_arn``,
     waited on by one task (retriable refusals tried again up to ``MAX_RETRIES`` times in a row). On a ``closed``
     shard, a caught-up event with no record makes it ask GetRecords whether the shard was read to its end (an
     emulator that sends no ChildShards never ends it). Its first event may hold records ``position`` consumed: see
     :func:`skip_consumed`."""
-    return waiting_fan_out(client, cfg.stream_name, shard_id, position, cfg.reading, consumer_arn,
+    return waiting_fan_out(client, stream_name, shard_id, position, reading, consumer_arn,
                            max_retries=MAX_RETRIES, hash_range=hash_range, closed=closed)
 
 
@@ -65,14 +65,15 @@ def paced_getter(getter: ShardGetter) -> PacedGetter:
     return paced(getter, MIN_POLL_INTERVAL_S, MAX_RETRIES)
 
 
-def read_range(client: Any, cfg: SpoutConfig, shard_id: str, start: Position, end: Position,
-               hash_range: HashKeyRange | None = None) -> list[Record]:
-    """Read exactly the (user) records of ``(start, end]`` of a shard from Kinesis, paced as Kinesis allows.
+def read_range(client: Any, stream_name: str, reading: ReadingSettings, shard_id: str, start: Position,
+               end: Position, hash_range: HashKeyRange | None = None) -> list[Record]:
+    """Read exactly the (user) records of ``(start, end]`` of a shard of ``stream_name`` from Kinesis (read as
+    ``reading`` says), paced as Kinesis allows.
 
     Who calls: executors, for a batch whose records are not at hand (a replay, a task that lost the race to record
     its end). Raises ``KinesisError`` when the shard runs out before ``end`` (a re-created stream, expired records).
     """
-    getter = paced_getter(shard_getter(client, cfg, shard_id, start, hash_range=hash_range))
+    getter = paced_getter(shard_getter(client, stream_name, reading, shard_id, start, hash_range=hash_range))
     out: list[Record] = []
     if range_is_empty(start, end):
         return out
@@ -89,7 +90,7 @@ def read_range(client: Any, cfg: SpoutConfig, shard_id: str, start: Position, en
             return out  # a Kinesis record comes whole in one reply: nothing of the end's record is left
         if result.shard_end or not result.fetched and result.millis_behind_latest in (0, None):
             raise KinesisError(
-                f"replaying {shard_id} of {cfg.stream_name!r} from {start.encode()} to {end.encode()}: the "
+                f"replaying {shard_id} of {stream_name!r} from {start.encode()} to {end.encode()}: the "
                 f"shard has no more records after {out[-1].sequence_number if out else start.encode()}; was "
                 f"the stream re-created or did the records expire? Start the query afresh (new checkpoint "
                 f"location) to continue from ZooKeeper's checkpoints")
@@ -102,7 +103,8 @@ def stream_gone(exc: KinesisError, cfg: SpoutConfig, known: str) -> KinesisError
     The one rule of both read modes. Who calls: each stream reader around its planning on the driver (``known``
     says why the query knows the stream: its checkpoint location's batch, or that it started on it) and around a
     task's read or replay on an executor (the batch planned on it)."""
-    where = f"endpoint {cfg.endpoint_url}" if cfg.endpoint_url else f"region {cfg.region or 'default'}"
+    kinesis = cfg.kinesis
+    where = f"endpoint {kinesis.endpoint_url}" if kinesis.endpoint_url else f"region {kinesis.region or 'default'}"
     fix = (f"Its records are gone: start the query with a new checkpoint location, and with a new appName or after "
            f"resetting app {cfg.app_name!r}'s ZooKeeper checkpoints (`kinesis-spout checkpoints reset`), which hold "
            f"positions in the old stream")

@@ -63,7 +63,8 @@ def test_a_store_declaring_nothing_reads_statically_and_leases_are_refused_namin
     assert isinstance(store, CheckpointStore) and zookeeper_home(store) is None
     assert coordination_mode(config(), store) == "static"
     with pytest.raises(ConfigError) as raised:
-        LeaseMembership(None, config("leases")).join(store)  # type: ignore[arg-type] # refused before the registry
+        LeaseMembership(None, "s", "a", "w", session_timeout_s=10.0,  # type: ignore[arg-type] # no registry needed
+                        message_timeout_s=None).join(store)
     assert str(raised.value) == ("coordination 'leases' needs the ZooKeeper checkpoint store (the workers meet "
                                  "there); got DictStore: use coordination='static' with it")
 

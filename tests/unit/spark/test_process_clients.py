@@ -3,13 +3,13 @@ the same configuration gets the same client; another endpoint or another read ti
 
 from __future__ import annotations
 
-from kinesis_spout.config import SpoutConfig
+from kinesis_spout.config import KinesisSettings
 from kinesis_spout.spark.clients import WORKER_CLIENTS, ClientCache
 from kinesis_spout.spark.source import clients as source_clients
 
 
-def config(endpoint: str) -> SpoutConfig:
-    return SpoutConfig(stream_name="s", app_name="a", endpoint_url=endpoint, region="us-east-1")
+def config(endpoint: str) -> KinesisSettings:
+    return KinesisSettings(endpoint_url=endpoint, region="us-east-1")
 
 
 def test_the_same_connection_gets_the_same_client_and_another_its_own() -> None:
