@@ -90,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"soak: {name} could not run:\n{result.error}", flush=True)
             results.append(result)
             print(f"soak: {name}: {verdict(result)}; produced {result.produced}, delivered {result.delivered}, "
-                  f"lost {result.lost} {result.lost_ids[:3]}, behind {result.behind}, duplicates {result.duplicates}, exact "
+                  f"lost {result.lost} {result.lost_ids[:3]}, behind {result.behind}, "
+                  f"duplicates {result.duplicates}, exact "
                   f"{result.exact}, checkpoints backwards {len(result.checkpoints_backwards)}, longest stall "
                   f"{result.longest_stall_s} s, faults {result.faults}, cycle s {result.mean_cycle_s}, "
                   f"wall {result.wall_s} s", flush=True)
