@@ -40,7 +40,8 @@ def test_spout_wordcount_example_counts_words_and_never_a_failed_record(kinesali
                                                                        "AWS_SECRET_ACCESS_KEY": "test"}))
     assert out.returncode == 0, out.stderr
     # logging is configured: the spout says what it opened, and sums its dead letters up in one line
-    assert f"INFO kinesis_spout: spout wordcount-example opened stream {stream!r}" in out.stderr, out.stderr
+    opened = f"INFO kinesis_spout.spout.opening: spout wordcount-example opened stream {stream!r}"
+    assert opened in out.stderr, out.stderr
     summaries = re.findall(r"WARNING kinesis_spout\.deadletters: (\d+) dead letters? written to the dead-letter "
                            r"handler", out.stderr)
     assert sum(map(int, summaries)) == 2, out.stderr
