@@ -42,7 +42,7 @@ from kinesis_spout.zookeeper.errors import BadVersionError, NodeExistsError, NoN
 
 __all__ = ["LeaseState", "ZooKeeperLeases"]
 
-log = logging.getLogger("kinesis_spout.coordination")
+log = logging.getLogger(__name__)
 
 #: A shard's lease as read: its owner (None: free) and its epoch (the znode version; -1: no lease node yet).
 LeaseState = tuple["str | None", int]

@@ -19,7 +19,7 @@ from kinesis_spout.zookeeper.security import ZooKeeperSecurity, kazoo_log
 
 __all__ = ["ZooKeeperSession"]
 
-log = logging.getLogger("kinesis_spout.checkpoint")
+log = logging.getLogger(__name__)
 
 #: A connection listener: called with "CONNECTED", "SUSPENDED" or "LOST" on kazoo's thread (it must not block).
 Listener = Callable[[str], None]
