@@ -42,8 +42,8 @@ def test_spout_wordcount_example_counts_words_and_never_a_failed_record(kinesali
     # logging is configured: the spout says what it opened, and sums its dead letters up in one line
     opened = f"INFO kinesis_spout.spout.opening: spout wordcount-example opened stream {stream!r}"
     assert opened in out.stderr, out.stderr
-    summaries = re.findall(r"WARNING kinesis_spout\.deadletters: (\d+) dead letters? written to the dead-letter "
-                           r"handler", out.stderr)
+    summaries = re.findall(r"WARNING kinesis_spout\.deadletters\.worker: (\d+) dead letters? written to the "
+                           r"dead-letter handler", out.stderr)
     assert sum(map(int, summaries)) == 2, out.stderr
     assert "INFO kinesis_spout.kazoo" not in out.stderr, out.stderr
     lines = out.stdout.splitlines()
@@ -115,8 +115,8 @@ def assert_the_wordcount_counted_everything(out: subprocess.CompletedProcess[str
         # where the letters are: the file named, holding each of them
         assert len(Path(poison[3]).read_text().splitlines()) == int(poison[1]), poison[3]
         # summarised: the first letter of each shard says where they go, later ones are counted (none per letter)
-        firsts = re.findall(r"WARNING kinesis_spout\.deadletters: dead letters of shardId-\d+ go to (\S+\.jsonl) ",
-                            out.stderr)
+        firsts = re.findall(r"WARNING kinesis_spout\.deadletters\.local: dead letters of shardId-\d+ go to "
+                            r"(\S+\.jsonl) ", out.stderr)
         assert firsts and set(firsts) == {poison[3]} and len(firsts) <= 4, out.stderr[-3000:]
         assert "dead letter shardId" not in out.stdout + out.stderr, out.stderr[-3000:]
     counts = {parts[1]: int(parts[2]) for parts in (line.split() for line in out.stdout.splitlines())
