@@ -27,7 +27,7 @@ from kinesis_spout.spark.batch_store_memory import MemoryBatchStore
 from kinesis_spout.zookeeper.errors import NodeExistsError, NoNodeError, RolledBackError
 from kinesis_spout.zookeeper.session import ZooKeeperSession
 
-log = logging.getLogger("kinesis_spout.checkpoint")
+log = logging.getLogger(__name__)
 
 __all__ = ["BatchIds", "BatchStore", "MemoryBatchStore", "ZooKeeperBatchStore", "batch_store_for"]
 

@@ -25,7 +25,7 @@ from kinesis_spout.zookeeper.session import ZooKeeperSession
 
 __all__ = ["MemoryOwnership", "OwnershipStore", "OwnershipTaken", "ZooKeeperOwnership", "ownership_for"]
 
-log = logging.getLogger("kinesis_spout.checkpoint")
+log = logging.getLogger(__name__)
 
 
 class OwnershipTaken(CheckpointConflict):

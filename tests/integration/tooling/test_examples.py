@@ -125,7 +125,7 @@ def assert_the_wordcount_counted_everything(out: subprocess.CompletedProcess[str
     # output a person reads: no server's traceback or HTML page, batch lines that sum the lag up
     assert "Traceback" not in out.stderr and "<!doctype" not in out.stderr.lower(), out.stderr[-3000:]
     if engine == "pipeline":
-        batches = [line for line in out.stderr.splitlines() if "INFO kinesis_spout.spark: batch " in line]
+        batches = [line for line in out.stderr.splitlines() if "INFO kinesis_spout.spark.pipeline.loop: batch " in line]
         assert batches and all(len(line) < 230 and "shardId-" not in line and " of 4 shards behind" in line
                                for line in batches), batches
 
