@@ -57,7 +57,7 @@ def library_loggers(root: Path) -> set[str]:
     names = {logger for _, logger in NAMED}
     for path in sorted((root / "kinesis_spout").rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        if any(_is_get_logger(n) and isinstance(n.args[0], ast.Name) and n.args[0].id == "__name__"  # type: ignore[attr-defined]
+        if any(_is_get_logger(n) and isinstance(n.args[0], ast.Name) and n.args[0].id == "__name__"
                for n in ast.walk(tree) if isinstance(n, ast.Call) and n.args):
             parts = path.relative_to(root).with_suffix("").parts
             parts = parts[:-1] if parts[-1] == "__init__" else parts
