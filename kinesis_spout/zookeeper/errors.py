@@ -19,7 +19,8 @@ __all__ = ["BadVersionError", "NoAnswerError", "NoNodeError", "NodeExistsError",
 
 class ZooKeeperError(SpoutError):
     """ZooKeeper refused a request of a session (an error answer of the server, e.g. a node that is not empty).
-    The message is kazoo's class name and text; the subclasses below are the answers the stores act on."""
+    The message is kazoo's text (often empty: the class names the answer); the subclasses below are the answers the
+    stores act on."""
 
 
 class NoNodeError(ZooKeeperError):
