@@ -62,6 +62,7 @@ test-crash: setup
 # first (scripts/docs_reference.py; `--write` renders them again), and --strict fails on any broken link or reference.
 docs: setup
 	$(PY) scripts/docs_reference.py --check
+	$(PY) scripts/architecture.py --check
 	.venv/bin/mkdocs build --strict
 
 # The site as a reader sees it: build it, serve it on a free loopback port, open every page in headless Chromium

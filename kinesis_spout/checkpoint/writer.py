@@ -11,7 +11,7 @@ from kinesis_spout.checkpoint.base import Checkpoint, CheckpointStore
 from kinesis_spout.errors import CheckpointConflict, CheckpointError, SpoutError
 from kinesis_spout.retry import Backoff, RetryPolicy
 
-log = logging.getLogger("kinesis_spout.checkpoint")
+log = logging.getLogger(__name__)
 
 #: Pause after a failed write before the next one: 0.1 s, doubling, at most 5 s; no limit of tries (nothing pending
 #: is dropped for an outage: ``deadline_s`` only raises the alarm). No jitter: the workers whose writes failed in

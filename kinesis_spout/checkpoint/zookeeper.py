@@ -13,6 +13,7 @@ from kinesis_spout import retry
 from kinesis_spout.checkpoint.base import Checkpoint
 from kinesis_spout.config import SpoutConfig, ZooKeeperSettings
 from kinesis_spout.errors import CheckpointConflict, CheckpointError, LeaseLost, RetryError
+from kinesis_spout.zookeeper.errors import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 from kinesis_spout.zookeeper.security import ZooKeeperSecurity
 from kinesis_spout.zookeeper.session import Listener, ZooKeeperSession
 
@@ -51,8 +52,6 @@ def compare_and_set(session: ZooKeeperSession, node: str, payload: bytes, refuse
     """Write ``payload`` to ``node`` unless ``refuse(stored bytes)`` returns a reason (``CheckpointConflict``);
     re-read and retry when another writer got in between (:func:`retry_compare_and_set`). Who calls: the checkpoint
     store (unfenced saves), the Spark batch store (batch ids)."""
-    from kinesis_spout.zookeeper.errors import BadVersionError, NodeExistsError, NoNodeError
-
     def attempt() -> None:
         try:
             data, stat = session.get(node)
@@ -166,8 +165,6 @@ class ZooKeeperCheckpointStore:
         return f"{self.path}/{shard_id}"
 
     def load(self, shard_id: str) -> Checkpoint | None:
-        from kinesis_spout.zookeeper.errors import NoNodeError
-
         node = self._node(shard_id)
         try:
             data, _ = self.session.get(node)
@@ -222,8 +219,6 @@ class ZooKeeperCheckpointStore:
                                 fence: tuple[str, str, int]) -> None:
         """:func:`compare_and_set` whose writes are transactions that also check the lease's version (``fence``:
         shard id, lease node, epoch); the same retry."""
-        from kinesis_spout.zookeeper.errors import NoNodeError
-
         def attempt() -> None:
             try:
                 data, stat = self.session.get(node)
@@ -243,8 +238,6 @@ class ZooKeeperCheckpointStore:
         """One transaction: the lease node is still at the epoch, and ``node`` is created (``version`` None) or set
         at ``version``. True when written; False when ``node`` changed meanwhile (re-read and retry); raises
         ``LeaseLost`` when the lease moved on."""
-        from kinesis_spout.zookeeper.errors import RolledBackError
-
         shard_id, lease_node, epoch = fence
 
         def build(txn: Any) -> None:
@@ -264,8 +257,6 @@ class ZooKeeperCheckpointStore:
         return True
 
     def list(self) -> dict[str, Checkpoint]:
-        from kinesis_spout.zookeeper.errors import NoNodeError
-
         try:
             children = self.session.get_children(self.path)
         except NoNodeError:
@@ -278,8 +269,6 @@ class ZooKeeperCheckpointStore:
         return out
 
     def delete(self, shard_id: str) -> None:
-        from kinesis_spout.zookeeper.errors import NoNodeError
-
         try:
             self.session.delete(self._node(shard_id))
         except NoNodeError:

@@ -21,7 +21,7 @@ from kinesis_spout.records import Record
 __all__ = ["DEAD_LETTER_DIR_ENV", "DEFAULT_DEAD_LETTER_DIR", "DeadLetterDestination", "DeadLetterHandler",
            "DeadLetterSettings", "DeadLetterTarget", "LocalDeadLetters", "SpoutNames", "log_dead_letter"]
 
-log = logging.getLogger("kinesis_spout")
+log = logging.getLogger(__name__)
 
 #: Called with the record and the reason when a record's retries ran out (or it cannot be decoded). It runs on the
 #: spout's dead-letter thread; the record is done when it returns, and retried with backoff when it raises.

@@ -38,10 +38,11 @@ from typing import Any, Callable
 
 from kinesis_spout.checkpoint.base import ZooKeeperHome
 from kinesis_spout.errors import CheckpointError, LeaseError, SpoutError
+from kinesis_spout.zookeeper.errors import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
 __all__ = ["LeaseState", "ZooKeeperLeases"]
 
-log = logging.getLogger("kinesis_spout.coordination")
+log = logging.getLogger(__name__)
 
 #: A shard's lease as read: its owner (None: free) and its epoch (the znode version; -1: no lease node yet).
 LeaseState = tuple["str | None", int]
@@ -87,8 +88,6 @@ class ZooKeeperLeases:
 
         Raises ``LeaseError`` when another live worker registered the same ``worker_id``.
         """
-        from kinesis_spout.zookeeper.errors import NodeExistsError
-
         node = f"{self.workers_path}/{self.worker_id}"
         doc = json.dumps({"joined_at": datetime.now(timezone.utc).isoformat()}).encode()
         self.session.ensure_path(self.workers_path)
@@ -114,8 +113,6 @@ class ZooKeeperLeases:
         return self._children(self.leases_path)
 
     def _children(self, path: str) -> list[str]:
-        from kinesis_spout.zookeeper.errors import NoNodeError
-
         try:
             return sorted(self.session.get_children(path))
         except NoNodeError:
@@ -134,8 +131,6 @@ class ZooKeeperLeases:
 
     def leave(self) -> None:
         """Unregister this worker (best effort; the node goes with the session anyway)."""
-        from kinesis_spout.zookeeper.errors import NoNodeError
-
         if not self.session.started:
             return
         try:
@@ -181,8 +176,6 @@ class ZooKeeperLeases:
         read of N shards costs one round trip to ZooKeeper, not N (N requests still). A read that failed (the
         connection lost meanwhile), and every read while the connection is down, is made on its own within the
         session's operation deadline, which raises ``CheckpointError`` when ZooKeeper stays away."""
-        from kinesis_spout.zookeeper.errors import NoNodeError
-
         nodes = {shard_id: self._node(shard_id) for shard_id in shard_ids}
         # not connected: each read on its own, the first waiting for the connection within the deadline (queued
         # pipelined reads would each wait out the deadline in turn)
@@ -208,8 +201,6 @@ class ZooKeeperLeases:
         """Change a lease node (``op``: ``create``, ``set_data`` or ``delete`` of a kazoo transaction, with
         ``args``) and move the generation on, in one transaction. Returns the change's result; its
         ``BadVersionError``, ``NoNodeError`` or ``NodeExistsError`` is raised as the plain call would."""
-        from kinesis_spout.zookeeper.errors import NoNodeError, RolledBackError
-
         def build(txn: Any) -> None:
             getattr(txn, op)(node, *args)
             txn.set_data(self.leases_path, b"", -1)
@@ -229,8 +220,6 @@ class ZooKeeperLeases:
     def acquire(self, shard_id: str, seen: LeaseState) -> int | None:
         """Take the lease of ``shard_id`` if it is still as ``seen`` (compare-and-set); returns the new epoch, or
         None when someone else changed it first. Fences the shard's checkpoint writes with the new epoch."""
-        from kinesis_spout.zookeeper.errors import BadVersionError, NodeExistsError, NoNodeError
-
         node = self._node(shard_id)
         doc = _lease_doc(self.worker_id)
         try:
@@ -263,8 +252,6 @@ class ZooKeeperLeases:
         found to have moved past ``epoch`` (given back already by a write whose reply was lost, or taken by another
         worker). When the write fails (ZooKeeper unreachable past the operation deadline) the ``CheckpointError``
         is raised and the lease stays held and fenced: a later round gives it back, or reads the shard again."""
-        from kinesis_spout.zookeeper.errors import BadVersionError, NoNodeError
-
         if epoch is None:
             with self._lock:
                 epoch = self._held.get(shard_id)
@@ -287,8 +274,6 @@ class ZooKeeperLeases:
 
     def delete(self, shard_id: str) -> None:
         """Delete the lease node of a shard that is gone for good (finished and past the stream's retention)."""
-        from kinesis_spout.zookeeper.errors import BadVersionError, NoNodeError
-
         node = self._node(shard_id)
         try:
             self._change(f"deleting {node}", "delete", node, -1)

@@ -18,7 +18,7 @@ from kinesis_spout.kinesis.shards import Shard
 
 __all__ = ["HandBack", "LeaseBalancer"]
 
-log = logging.getLogger("kinesis_spout.coordination")
+log = logging.getLogger(__name__)
 
 #: What a hand-back says: ``stored`` (the shard's checkpoint is stored: release the lease), ``kept`` (not stored
 #: yet: keep the lease, a later round tries again), ``lost`` (the lease was lost meanwhile: the worker forgot it,

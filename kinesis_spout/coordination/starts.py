@@ -20,7 +20,7 @@ from kinesis_spout.positions import LATEST, Kind, Position
 
 __all__ = ["record_first_start", "resolve_starts"]
 
-log = logging.getLogger("kinesis_spout")
+log = logging.getLogger(__name__)
 
 #: One shard's start: the shard, where it starts and why, its stored checkpoint, and the getter's first position
 #: (the start's position, or ``LATEST`` for a start pinned as this spout opened; None for a shard finished

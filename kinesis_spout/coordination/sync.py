@@ -27,7 +27,7 @@ from kinesis_spout.kinesis.shards import Shard, list_shards
 
 __all__ = ["ShardSync"]
 
-log = logging.getLogger("kinesis_spout.coordination")
+log = logging.getLogger(__name__)
 
 
 class ShardSync:

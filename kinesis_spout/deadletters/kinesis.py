@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["KinesisDeadLetters", "KinesisDeadLetterWriter", "MAX_ENVELOPE_BYTES"]
 
-log = logging.getLogger("kinesis_spout.deadletters")
+log = logging.getLogger(__name__)
 
 #: Kinesis takes records of at most 1 MiB (data plus partition key).
 MAX_ENVELOPE_BYTES = MAX_RECORD_BYTES

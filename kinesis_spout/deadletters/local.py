@@ -20,7 +20,7 @@ from kinesis_spout.deadletters.jsonl import JsonLinesWriter
 
 __all__ = ["SUMMARY_EVERY_S", "LocalDeadLetterWriter"]
 
-log = logging.getLogger("kinesis_spout.deadletters")
+log = logging.getLogger(__name__)
 
 #: At most one summary line of the letters written per this many seconds (and one at close).
 SUMMARY_EVERY_S = 10.0

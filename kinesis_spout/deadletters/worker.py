@@ -15,7 +15,7 @@ from kinesis_spout.errors import DeadLetterStormError
 from kinesis_spout.retry import Backoff, RetryPolicy
 from kinesis_spout.tracker import RetryBackoff
 
-log = logging.getLogger("kinesis_spout.deadletters")
+log = logging.getLogger(__name__)
 
 __all__ = ["DEAD_LETTER_BACKOFF", "DeadLetterWorker", "describe_writer", "written_before"]
 

@@ -13,7 +13,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from kinesis_spout.errors import StreamNotFoundError
 from kinesis_spout.kinesis.botocore_errors import asked, translate
 
-log = logging.getLogger("kinesis_spout.kinesis")
+log = logging.getLogger(__name__)
 
 _unknown_ranges: set[tuple[str, str]] = set()  # (stream, shard) whose unknown range was logged; under the lock
 _unknown_lock = threading.Lock()

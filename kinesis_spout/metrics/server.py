@@ -10,7 +10,7 @@ from kinesis_spout.metrics.collector import SpoutCollector, require_prometheus_c
 
 __all__ = ["MetricsServer", "serve_collectors", "start_metrics_server"]
 
-log = logging.getLogger("kinesis_spout.metrics")
+log = logging.getLogger(__name__)
 
 
 #: The address to open for a server bound to a wildcard address (every interface).

@@ -24,9 +24,10 @@ from kinesis_spout.checkpoint.memory import MemoryCheckpointStore
 from kinesis_spout.checkpoint.zookeeper import CAS_ATTEMPTS, TryAgain, compare_and_set, retry_compare_and_set
 from kinesis_spout.errors import CheckpointError
 from kinesis_spout.spark.batch_store_memory import MemoryBatchStore
+from kinesis_spout.zookeeper.errors import NodeExistsError, NoNodeError, RolledBackError
 from kinesis_spout.zookeeper.session import ZooKeeperSession
 
-log = logging.getLogger("kinesis_spout.checkpoint")
+log = logging.getLogger(__name__)
 
 __all__ = ["BatchIds", "BatchStore", "MemoryBatchStore", "ZooKeeperBatchStore", "batch_store_for"]
 
@@ -121,8 +122,6 @@ class ZooKeeperBatchStore:
         return f"{self.base}/batch_id"
 
     def load_batch_id(self) -> int:
-        from kinesis_spout.zookeeper.errors import NoNodeError
-
         node = self.batch_id_node
         try:
             data, _ = self.session.get(node)
@@ -149,8 +148,6 @@ class ZooKeeperBatchStore:
 
     def batch_end(self, query: str, batch: int, shard_id: str) -> bytes | None:
         """The end recorded for ``(batch, shard)``, or None when no task recorded one yet."""
-        from kinesis_spout.zookeeper.errors import NoNodeError
-
         try:
             data, _ = self.session.get(f"{self.batches_node(query)}/{batch}/{shard_id}")
         except NoNodeError:
@@ -160,8 +157,6 @@ class ZooKeeperBatchStore:
     def record_batch_end(self, query: str, batch: int, shard_id: str, payload: bytes) -> bytes:
         """Record ``payload`` as the end of ``(batch, shard)`` unless a task recorded one first (create, never
         overwrite); returns the end that stands: ``payload`` or the first writer's."""
-        from kinesis_spout.zookeeper.errors import NodeExistsError, NoNodeError
-
         node = f"{self.batches_node(query)}/{batch}/{shard_id}"
         try:
             try:
@@ -182,8 +177,6 @@ class ZooKeeperBatchStore:
         """Create ``batch``'s node (and its query's), so that each of its tasks records its end with one request.
         Who calls: the driver, before the batch's tasks run; a batch whose node exists (a replay) is left as it is.
         A failure is logged: the tasks then make the node themselves."""
-        from kinesis_spout.zookeeper.errors import NodeExistsError
-
         node = f"{self.batches_node(query)}/{batch}"
         try:
             self.session.create(node, makepath=True)
@@ -195,8 +188,6 @@ class ZooKeeperBatchStore:
     def batch_ends(self, query: str, batch: int, shards: Sequence[str] | None = None) -> dict[str, bytes]:
         """The ends recorded for ``batch`` (shard id -> payload): of ``shards`` (pipelined reads of their nodes),
         or of every shard that recorded one (a listing first)."""
-        from kinesis_spout.zookeeper.errors import NoNodeError
-
         node = f"{self.batches_node(query)}/{batch}"
         if shards is None:
             try:
@@ -220,8 +211,6 @@ class ZooKeeperBatchStore:
 
     def delete_batches(self, query: str, below: int) -> int:
         """Delete the recorded ends of ``query``'s batches numbered below ``below``; returns how many batches."""
-        from kinesis_spout.zookeeper.errors import NoNodeError
-
         base = self.batches_node(query)
         try:
             batches = self.session.get_children(base)
@@ -274,8 +263,6 @@ class ZooKeeperBatchStore:
         heartbeat. Returns that time by ZooKeeper's clock (seconds since the epoch), so callers compare heartbeats
         without trusting their own clock. Tried again at once when the node came or went meanwhile, up to
         ``CAS_ATTEMPTS`` times (:func:`~kinesis_spout.checkpoint.zookeeper.retry_compare_and_set`)."""
-        from kinesis_spout.zookeeper.errors import NodeExistsError, NoNodeError
-
         node = self.batches_node(query)
 
         def attempt() -> float:
@@ -298,8 +285,6 @@ class ZooKeeperBatchStore:
     def query_heartbeats(self) -> dict[str, tuple[float, int]]:
         """Every query with a batches node: query id -> (its last heartbeat by ZooKeeper's clock in seconds, the
         node's version), from one listing and pipelined reads of the nodes' stats."""
-        from kinesis_spout.zookeeper.errors import NoNodeError
-
         base = f"{self.base}/batches"
         try:
             queries = self.session.get_children(base)
@@ -321,8 +306,6 @@ class ZooKeeperBatchStore:
         most: one request, within the server's 1 MiB limit) checks that version, so a query that beats meanwhile
         loses nothing. Returns True when the tree is gone, False when it was left (it beat, or a task recorded an
         end meanwhile: the next clean-up judges it again)."""
-        from kinesis_spout.zookeeper.errors import NoNodeError
-
         root = self.batches_node(query)
         try:
             batches = self.session.get_children(root)
@@ -348,8 +331,6 @@ class ZooKeeperBatchStore:
     def _delete_checked(self, root: str, version: int, nodes: tuple[str, ...], delete_root: bool = False) -> bool:
         """One transaction: ``root`` is at ``version``, and ``nodes`` (children before parents), then ``root``
         when ``delete_root``, are deleted. True when it was applied (or the root is gone already)."""
-        from kinesis_spout.zookeeper.errors import NoNodeError, RolledBackError
-
         def build(txn: Any) -> None:
             if delete_root:
                 txn.delete(root, version)

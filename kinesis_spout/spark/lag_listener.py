@@ -10,8 +10,9 @@
 
 Each ``StreamingQueryProgress`` carries the source's ``latestOffset`` (:mod:`kinesis_spout.spark.lag`): per shard
 its last read's MillisBehindLatest, the arrival time of its last record read and the records read and not processed.
-The listener keeps the last one of each query and source (``lags``), logs it (logger ``kinesis_spout.spark.lag``) and
-serves it at scrape time as the gauges ``kinesis_spout_query_*`` (:data:`kinesis_spout.metrics.names.QUERY_METRICS`).
+The listener keeps the last one of each query and source (``lags``), logs it (logger
+``kinesis_spout.spark.lag_listener``) and serves it at scrape time as the gauges ``kinesis_spout_query_*``
+(:data:`kinesis_spout.metrics.names.QUERY_METRICS`).
 A query that terminates is forgotten. Spark calls the listener on its listener-bus thread; ``lags`` and scrapes are
 read from any thread (one lock).
 """
@@ -30,7 +31,7 @@ from kinesis_spout.spark.lag import QueryLag, parse_latest_offset
 
 __all__ = ["KinesisLagListener", "QueryLagCollector"]
 
-log = logging.getLogger("kinesis_spout.spark.lag")
+log = logging.getLogger(__name__)
 
 
 class KinesisLagListener(StreamingQueryListener):

@@ -20,11 +20,12 @@ from kinesis_spout.checkpoint.base import zookeeper_home
 from kinesis_spout.checkpoint.memory import MemoryCheckpointStore
 from kinesis_spout.checkpoint.zookeeper import CAS_ATTEMPTS, TryAgain, retry_compare_and_set
 from kinesis_spout.errors import CheckpointConflict, CheckpointError
+from kinesis_spout.zookeeper.errors import BadVersionError, NoAnswerError, NodeExistsError, NoNodeError
 from kinesis_spout.zookeeper.session import ZooKeeperSession
 
 __all__ = ["MemoryOwnership", "OwnershipStore", "OwnershipTaken", "ZooKeeperOwnership", "ownership_for"]
 
-log = logging.getLogger("kinesis_spout.checkpoint")
+log = logging.getLogger(__name__)
 
 
 class OwnershipTaken(CheckpointConflict):
@@ -124,8 +125,6 @@ class ZooKeeperOwnership:
         expired belongs to the new session, and is held. A node released between the create and the read is taken
         again at once, up to ``CAS_ATTEMPTS`` times
         (:func:`~kinesis_spout.checkpoint.zookeeper.retry_compare_and_set`)."""
-        from kinesis_spout.zookeeper.errors import NodeExistsError, NoNodeError
-
         node = self.ownership_node(name)
         timeout_s = self.session.negotiated_session_timeout_s or self.session.session_timeout_s
         payload = json.dumps({"holder": holder, "session_timeout_s": timeout_s}).encode()
@@ -175,14 +174,6 @@ class ZooKeeperOwnership:
         owner starts again at version 0, so a retried delete would delete the next owner's node. A delete that gets
         no answer (connection lost, session expired) leaves the node to its session: it goes when the session
         ends (an expiry, or the store's ``close()``)."""
-        from kinesis_spout.zookeeper.errors import (
-            BadVersionError,
-            ConnectionLoss,
-            KazooTimeoutError,
-            NoNodeError,
-            SessionExpiredError,
-        )
-
         with self._lock:
             mine = self._owned.pop(name, None)
             if mine is None or mine[0] != holder:
@@ -208,7 +199,7 @@ class ZooKeeperOwnership:
             self.session.delete_once(node, stat.version)
         except (NoNodeError, BadVersionError):
             pass
-        except (ConnectionLoss, SessionExpiredError, KazooTimeoutError) as exc:
+        except NoAnswerError as exc:
             log.info("ownership %s: the delete got no answer (%s); the node goes with its session", node,
                      type(exc).__name__)
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = ["AckRouter"]
 
-log = logging.getLogger("kinesis_spout")
+log = logging.getLogger(__name__)
 
 _DIGITS = frozenset("0123456789")
 

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DeadLetterGlue", "poison_hold_s"]
 
-log = logging.getLogger("kinesis_spout")
+log = logging.getLogger(__name__)
 
 _POISON = "poison record: "  # how the reasons of records their scheme refused start (see spout.emission)
 #: The shortest bound on how long the letters of a run of poison records are held (see :func:`poison_hold_s`).

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = ["NO_BYTE_LIMIT", "TAKE_CHUNK", "Emitter"]
 
-log = logging.getLogger("kinesis_spout")
+log = logging.getLogger(__name__)
 
 _POISON: Any = object()  # what _values returns for a record its scheme refused
 NO_BYTE_LIMIT = 1 << 62

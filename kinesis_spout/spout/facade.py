@@ -39,7 +39,7 @@ from kinesis_spout.spout.membership import LeaseMembership
 from kinesis_spout.spout.opening import SpoutParts, start, wire
 from kinesis_spout.spout.registry import ShardRegistry
 
-log = logging.getLogger("kinesis_spout")
+log = logging.getLogger(__name__)
 
 _EXPIRE_EVERY_S = 0.05
 DEAD_LETTER_CLOSE_S = 10.0  # how long close() keeps trying to write the dead letters still queued

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ["HANDOFF_FLUSH_S", "HANDOFF_TIMEOUT_S", "LEASE_ROUND_S", "LeaseMembership"]
 
-log = logging.getLogger("kinesis_spout")
+log = logging.getLogger(__name__)
 
 LEASE_ROUND_S = 1.0  # how often a worker with leases looks at the workers and leases (and at once when one joins)
 HANDOFF_TIMEOUT_S = 10.0  # how long a lease given back waits for the shard's in-flight records

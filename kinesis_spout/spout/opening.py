@@ -34,7 +34,7 @@ from kinesis_spout.spout.starting import ShardStarter
 
 __all__ = ["SpoutParts", "start", "wire"]
 
-log = logging.getLogger("kinesis_spout")
+log = logging.getLogger(__name__)
 
 
 @dataclass

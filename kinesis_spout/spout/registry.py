@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ShardRegistry"]
 
-log = logging.getLogger("kinesis_spout")
+log = logging.getLogger(__name__)
 
 
 class ShardRegistry:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ShardStarter"]
 
-log = logging.getLogger("kinesis_spout")
+log = logging.getLogger(__name__)
 
 
 class ShardStarter:

@@ -55,7 +55,7 @@ from kinesis_spout.testing.kinesis_wire import IteratorShards, ShardListing, jso
 
 __all__ = ["DELAYED", "DROPPED", "FaultProxy", "fault_proxy"]
 
-log = logging.getLogger("kinesis_spout.testing.faults")
+log = logging.getLogger(__name__)
 
 
 class FaultProxy:

@@ -21,7 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 __all__ = ["HOP_BY_HOP", "ProxyHandler", "ProxyServer", "UpstreamRequest", "forward"]
 
-log = logging.getLogger("kinesis_spout.testing.faults")
+log = logging.getLogger(__name__)
 
 # Headers that describe one hop of a connection, never forwarded (RFC 9110 section 7.6.1), plus the framing
 # headers the proxy recomputes itself.

@@ -42,7 +42,7 @@ from kinesis_spout.testing.spark import local_spark_session
 from kinesis_spout.testing.zookeeper import ZooKeeperServer
 
 KINESIS_BACKENDS = ("moto_kinesis", "kinesalite")
-log = logging.getLogger("kinesis_spout.testing")
+log = logging.getLogger(__name__)
 
 
 def _use_dummy_aws_credentials() -> None:

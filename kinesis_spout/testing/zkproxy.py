@@ -39,7 +39,7 @@ from kinesis_spout.errors import SpoutStateError
 __all__ = ["Op", "ZooKeeperFaultProxy", "ZK_NO_NODE", "ZK_NODE_EXISTS", "ZK_OPERATION_TIMEOUT",
            "ZK_RUNTIME_INCONSISTENCY"]
 
-log = logging.getLogger("kinesis_spout.testing.zkproxy")
+log = logging.getLogger(__name__)
 
 #: ZooKeeper's error codes (as the server sends them in a reply header) that tests inject.
 ZK_RUNTIME_INCONSISTENCY = -2

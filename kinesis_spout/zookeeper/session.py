@@ -19,7 +19,7 @@ from kinesis_spout.zookeeper.security import ZooKeeperSecurity, kazoo_log
 
 __all__ = ["ZooKeeperSession"]
 
-log = logging.getLogger("kinesis_spout.checkpoint")
+log = logging.getLogger(__name__)
 
 #: A connection listener: called with "CONNECTED", "SUSPENDED" or "LOST" on kazoo's thread (it must not block).
 Listener = Callable[[str], None]
@@ -216,7 +216,8 @@ class ZooKeeperSession:
         try waits at most until ``operation_timeout_s`` after the first, and a lost connection is waited for only
         within that time. Connection losses and time-outs are tried again up to ``command_retries`` times, then
         raised as a retriable ``CheckpointError`` that says what was waited for. ``NoNodeError``,
-        ``NodeExistsError`` and ``BadVersionError`` are the caller's to handle and are raised as they are.
+        ``NodeExistsError`` and ``BadVersionError`` (of :mod:`kinesis_spout.zookeeper.errors`) are the caller's to
+        handle.
         """
         asynchronous = getattr(self._open_client(), f"{op}_async")
         return self.bounded(what, lambda: asynchronous(*args, **kwargs))
@@ -244,6 +245,8 @@ class ZooKeeperSession:
         )
         from kazoo.handlers.threading import KazooTimeoutError
 
+        from kinesis_spout.zookeeper.translation import translated
+
         transient = (ConnectionLoss, OperationTimeoutError, SessionExpiredError, KazooTimeoutError)
         if self.command_retries < 0 or not self.operation_timeout_s > 0:
             raise self._failed(what, "no answer")
@@ -260,8 +263,8 @@ class ZooKeeperSession:
                     raise _GiveUp(f"not connected ({self.state})")
             try:
                 return start().get(timeout=max(0.001, deadline - self._clock()))
-            except (NoNodeError, NodeExistsError, BadVersionError):
-                raise
+            except (NoNodeError, NodeExistsError, BadVersionError) as exc:
+                raise translated(exc)  # noqa: B904 - the translation's __cause__ is exc
             except NoAuthError as exc:
                 who = f"identity {self.security.user!r}" if self.security.auth else "an unauthenticated client"
                 raise CheckpointError(f"ZooKeeper at {self.hosts} refused {what}: {who} is not allowed by the "
@@ -328,19 +331,23 @@ class ZooKeeperSession:
     def commit(self, what: str, build: Callable[[Any], None]) -> list[Any]:
         """One transaction, bounded like every call: ``build(txn)`` adds its operations (``check``, ``create``,
         ``set_data``, ``delete``) to a new kazoo transaction each try. Returns each operation's result (an
-        exception for a failed one; the others are then ``RolledBackError``)."""
+        exception of :mod:`kinesis_spout.zookeeper.errors` for a failed one; the others are then
+        ``RolledBackError``)."""
+        from kinesis_spout.zookeeper.translation import translated
 
         def start() -> Any:
             txn = self._open_client().transaction()
             build(txn)
             return txn.commit_async()
 
-        return list(self.bounded(what, start))
+        return [translated(r) if isinstance(r, BaseException) else r for r in self.bounded(what, start)]
 
     def pipelined(self, op: str, paths: list[str]) -> dict[str, Any]:
         """Send ``op`` ("get", "exists" or "get_children") for every path at once, then wait for each answer up to
-        ``operation_timeout_s``: path -> the answer, or the exception it raised (not retried: the caller repeats a
-        failed one with a bounded call)."""
+        ``operation_timeout_s``: path -> the answer, or the exception it raised (kazoo's translated: not retried,
+        the caller repeats a failed one with a bounded call)."""
+        from kinesis_spout.zookeeper.translation import translated
+
         send = getattr(self._open_client(), f"{op}_async")
         pending = [(path, send(path)) for path in paths]
         out: dict[str, Any] = {}
@@ -348,13 +355,18 @@ class ZooKeeperSession:
             try:
                 out[path] = result.get(timeout=self.operation_timeout_s)
             except Exception as exc:  # noqa: BLE001 - handed to the caller, who decides
-                out[path] = exc
+                out[path] = translated(exc)
         return out
 
     def delete_once(self, path: str, version: int) -> None:
         """Send one delete at ``version`` and wait up to ``operation_timeout_s`` for its answer; never retried
-        (kazoo would send a retry on a new session after an expiry). kazoo's errors are raised as they are."""
-        self._open_client().delete_async(path, version=version).get(timeout=self.operation_timeout_s)
+        (kazoo would send a retry on a new session after an expiry). ``NoAnswerError`` when no answer came (whether
+        the node was deleted is unknown), ``NoNodeError`` or ``BadVersionError`` when it was not deleted."""
+        from kinesis_spout.zookeeper.translation import translated
+        try:
+            self._open_client().delete_async(path, version=version).get(timeout=self.operation_timeout_s)
+        except Exception as exc:  # noqa: BLE001 - kazoo's translated (its __cause__), any other as it is
+            raise translated(exc)  # noqa: B904
 
     def watch_children(self, path: str, changed: Callable[[list[str]], Any]) -> None:
         """Call ``changed(children)`` on kazoo's thread (it must not block) now and whenever ``path``'s children

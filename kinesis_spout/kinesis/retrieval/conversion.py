@@ -28,7 +28,7 @@ from kinesis_spout.records import Record
 
 __all__ = ["ALL_HASH_KEYS", "ConvertedRecords", "RecordConversion"]
 
-log = logging.getLogger("kinesis_spout.kinesis")
+log = logging.getLogger(__name__)
 
 #: Every hash key: the range of a stream's only shard, where no user record can belong elsewhere.
 ALL_HASH_KEYS = HashKeyRange(0, (1 << 128) - 1)

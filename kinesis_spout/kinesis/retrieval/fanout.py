@@ -36,7 +36,7 @@ from kinesis_spout.retry import Backoff, RetryPolicy
 __all__ = ["DEFAULT_RENEW_S", "RESUBSCRIBE_S", "SUBSCRIBE_RETRY", "FanOutGetter", "Subscription", "WaitingFanOut",
            "starting_position"]
 
-log = logging.getLogger("kinesis_spout.kinesis")
+log = logging.getLogger(__name__)
 
 #: Kinesis ends a subscription after 5 minutes; the getter renews it then at the latest.
 DEFAULT_RENEW_S = 300.0

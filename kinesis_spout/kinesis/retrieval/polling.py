@@ -30,7 +30,7 @@ from kinesis_spout.retry import Backoff, RetryPolicy
 __all__ = ["ALL_HASH_KEYS", "GET_RECORDS_RETRY", "LATEST_MARGIN", "ColumnFetch", "FetchResult", "PacedGetter",
            "ShardGetter"]
 
-log = logging.getLogger("kinesis_spout.kinesis")
+log = logging.getLogger(__name__)
 
 
 class ColumnFetch(NamedTuple):

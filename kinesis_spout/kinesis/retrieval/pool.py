@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Protocol
 
-log = logging.getLogger("kinesis_spout.kinesis")
+log = logging.getLogger(__name__)
 
 #: What a reader's ``poll()`` returns to be parked until :meth:`ReaderPool.wake` (its buffer is full).
 PARK = -1.0

@@ -28,7 +28,7 @@ from kinesis_spout.kinesis.retrieval.protocol import FetchResult, ShardRetrieval
 from kinesis_spout.kinesis.retrieval.wire_columns import RecordColumns, slice_columns, to_records
 from kinesis_spout.records import Record, SequenceKey
 
-log = logging.getLogger("kinesis_spout.kinesis")
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")  # what a take hands out: records, or pieces of columns
 

@@ -29,7 +29,7 @@ from kinesis_spout.kinesis.writing.routing import ShardMap
 
 __all__ = ["Aggregate", "AggregatingWriter", "pack"]
 
-log = logging.getLogger("kinesis_spout.kinesis")
+log = logging.getLogger(__name__)
 _md5 = hashlib.md5
 _from_bytes = int.from_bytes
 T = TypeVar("T")

@@ -42,7 +42,7 @@ from kinesis_spout.spout.batch import SpoutBatch
 
 __all__ = ["AtLeastOnceRunner"]
 
-log = logging.getLogger("kinesis_spout.spark")
+log = logging.getLogger(__name__)
 
 STORE_BACKOFF_MAX_S = 5.0
 

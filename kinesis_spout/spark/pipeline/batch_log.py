@@ -31,7 +31,7 @@ from kinesis_spout.state.txlog import BatchLog, BatchLogEntry, OwnershipLost, Pl
 
 __all__ = ["OWNER_NAME", "RunOwnership", "collect_replay", "previous_owner_wait_s", "split_committed"]
 
-log = logging.getLogger("kinesis_spout.spark")
+log = logging.getLogger(__name__)
 
 OWNER_NAME = "exactly_once_owner"  # the ownership node, next to the app's checkpoints of the stream
 OWNER_GRACE_S = 2.0  # the least waited beyond an owner's session timeout (see previous_owner_wait_s)

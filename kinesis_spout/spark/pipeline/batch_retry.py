@@ -28,7 +28,7 @@ from kinesis_spout.tracker import RetryBackoff
 
 __all__ = ["BATCH_RETRY_JITTER", "DEFAULT_BATCH_RETRY_BACKOFF", "BatchRetry", "batch_retry_policy", "summary"]
 
-log = logging.getLogger("kinesis_spout.spark")
+log = logging.getLogger(__name__)
 
 #: The default delays between two tries of a failed batch: 1 s, doubling, at most 30 s (before jitter).
 DEFAULT_BATCH_RETRY_BACKOFF = RetryBackoff(initial_s=1.0, multiplier=2.0, max_s=30.0)

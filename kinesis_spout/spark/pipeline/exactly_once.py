@@ -57,7 +57,7 @@ from kinesis_spout.state.txlog import BatchLog, BatchLogEntry, OwnershipLost, ne
 
 __all__ = ["ExactlyOnceRunner", "TransactionalBatch"]
 
-log = logging.getLogger("kinesis_spout.spark")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from kinesis_spout.spout import KinesisSpout
 
 __all__ = ["CAUGHT_UP", "POLL_S", "RunLoop", "Until"]
 
-log = logging.getLogger("kinesis_spout.spark")
+log = logging.getLogger(__name__)
 
 #: ``run(until="caught_up")``: the run ends once every shard is read up to the tip it had when the run started and
 #: every record read up to there is done (see :mod:`kinesis_spout.spout.caught_up`).

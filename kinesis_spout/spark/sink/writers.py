@@ -25,7 +25,7 @@ from kinesis_spout.spark.sink.task import SinkCounts, write_task
 
 __all__ = ["KinesisSinkStreamWriter", "KinesisSinkWriter", "SinkCommit", "make_writer"]
 
-log = logging.getLogger("kinesis_spout.spark.sink")
+log = logging.getLogger(__name__)
 
 
 @dataclass

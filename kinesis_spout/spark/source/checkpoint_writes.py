@@ -19,7 +19,7 @@ from kinesis_spout.errors import CheckpointConflict, CheckpointError
 
 __all__ = ["CheckpointWriter"]
 
-log = logging.getLogger("kinesis_spout.spark")
+log = logging.getLogger(__name__)
 
 
 class CheckpointWriter:

@@ -34,7 +34,7 @@ from kinesis_spout.spark.source.executor import ExecutorStreamReader
 
 __all__ = ["KinesisSpoutDataSource", "RefusedStreamReader", "check_stream_exists", "register"]
 
-log = logging.getLogger("kinesis_spout.spark")
+log = logging.getLogger(__name__)
 
 
 class KinesisSpoutDataSource(DataSource):

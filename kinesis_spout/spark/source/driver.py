@@ -49,7 +49,7 @@ from kinesis_spout.spark.source.shard_reads import read_range, stream_gone
 
 __all__ = ["TASK_BYTES", "KeptRecords", "KinesisSpoutStreamReader", "ShardRange", "kept_partitions"]
 
-log = logging.getLogger("kinesis_spout.spark")
+log = logging.getLogger(__name__)
 
 #: The most Arrow bytes of kept records in one partition: a task travels with its partition, and Spark warns about
 #: every task over 1000 KiB ("contains a task of very large size"); the rest of the task stays well under the margin.

@@ -38,7 +38,7 @@ from kinesis_spout.spark.source.shares import share_rows
 
 __all__ = ["DriverPlanner", "ShardCursor"]
 
-log = logging.getLogger("kinesis_spout.spark")
+log = logging.getLogger(__name__)
 
 FETCH_THREADS = 32
 

@@ -36,7 +36,7 @@ from kinesis_spout.spark.source.planning import (
 
 __all__ = ["ABANDONED_AFTER_S", "HEARTBEAT_S", "ExecutorStreamReader"]
 
-log = logging.getLogger("kinesis_spout.spark")
+log = logging.getLogger(__name__)
 
 #: A running query's driver writes its heartbeat (the mtime of ``batches/<query>``) this often at most.
 HEARTBEAT_S = 600.0

@@ -33,7 +33,7 @@ from kinesis_spout.spark.source.shard_reads import shard_getter, skip_consumed
 __all__ = ["CLEANUP_QUERIES", "KEEP_BATCHES", "PROBE_FOUND", "PROBE_IDLE", "PROBE_PASSED", "SWEEP_BATCHES",
            "ExecutorPlanner"]
 
-log = logging.getLogger("kinesis_spout.spark")
+log = logging.getLogger(__name__)
 
 #: Recorded ends are kept for this many completed batches behind the last one (replays need only the last).
 KEEP_BATCHES = 3

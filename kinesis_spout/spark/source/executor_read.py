@@ -33,7 +33,7 @@ from kinesis_spout.spark.source.shard_reads import (
 
 __all__ = ["EXECUTOR_READ_S", "FIRST_EVENT_S", "ShardTask", "read_shard_batch", "stream_gone"]
 
-log = logging.getLogger("kinesis_spout.spark")
+log = logging.getLogger(__name__)
 
 #: How long a task reads its shard at most before it records its end (it stops sooner at a limit or the tip).
 EXECUTOR_READ_S = 1.0

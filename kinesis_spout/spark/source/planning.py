@@ -31,7 +31,7 @@ from kinesis_spout.spark.source.clients import DriverClients
 
 __all__ = ["AVAILABLE_NOW_MARGIN", "IDLE_WAIT_S", "PlannedReader", "QueryPlanning", "default_read_limit", "read_budget"]
 
-log = logging.getLogger("kinesis_spout.spark")
+log = logging.getLogger(__name__)
 
 #: How long an idle ``latestOffset`` waits for the next shard poll before telling Spark there is nothing new.
 IDLE_WAIT_S = 0.5

@@ -40,9 +40,10 @@ def test_spout_wordcount_example_counts_words_and_never_a_failed_record(kinesali
                                                                        "AWS_SECRET_ACCESS_KEY": "test"}))
     assert out.returncode == 0, out.stderr
     # logging is configured: the spout says what it opened, and sums its dead letters up in one line
-    assert f"INFO kinesis_spout: spout wordcount-example opened stream {stream!r}" in out.stderr, out.stderr
-    summaries = re.findall(r"WARNING kinesis_spout\.deadletters: (\d+) dead letters? written to the dead-letter "
-                           r"handler", out.stderr)
+    opened = f"INFO kinesis_spout.spout.opening: spout wordcount-example opened stream {stream!r}"
+    assert opened in out.stderr, out.stderr
+    summaries = re.findall(r"WARNING kinesis_spout\.deadletters\.worker: (\d+) dead letters? written to the "
+                           r"dead-letter handler", out.stderr)
     assert sum(map(int, summaries)) == 2, out.stderr
     assert "INFO kinesis_spout.kazoo" not in out.stderr, out.stderr
     lines = out.stdout.splitlines()
@@ -114,8 +115,8 @@ def assert_the_wordcount_counted_everything(out: subprocess.CompletedProcess[str
         # where the letters are: the file named, holding each of them
         assert len(Path(poison[3]).read_text().splitlines()) == int(poison[1]), poison[3]
         # summarised: the first letter of each shard says where they go, later ones are counted (none per letter)
-        firsts = re.findall(r"WARNING kinesis_spout\.deadletters: dead letters of shardId-\d+ go to (\S+\.jsonl) ",
-                            out.stderr)
+        firsts = re.findall(r"WARNING kinesis_spout\.deadletters\.local: dead letters of shardId-\d+ go to "
+                            r"(\S+\.jsonl) ", out.stderr)
         assert firsts and set(firsts) == {poison[3]} and len(firsts) <= 4, out.stderr[-3000:]
         assert "dead letter shardId" not in out.stdout + out.stderr, out.stderr[-3000:]
     counts = {parts[1]: int(parts[2]) for parts in (line.split() for line in out.stdout.splitlines())
@@ -124,7 +125,7 @@ def assert_the_wordcount_counted_everything(out: subprocess.CompletedProcess[str
     # output a person reads: no server's traceback or HTML page, batch lines that sum the lag up
     assert "Traceback" not in out.stderr and "<!doctype" not in out.stderr.lower(), out.stderr[-3000:]
     if engine == "pipeline":
-        batches = [line for line in out.stderr.splitlines() if "INFO kinesis_spout.spark: batch " in line]
+        batches = [line for line in out.stderr.splitlines() if "INFO kinesis_spout.spark.pipeline.loop: batch " in line]
         assert batches and all(len(line) < 230 and "shardId-" not in line and " of 4 shards behind" in line
                                for line in batches), batches
 

@@ -249,3 +249,44 @@ def test_a_store_closes_the_session_it_made_and_leaves_a_given_one_open(zookeepe
     assert own.load("a") == saved
     own.close()
     assert not own.session.started and own.state == "CLOSED", "a store left the session it made open"
+
+
+def test_zookeeper_s_answers_are_the_library_s_errors_and_still_kazoo_s(
+        zookeeper: Any, proxy: ZooKeeperFaultProxy, sessions: Callable[..., ZooKeeperSession]) -> None:
+    """What a request raises, and what a transaction's operations and pipelined reads return, is an error of
+    ``kinesis_spout.zookeeper.errors`` (a ``SpoutError``), and also kazoo's class of the same name for code that
+    catches that; a delete sent once that gets no answer is a retriable ``NoAnswerError``."""
+    import kazoo.exceptions
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    from kinesis_spout import SpoutError
+    from kinesis_spout.zookeeper import errors
+
+    session = sessions(proxy.hosts, operation_timeout_s=0.5)
+    node, missing = f"{zookeeper.prefix}/answers", f"{zookeeper.prefix}/missing"
+    session.create(node, b"x", makepath=True)
+    raised = []
+    for call in (lambda: session.get(missing), lambda: session.create(node, b"y"),
+                 lambda: session.set(node, b"y", version=7), lambda: session.delete_once(node, 7)):
+        with pytest.raises(SpoutError) as info:
+            call()
+        raised.append(info.value)
+
+    def build(txn: Any) -> None:  # the write is rolled back, as the check fails
+        txn.set_data(node, b"y")
+        txn.check(node, 7)
+
+    returned = [*session.commit("a transaction refused", build), session.pipelined("get", [missing])[missing]]
+    proxy.hold(Op.DELETE)
+    with pytest.raises(errors.NoAnswerError) as unanswered:
+        session.delete_once(node, 0)
+    proxy.release()
+    ours = [errors.NoNodeError, errors.NodeExistsError, errors.BadVersionError, errors.BadVersionError,
+            errors.RolledBackError, errors.BadVersionError, errors.NoNodeError, errors.NoAnswerError]
+    theirs = [kazoo.exceptions.NoNodeError, kazoo.exceptions.NodeExistsError, kazoo.exceptions.BadVersionError,
+              kazoo.exceptions.BadVersionError, kazoo.exceptions.RolledBackError, kazoo.exceptions.BadVersionError,
+              kazoo.exceptions.NoNodeError, KazooTimeoutError]
+    for error, our_class, their_class in zip([*raised, *returned, unanswered.value], ours, theirs, strict=True):
+        assert isinstance(error, our_class) and isinstance(error, their_class), (type(error).__mro__, our_class)
+        assert type(error).__name__ == their_class.__name__
+    assert unanswered.value.retriable and not raised[0].retriable

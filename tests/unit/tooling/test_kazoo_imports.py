@@ -1,9 +1,10 @@
 """A rule of the house, read from the files (no server): kazoo is imported by ``kinesis_spout/zookeeper/`` alone.
 
-The other packages catch the kazoo errors they need under the names :mod:`kinesis_spout.zookeeper.errors`
-re-exports, so one package owns the dependency. ``kinesis_spout/testing/`` may import kazoo too: its pytest plugin
-drives a raw client against the test server. Every spelling is seen: ``import kazoo``, ``import kazoo.x as y``,
-``from kazoo.x import y``, at the top of a module, inside a function or under ``if TYPE_CHECKING:``.
+The other packages catch the library's errors of :mod:`kinesis_spout.zookeeper.errors`, into which the session
+translates kazoo's (``test_kazoo_errors.py``), so one package owns the dependency. ``kinesis_spout/testing/`` may
+import kazoo too: its pytest plugin drives a raw client against the test server. Every spelling is seen: ``import
+kazoo``, ``import kazoo.x as y``, ``from kazoo.x import y``, at the top of a module, inside a function or under ``if
+TYPE_CHECKING:``.
 
 Who calls: pytest (``tests/unit/tooling``).
 """
@@ -38,8 +39,8 @@ def kazoo_imports(root: Path) -> list[str]:
 
 def test_kazoo_is_imported_by_the_zookeeper_package_alone() -> None:
     assert kazoo_imports(ROOT) == [], (
-        f"import the kazoo errors from kinesis_spout.zookeeper.errors (add one there if it is missing), not from "
-        f"kazoo: {kazoo_imports(ROOT)}")
+        f"catch the errors of kinesis_spout.zookeeper.errors (add one there if it is missing), and call ZooKeeper "
+        f"through kinesis_spout.zookeeper, not kazoo: {kazoo_imports(ROOT)}")
 
 
 def test_every_spelling_of_a_kazoo_import_is_found_and_the_owners_are_not(tmp_path: Path) -> None:
