@@ -134,17 +134,19 @@ def pytest_configure(config: pytest.Config) -> None:
     process without it). Spark, unless ``SPARK_HOME`` says where, runs from :func:`spark_home_without_pyspark_zip`
     (children started by tests inherit it).
 
-    A run that may start Spark drivers in processes of their own (any run but ``-m 'not slow ...'``) writes their
-    JVM class archive in the background, once per Spark installation, from the main process only (not from each
-    xdist worker): drivers started once it is there start about twice as fast
-    (:func:`kinesis_spout.testing.spark.build_class_archive`)."""
+    A run that may start Spark drivers in processes of their own (any run but ``-m 'not slow ...'`` or of
+    tests/unit alone) writes their JVM class archive in the background, once per Spark installation, from the main
+    process only (not from each xdist worker): drivers started once it is there start their JVM in about half the
+    time (:func:`kinesis_spout.testing.spark.build_class_archive`)."""
     global _class_archive_build
     os.environ.setdefault("KINESIS_SPOUT_DEAD_LETTER_DIR", tempfile.mkdtemp(prefix="kinesis-spout-dead-letters-"))
     if "SPARK_HOME" not in os.environ:
         home = spark_home_without_pyspark_zip()
         if home is not None:
             os.environ["SPARK_HOME"] = home
-    drivers_may_start = "not slow" not in (config.option.markexpr or "") and not config.option.collectonly
+    unit = Path(__file__).parent / "unit"  # pure logic: no Spark driver of its own
+    drivers_may_start = ("not slow" not in (config.option.markexpr or "") and not config.option.collectonly
+                         and not all(Path(arg.split("::")[0]).resolve().is_relative_to(unit) for arg in config.args))
     if drivers_may_start and not hasattr(config, "workerinput") and "SPARK_HOME" in os.environ:
         from kinesis_spout.testing.spark import build_class_archive
 
