@@ -24,6 +24,7 @@ import hashlib
 import importlib.util
 import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -123,13 +124,39 @@ def spark_home_without_pyspark_zip() -> str | None:
     return str(target)
 
 
+#: The process writing the class archive of Spark drivers, started by pytest_configure (None: none started).
+_class_archive_build: subprocess.Popen[bytes] | None = None
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Dead letters of spouts that name no destination go to a temporary folder, not to the working directory
     (tests that look at the default folder set ``KINESIS_SPOUT_DEAD_LETTER_DIR`` themselves, or run a child
     process without it). Spark, unless ``SPARK_HOME`` says where, runs from :func:`spark_home_without_pyspark_zip`
-    (children started by tests inherit it)."""
+    (children started by tests inherit it).
+
+    A run that may start Spark drivers in processes of their own (any run but ``-m 'not slow ...'`` or of
+    tests/unit alone) writes their JVM class archive in the background, once per Spark installation, from the main
+    process only (not from each xdist worker): drivers started once it is there start their JVM in about half the
+    time (:func:`kinesis_spout.testing.spark.build_class_archive`)."""
+    global _class_archive_build
     os.environ.setdefault("KINESIS_SPOUT_DEAD_LETTER_DIR", tempfile.mkdtemp(prefix="kinesis-spout-dead-letters-"))
     if "SPARK_HOME" not in os.environ:
         home = spark_home_without_pyspark_zip()
         if home is not None:
             os.environ["SPARK_HOME"] = home
+    unit = Path(__file__).parent / "unit"  # pure logic: no Spark driver of its own
+    drivers_may_start = ("not slow" not in (config.option.markexpr or "") and not config.option.collectonly
+                         and not all(Path(arg.split("::")[0]).resolve().is_relative_to(unit) for arg in config.args))
+    if drivers_may_start and not hasattr(config, "workerinput") and "SPARK_HOME" in os.environ:
+        from kinesis_spout.testing.spark import build_class_archive
+
+        _class_archive_build = build_class_archive(os.environ)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A class archive still being written when the run ends is given up (its process group SIGKILLed; the next run
+    writes it)."""
+    if _class_archive_build is not None:
+        from kinesis_spout.testing.spark import stop_class_archive_build
+
+        stop_class_archive_build(_class_archive_build, os.environ)

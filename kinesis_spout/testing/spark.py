@@ -1,12 +1,20 @@
 """A local Spark session for tests: one per test session, because each start costs seconds (a JVM starts, then
 Python workers at the first job). Tests that start Spark drivers in processes of their own (crash tests, examples)
-pay that start in each process: :func:`quick_start_env` makes it cheaper. The ``spark`` fixture itself is the
-plugin's (:mod:`kinesis_spout.testing.plugin`): this module does not need pytest, so the demo can use it."""
+pay that start in each process: :func:`quick_start_env` makes it cheaper, and cheaper still once
+:func:`build_class_archive` has written the JVM's class archive of a driver start. The ``spark`` fixture itself is
+the plugin's (:mod:`kinesis_spout.testing.plugin`): this module does not need pytest, so the demo can use it."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
+import signal
+import subprocess
 import sys
+import tempfile
+import time
+from pathlib import Path
 from typing import Any, Mapping
 
 #: JVM options of a Spark driver that lives for seconds: the C1 JIT only (no C2 compiler threads competing for the
@@ -14,10 +22,83 @@ from typing import Any, Mapping
 #: jobs take about 10 s with them instead of about 17 s; a long-lived session would want the C2 JIT back.
 QUICK_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
+#: A driver that starts a local session, runs a small shuffle and exits: the classes it loads are those a driver's
+#: start loads (run by :func:`build_class_archive`, whose JVM writes them to the archive when it exits).
+_ARCHIVE_DRIVER = """
+from kinesis_spout.testing.spark import local_spark_session
+spark = local_spark_session("kinesis-spout-class-archive")
+spark.range(100).selectExpr("id % 3 AS k").groupBy("k").count().collect()
+gateway = spark.sparkContext._gateway
+spark.stop()
+try:
+    gateway.jvm.java.lang.System.exit(0)  # a JVM writes the archive only when it exits
+except Exception:  # noqa: BLE001 - the gateway's connection ends with the JVM
+    pass
+written = gateway.proc.wait(120) == 0
+"""
+
+
+def class_archive(env: Mapping[str, str]) -> Path:
+    """Where the JVM class archive of a Spark driver started with ``env`` is kept: in the temporary directory, one
+    per Spark installation (``SPARK_HOME``, else the installed PySpark) and Java, because the JVM uses an archive
+    only with the class path and the JVM it was written with. :func:`build_class_archive` writes it."""
+    home = env.get("SPARK_HOME")
+    if not home:
+        import pyspark
+
+        home = str(Path(pyspark.__file__).parent)
+    jars = Path(home) / "jars"
+    stamp = jars.stat().st_mtime_ns if jars.is_dir() else 0
+    java = os.path.realpath(shutil.which("java", path=env.get("PATH")) or "java")
+    key = hashlib.sha1(f"{home}:{stamp}:{java}:{env.get('JAVA_HOME', '')}".encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"kinesis-spout-spark-classes-{key}.jsa"
+
+
+def build_class_archive(env: Mapping[str, str]) -> subprocess.Popen[bytes] | None:
+    """Start writing :func:`class_archive` for ``env`` in the background: a driver process starts a local session,
+    runs a small job and exits, and its JVM writes the classes it loaded to the archive (about one driver start of
+    CPU, once per Spark installation). Returns the process (the caller waits for it or kills it), or None when the
+    archive is there already or another process is writing it. The archive appears complete or not at all (written
+    under another name, renamed by the process's last step), so a driver started meanwhile simply starts without it.
+
+    Called once per test run by tests/conftest.py; nothing else changes."""
+    target = class_archive(env)
+    lock = target.with_suffix(".lock")
+    if target.exists():
+        return None
+    if lock.exists() and time.time() - lock.stat().st_mtime > 600:  # a run interrupted while it wrote the archive
+        lock.unlink(missing_ok=True)
+    try:
+        fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:  # another process writes it now
+        return None
+    os.close(fd)
+    staging = target.with_suffix(".build.tmp")
+    options = f"{QUICK_JVM_OPTIONS} -XX:ArchiveClassesAtExit={staging} -Xlog:cds*=off"
+    child = {**env, "PYSPARK_SUBMIT_ARGS": f"--driver-java-options '{options}' pyspark-shell"}
+    script = (f"{_ARCHIVE_DRIVER}\nimport os\nif written:\n    os.replace({str(staging)!r}, {str(target)!r})\n"
+              f"os.unlink({str(lock)!r})\n")
+    return subprocess.Popen([sys.executable, "-c", script], env=child, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def stop_class_archive_build(process: subprocess.Popen[bytes], env: Mapping[str, str]) -> None:
+    """End ``process`` (from :func:`build_class_archive` for ``env``) if it still runs: its process group (the JVM
+    included) is SIGKILLed and its unfinished archive and lock removed, so that the next run writes it. Called at
+    the end of a test run; a finished build is left as it is."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(30)
+        target = class_archive(env)
+        target.with_suffix(".build.tmp").unlink(missing_ok=True)
+        target.with_suffix(".lock").unlink(missing_ok=True)
+
 
 def quick_start_env(env: Mapping[str, str]) -> dict[str, str]:
     """A copy of ``env`` for a short-lived process that starts a Spark driver through PySpark: its JVM runs with
-    :data:`QUICK_JVM_OPTIONS` (set through ``PYSPARK_SUBMIT_ARGS``, which PySpark reads when it launches the JVM).
+    :data:`QUICK_JVM_OPTIONS` (set through ``PYSPARK_SUBMIT_ARGS``, which PySpark reads when it launches the JVM),
+    and maps the classes of :func:`class_archive` when that archive has been written (it loads them from the jars
+    otherwise: the same driver, its JVM started in about half the time).
 
     Called by tests that start Spark drivers as subprocesses; it changes nothing but the copy. An ``env`` that sets
     ``PYSPARK_SUBMIT_ARGS`` already is copied as it is (the caller's choice wins)::
@@ -25,7 +106,14 @@ def quick_start_env(env: Mapping[str, str]) -> dict[str, str]:
         subprocess.run([sys.executable, "driver.py"], env=quick_start_env(os.environ))
     """
     out = dict(env)
-    out.setdefault("PYSPARK_SUBMIT_ARGS", f"--driver-java-options '{QUICK_JVM_OPTIONS}' pyspark-shell")
+    options = QUICK_JVM_OPTIONS
+    try:
+        archive = class_archive(env)
+    except ImportError:  # no SPARK_HOME and no PySpark: the child's PySpark import will say so
+        return out
+    if archive.exists():
+        options += f" -XX:SharedArchiveFile={archive} -Xlog:cds*=off"
+    out.setdefault("PYSPARK_SUBMIT_ARGS", f"--driver-java-options '{options}' pyspark-shell")
     return out
 
 

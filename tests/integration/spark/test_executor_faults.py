@@ -51,6 +51,7 @@ from kinesis_spout.testing.faults import FaultProxy
 from kinesis_spout.testing.http_proxy import UpstreamRequest
 from kinesis_spout.testing.kinesis import KinesisEndpoint, keys_on
 from kinesis_spout.testing.process import ServerProcess, free_port, wait_until
+from kinesis_spout.testing.spark import quick_start_env
 
 APP = "executor-faults"
 #: JVM options of the test's Spark processes: start fast on a busy 2-core machine (no C2 JIT, a serial GC).
@@ -402,10 +403,10 @@ def start_driver(tmp_path: Path) -> Iterator[Any]:
                 "--checkpoint-location", str(tmp_path / f"{name}-checkpoint"), "--stop-file", str(stop_file),
                 "--zookeeper", zookeeper.hosts, "--batches", f"{zookeeper.prefix}/{APP}/{stream}/batches"]
         argv += [f"--conf={k}={v}" for k, v in conf.items()] + [f"--option={k}={v}" for k, v in options.items()]
-        env = {**os.environ, "PYTHONPATH": CHECKOUT, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-               "AWS_DEFAULT_REGION": "us-east-1", "PYSPARK_PYTHON": sys.executable,
-               "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
-               "PYSPARK_SUBMIT_ARGS": f"--driver-java-options '{QUICK_JVM}' pyspark-shell"}
+        env = quick_start_env({**os.environ, "PYTHONPATH": CHECKOUT, "AWS_ACCESS_KEY_ID": "test",
+                               "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1",
+                               "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+                               "SPARK_LOCAL_IP": "127.0.0.1"})  # the quick JVM options (and class archive)
         with open(output, "wb") as out:
             process = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT,
                                        stdin=subprocess.DEVNULL, start_new_session=True)
