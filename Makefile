@@ -28,6 +28,7 @@ dist:
 # The whole suite on two pytest-xdist workers (all but the browser check of the site: addopts in pyproject.toml) (-n 2; --dist worksteal: an idle worker takes tests queued for the
 # other). Each worker starts its own servers on free ports, in temporary directories of its own.
 test: setup lint
+	$(PY) scripts/spark_class_archive.py
 	$(PY) -m pytest -n 2 --dist worksteal $(PYTEST_ARGS)
 
 # The checks a contributor runs (configuration in pyproject.toml): ruff (lint and import order), mypy, then the

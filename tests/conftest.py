@@ -20,10 +20,7 @@ test-fast``). Under pytest-xdist the slow tests are queued first, so that no lon
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import os
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -83,47 +80,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items.sort(key=lambda item: item.nodeid not in slow)  # stable: the order within each group is kept
 
 
-def spark_home_without_pyspark_zip() -> str | None:
-    """A ``SPARK_HOME`` for the tests' Spark: the installed PySpark's, but with no ``python/lib/pyspark.zip``.
-
-    Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` first on the path of every Python process it starts, and
-    Python caches no bytecode for modules of a zip: each of those processes compiles PySpark again (0.75 s of CPU
-    where the installed package takes 0.2 s). A readStream query starts such a process, which Spark gives 10 s to
-    connect back; on a loaded 2-core machine the compile alone outlasted that ("Python worker failed to connect
-    back"). Without the zip, the processes import the installed package, whose bytecode is cached.
-
-    The folder mirrors the installed ``pyspark`` folder with symbolic links (jars, bin, conf: all the same files),
-    in the temporary directory, made once per installed PySpark and shared by every process. None when PySpark is
-    not installed or ships no zip. Who calls: :func:`pytest_configure`, when ``SPARK_HOME`` is not set."""
-    spec = importlib.util.find_spec("pyspark")
-    if spec is None or spec.origin is None:
-        return None
-    home = Path(spec.origin).parent
-    archive = home / "python" / "lib" / "pyspark.zip"
-    if not archive.is_file():
-        return None
-    key = hashlib.sha1(f"{home}:{archive.stat().st_mtime_ns}".encode()).hexdigest()[:12]
-    target = Path(tempfile.gettempdir()) / f"kinesis-spout-spark-home-{key}"
-    if target.is_dir():
-        return str(target)
-    staging = Path(tempfile.mkdtemp(prefix=f"{target.name}-", dir=target.parent))
-    for entry in home.iterdir():
-        if entry.name != "python":
-            (staging / entry.name).symlink_to(entry)
-    (staging / "python" / "lib").mkdir(parents=True)
-    for entry in (home / "python").iterdir():
-        if entry.name != "lib":
-            (staging / "python" / entry.name).symlink_to(entry)
-    for entry in (home / "python" / "lib").iterdir():
-        if entry.name != "pyspark.zip":
-            (staging / "python" / "lib" / entry.name).symlink_to(entry)
-    try:
-        staging.rename(target)
-    except OSError:  # another process (an xdist worker) made it first: theirs is the same
-        shutil.rmtree(staging, ignore_errors=True)
-    return str(target)
-
-
 #: The process writing the class archive of Spark drivers, started by pytest_configure (None: none started).
 _class_archive_build: subprocess.Popen[bytes] | None = None
 
@@ -131,7 +87,8 @@ _class_archive_build: subprocess.Popen[bytes] | None = None
 def pytest_configure(config: pytest.Config) -> None:
     """Dead letters of spouts that name no destination go to a temporary folder, not to the working directory
     (tests that look at the default folder set ``KINESIS_SPOUT_DEAD_LETTER_DIR`` themselves, or run a child
-    process without it). Spark, unless ``SPARK_HOME`` says where, runs from :func:`spark_home_without_pyspark_zip`
+    process without it). Spark, unless ``SPARK_HOME`` says where, runs from
+    :func:`kinesis_spout.testing.spark.spark_home_without_pyspark_zip`
     (children started by tests inherit it).
 
     A run that may start Spark drivers in processes of their own (any run but ``-m 'not slow ...'`` or of
@@ -141,6 +98,8 @@ def pytest_configure(config: pytest.Config) -> None:
     global _class_archive_build
     os.environ.setdefault("KINESIS_SPOUT_DEAD_LETTER_DIR", tempfile.mkdtemp(prefix="kinesis-spout-dead-letters-"))
     if "SPARK_HOME" not in os.environ:
+        from kinesis_spout.testing.spark import spark_home_without_pyspark_zip
+
         home = spark_home_without_pyspark_zip()
         if home is not None:
             os.environ["SPARK_HOME"] = home

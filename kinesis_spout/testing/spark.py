@@ -7,6 +7,7 @@ the plugin's (:mod:`kinesis_spout.testing.plugin`): this module does not need py
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import shutil
 import signal
@@ -36,6 +37,48 @@ except Exception:  # noqa: BLE001 - the gateway's connection ends with the JVM
     pass
 written = gateway.proc.wait(120) == 0
 """
+
+
+def spark_home_without_pyspark_zip() -> str | None:
+    """A ``SPARK_HOME`` for the tests' Spark: the installed PySpark's, but with no ``python/lib/pyspark.zip``.
+
+    Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` first on the path of every Python process it starts, and
+    Python caches no bytecode for modules of a zip: each of those processes compiles PySpark again (0.75 s of CPU
+    where the installed package takes 0.2 s). A readStream query starts such a process, which Spark gives 10 s to
+    connect back; on a loaded 2-core machine the compile alone outlasted that ("Python worker failed to connect
+    back"). Without the zip, the processes import the installed package, whose bytecode is cached.
+
+    The folder mirrors the installed ``pyspark`` folder with symbolic links (jars, bin, conf: all the same files),
+    in the temporary directory, made once per installed PySpark and shared by every process. None when PySpark is
+    not installed or ships no zip. Who calls: the test suite's ``pytest_configure`` (when ``SPARK_HOME`` is not set) and
+    ``scripts/spark_class_archive.py``; nothing else changes."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or spec.origin is None:
+        return None
+    home = Path(spec.origin).parent
+    archive = home / "python" / "lib" / "pyspark.zip"
+    if not archive.is_file():
+        return None
+    key = hashlib.sha1(f"{home}:{archive.stat().st_mtime_ns}".encode()).hexdigest()[:12]
+    target = Path(tempfile.gettempdir()) / f"kinesis-spout-spark-home-{key}"
+    if target.is_dir():
+        return str(target)
+    staging = Path(tempfile.mkdtemp(prefix=f"{target.name}-", dir=target.parent))
+    for entry in home.iterdir():
+        if entry.name != "python":
+            (staging / entry.name).symlink_to(entry)
+    (staging / "python" / "lib").mkdir(parents=True)
+    for entry in (home / "python").iterdir():
+        if entry.name != "lib":
+            (staging / "python" / entry.name).symlink_to(entry)
+    for entry in (home / "python" / "lib").iterdir():
+        if entry.name != "pyspark.zip":
+            (staging / "python" / "lib" / entry.name).symlink_to(entry)
+    try:
+        staging.rename(target)
+    except OSError:  # another process (an xdist worker) made it first: theirs is the same
+        shutil.rmtree(staging, ignore_errors=True)
+    return str(target)
 
 
 def class_archive(env: Mapping[str, str]) -> Path:
