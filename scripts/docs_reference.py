@@ -56,9 +56,10 @@ MEANINGS: dict[str, str] = {
     "initial_timestamp": "start time for `AT_TIMESTAMP` (ISO-8601 as an option)",
     "max_records_per_call": "GetRecords limit (1 to 10,000)",
     "empty_record_backoff_s": "wait after an empty GetRecords (at least 0.2)",
-    "max_empty_record_backoff_s": "if set, the wait doubles with each empty GetRecords of a shard, up to this "
-                                  "(reset by data): fewer calls on idle shards, at the cost of up to this much "
-                                  "latency when one wakes up",
+    "max_empty_record_backoff_s": "the wait doubles with each empty GetRecords of a shard, up to this (reset by "
+                                  "data): fewer calls on idle shards, at the cost of up to this much latency when "
+                                  "one wakes up; `None` (`off` as an option) keeps the wait at "
+                                  "`empty_record_backoff_s` (see [idle shards](../guides/spout.md#idle-shards))",
     "shard_sync_interval_s": "how often a running spout lists the shards to find those of a reshard (also at once "
                              "when a shard ends)",
     "checkpoint_interval_s": "at most one checkpoint write per shard per interval (0 = every advance)",

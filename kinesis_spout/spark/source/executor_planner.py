@@ -22,8 +22,9 @@ from typing import Mapping, Sequence
 
 from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.errors import CheckpointError, KinesisError
-from kinesis_spout.kinesis.retrieval.polling import LATEST_MARGIN, ShardGetter
+from kinesis_spout.kinesis.retrieval.polling import LATEST_MARGIN, ShardGetter, idle_backoff
 from kinesis_spout.positions import Position, at_timestamp
+from kinesis_spout.retry import Backoff
 from kinesis_spout.spark.batch_store import ZooKeeperBatchStore
 from kinesis_spout.spark.batches import PlannedBatch, ShardEnd, abandoned, split_limit
 from kinesis_spout.spark.offsets import waiting_for_parents
@@ -59,7 +60,8 @@ class ExecutorPlanner:
         self._ends: dict[tuple[str, int], dict[str, ShardEnd]] = {}
         self._recorded: dict[tuple[str, int], list[str]] = {}  # (query, batch) -> the shards whose ends were read
         self._swept_at: int | None = None  # the batch below which ends were last deleted by listing
-        self._probes: dict[str, tuple[Position, ShardGetter, float]] = {}
+        # shard -> (the probe's start, its getter, when it is due, its idle backoff)
+        self._probes: dict[str, tuple[Position, ShardGetter, float, Backoff]] = {}
         self._beat_at: float | None = None  # time.monotonic() of the last heartbeat written
         # the shards the last planned batch found at their tip: retrieval="fanout" reads them with GetRecords
         self._at_tip: tuple[int, frozenset[str]] = (-1, frozenset())
@@ -245,7 +247,7 @@ class ExecutorPlanner:
                     passing.discard(shard_id)
             if found or not waiting or not probed:
                 return found | (passing if not waiting else set())
-            wake = min((due for _, _, due in self._probes.values()), default=time.monotonic() + MIN_POLL_INTERVAL_S)
+            wake = min((due for _, _, due, _ in self._probes.values()), default=time.monotonic() + MIN_POLL_INTERVAL_S)
             if time.monotonic() >= deadline:
                 # the idle wait is over; a shard whose probes were still passing dropped user records gets a
                 # task: it reads on at full GetRecords size (one record per probe would take too long)
@@ -257,7 +259,9 @@ class ExecutorPlanner:
         (or the shard's end) is there, or the reply was empty but said the shard's tip is further on;
         ``PROBE_PASSED`` if the reply held a Kinesis record whose user records all belonged to other shards (the next
         probe, at the shard's pace, reads on after it); ``PROBE_IDLE`` when nothing is there (or on a retriable
-        error); None when the shard is not due yet.
+        error); None when the shard is not due yet. An idle shard's probes come ``empty_record_backoff_s`` apart,
+        doubling while it stays idle up to ``max_empty_record_backoff_s``; a new start (after a batch read it)
+        starts the pauses again.
 
         Who calls: ``_seen_new``, on the driver's planning thread; changes ``_probes``."""
         probe = self._probes.get(shard_id)
@@ -265,8 +269,9 @@ class ExecutorPlanner:
         if probe is None or probe[0] != position:
             getter = shard_getter(self.planning.clients.kinesis(), self.config, shard_id, position, 1,
                                   self.planning.hash_range(shard_id))
-            probe = (position, getter, 0.0)
-        pos, getter, due = probe
+            cfg = self.config
+            probe = (position, getter, 0.0, idle_backoff(cfg.empty_record_backoff_s, cfg.max_empty_record_backoff_s))
+        pos, getter, due, idle = probe
         if due > now:
             self._probes[shard_id] = probe
             return None
@@ -276,14 +281,15 @@ class ExecutorPlanner:
             if not exc.retriable:
                 raise
             log.info("probing %s: %s", shard_id, exc)
-            self._probes[shard_id] = (pos, getter, now + MIN_POLL_INTERVAL_S)
+            self._probes[shard_id] = (pos, getter, now + MIN_POLL_INTERVAL_S, idle)
             return PROBE_IDLE
         behind = not result.fetched and (result.millis_behind_latest or 0) > 0  # an empty reply short of the tip
         if skip_consumed(result.records, position) or result.shard_end or behind:
             self._probes.pop(shard_id, None)  # the batch's task reads it; a new probe starts at the new end
             return PROBE_FOUND
         if result.fetched:  # every user record dropped (or already read): more may follow, read on at the pace
-            self._probes[shard_id] = (pos, getter, now + MIN_POLL_INTERVAL_S)
+            idle.reset()
+            self._probes[shard_id] = (pos, getter, now + MIN_POLL_INTERVAL_S, idle)
             return PROBE_PASSED
-        self._probes[shard_id] = (pos, getter, now + max(MIN_POLL_INTERVAL_S, self.config.empty_record_backoff_s))
+        self._probes[shard_id] = (pos, getter, now + idle.next_delay(), idle)
         return PROBE_IDLE
