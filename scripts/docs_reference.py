@@ -120,11 +120,15 @@ SOURCE_OPTIONS: dict[str, str] = {
     "readMode": "stream reads: `auto` (default): `executors` on a cluster, `driver` on `local[...]` (needs "
                 "`kinesis_spout.spark.register(spark)`; registered by hand the master is not known and `auto` is "
                 "`driver`); `driver`: the driver reads Kinesis and hands the records to the tasks; `executors`: "
-                "the driver only plans and each shard's task reads on an executor",
+                "the driver only plans and tasks of up to `shardsPerTask` shards read on the executors",
     "recordsPerPartition": "stream reads with `readMode=driver`: the records of a batch are packed into partitions "
                            "of up to this many, several shards' to a partition (default 10,000; a shard's records "
                            "are never split, so a shard with more is a partition alone). Lower it to spread heavy "
                            "per-record work over more tasks",
+    "shardsPerTask": "stream reads with `readMode=executors`: a batch reads its shards with new records in tasks of "
+                     "up to this many shards (default 32), read at once by threads of the task; each task records "
+                     "its shards' ends in one ZooKeeper node, so a batch costs ZooKeeper about two requests per task. "
+                     "Lower it for more tasks (more cores) on a backlog of few shards; 1 is a task per shard",
     "startingTimestamp": "batch reads (`spark.read`): the earliest arrival time read (default: each shard's oldest "
                          "record)",
     "endingTimestamp": "batch reads (`spark.read`): the latest arrival time read (default: when the read is "

@@ -26,7 +26,7 @@ from kinesis_spout.kinesis.retrieval.polling import LATEST_MARGIN, ShardGetter, 
 from kinesis_spout.positions import Position, at_timestamp
 from kinesis_spout.retry import Backoff
 from kinesis_spout.spark.batch_store import ZooKeeperBatchStore
-from kinesis_spout.spark.batches import PlannedBatch, ShardEnd, abandoned, split_limit
+from kinesis_spout.spark.batches import PlannedBatch, ShardEnd, abandoned, recorded_ends, split_limit
 from kinesis_spout.spark.offsets import waiting_for_parents
 from kinesis_spout.spark.source.planning import QueryPlanning
 from kinesis_spout.spark.source.shard_reads import shard_getter, skip_consumed
@@ -66,10 +66,11 @@ class ExecutorPlanner:
         # the shards the last planned batch found at their tip: retrieval="fanout" reads them with GetRecords
         self._at_tip: tuple[int, frozenset[str]] = (-1, frozenset())
 
-    def plan(self, start: PlannedBatch, max_rows: int | None, max_bytes: int | None, idle_wait_s: float
-             ) -> PlannedBatch | None:
+    def plan(self, start: PlannedBatch, max_rows: int | None, max_bytes: int | None, idle_wait_s: float,
+             shards_per_task: int = 1) -> PlannedBatch | None:
         """The next batch after ``start`` (completed by Spark), or None when there is nothing to read (or, under
-        AvailableNow, the run is complete). Idle shards are probed for up to ``idle_wait_s``."""
+        AvailableNow, the run is complete). Idle shards are probed for up to ``idle_wait_s``. The batch's tasks
+        read up to ``shards_per_task`` shards each (kept in its offset)."""
         planning = self.planning
         ends = self.completed(start)
         positions = dict(start.starts)
@@ -112,7 +113,8 @@ class ExecutorPlanner:
         # else a batch reads the shards with something new (maybe none: it puts the new shards and pins into
         # Spark's offset log); an idle shard gets no task and no recorded end
         self._at_tip = (start.batch + 1, frozenset(caught_up))
-        planned = PlannedBatch(start.query, start.batch + 1, positions, cutoff=cutoff, idle=idle)
+        planned = PlannedBatch(start.query, start.batch + 1, positions, cutoff=cutoff, idle=idle,
+                               shards_per_task=shards_per_task)
         tasks = len(planned.tasks())  # the batch's limits are shared by the shards it reads
         return replace(planned, max_records=split_limit(max_rows, tasks), max_bytes=split_limit(max_bytes, tasks))
 
@@ -195,20 +197,22 @@ class ExecutorPlanner:
         if cached is not None:
             return cached
         store = self._batches()
-        tasks = last.tasks()
-        raw = store.batch_ends(last.query, last.batch, tasks) if tasks else {}
-        ends = {s: ShardEnd.from_json(data, f"{store.batches_node(last.query)}/{last.batch}/{s}")
-                for s, data in raw.items()}
+        groups = last.task_groups()
+        node_of = {s: node for node, members in groups for s in members}
+        raw = store.batch_ends(last.query, last.batch, [node for node, _ in groups]) if groups else {}
+        ends: dict[str, ShardEnd] = {}
+        for node, data in raw.items():
+            ends.update(recorded_ends(node, data, f"{store.batches_node(last.query)}/{last.batch}/{node}"))
         missing = sorted(s for s, p in last.starts.items() if not p.ended and s not in ends
                          and s not in last.idle and s in self.planning.list_shards())
         if missing:
-            node = f"{store.batches_node(last.query)}/{last.batch}/{missing[0]}"
+            node = f"{store.batches_node(last.query)}/{last.batch}/{node_of.get(missing[0], missing[0])}"
             raise CheckpointError(
                 f"batch {last.batch} was completed but ZooKeeper has no recorded end for {', '.join(missing)} "
                 f"(expected at {node}); its records cannot be told apart from the next batch's. Was the node "
                 f"deleted? Start the query with a new checkpoint location: it resumes from ZooKeeper's checkpoints")
         self._ends = {key: ends}
-        if tasks:  # their nodes, deleted by name a few batches on
+        if groups:  # their nodes, deleted by name a few batches on
             self._recorded[key] = sorted(raw)
         return ends
 
