@@ -50,12 +50,12 @@ def test_a_driver_read_idle_shard_is_polled_ever_less_often_up_to_its_cap_and_st
     shard = kinesalite.shard_ids(stream)[0]
     config = SpoutConfig(stream_name=stream, app_name="idle", endpoint_url=kinesalite.endpoint_url,
                          region=kinesalite.region, initial_position=InitialPosition.TRIM_HORIZON,
-                         empty_record_backoff_s=0.2, max_empty_record_backoff_s=0.7)
+                         empty_record_backoff_s=0.2, max_empty_record_backoff_s=0.8)
     planner = DriverPlanner(QueryPlanning(config))
     rounds = Rounds(planner)
     positions = {shard: Position.parse("TRIM_HORIZON")}
     try:
-        for expected in (0.2, 0.4, 0.7, 0.7):
+        for expected in (0.2, 0.4, 0.8, 0.8):
             end, low, high = rounds.next(positions)
             assert end == positions
             assert low - 1e-9 <= expected <= high + 1e-9, f"paused {low:.3f}..{high:.3f} s, expected {expected}"
