@@ -24,6 +24,7 @@ from kinesis_spout.spark.offsets import parse_source_options
 from kinesis_spout.spark.source import WORKER_CLIENTS, ExecutorStreamReader
 from kinesis_spout.spark.source.planning import QueryPlanning
 from kinesis_spout.testing.kinesis import KinesisEndpoint, keys_on
+from kinesis_spout.testing.process import wait_until
 from kinesis_spout.testing.zkproxy import Op, ZooKeeperFaultProxy
 
 from .support import executor_options, message_ids, read_partition
@@ -90,9 +91,12 @@ def test_a_caught_up_batch_costs_zookeeper_a_few_requests_plus_two_per_task_not_
             planned = PlannedBatch.parse(start)
             assert set(planned.starts) == set(shard_ids)  # the idle shards stay in the offset, at their ends
             assert planned.idle == set(shard_ids) - set(busy)
-            # a shard idle for all those batches wakes up: its records come in the next batch, each once
+            # a shard idle for all those batches wakes up: its records come in the next batch, each once (Spark asks
+            # again while none is planned: the probes of a long idle shard come up to maxEmptyRecordBackoffS apart)
             woken = kinesalite.put(stream, [f"wake-{i}".encode() for i in range(5)],
                                    keys_on(client, stream, shard_ids[-1], 5))
+            assert wait_until(lambda: reader.latestOffset(start, ReadAllAvailable()) != start, 30), \
+                "the woken shard's records were never planned"
             _, parts, ids = one_batch(reader, start)
             assert ids == message_ids(woken) and [p.shard_ids for p in parts] == [[shard_ids[-1]]]
         finally:
