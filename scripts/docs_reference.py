@@ -60,9 +60,10 @@ MEANINGS: dict[str, str] = {
     "initial_timestamp": "start time for `AT_TIMESTAMP` (ISO-8601 as an option)",
     "max_records_per_call": "GetRecords limit (1 to 10,000)",
     "empty_record_backoff_s": "wait after an empty GetRecords (at least 0.2)",
-    "max_empty_record_backoff_s": "if set, the wait doubles with each empty GetRecords of a shard, up to this "
-                                  "(reset by data): fewer calls on idle shards, at the cost of up to this much "
-                                  "latency when one wakes up",
+    "max_empty_record_backoff_s": "the wait doubles with each empty GetRecords of a shard, up to this (reset by "
+                                  "data): fewer calls on idle shards, at the cost of up to this much latency when "
+                                  "one wakes up; `None` (`off` as an option) keeps the wait at "
+                                  "`empty_record_backoff_s` (see [idle shards](../guides/spout.md#idle-shards))",
     "shard_sync_interval_s": "how often a running spout lists the shards to find those of a reshard (also at once "
                              "when a shard ends)",
     "checkpoint_interval_s": "at most one checkpoint write per shard per interval (0 = every advance)",
@@ -123,11 +124,15 @@ SOURCE_OPTIONS: dict[str, str] = {
     "readMode": "stream reads: `auto` (default): `executors` on a cluster, `driver` on `local[...]` (needs "
                 "`kinesis_spout.spark.register(spark)`; registered by hand the master is not known and `auto` is "
                 "`driver`); `driver`: the driver reads Kinesis and hands the records to the tasks; `executors`: "
-                "the driver only plans and each shard's task reads on an executor",
+                "the driver only plans and tasks of up to `shardsPerTask` shards read on the executors",
     "recordsPerPartition": "stream reads with `readMode=driver`: the records of a batch are packed into partitions "
                            "of up to this many, several shards' to a partition (default 10,000; a shard's records "
                            "are never split, so a shard with more is a partition alone). Lower it to spread heavy "
                            "per-record work over more tasks",
+    "shardsPerTask": "stream reads with `readMode=executors`: a batch reads its shards with new records in tasks of "
+                     "up to this many shards (default 32), read at once by threads of the task; each task records "
+                     "its shards' ends in one ZooKeeper node, so a batch costs ZooKeeper about two requests per task. "
+                     "Lower it for more tasks (more cores) on a backlog of few shards; 1 is a task per shard",
     "startingTimestamp": "batch reads (`spark.read`): the earliest arrival time read (default: each shard's oldest "
                          "record)",
     "endingTimestamp": "batch reads (`spark.read`): the latest arrival time read (default: when the read is "

@@ -115,7 +115,10 @@ class ReadingSettings:
     initial_timestamp: datetime | None = None
     max_records_per_call: int = 10_000
     empty_record_backoff_s: float = 1.0
-    max_empty_record_backoff_s: float | None = None
+    # an idle shard's pause doubles up to this (None: off; below empty_record_backoff_s: no growth). 2 s halves the
+    # calls of an idle shard at the default pause, and a shard that wakes up waits 2 s at most for its first read:
+    # chosen with python -m benchmarks.idle_polling (docs/guides/spout.md)
+    max_empty_record_backoff_s: float | None = 2.0
     shard_sync_interval_s: float = 10.0
     prefetch_records: int = 20_000
     prefetch_bytes: int = 32 << 20
@@ -144,9 +147,9 @@ class ReadingSettings:
                                                        f"initial_position is {self.initial_position.value}")
         require_int("reading", "max_records_per_call", self.max_records_per_call, 1, MAX_RECORDS_PER_CALL_LIMIT)
         require_float("reading", "empty_record_backoff_s", self.empty_record_backoff_s, MIN_POLL_INTERVAL_S, 3600.0)
-        if self.max_empty_record_backoff_s is not None:
+        if self.max_empty_record_backoff_s is not None:  # None: off; below empty_record_backoff_s: no growth
             require_float("reading", "max_empty_record_backoff_s", self.max_empty_record_backoff_s,
-                          self.empty_record_backoff_s, 3600.0)
+                          MIN_POLL_INTERVAL_S, 3600.0)
         require_float("reading", "shard_sync_interval_s", self.shard_sync_interval_s, 0.2, 86400.0)
         require_int("reading", "prefetch_records", self.prefetch_records, 1, 10_000_000)
         require_int("reading", "prefetch_bytes", self.prefetch_bytes, 1, 1 << 40)

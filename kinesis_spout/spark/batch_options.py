@@ -23,7 +23,7 @@ BATCH_OPTIONS = (STARTING_TIMESTAMP, ENDING_TIMESTAMP)
 #: Options that only a stream read acts on: given with a batch read's times, the options cannot serve either kind.
 #: (A batch read reads no checkpoint, needs no app, starts at ``startingTimestamp`` and has no micro-batches.)
 STREAM_SIGNS = ("appName", "zookeeper", "initialPosition", "initialTimestamp", "readMode", "maxRecordsPerTrigger",
-                "maxBytesPerTrigger", "recordsPerPartition")
+                "maxBytesPerTrigger", "recordsPerPartition", "shardsPerTask")
 _APP_NAME = "appName"
 _METRICS_PORT = "metricsPort"
 _NO_PORT = ("", "none", "off")

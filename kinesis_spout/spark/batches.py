@@ -2,7 +2,7 @@
 
 PURE: standard library and the project's value types only; no Spark, no network, no clock. The driver side
 (:class:`kinesis_spout.spark.source.ExecutorStreamReader`) and the executor side
-(:func:`kinesis_spout.spark.source.read_shard_batch`) ask this module what an offset says and where a
+(:func:`kinesis_spout.spark.source.read_task_batch`) ask this module what an offset says and where a
 shard's part of a batch ends.
 
 **The model.** Kinesis cannot say where a shard's data ends without reading it, and a Python data source's
@@ -17,7 +17,7 @@ same rows. The next batch starts each shard at its recorded end.
 Offset (JSON object)::
 
     {"query": "<id>", "batch": N, "shards": {shard id: position}, "maxRecords": n, "maxBytes": n,
-     "cutoff": "<ISO-8601>", "idle": [shard id, ...]}
+     "cutoff": "<ISO-8601>", "idle": [shard id, ...], "shardsPerTask": n}
 
 ``batch`` is -1 in a query's initial offset (nothing planned); positions are those of
 :mod:`kinesis_spout.spark.offsets`; ``maxRecords``/``maxBytes`` are per shard task (absent: no limit);
@@ -25,6 +25,13 @@ Offset (JSON object)::
 task in this batch (each was at its tip and the driver's probe saw nothing new in it: no task, no recorded end, the
 next batch starts it where this one did; absent: none). ``query`` names the query's batch
 znodes: made by ``initialOffset`` and kept in Spark's offset log, so two queries of one app never share them.
+
+**Tasks of several shards.** ``shardsPerTask`` (absent: 1) groups the batch's shards into tasks
+(:meth:`PlannedBatch.task_groups`, a pure function of the offset, so every replay groups them the same way whatever
+the option says now). With 1, each task reads one shard and records its :class:`ShardEnd` at
+``.../<N>/<shard id>``; with more, a task reads its shards at once and records all their ends in one node
+``.../<N>/task-<k>`` (:func:`encode_ends`): the first attempt to record it wins for every shard of the task, and
+a later attempt yields exactly the records up to those ends. :func:`recorded_ends` reads either kind of node.
 
 **Abandoned queries.** A query whose checkpoint location was deleted never comes back under its id, so nobody
 would delete its recorded ends. A running query's driver beats a heartbeat on its ``batches/<query>`` node; a
@@ -44,7 +51,7 @@ from kinesis_spout.positions import Position
 from kinesis_spout.records import Record
 from kinesis_spout.spark.offsets import end_after, first_after, in_range
 
-__all__ = ["PlannedBatch", "ShardEnd", "abandoned", "cut", "split_limit", "within"]
+__all__ = ["PlannedBatch", "ShardEnd", "abandoned", "cut", "encode_ends", "recorded_ends", "split_limit", "within"]
 
 
 @dataclass(frozen=True)
@@ -59,11 +66,31 @@ class PlannedBatch:
     cutoff: datetime | None = None
     #: shards of the offset that get no task in this batch: each was at its tip and nothing new was seen in it
     idle: frozenset[str] = frozenset()
+    #: how many of the batch's shards one task reads at most (1: a task and an end node per shard)
+    shards_per_task: int = 1
 
     def tasks(self) -> list[str]:
         """The shards this batch reads, sorted: every shard of the offset not ended, not waiting for a position
         (LATEST) and not idle. Who calls: ``partitions`` (one task each) and the next planning (an end each)."""
         return sorted(s for s, p in self.starts.items() if not p.ended and not p.unresolved and s not in self.idle)
+
+    def task_groups(self) -> list[tuple[str, list[str]]]:
+        """The batch's tasks: (the name of the node its ends are recorded in, the shards it reads). The shards of
+        :meth:`tasks` in order, cut into the fewest runs of at most ``shards_per_task``, of sizes that differ by one
+        at most; with ``shards_per_task`` 1 each shard is a task whose node is named after it. Who calls:
+        ``partitions`` (a task each), the next planning (the nodes it reads) and every replay (the same groups:
+        they follow from the offset alone)."""
+        shards = self.tasks()
+        if self.shards_per_task <= 1:
+            return [(s, [s]) for s in shards]
+        count = -(-len(shards) // self.shards_per_task)
+        size, extra = divmod(len(shards), max(1, count))
+        out, at = [], 0
+        for k in range(count):
+            n = size + (1 if k < extra else 0)
+            out.append((f"task-{k}", shards[at:at + n]))
+            at += n
+        return out
 
     def encode(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"query": self.query, "batch": self.batch,
@@ -76,6 +103,8 @@ class PlannedBatch:
             doc["cutoff"] = self.cutoff.isoformat()
         if self.idle:
             doc["idle"] = sorted(self.idle)
+        if self.shards_per_task != 1:
+            doc["shardsPerTask"] = self.shards_per_task
         return doc
 
     @classmethod
@@ -99,9 +128,12 @@ class PlannedBatch:
             idle = doc.get("idle") or []
             if not isinstance(idle, list):
                 raise TypeError("idle is not a list")
+            per_task = int(doc.get("shardsPerTask", 1))
+            if per_task < 1:
+                raise ValueError(f"shardsPerTask {per_task} is below 1")
         except (KeyError, TypeError, ValueError) as exc:
             raise CheckpointError(f"{where}: unreadable executor-read offset {str(doc)[:200]!r} ({exc})") from exc
-        return cls(query, batch, starts, max_records, max_bytes, cutoff, frozenset(str(s) for s in idle))
+        return cls(query, batch, starts, max_records, max_bytes, cutoff, frozenset(str(s) for s in idle), per_task)
 
 
 @dataclass(frozen=True)
@@ -121,22 +153,48 @@ class ShardEnd:
     at_tip: bool = False
     past_cutoff: bool = False
 
+    def to_doc(self) -> dict[str, Any]:
+        return {"end": self.end.encode(), "records": self.records, "at_tip": self.at_tip,
+                "past_cutoff": self.past_cutoff}
+
     def to_json(self) -> bytes:
-        return json.dumps({"end": self.end.encode(), "records": self.records, "at_tip": self.at_tip,
-                           "past_cutoff": self.past_cutoff}, sort_keys=True).encode()
+        return json.dumps(self.to_doc(), sort_keys=True).encode()
+
+    @classmethod
+    def from_doc(cls, doc: Any, where: str) -> "ShardEnd":
+        return cls(Position.parse(doc["end"], where), int(doc.get("records", 0)),
+                   bool(doc.get("at_tip", False)), bool(doc.get("past_cutoff", False)))
 
     @classmethod
     def from_json(cls, data: bytes, where: str) -> "ShardEnd":
         """Read a batch znode; ``CheckpointError`` naming ``where`` and the fix when it is not one."""
         try:
-            doc = json.loads(data.decode("utf-8"))
-            return cls(Position.parse(doc["end"], where), int(doc.get("records", 0)),
-                       bool(doc.get("at_tip", False)), bool(doc.get("past_cutoff", False)))
+            return cls.from_doc(json.loads(data.decode("utf-8")), where)
         except (UnicodeDecodeError, ValueError, KeyError, TypeError, CheckpointError) as exc:
-            raise CheckpointError(
-                f"unreadable batch end at ZooKeeper node {where}: {data[:80]!r} ({exc}). The batch cannot be replayed "
-                f"exactly; start the query with a new checkpoint location (it resumes from ZooKeeper's "
-                f"checkpoints)") from exc
+            raise _unreadable(data, where, exc) from exc
+
+
+def _unreadable(data: bytes, where: str, exc: BaseException) -> CheckpointError:
+    return CheckpointError(
+        f"unreadable batch end at ZooKeeper node {where}: {data[:80]!r} ({exc}). The batch cannot be replayed "
+        f"exactly; start the query with a new checkpoint location (it resumes from ZooKeeper's checkpoints)")
+
+
+def encode_ends(ends: Mapping[str, ShardEnd]) -> bytes:
+    """The node a task of several shards records: every shard's end, ``{"ends": {shard id: end}}``."""
+    return json.dumps({"ends": {s: ends[s].to_doc() for s in sorted(ends)}}, sort_keys=True).encode()
+
+
+def recorded_ends(node: str, data: bytes, where: str) -> dict[str, ShardEnd]:
+    """The ends a batch node holds (shard id -> end): a task's several (:func:`encode_ends`), or the one end of the
+    shard the node is named after. ``CheckpointError`` naming ``where`` when it is neither."""
+    try:
+        doc = json.loads(data.decode("utf-8"))
+        if isinstance(doc, Mapping) and "ends" in doc:
+            return {str(s): ShardEnd.from_doc(d, f"{where}, shard {s}") for s, d in doc["ends"].items()}
+        return {node: ShardEnd.from_doc(doc, where)}
+    except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError, CheckpointError) as exc:
+        raise _unreadable(data, where, exc) from exc
 
 
 def split_limit(total: int | None, shards: int) -> int | None:

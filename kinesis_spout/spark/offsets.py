@@ -51,10 +51,16 @@ MAX_RECORDS_PER_TRIGGER = "maxRecordsPerTrigger"
 MAX_BYTES_PER_TRIGGER = "maxBytesPerTrigger"
 READ_MODE = "readMode"
 RECORDS_PER_PARTITION = "recordsPerPartition"
-SOURCE_ONLY_OPTIONS = (MAX_RECORDS_PER_TRIGGER, MAX_BYTES_PER_TRIGGER, READ_MODE, RECORDS_PER_PARTITION)
+SHARDS_PER_TASK = "shardsPerTask"
+SOURCE_ONLY_OPTIONS = (MAX_RECORDS_PER_TRIGGER, MAX_BYTES_PER_TRIGGER, READ_MODE, RECORDS_PER_PARTITION,
+                       SHARDS_PER_TASK)
 #: ``recordsPerPartition`` when not given: the records of a ``readMode=driver`` batch are packed into partitions of
 #: about this many (a Spark task costs tens of milliseconds whatever it holds; a shard's records are never split).
 DEFAULT_RECORDS_PER_PARTITION = 10_000
+#: ``shardsPerTask`` when not given: a ``readMode=executors`` batch reads its shards with new records in tasks of up
+#: to this many shards each (read at once by threads of the task), and each task records its shards' ends in one
+#: ZooKeeper node: a caught-up batch costs ZooKeeper about two requests per task, not per shard.
+DEFAULT_SHARDS_PER_TASK = 32
 #: ``readMode``: ``driver`` reads Kinesis on the driver and hands the records to the tasks; ``executors`` plans on
 #: the driver and reads on the executors (:mod:`kinesis_spout.spark.batches`); ``auto`` (the default) picks one by
 #: the Spark master (:func:`choose_read_mode`).
@@ -78,12 +84,14 @@ class SourceLimits:
     ``read_mode`` is the ``readMode`` option (one of ``READ_MODES``), which says who reads Kinesis
     (:func:`choose_read_mode` decides ``auto``). ``records_per_partition``: with ``readMode=driver``, the shards'
     records of a batch are packed into partitions of up to this many (a shard with more is a partition alone).
+    ``shards_per_task``: with ``readMode=executors``, a task reads up to this many shards of a batch.
     """
 
     max_records: int | None = None
     max_bytes: int | None = None
     read_mode: str = "auto"
     records_per_partition: int = DEFAULT_RECORDS_PER_PARTITION
+    shards_per_task: int = DEFAULT_SHARDS_PER_TASK
 
 
 def choose_read_mode(read_mode: str, master: str | None) -> str:
@@ -138,7 +146,8 @@ def parse_source_options(options: Mapping[str, str]) -> tuple[SpoutConfig, Sourc
 
     config = SpoutConfig.from_options(spout_options, also_known=(*SOURCE_ONLY_OPTIONS, *BATCH_OPTIONS))
     return config, SourceLimits(limits.get(MAX_RECORDS_PER_TRIGGER), limits.get(MAX_BYTES_PER_TRIGGER), read_mode,
-                                limits.get(RECORDS_PER_PARTITION, DEFAULT_RECORDS_PER_PARTITION))
+                                limits.get(RECORDS_PER_PARTITION, DEFAULT_RECORDS_PER_PARTITION),
+                                limits.get(SHARDS_PER_TASK, DEFAULT_SHARDS_PER_TASK))
 
 
 def unused_options(options: Mapping[str, str]) -> list[str]:

@@ -28,7 +28,7 @@ from kinesis_spout.positions import Kind, Position, after, at_timestamp, iterato
 from kinesis_spout.retry import Backoff, RetryPolicy
 
 __all__ = ["ALL_HASH_KEYS", "GET_RECORDS_RETRY", "LATEST_MARGIN", "ColumnFetch", "FetchResult", "PacedGetter",
-           "ShardGetter"]
+           "ShardGetter", "idle_backoff"]
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +146,15 @@ class ShardGetter(ConvertedRecords):
 #: poll interval and a ceiling that doubles with each failure in a row, up to 10 s. The readers and the paced
 #: getters set their own limit of tries.
 GET_RECORDS_RETRY = RetryPolicy(initial_s=MIN_POLL_INTERVAL_S, multiplier=2.0, max_s=10.0, jitter=1.0)
+
+
+def idle_backoff(empty_backoff_s: float, max_empty_backoff_s: float | None) -> Backoff:
+    """The pauses between GetRecords calls of one idle shard: ``empty_backoff_s`` after the first empty reply,
+    doubling with each empty reply in a row up to ``max_empty_backoff_s`` (``reading.max_empty_record_backoff_s``;
+    None, or a cap below the first pause: no growth); ``reset()`` when a reply held records. No jitter. Who calls:
+    the spout's shard readers, the Spark source's driver reads and its executor reads' probes, one per shard."""
+    first = max(empty_backoff_s, MIN_POLL_INTERVAL_S)
+    return Backoff(RetryPolicy(initial_s=first, multiplier=2.0, max_s=max(first, max_empty_backoff_s or 0.0)))
 
 
 class PacedGetter:

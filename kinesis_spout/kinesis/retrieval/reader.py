@@ -22,7 +22,7 @@ from kinesis_spout import retry
 from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.errors import KinesisError, SpoutError
 from kinesis_spout.kinesis.retrieval.chunks import ChunkBuffer
-from kinesis_spout.kinesis.retrieval.polling import GET_RECORDS_RETRY
+from kinesis_spout.kinesis.retrieval.polling import GET_RECORDS_RETRY, idle_backoff
 from kinesis_spout.kinesis.retrieval.pool import PARK, ReaderPool
 from kinesis_spout.kinesis.retrieval.protocol import FetchResult, ShardRetrieval
 from kinesis_spout.kinesis.retrieval.wire_columns import RecordColumns, slice_columns, to_records
@@ -104,11 +104,9 @@ class BufferedShardReader:
         self.shard_id = getter.shard_id
         self.max_records = max_records
         self.max_bytes = max_bytes
-        self.empty_backoff_s = max(empty_backoff_s, MIN_POLL_INTERVAL_S)
-        # an idle shard's pause doubles with each empty read up to this (no growth by default)
-        self.max_empty_backoff_s = max(self.empty_backoff_s, max_empty_backoff_s or 0.0)
-        self._idle = retry.Backoff(retry.RetryPolicy(initial_s=self.empty_backoff_s, multiplier=2.0,
-                                                     max_s=self.max_empty_backoff_s))
+        # an idle shard's pause doubles with each empty read up to max_empty_backoff_s (None: no growth)
+        self._idle = idle_backoff(empty_backoff_s, max_empty_backoff_s)
+        self.empty_backoff_s, self.max_empty_backoff_s = self._idle.initial_s, self._idle.max_s
         self.max_retries = max_retries
         self._on_data = on_data
         self._buffer = ChunkBuffer()  # the records read, as the columns they were decoded into (or pushed records)

@@ -14,7 +14,13 @@ from kinesis_spout.spark.source.clients import WORKER_CLIENTS, ClientCache
 from kinesis_spout.spark.source.datasource import KinesisSpoutDataSource, check_stream_exists, register
 from kinesis_spout.spark.source.driver import KeptRecords, KinesisSpoutStreamReader, ShardRange
 from kinesis_spout.spark.source.executor import ABANDONED_AFTER_S, HEARTBEAT_S, ExecutorStreamReader
-from kinesis_spout.spark.source.executor_read import EXECUTOR_READ_S, ShardTask, read_shard_batch
+from kinesis_spout.spark.source.executor_read import (
+    EXECUTOR_READ_S,
+    ShardsTask,
+    ShardTask,
+    read_shard_batch,
+    read_task_batch,
+)
 from kinesis_spout.spark.source.planning import AVAILABLE_NOW_MARGIN, IDLE_WAIT_S
 from kinesis_spout.spark.source.shard_reads import MAX_RETRIES, read_range, skip_consumed
 
@@ -36,10 +42,12 @@ __all__ = [
     "ShardRange",
     "ShardSpan",
     "ShardTask",
+    "ShardsTask",
     "check_stream_exists",
     "parse_batch_options",
     "read_range",
     "read_shard_batch",
+    "read_task_batch",
     "skip_consumed",
     "register",
 ]

@@ -19,7 +19,7 @@ from typing import Mapping, Sequence
 from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.errors import KinesisError
 from kinesis_spout.kinesis.retrieval.factory import shard_retrieval
-from kinesis_spout.kinesis.retrieval.polling import GET_RECORDS_RETRY, LATEST_MARGIN
+from kinesis_spout.kinesis.retrieval.polling import GET_RECORDS_RETRY, LATEST_MARGIN, idle_backoff
 from kinesis_spout.kinesis.retrieval.protocol import ShardRetrieval
 from kinesis_spout.kinesis.retrieval.reader import log_retried_error
 from kinesis_spout.positions import TRIM_HORIZON, Position, after_record, at_timestamp
@@ -63,6 +63,8 @@ class ShardCursor:
     pending: list[Record] = field(default_factory=list)
     next_poll: float = 0.0
     backoff: Backoff = field(default_factory=lambda: Backoff(GET_RECORDS_RETRY))  # no limit: MAX_RETRIES counts
+    #: the pause after an empty read at the tip: ``empty_record_backoff_s``, doubling while the shard stays idle
+    idle: Backoff = field(default_factory=lambda: idle_backoff(MIN_POLL_INTERVAL_S, None))
     at_tip: bool = False   # an empty read at the stream's tip since prepareForTriggerAvailableNow
     frozen: bool = False   # Trigger.AvailableNow: records past the run's start time were seen; read no further
     busy: bool = False     # the last read returned records: read ahead while Spark runs the batch
@@ -217,7 +219,9 @@ class DriverPlanner:
             getter = shard_retrieval(client, cfg.stream_name, shard_id, position, cfg.reading,
                                      consumer_arn=self.planning.consumer_arn,
                                      hash_range=self.planning.hash_range(shard_id))
-            cursor = self._cursors[shard_id] = ShardCursor(shard_id, position, getter)
+            cursor = self._cursors[shard_id] = ShardCursor(
+                shard_id, position, getter,
+                idle=idle_backoff(cfg.reading.empty_record_backoff_s, cfg.reading.max_empty_record_backoff_s))
         return cursor
 
     def _threads(self) -> ThreadPoolExecutor:
@@ -274,5 +278,9 @@ class DriverPlanner:
         else:
             at_tip = not result.fetched and result.millis_behind_latest in (0, None)
         cursor.at_tip = cursor.at_tip or at_tip
-        pause = self.config.reading.empty_record_backoff_s if at_tip else MIN_POLL_INTERVAL_S
+        if at_tip:  # idle: the pause grows up to max_empty_record_backoff_s while the shard stays idle
+            pause = cursor.idle.next_delay()
+        else:
+            cursor.idle.reset()
+            pause = MIN_POLL_INTERVAL_S
         cursor.next_poll = time.monotonic() + pause

@@ -25,7 +25,7 @@ from kinesis_spout.spark.offsets import encode_offset
 from kinesis_spout.spark.source.clients import WORKER_CLIENTS
 from kinesis_spout.spark.source.codec import record_batches
 from kinesis_spout.spark.source.executor_planner import ExecutorPlanner
-from kinesis_spout.spark.source.executor_read import ShardTask, read_shard_batch, stream_gone
+from kinesis_spout.spark.source.executor_read import ShardsTask, ShardTask, read_task_batch, stream_gone
 from kinesis_spout.spark.source.planning import (
     AVAILABLE_NOW_MARGIN,
     IDLE_WAIT_S,
@@ -91,7 +91,7 @@ class ExecutorStreamReader(PlannedReader[ExecutorPlanner], DataSourceStreamReade
         self._planner.heartbeat(last.query, self.heartbeat_s, self.abandoned_after_s, last.batch)
         max_rows, max_bytes = read_budget(limit, self.limits)
         try:
-            planned = self._planner.plan(last, max_rows, max_bytes, IDLE_WAIT_S)
+            planned = self._planner.plan(last, max_rows, max_bytes, IDLE_WAIT_S, self.limits.shards_per_task)
         except KinesisError as exc:
             known = f"its checkpoint location holds batch {last.batch}" if last.batch >= 0 else "it started on it"
             raise stream_gone(exc, self.config, known) from exc
@@ -110,8 +110,9 @@ class ExecutorStreamReader(PlannedReader[ExecutorPlanner], DataSourceStreamReade
         return latest_offset(self.config.stream_name, self.config.app_name, shards)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        """One task per shard of the planned batch that is not finished and not idle (a shard at its tip in which the
-        planning saw nothing new gets none; the tasks read, nothing is carried). With
+        """A task per group of up to ``shardsPerTask`` shards of the planned batch that are not finished and not idle
+        (:meth:`~kinesis_spout.spark.batches.PlannedBatch.task_groups`, as the offset says; a shard at its tip in
+        which the planning saw nothing new gets none; the tasks read, nothing is carried). With
         ``retrieval=fanout`` the app's consumer is registered (or found) here, and the task of each shard that was
         behind its tip subscribes; the others ask GetRecords (a subscription per batch for a shard with little to
         read would only wait out Kinesis' 5 s between subscriptions). A stream deleted under the query: as in
@@ -129,10 +130,16 @@ class ExecutorStreamReader(PlannedReader[ExecutorPlanner], DataSourceStreamReade
         shards = self._planning.list_shards()
         if planned.tasks():  # each task then records its end with one request
             self._planner.open_batch(planned)
-        return [ShardTask(planned.query, planned.batch, shard_id, pos.encode(), planned.max_records,
-                          planned.max_bytes, cutoff, self._planning.hash_range(shard_id),
-                          None if shard_id in at_tip else consumer, shard_id in shards and shards[shard_id].closed)
-                for shard_id, pos in ((s, planned.starts[s]) for s in planned.tasks())]
+
+        def part(shard_id: str) -> ShardTask:
+            return ShardTask(planned.query, planned.batch, shard_id, planned.starts[shard_id].encode(),
+                             planned.max_records, planned.max_bytes, cutoff, self._planning.hash_range(shard_id),
+                             None if shard_id in at_tip else consumer, shard_id in shards and shards[shard_id].closed)
+
+        groups = planned.task_groups()
+        if planned.shards_per_task <= 1:
+            return [part(shard_id) for _, (shard_id,) in groups]
+        return [ShardsTask(planned.query, planned.batch, node, [part(s) for s in members]) for node, members in groups]
 
     def commit(self, end: dict[str, Any]) -> None:
         """Spark completed batch ``end``: its recorded ends become the shards' ZooKeeper checkpoints, and ends of
@@ -146,13 +153,13 @@ class ExecutorStreamReader(PlannedReader[ExecutorPlanner], DataSourceStreamReade
 
     # -- executors -------------------------------------------------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        """The task's records, exactly those up to the end recorded for its ``(batch, shard)``, read with the
+        """The task's records, exactly those up to the ends recorded for its shards in its batch, read with the
         worker process's clients. Who calls: Spark, on an executor."""
-        assert isinstance(partition, ShardTask)
+        assert isinstance(partition, (ShardTask, ShardsTask))
         cfg = self.config
         try:
             batches = ZooKeeperBatchStore.on_store(WORKER_CLIENTS.checkpoints(cfg))
-            records = read_shard_batch(WORKER_CLIENTS.kinesis(cfg.kinesis), batches, cfg, partition)
+            records = read_task_batch(WORKER_CLIENTS.kinesis(cfg.kinesis), batches, cfg, partition)
         except KinesisError as exc:
             raise stream_gone(exc, cfg, f"batch {partition.batch} was planned on it") from exc
         yield from record_batches(cfg.stream_name, records)

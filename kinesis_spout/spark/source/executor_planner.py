@@ -22,10 +22,11 @@ from typing import Mapping, Sequence
 
 from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.errors import CheckpointError, KinesisError
-from kinesis_spout.kinesis.retrieval.polling import LATEST_MARGIN, ShardGetter
+from kinesis_spout.kinesis.retrieval.polling import LATEST_MARGIN, ShardGetter, idle_backoff
 from kinesis_spout.positions import Position, at_timestamp
+from kinesis_spout.retry import Backoff
 from kinesis_spout.spark.batch_store import ZooKeeperBatchStore
-from kinesis_spout.spark.batches import PlannedBatch, ShardEnd, abandoned, split_limit
+from kinesis_spout.spark.batches import PlannedBatch, ShardEnd, abandoned, recorded_ends, split_limit
 from kinesis_spout.spark.offsets import waiting_for_parents
 from kinesis_spout.spark.source.planning import QueryPlanning
 from kinesis_spout.spark.source.shard_reads import shard_getter, skip_consumed
@@ -59,15 +60,17 @@ class ExecutorPlanner:
         self._ends: dict[tuple[str, int], dict[str, ShardEnd]] = {}
         self._recorded: dict[tuple[str, int], list[str]] = {}  # (query, batch) -> the shards whose ends were read
         self._swept_at: int | None = None  # the batch below which ends were last deleted by listing
-        self._probes: dict[str, tuple[Position, ShardGetter, float]] = {}
+        # shard -> (the probe's start, its getter, when it is due, its idle backoff)
+        self._probes: dict[str, tuple[Position, ShardGetter, float, Backoff]] = {}
         self._beat_at: float | None = None  # time.monotonic() of the last heartbeat written
         # the shards the last planned batch found at their tip: retrieval="fanout" reads them with GetRecords
         self._at_tip: tuple[int, frozenset[str]] = (-1, frozenset())
 
-    def plan(self, start: PlannedBatch, max_rows: int | None, max_bytes: int | None, idle_wait_s: float
-             ) -> PlannedBatch | None:
+    def plan(self, start: PlannedBatch, max_rows: int | None, max_bytes: int | None, idle_wait_s: float,
+             shards_per_task: int = 1) -> PlannedBatch | None:
         """The next batch after ``start`` (completed by Spark), or None when there is nothing to read (or, under
-        AvailableNow, the run is complete). Idle shards are probed for up to ``idle_wait_s``."""
+        AvailableNow, the run is complete). Idle shards are probed for up to ``idle_wait_s``. The batch's tasks
+        read up to ``shards_per_task`` shards each (kept in its offset)."""
         planning = self.planning
         ends = self.completed(start)
         positions = dict(start.starts)
@@ -110,7 +113,8 @@ class ExecutorPlanner:
         # else a batch reads the shards with something new (maybe none: it puts the new shards and pins into
         # Spark's offset log); an idle shard gets no task and no recorded end
         self._at_tip = (start.batch + 1, frozenset(caught_up))
-        planned = PlannedBatch(start.query, start.batch + 1, positions, cutoff=cutoff, idle=idle)
+        planned = PlannedBatch(start.query, start.batch + 1, positions, cutoff=cutoff, idle=idle,
+                               shards_per_task=shards_per_task)
         tasks = len(planned.tasks())  # the batch's limits are shared by the shards it reads
         return replace(planned, max_records=split_limit(max_rows, tasks), max_bytes=split_limit(max_bytes, tasks))
 
@@ -193,20 +197,22 @@ class ExecutorPlanner:
         if cached is not None:
             return cached
         store = self._batches()
-        tasks = last.tasks()
-        raw = store.batch_ends(last.query, last.batch, tasks) if tasks else {}
-        ends = {s: ShardEnd.from_json(data, f"{store.batches_node(last.query)}/{last.batch}/{s}")
-                for s, data in raw.items()}
+        groups = last.task_groups()
+        node_of = {s: node for node, members in groups for s in members}
+        raw = store.batch_ends(last.query, last.batch, [node for node, _ in groups]) if groups else {}
+        ends: dict[str, ShardEnd] = {}
+        for node, data in raw.items():
+            ends.update(recorded_ends(node, data, f"{store.batches_node(last.query)}/{last.batch}/{node}"))
         missing = sorted(s for s, p in last.starts.items() if not p.ended and s not in ends
                          and s not in last.idle and s in self.planning.list_shards())
         if missing:
-            node = f"{store.batches_node(last.query)}/{last.batch}/{missing[0]}"
+            node = f"{store.batches_node(last.query)}/{last.batch}/{node_of.get(missing[0], missing[0])}"
             raise CheckpointError(
                 f"batch {last.batch} was completed but ZooKeeper has no recorded end for {', '.join(missing)} "
                 f"(expected at {node}); its records cannot be told apart from the next batch's. Was the node "
                 f"deleted? Start the query with a new checkpoint location: it resumes from ZooKeeper's checkpoints")
         self._ends = {key: ends}
-        if tasks:  # their nodes, deleted by name a few batches on
+        if groups:  # their nodes, deleted by name a few batches on
             self._recorded[key] = sorted(raw)
         return ends
 
@@ -245,7 +251,7 @@ class ExecutorPlanner:
                     passing.discard(shard_id)
             if found or not waiting or not probed:
                 return found | (passing if not waiting else set())
-            wake = min((due for _, _, due in self._probes.values()), default=time.monotonic() + MIN_POLL_INTERVAL_S)
+            wake = min((due for _, _, due, _ in self._probes.values()), default=time.monotonic() + MIN_POLL_INTERVAL_S)
             if time.monotonic() >= deadline:
                 # the idle wait is over; a shard whose probes were still passing dropped user records gets a
                 # task: it reads on at full GetRecords size (one record per probe would take too long)
@@ -257,7 +263,9 @@ class ExecutorPlanner:
         (or the shard's end) is there, or the reply was empty but said the shard's tip is further on;
         ``PROBE_PASSED`` if the reply held a Kinesis record whose user records all belonged to other shards (the next
         probe, at the shard's pace, reads on after it); ``PROBE_IDLE`` when nothing is there (or on a retriable
-        error); None when the shard is not due yet.
+        error); None when the shard is not due yet. An idle shard's probes come ``empty_record_backoff_s`` apart,
+        doubling while it stays idle up to ``max_empty_record_backoff_s``; a new start (after a batch read it)
+        starts the pauses again.
 
         Who calls: ``_seen_new``, on the driver's planning thread; changes ``_probes``."""
         probe = self._probes.get(shard_id)
@@ -265,8 +273,10 @@ class ExecutorPlanner:
         if probe is None or probe[0] != position:
             getter = shard_getter(self.planning.clients.kinesis(), self.config.stream_name, self.config.reading,
                                   shard_id, position, 1, self.planning.hash_range(shard_id))
-            probe = (position, getter, 0.0)
-        pos, getter, due = probe
+            reading = self.config.reading
+            probe = (position, getter, 0.0, idle_backoff(reading.empty_record_backoff_s,
+                                                         reading.max_empty_record_backoff_s))
+        pos, getter, due, idle = probe
         if due > now:
             self._probes[shard_id] = probe
             return None
@@ -276,15 +286,15 @@ class ExecutorPlanner:
             if not exc.retriable:
                 raise
             log.info("probing %s: %s", shard_id, exc)
-            self._probes[shard_id] = (pos, getter, now + MIN_POLL_INTERVAL_S)
+            self._probes[shard_id] = (pos, getter, now + MIN_POLL_INTERVAL_S, idle)
             return PROBE_IDLE
         behind = not result.fetched and (result.millis_behind_latest or 0) > 0  # an empty reply short of the tip
         if skip_consumed(result.records, position) or result.shard_end or behind:
             self._probes.pop(shard_id, None)  # the batch's task reads it; a new probe starts at the new end
             return PROBE_FOUND
         if result.fetched:  # every user record dropped (or already read): more may follow, read on at the pace
-            self._probes[shard_id] = (pos, getter, now + MIN_POLL_INTERVAL_S)
+            idle.reset()
+            self._probes[shard_id] = (pos, getter, now + MIN_POLL_INTERVAL_S, idle)
             return PROBE_PASSED
-        idle_s = max(MIN_POLL_INTERVAL_S, self.config.reading.empty_record_backoff_s)
-        self._probes[shard_id] = (pos, getter, now + idle_s)
+        self._probes[shard_id] = (pos, getter, now + idle.next_delay(), idle)
         return PROBE_IDLE

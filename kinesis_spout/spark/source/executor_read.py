@@ -1,27 +1,32 @@
-"""The executors' side of ``readMode=executors``: a task reads its shard, records its end, yields exactly that.
+"""The executors' side of ``readMode=executors``: a task reads its shards, records their ends, yields exactly that.
 
-A task (:func:`read_shard_batch`) reads its shard from the batch's start into a bounded buffer (the batch's
+A task of one shard (:func:`read_shard_batch`) reads it from the batch's start into a bounded buffer (the batch's
 per-shard limits, ``EXECUTOR_READ_S`` of reading, the tip, the shard's end, the AvailableNow cutoff), records the
-end it chose (the first writer wins), and yields exactly the records up to the end that stands. The model
-(offsets, recorded ends, cuts) is in :mod:`kinesis_spout.spark.batches`.
+end it chose (the first writer wins), and yields exactly the records up to the end that stands. A task of several
+shards (:class:`ShardsTask`, :func:`read_task_batch`) reads them at once on threads, each so, and records all
+their ends in one node (the first writer wins for all of them). The model (offsets, recorded ends, cuts) is in
+:mod:`kinesis_spout.spark.batches`.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor, wait
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any, Callable, Sequence, TypeVar
 
 from pyspark.sql.datasource import InputPartition
 
 from kinesis_spout.config import SpoutConfig
+from kinesis_spout.errors import CheckpointError
 from kinesis_spout.kinesis.retrieval.fanout import RESUBSCRIBE_S
 from kinesis_spout.kinesis.retrieval.polling import FetchResult
 from kinesis_spout.kinesis.shards import HashKeyRange
 from kinesis_spout.positions import Position
 from kinesis_spout.records import Record
-from kinesis_spout.spark.batches import ShardEnd, cut, within
+from kinesis_spout.spark.batches import ShardEnd, cut, encode_ends, recorded_ends, within
 from kinesis_spout.spark.source.shard_reads import (
     paced_getter,
     read_range,
@@ -31,7 +36,11 @@ from kinesis_spout.spark.source.shard_reads import (
     subscribed_getter,
 )
 
-__all__ = ["EXECUTOR_READ_S", "FIRST_EVENT_S", "ShardTask", "read_shard_batch", "stream_gone"]
+__all__ = ["EXECUTOR_READ_S", "FIRST_EVENT_S", "ShardTask", "ShardsTask", "read_shard_batch", "read_task_batch",
+           "stream_gone"]
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +73,101 @@ class ShardTask(InputPartition):
         return f"ShardTask(batch {self.batch}, {self.shard_id} after {self.start})"
 
 
+class ShardsTask(InputPartition):
+    """A task that reads several shards of a planned batch (``parts``, one :class:`ShardTask` each) and records
+    their ends in one node, ``node`` (``task-<k>``) of the batch (executor side)."""
+
+    def __init__(self, query: str, batch: int, node: str, parts: Sequence[ShardTask]) -> None:
+        super().__init__((query, batch, node))
+        self.query = query
+        self.batch = batch
+        self.node = node
+        self.parts = list(parts)
+
+    @property
+    def shard_ids(self) -> list[str]:
+        return [p.shard_id for p in self.parts]
+
+    def __repr__(self) -> str:
+        return f"ShardsTask(batch {self.batch}, {self.node}: {', '.join(self.shard_ids)})"
+
+
+#: Threads of a Python worker process that read the shards of its tasks (made on first use, kept for the
+#: process's life: a reused Python worker starts no thread per task).
+READ_THREADS = 32
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _each(items: Sequence[T], work: Callable[[T], R]) -> list[R]:
+    """``work`` on every item, at once on the process's read threads when there are several (the first error is
+    raised once all are done). Who calls: :func:`read_task_batch`, on a task's thread (never on a read thread)."""
+    global _pool
+    if len(items) <= 1:
+        return [work(i) for i in items]
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="kinesis-task-read")
+        pool = _pool
+    futures = [pool.submit(work, i) for i in items]
+    wait(futures)
+    return [f.result() for f in futures]
+
+
+def read_task_batch(client: Any, store: Any, cfg: SpoutConfig, task: ShardsTask | ShardTask) -> list[Record]:
+    """Read a task's part of its batch: :func:`read_shard_batch` for a task of one shard; for a task of several,
+    every shard read at once as that function reads one, then all their ends recorded in the task's one node (the
+    first writer wins: one ZooKeeper request), and the records of each shard up to the end that stands returned,
+    shard after shard. A fan-out task asks for the node first (as a task of one shard does). Who calls: the stream
+    reader's ``read``, on an executor."""
+    if isinstance(task, ShardTask):
+        return read_shard_batch(client, store, cfg, task)
+    where = f"{store.batches_node(task.query)}/{task.batch}/{task.node}"
+    starts = [Position.parse(p.start, f"task of {p.shard_id}") for p in task.parts]
+    recorded = store.batch_end(task.query, task.batch, task.node) \
+        if any(p.consumer_arn is not None for p in task.parts) else None
+    if recorded is not None:
+        ends = _ends_of(task, recorded_ends(task.node, recorded, where), where)
+        return [r for part in _each(list(zip(task.parts, starts)), lambda ps: read_range(
+            client, cfg.stream_name, cfg.reading, ps[0].shard_id, ps[1], ends[ps[0].shard_id].end,
+            ps[0].hash_range)) for r in part]
+    cutoff = datetime.fromisoformat(task.parts[0].cutoff) if task.parts and task.parts[0].cutoff else None
+    reads = _each(list(zip(task.parts, starts)), lambda ps: read_bounded(client, cfg, ps[0], ps[1], cutoff))
+    cuts = [cut(records, start, p.max_records, p.max_bytes, cutoff, shard_end=shard_end, reached_tip=tip)
+            for p, start, (records, tip, shard_end) in zip(task.parts, starts, reads)]
+    mine = {p.shard_id: end for p, (_, end) in zip(task.parts, cuts)}
+    standing = _ends_of(task, recorded_ends(
+        task.node, store.record_batch_end(task.query, task.batch, task.node, encode_ends(mine)), where), where)
+    return [r for part in _each(list(range(len(task.parts))), lambda i: _up_to(
+        client, cfg, task.parts[i], starts[i], reads[i][0], cuts[i][0], mine[task.parts[i].shard_id],
+        standing[task.parts[i].shard_id], where)) for r in part]
+
+
+def _ends_of(task: ShardsTask, ends: dict[str, ShardEnd], where: str) -> dict[str, ShardEnd]:
+    """``ends`` read from ``task``'s node, checked to hold every shard of the task."""
+    missing = sorted(set(task.shard_ids) - set(ends))
+    if missing:
+        raise CheckpointError(f"batch node {where} holds no end for {', '.join(missing)} (it holds "
+                              f"{', '.join(sorted(ends)) or 'none'}); was it written by another query? Start the "
+                              f"query with a new checkpoint location (it resumes from ZooKeeper's checkpoints)",
+                              retriable=False)
+    return ends
+
+
+def _up_to(client: Any, cfg: SpoutConfig, task: ShardTask, start: Position, records: list[Record], n: int,
+           mine: ShardEnd, standing: ShardEnd, where: str) -> list[Record]:
+    """The shard's records up to the end that stands: the ``n`` it cut when its own end stands, else those read
+    cut at the winner's end, or read again up to it."""
+    if standing.end == mine.end:
+        return records[:n]
+    log.info("%s, %s: an attempt recorded the end first (%s, not %s)", where, task.shard_id, standing.end.encode(),
+             mine.end.encode())
+    high = standing.end.key
+    if high is not None and records and records[-1].key >= high:
+        return within(records, start, standing.end)
+    return read_range(client, cfg.stream_name, cfg.reading, task.shard_id, start, standing.end, task.hash_range)
+
+
 def read_shard_batch(client: Any, store: Any, cfg: SpoutConfig, task: ShardTask) -> list[Record]:
     """Read the task's part of its batch and return exactly the records up to the end that stands.
 
@@ -85,13 +189,7 @@ def read_shard_batch(client: Any, store: Any, cfg: SpoutConfig, task: ShardTask)
                   reached_tip=reached_tip)
     standing = ShardEnd.from_json(store.record_batch_end(task.query, task.batch, task.shard_id, mine.to_json()),
                                   where)
-    if standing.end == mine.end:
-        return records[:n]
-    log.info("%s: an attempt recorded the end first (%s, not %s)", where, standing.end.encode(), mine.end.encode())
-    high = standing.end.key
-    if high is not None and records and records[-1].key >= high:
-        return within(records, start, standing.end)
-    return read_range(client, cfg.stream_name, cfg.reading, task.shard_id, start, standing.end, task.hash_range)
+    return _up_to(client, cfg, task, start, records, n, mine, standing, where)
 
 
 def read_bounded(client: Any, cfg: SpoutConfig, task: ShardTask, start: Position, cutoff: datetime | None

@@ -6,7 +6,7 @@ record one wrote to ZooKeeper. The faults are real: a proxy in front of kinesali
 back its answers to one Python worker (so the end is recorded but the attempt never hears it), and the attempt's
 Python worker process is SIGKILLed.
 
-- Two attempts of one unread task, both mid-read at once, on threads calling ``read_shard_batch``.
+- Two attempts of one unread task, both mid-read at once, on threads calling ``read_task_batch``.
 - A task killed before, then one killed after it recorded its end, retried by Spark: a driver in a subprocess on
   ``local[2,4]`` (``local[2]`` never retries a task: its task failure limit is 1).
 - A speculative copy of a task whose first attempt recorded its end and then stalled. Spark never speculates in
@@ -44,9 +44,9 @@ from kinesis_spout.kinesis.client import make_client
 from kinesis_spout.positions import TRIM_HORIZON, Position
 from kinesis_spout.records import parse_message_id
 from kinesis_spout.spark.batch_store import batch_store_for
-from kinesis_spout.spark.batches import PlannedBatch
+from kinesis_spout.spark.batches import PlannedBatch, recorded_ends
 from kinesis_spout.spark.offsets import in_range
-from kinesis_spout.spark.source import WORKER_CLIENTS, ExecutorStreamReader, ShardTask, read_shard_batch
+from kinesis_spout.spark.source import WORKER_CLIENTS, ExecutorStreamReader, ShardsTask, read_task_batch
 from kinesis_spout.testing.faults import FaultProxy
 from kinesis_spout.testing.http_proxy import UpstreamRequest
 from kinesis_spout.testing.kinesis import KinesisEndpoint, keys_on
@@ -453,6 +453,15 @@ def check_exact_batches(batches: list[dict[str, Any]], placed: list[tuple[str, s
     assert sorted(seen) == sorted(f"{s}:{q}" for s, q in placed), "records lost or read twice"
 
 
+def ends_in(client: Any, node: str) -> dict[str, str]:
+    """The ends recorded under a batch's znode (shard id -> end), from the nodes its tasks recorded (``client``: a
+    kazoo client)."""
+    ends: dict[str, str] = {}
+    for name in client.get_children(node):
+        ends.update({s: e.end.encode() for s, e in recorded_ends(name, client.get(f"{node}/{name}")[0], node).items()})
+    return ends
+
+
 def batch_nodes(client: Any, zookeeper: Any, stream: str, shard_id: str) -> set[str]:
     """The batch znodes (``<query>/<batch>``) that hold an end of ``shard_id`` (``client``: a kazoo client)."""
     base = f"{zookeeper.prefix}/{APP}/{stream}/batches"
@@ -461,7 +470,7 @@ def batch_nodes(client: Any, zookeeper: Any, stream: str, shard_id: str) -> set[
     out = set()
     for query in client.get_children(base):
         for batch in client.get_children(f"{base}/{query}"):
-            if client.exists(f"{base}/{query}/{batch}/{shard_id}"):
+            if shard_id in ends_in(client, f"{base}/{query}/{batch}"):
                 out.add(f"{query}/{batch}")
     return out
 
@@ -481,7 +490,7 @@ def test_two_attempts_mid_read_at_once_yield_the_end_recorded_first(kinesalite: 
     start = reader.initialOffset()
     end = reader.latestOffset(start, ReadMaxRows(1000))
     [task] = reader.partitions(start, end)
-    assert isinstance(task, ShardTask)
+    assert isinstance(task, ShardsTask)
     results: dict[str, list[str]] = {}
     with HoldingProxy(kinesalite.endpoint_url) as short_proxy, HoldingProxy(kinesalite.endpoint_url) as long_proxy:
         holds, threads, stores = {}, {}, []
@@ -493,7 +502,7 @@ def test_two_attempts_mid_read_at_once_yield_the_end_recorded_first(kinesalite: 
             client = make_client("us-east-1", proxy.endpoint_url)
 
             def attempt(name: str = name, client: Any = client, store: Any = store) -> None:
-                records = read_shard_batch(client, batch_store_for(store), reader.config, task)
+                records = read_task_batch(client, batch_store_for(store), reader.config, task)
                 results[name] = [r.message_id for r in records]
 
             threads[name] = threading.Thread(target=attempt, name=f"attempt-{name}")
@@ -503,7 +512,7 @@ def test_two_attempts_mid_read_at_once_yield_the_end_recorded_first(kinesalite: 
                 placed += kinesalite.put(stream, [f"late-{i}".encode() for i in range(10)])
         assert (holds["S"].records, holds["L"].records) == (20, 30)
         batches = batch_store_for(WORKER_CLIENTS.checkpoints(reader.config))
-        assert batches.batch_end(PlannedBatch.parse(end).query, 0, shard) is None  # both mid-read
+        assert batches.batch_end(PlannedBatch.parse(end).query, 0, task.node) is None  # both mid-read
         order = ["L", "S"] if first == "longer" else ["S", "L"]
         for name in order:
             holds[name].release()
@@ -637,7 +646,8 @@ def test_a_speculative_copy_on_another_executor_yields_the_rows_its_slow_origina
     with HoldingProxy(kinesalite.endpoint_url) as proxy, FreezingProxy(zookeeper.hosts) as zk_proxy:
         slow = proxy.hold(a)  # the first read of a: its reply is held
         copy = proxy.hold(a, 1, early=True)  # the second: its request is held (the first attempt reads no more)
-        on_cluster = options(proxy.endpoint_url, zk_proxy.hosts, zookeeper, stream)
+        # a task per shard: b's task records its end while a's first attempt is held
+        on_cluster = options(proxy.endpoint_url, zk_proxy.hosts, zookeeper, stream, shardsPerTask="1")
         del on_cluster["readMode"]  # the default, auto, reads on the executors of a cluster
         driver = start_driver(spark_cluster.master_url, on_cluster, zookeeper, stream, SPECULATION)
         try:
@@ -706,7 +716,7 @@ def driver_main(argv: list[str]) -> int:
         for query in zk.get_children(args.batches):
             node = f"{args.batches}/{query}/{batch_id}"
             if zk.exists(node):
-                ends = {s: json.loads(zk.get(f"{node}/{s}")[0])["end"] for s in zk.get_children(node)}
+                ends = ends_in(zk, node)
         log.write(json.dumps({"batch": batch_id, "rows": rows, "ends": ends}) + "\n")
         log.flush()
 

@@ -29,8 +29,8 @@ from kinesis_spout import CheckpointError, StreamNotFoundError
 from kinesis_spout.kinesis.shards import list_shards
 from kinesis_spout.positions import after
 from kinesis_spout.spark.batch_store import batch_store_for
-from kinesis_spout.spark.batches import PlannedBatch, ShardEnd
-from kinesis_spout.spark.source import WORKER_CLIENTS, ExecutorStreamReader, ShardTask
+from kinesis_spout.spark.batches import PlannedBatch, ShardEnd, encode_ends
+from kinesis_spout.spark.source import WORKER_CLIENTS, ExecutorStreamReader, ShardsTask
 from kinesis_spout.testing.kinesis import KinesisEndpoint, wait_for_stream
 from kinesis_spout.testing.process import wait_until
 from kinesis_spout.testing.spark import quick_start_env
@@ -67,7 +67,7 @@ def test_batches_cover_every_record_once_and_every_attempt_of_a_task_yields_the_
     fresh = pickle.loads(pickle.dumps(reader))
     for start, end, ids in batches[-3:]:
         parts = fresh.partitions(start, end)
-        assert all(isinstance(p, ShardTask) for p in parts)
+        assert all(isinstance(p, ShardsTask) for p in parts) and len(parts) == 1, "3 shards: one task reads them"
         assert [mid for p in parts for mid in read_partition(fresh, p)] == ids
         # two replays of each task at once agree too (the ends are recorded: both read up to them)
         for part in parts:
@@ -95,8 +95,9 @@ def test_racing_attempts_yield_the_end_recorded_first(kinesalite: KinesisEndpoin
     planned = PlannedBatch.parse(end)
     shard = placed[0][0]
     store = batch_store_for(WORKER_CLIENTS.checkpoints(reader.config))
-    short = ShardEnd(after(placed[6][1]), 7)
-    assert store.record_batch_end(planned.query, planned.batch, shard, short.to_json()) == short.to_json()
+    short = encode_ends({shard: ShardEnd(after(placed[6][1]), 7)})
+    [(node, _)] = planned.task_groups()
+    assert store.record_batch_end(planned.query, planned.batch, node, short) == short
     [part] = reader.partitions(start, end)
     assert read_partition(reader, part) == message_ids(placed[:7])
     # the next batch starts after the recorded end: nothing lost, nothing twice

@@ -162,14 +162,15 @@ def test_a_fan_out_task_waits_for_a_subscription_that_still_holds_its_shard(kine
     start = reader.initialOffset()
     first = reader.latestOffset(start, reader.getDefaultReadLimit())
     (task,) = reader.partitions(start, first)
-    assert task.consumer_arn is None  # a new query's first batch: every shard looked idle, one GetRecords each
+    assert task.parts[0].consumer_arn is None  # a new query's first batch: every shard looked idle, one GetRecords each
     ids = read_partition(reader, task)
     reader.commit(first)
     end = reader.latestOffset(first, reader.getDefaultReadLimit())
     (task,) = reader.partitions(first, end)
-    assert task.consumer_arn is not None  # stopped at the limit last time: behind its tip, it subscribes
+    (part,) = task.parts
+    assert part.consumer_arn is not None  # stopped at the limit last time: behind its tip, it subscribes
     client = make_client(kinesis_local.region, kinesis_local.endpoint_url)
-    holder = Subscription(client, task.consumer_arn, task.shard_id, TRIM_HORIZON, renew_s=60.0,
+    holder = Subscription(client, part.consumer_arn, part.shard_id, TRIM_HORIZON, renew_s=60.0,
                           on_pending=lambda: None)
     holder.open()
     refused = ReleaseOnRefusal(holder)  # the holder lets go once the task was refused, not after some time

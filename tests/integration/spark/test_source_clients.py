@@ -41,8 +41,9 @@ def test_a_reader_in_use_pickles_without_its_clients_tasks_use_the_worker_cache_
         kinesalite: KinesisEndpoint, zookeeper: Any, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
     stream = kinesalite.create_stream(shards=3)
     placed = kinesalite.put(stream, [f"c{i}".encode() for i in range(30)])
-    # a partition per shard in both modes (driver reads would otherwise pack the three shards into one)
-    options = source_options(kinesalite, zookeeper, stream, readMode=mode, recordsPerPartition="1")
+    # a partition per shard in both modes (both would otherwise read the three shards in one task)
+    options = source_options(kinesalite, zookeeper, stream, readMode=mode, recordsPerPartition="1",
+                             shardsPerTask="1")
     reader = KinesisSpoutDataSource(options).streamReader(None)
     worker_store = WORKER_CLIENTS.checkpoints(reader.config)  # this worker process's, opened before the spy
     assert WORKER_CLIENTS.checkpoints(reader.config) is worker_store

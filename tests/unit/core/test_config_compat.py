@@ -57,7 +57,7 @@ OLD_FLAT: dict[str, tuple[str, str, Any]] = {
     "initial_timestamp": ("reading", "initial_timestamp", None),
     "max_records_per_call": ("reading", "max_records_per_call", 10_000),
     "empty_record_backoff_s": ("reading", "empty_record_backoff_s", 1.0),
-    "max_empty_record_backoff_s": ("reading", "max_empty_record_backoff_s", None),
+    "max_empty_record_backoff_s": ("reading", "max_empty_record_backoff_s", 2.0),
     "shard_sync_interval_s": ("reading", "shard_sync_interval_s", 10.0),
     "checkpoint_interval_s": ("tracking", "checkpoint_interval_s", 1.0),
     "retry_limit": ("tracking", "retry_limit", 3),
