@@ -4,8 +4,8 @@ SpoutPipeline, with exact counts.
 The server is Spark Connect's gRPC service started in the JVM of the test session's ``spark`` (one per module, on a
 free loopback port: no second JVM to start); each Connect client gets a server-side session of its own, which sees
 only the data sources registered through it. The data source's readers and writers run in the server's Python
-workers (this interpreter). The last test runs the Spark guide's Connect example in a client process of its own,
-which has no JVM at all, as a reader's would.
+workers (this interpreter). The batch read and write are the Spark guide's Connect example, run in a client process
+of its own that has no JVM at all, as a reader's would.
 """
 
 from __future__ import annotations
@@ -69,26 +69,13 @@ def spark_connect(connect_url: str) -> Iterator[Any]:
 
 
 def sink_options(endpoint: KinesisEndpoint, stream: str) -> dict[str, str]:
+    """The sink's options for ``stream`` on ``endpoint``."""
     return {"streamName": stream, "endpointUrl": endpoint.endpoint_url, "region": endpoint.region}
 
 
 def stream_data(endpoint: KinesisEndpoint, stream: str) -> list[bytes]:
     """Every record's data in ``stream``, sorted."""
     return sorted(r["Data"] for records in raw_records(endpoint, stream).values() for r in records)
-
-
-def test_a_batch_read_and_a_batch_write_through_connect_move_every_record_once(
-        spark_connect: Any, kinesalite: KinesisEndpoint) -> None:
-    source = kinesalite.create_stream(shards=2)
-    data = [f"batch-{i}".encode() for i in range(30)]
-    placed = kinesalite.put(source, data)
-    df = spark_connect.read.format("kinesis_spout").options(**sink_options(kinesalite, source)).load()
-    rows = df.select("message_id", "partition_key", "data").collect()
-    assert sorted(r.message_id for r in rows) == sorted(message_ids(placed))
-    target = kinesalite.create_stream(shards=1)
-    (df.selectExpr("partition_key AS partitionKey", "data").write.format("kinesis_spout")
-     .options(**sink_options(kinesalite, target)).mode("append").save())
-    assert stream_data(kinesalite, target) == sorted(data)
 
 
 class RecordingLagListener(KinesisLagListener):
@@ -171,20 +158,22 @@ def test_the_state_operations_refuse_a_connect_dataframe_and_say_why(spark_conne
         state_query(df, state, key_columns=["word"])
 
 
-def test_the_spark_guides_connect_example_runs_in_a_client_process_without_a_jvm(
+def test_the_spark_guides_connect_example_reads_and_writes_every_record_once_from_a_client_without_a_jvm(
         connect_url: str, kinesalite: KinesisEndpoint, tmp_path: Path) -> None:
-    stream = kinesalite.create_stream(shards=2)
-    kinesalite.put(stream, [f"guide-{i}".encode() for i in range(12)])
-    block = guide_connect_block()
-    env = {**os.environ, "SPARK_REMOTE": connect_url, "KINESIS_SPOUT_STREAM": stream,
-           "KINESIS_SPOUT_ENDPOINT_URL": kinesalite.endpoint_url, "KINESIS_SPOUT_TARGET": f"{stream}-copy"}
-    kinesalite.create_stream(f"{stream}-copy", shards=1)
-    probe = "\nimport py4j.java_gateway as g, pyspark.core.context as c\nassert c.SparkContext._gateway is None\n"
-    done = subprocess.run([sys.executable, "-c", block + probe], env=env, cwd=tmp_path, capture_output=True,
-                          text=True, timeout=180)
+    """The guide's block (a batch read, then a batch write into the sink) run as a reader runs it: a Python process
+    of its own, with PySpark's usual ``SparkSession.builder.remote(...)``, that starts no JVM."""
+    source = kinesalite.create_stream(shards=2)
+    data = [f"guide-{i}".encode() for i in range(30)]
+    kinesalite.put(source, data)
+    target = kinesalite.create_stream(f"{source}-copy", shards=1)
+    env = {**os.environ, "SPARK_REMOTE": connect_url, "KINESIS_SPOUT_STREAM": source,
+           "KINESIS_SPOUT_ENDPOINT_URL": kinesalite.endpoint_url, "KINESIS_SPOUT_TARGET": target}
+    no_jvm = "\nfrom pyspark.core.context import SparkContext\nassert SparkContext._gateway is None, 'a JVM started'\n"
+    done = subprocess.run([sys.executable, "-c", guide_connect_block() + no_jvm], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "12 records read" in done.stdout, done.stdout
-    assert len(stream_data(kinesalite, f"{stream}-copy")) == 12
+    assert f"{len(data)} records read" in done.stdout, done.stdout
+    assert stream_data(kinesalite, target) == sorted(data)
 
 
 def guide_connect_block() -> str:
