@@ -87,6 +87,15 @@ def _columns(df: Any, names: Sequence[str], what: str) -> list[str]:
     return list(names)
 
 
+def _classic(df: Any, operation: str) -> None:
+    """Refuse a Spark Connect DataFrame (``pyspark.sql.connect``): the operations write state from tasks through
+    ``df.rdd``, and Spark Connect has no RDDs. Called first by each operation, on the driver."""
+    if type(df).__module__.startswith("pyspark.sql.connect."):
+        raise ConfigError(f"{operation} needs a classic Spark session: it writes each partition's state from its task "
+                          f"through DataFrame.rdd, and Spark Connect has no RDDs. Run it where the session is made "
+                          f"with SparkSession.builder.master(...) (or spark-submit), not builder.remote(...)")
+
+
 def _partitions(df: Any, partitions: int | None) -> int:
     if partitions is None:
         return max(1, int(df.sparkSession.sparkContext.defaultParallelism))
@@ -253,8 +262,9 @@ def persistent_aggregate(df: Any, batch: Any, state: StateFactory, *, group_by: 
     ``OpaqueMap.factory(RedisBackingMap.factory(url, namespace="wordcount"))``; ``aggregator`` a combiner
     (``Count()``, ``Sum("col")``, or init/combine/zero of your own) or a reducer (init/reduce). ``partitions``
     (default: Spark's default parallelism) is how many tasks write, each with one bulk read and one bulk write.
-    Blocks until every partition wrote; returns a :class:`PersistResult`.
+    Blocks until every partition wrote; returns a :class:`PersistResult`. A Spark Connect DataFrame is refused.
     """
+    _classic(df, "persistent_aggregate")
     tx = _batch(df, batch, state)
     keys = _columns(df, group_by, "group_by")
     num = _partitions(df, partitions)
@@ -311,8 +321,9 @@ def partition_persist(df: Any, batch: Any, state: StateFactory, updater: StateUp
     columns) is refused with :class:`~kinesis_spout.state.base.StatePartitionError`. Without ``partition_by``, the
     package's maps need a backing map with compare-and-set (two partitions' tasks update a key concurrently):
     over one without it, the call is refused with ConfigError before anything is written. ``PersistResult.keys``
-    counts rows here.
+    counts rows here. A Spark Connect DataFrame is refused.
     """
+    _classic(df, "partition_persist")
     tx = _batch(df, batch, state)
     if not callable(getattr(updater, "update_state", None)):
         raise ConfigError(f"updater must have update_state(state, rows), got {updater!r}")
@@ -343,8 +354,9 @@ def state_query(df: Any, state: StateFactory, *, key_columns: Sequence[str], res
     being processed, as given to persistent_aggregate), the reads are those of a state in that batch, as in
     Trident: an OpaqueMap gives the value before the batch (never a replayed batch's earlier, partial attempt) and
     refuses a key written by a later batch (StateOrderError) or another run (StateRunError); a TransactionalMap
-    gives the stored value. Lazy, like any DataFrame: each action reads again.
+    gives the stored value. Lazy, like any DataFrame: each action reads again. A Spark Connect DataFrame is refused.
     """
+    _classic(df, "state_query")
     from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 
     from kinesis_spout.state.maps import BatchedMap, SnapshottableMap

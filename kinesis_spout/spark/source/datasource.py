@@ -148,11 +148,14 @@ class RefusedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 
 def register(spark: Any) -> type[KinesisSpoutDataSource]:
-    """Register ``format("kinesis_spout")`` with ``spark`` (a SparkSession) and return the class registered.
+    """Register ``format("kinesis_spout")`` with ``spark`` and return the class registered.
 
-    The same as ``spark.dataSource.register(KinesisSpoutDataSource)``, and it records the session's Spark master
-    (``spark.master``) on the class, so that ``readMode=auto`` reads on the executors on a cluster and on the driver
-    on ``local[...]``. Who calls: the user, on the driver, once per session (again after a new session).
+    ``spark`` is a classic SparkSession or a Spark Connect one (``SparkSession.builder.remote(...)``; the class is
+    then pickled to the server, into that client's session only). The same as
+    ``spark.dataSource.register(KinesisSpoutDataSource)``, and it records the session's Spark master
+    (``spark.master``, asked of the server through Connect) on the class, so that ``readMode=auto`` reads on the
+    executors on a cluster and on the driver on ``local[...]``. Who calls: the user, on the driver (the Connect
+    client), once per session (again after a new session).
     """
     try:
         master = spark.sparkContext.master
