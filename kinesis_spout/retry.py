@@ -30,12 +30,12 @@ import math
 import time
 from dataclasses import dataclass
 from random import random as _uniform
-from typing import Callable, Literal, Protocol, TypeVar, Union, runtime_checkable
+from typing import TYPE_CHECKING, Callable, Literal, Protocol, TypeVar, Union, runtime_checkable
 
 from kinesis_spout.errors import ConfigError, RetryError
 
-__all__ = ["POLL_S", "Backoff", "Delays", "Failure", "Interrupt", "InterruptHook", "RetryError", "RetryPolicy",
-           "StopReason", "call", "check_exponential", "exponential_delay", "wait"]
+__all__ = ["POLL_S", "Backoff", "Delays", "Failure", "Interrupt", "InterruptHook", "RetryBackoff", "RetryError",
+           "RetryPolicy", "StopReason", "call", "check_exponential", "exponential_delay", "wait"]
 
 T = TypeVar("T")
 
@@ -46,8 +46,8 @@ POLL_S = 0.2
 
 
 class Delays(Protocol):
-    """Anything that gives the delay after a failed try (``attempt`` 1 = the first try): a :class:`RetryPolicy`, or
-    :class:`kinesis_spout.tracker.RetryBackoff`."""
+    """Anything that gives the delay after a failed try (``attempt`` 1 = the first try): a :class:`RetryPolicy`
+    (a :class:`RetryBackoff` among them)."""
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait after try number ``attempt`` failed."""
@@ -120,9 +120,9 @@ class RetryPolicy:
     min_s: float | None = None
 
     def __post_init__(self) -> None:
-        check_exponential("RetryPolicy", self.initial_s, self.multiplier, self.max_s)
+        check_exponential(type(self).__name__, self.initial_s, self.multiplier, self.max_s)
         if not (math.isfinite(self.max_s)):
-            raise ConfigError(f"RetryPolicy.max_s must be a finite number of seconds, got {self.max_s!r}")
+            raise ConfigError(f"{type(self).__name__}.max_s must be a finite number of seconds, got {self.max_s!r}")
         if not 0.0 <= self.jitter <= 1.0:
             raise ConfigError(f"RetryPolicy.jitter must be a fraction from 0 to 1, got {self.jitter!r}")
         if self.max_attempts is not None and (isinstance(self.max_attempts, bool)
@@ -171,6 +171,40 @@ class RetryPolicy:
     def stops_after(self, attempts: int, elapsed_s: float, pause_s: float = 0.0) -> bool:
         """True when no try may follow (:meth:`stop_reason` names a limit)."""
         return self.stop_reason(attempts, elapsed_s, pause_s) is not None
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class RetryBackoff(RetryPolicy):
+    """A :class:`RetryPolicy` of delays alone: ``delay(1) == initial_s``, ``delay(n) == initial_s * multiplier **
+    (n - 1)``, never more than ``max_s``; no jitter, no limit of tries, no deadline.
+
+    The form of the settings that give delays and leave the counting to their owner: the tracker's
+    ``TrackingSettings.retry_backoff`` (the delay between a record's failure and its re-emission; ``retry_limit``
+    counts the tries) and ``SpoutPipeline(batch_retry_backoff=...)`` (``batch_retry_limit`` and
+    ``batch_retry_deadline_s`` count, the pipeline adds its jitter). Being a policy, it goes wherever one goes (a
+    :class:`Backoff`, :func:`call`, the dead-letter worker). Refuses ``jitter``, ``max_attempts``, ``deadline_s`` and
+    ``min_s``, which its owners would not follow: give a :class:`RetryPolicy` where a whole policy is taken.
+    """
+
+    if TYPE_CHECKING:  # the three delays are what it takes (the other fields, given, are refused)
+        def __init__(self, initial_s: float = 0.1, multiplier: float = 2.0, max_s: float = 10.0) -> None: ...
+
+    def __post_init__(self) -> None:
+        RetryPolicy.__post_init__(self)
+        given = [f"{name}={value!r}" for name, value in (("jitter", self.jitter), ("max_attempts", self.max_attempts),
+                                                           ("deadline_s", self.deadline_s), ("min_s", self.min_s))
+                 if value is not None and not (name == "jitter" and value == 0)]
+        if given:
+            raise ConfigError(f"RetryBackoff holds delays only (initial_s, multiplier, max_s), got {', '.join(given)}: "
+                              f"the tries are counted by the setting beside it (retry_limit, batch_retry_limit); "
+                              f"give a RetryPolicy where a whole policy is taken")
+
+    def __repr__(self) -> str:
+        return f"RetryBackoff(initial_s={self.initial_s!r}, multiplier={self.multiplier!r}, max_s={self.max_s!r})"
+
+    def policy(self) -> RetryPolicy:
+        """The same delays as a plain :class:`RetryPolicy` (to add jitter or limits with ``dataclasses.replace``)."""
+        return RetryPolicy(initial_s=self.initial_s, multiplier=self.multiplier, max_s=self.max_s)
 
 
 def wait(seconds: float, interrupt: InterruptHook | None = None, *, sleep: Callable[[float], object] = time.sleep,

@@ -62,9 +62,10 @@ HOLDS: dict[str, str] = {
     "zookeeper/": "one bounded kazoo session shared by the stores built on it, its security (ACL, TLS, secrets "
                   "masked in logs), and the library's ZooKeeper errors, translated from kazoo's at the session",
     "checkpoint/": "the checkpoint store protocol, the ZooKeeper store (compare-and-set, lease fencing) on a session, "
-                   "the in-memory store, the coalescing writer",
+                   "the in-memory store, the coalescing writer and its throttle (pure, shared with the Spark source)",
     "coordination/": "who reads which shard and from where: lineage and assignment (pure), starts and pins, the "
-                     "shard sync, ZooKeeper leases and rebalancing",
+                     "shard sync and its listing schedule (pure, shared with the Spark source), ZooKeeper leases and "
+                     "rebalancing",
     "state/": "Trident state: map states, values, serializer, aggregators (pure), the Spark operations, the "
               "transaction log, Redis and Memcached backing maps",
     "deadletters/": "dead-letter destinations (handler, Kinesis stream, JSON Lines), their envelope, the writer "

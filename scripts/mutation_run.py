@@ -51,14 +51,18 @@ INTEGRATION = "tests/integration/"
 TESTS_BY_MODULE: dict[str, list[str]] = {
     "kinesis_spout.positions": UNIT,  # tests/unit/core/test_positions.py
     "kinesis_spout.records": UNIT,  # tests/unit/core/test_records.py
-    "kinesis_spout.tracker": UNIT,  # RetryBackoff: tests/unit/core/test_retry.py, test_tracker_retries.py
+    "kinesis_spout.tracker": UNIT,  # the tracker's names: tests/unit/core/test_public_names.py
     # the tracker (span, span_list, span_failures, spans, retries, keys): its own tests, those of the spans, the
     # per-record cases, the model and the differential test, and of the public name (a mutant of a function every
     # spout test reaches ran against some 300 unit tests otherwise)
     "kinesis_spout.tracking": [f"tests/unit/core/{name}::*" for name in (
         "test_spans*.py", "test_tracker_checkpoints.py", "test_tracker_retries.py", "test_tracker_model.py",
         "test_public_names.py")],
-    "kinesis_spout.retry": UNIT,  # tests/unit/core/test_retry.py
+    # the retry policy (RetryBackoff among it): its own tests, the tracker's delays and the pipeline's batch retries
+    # (every unit test that builds a configuration reaches the policy's checks: some 600 tests a mutant otherwise)
+    "kinesis_spout.retry": [f"tests/unit/{name}::*" for name in (
+        "core/test_retry.py", "core/test_retry_stop_and_wait.py", "core/test_tracker_retries.py",
+        "spark/test_batch_retry.py")],
     "kinesis_spout.config": UNIT,  # its modules: tests/unit/core/test_config*.py
     "kinesis_spout.spout.shards": UNIT,  # a shard's lifecycle: tests/unit/spout/test_shard_lifecycle.py
     "kinesis_spout.checkpoint.base": UNIT,

@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from kinesis_spout.errors import CheckpointError
 from kinesis_spout.positions import (
-    AT_TIMESTAMP_NAME,
     RESET_POSITIONS,
     CheckpointFields,
     Position,
+    at_timestamp,
     from_checkpoint_fields,
     to_checkpoint_fields,
 )
-from kinesis_spout.records import WHOLE, SequenceKey
+from kinesis_spout.records import SequenceKey
 
 if TYPE_CHECKING:
     from kinesis_spout.zookeeper.session import Listener, ZooKeeperSession
@@ -31,58 +31,92 @@ FORMAT_VERSION = 1
 # resumes at the same place.
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Checkpoint:
-    """A shard's safe checkpoint: every record at or below ``key`` is done.
+    """A shard's safe checkpoint: the :class:`~kinesis_spout.positions.Position` where its reading resumes (every
+    record at or below it is done), who wrote it and when.
 
-    ``sequence_number`` is None only for a finished shard in which nothing was read (``shard_end`` True), or for
-    a shard in which nothing was consumed yet: ``reset_to`` then says where it starts (``"TRIM_HORIZON"``,
-    ``"LATEST"``, or ``"AT_TIMESTAMP"`` at ``timestamp``). Such a start is behind every checkpoint with a sequence
-    number. :attr:`position` is the :class:`kinesis_spout.positions.Position` the fields store, :meth:`at` the
-    checkpoint that stores a position.
+    ``position`` is what it holds; the stored fields are read from it (:attr:`sequence_number`,
+    :attr:`sub_sequence_number`, :attr:`shard_end`, :attr:`reset_to`, :attr:`timestamp`, by
+    :func:`kinesis_spout.positions.to_checkpoint_fields`: the JSON document's fields). Build one with
+    :meth:`at` (a position), :meth:`pinned` (a start pinned to a time), or from the stored fields as before:
+    ``Checkpoint(shard_id, sequence_number, sub_sequence_number, shard_end, owner, updated_at, reset_to,
+    timestamp)``, which a ``CheckpointError`` refuses when they store no position (a ``reset_to`` beside a
+    sequence number, nothing at all ...). ``sequence_number`` is None only for a finished shard in which nothing was
+    read, or for a shard in which nothing was consumed yet: ``reset_to`` then says where it starts
+    (``"TRIM_HORIZON"``, ``"LATEST"``, or ``"AT_TIMESTAMP"`` at ``timestamp``). Such a start is behind every
+    checkpoint with a sequence number.
     """
 
     shard_id: str
-    sequence_number: str | None
-    sub_sequence_number: int | None = None
-    shard_end: bool = False
-    owner: str = ""
-    updated_at: datetime | None = None
-    reset_to: str | None = None
-    timestamp: datetime | None = None
+    position: Position
+    owner: str
+    updated_at: datetime | None
+
+    def __init__(self, shard_id: str, sequence_number: str | None = None, sub_sequence_number: int | None = None,
+                 shard_end: bool = False, owner: str = "", updated_at: datetime | None = None,
+                 reset_to: str | None = None, timestamp: datetime | None = None, *,
+                 position: Position | None = None) -> None:
+        if position is None:
+            position = from_checkpoint_fields(CheckpointFields(sequence_number, sub_sequence_number, shard_end,
+                                                               reset_to, timestamp), f"shard {shard_id}")
+        elif (sequence_number, sub_sequence_number, shard_end, reset_to, timestamp) != (None, None, False, None, None):
+            raise TypeError("Checkpoint takes a position or the fields that store one, not both")
+        object.__setattr__(self, "shard_id", shard_id)
+        object.__setattr__(self, "position", position)
+        object.__setattr__(self, "owner", owner)
+        object.__setattr__(self, "updated_at", updated_at)
 
     @classmethod
     def pinned(cls, shard_id: str, timestamp: datetime) -> "Checkpoint":
         """The start of a shard in which nothing was consumed yet, pinned to records that arrived at ``timestamp``
         or later (how ``LATEST`` and ``AT_TIMESTAMP`` are made durable)."""
-        when = timestamp if timestamp.tzinfo else timestamp.replace(tzinfo=timezone.utc)
-        return cls(shard_id, None, reset_to=AT_TIMESTAMP_NAME, timestamp=when)
+        return cls(shard_id, position=at_timestamp(timestamp))
 
     @classmethod
     def at(cls, shard_id: str, position: Position, owner: str = "", updated_at: datetime | None = None
            ) -> "Checkpoint":
-        """The checkpoint of ``shard_id`` that stores ``position`` (its fields by
-        :func:`kinesis_spout.positions.to_checkpoint_fields`)."""
-        seq, sub, shard_end, reset_to, timestamp = to_checkpoint_fields(position)
-        return cls(shard_id, seq, sub, shard_end, owner, updated_at, reset_to, timestamp)
+        """The checkpoint of ``shard_id`` that stores ``position``."""
+        return cls(shard_id, owner=owner, updated_at=updated_at, position=position)
 
     @property
-    def position(self) -> Position:
-        """The position the checkpoint stores; ``CheckpointError`` for fields that store none (never for a
-        checkpoint read by :meth:`from_json`, which refuses those)."""
-        return from_checkpoint_fields(CheckpointFields(self.sequence_number, self.sub_sequence_number,
-                                                       self.shard_end, self.reset_to, self.timestamp),
-                                      f"shard {self.shard_id}")
+    def fields(self) -> CheckpointFields:
+        """The stored fields of :attr:`position` (:func:`kinesis_spout.positions.to_checkpoint_fields`)."""
+        return to_checkpoint_fields(self.position)
+
+    @property
+    def sequence_number(self) -> str | None:
+        """The last consumed record's sequence number; None when nothing was consumed."""
+        key = self.position.key
+        return None if key is None else str(key.sequence)
+
+    @property
+    def sub_sequence_number(self) -> int | None:
+        """The last consumed user record inside a KPL aggregate; None after a whole Kinesis record."""
+        return self.fields.sub_sequence_number
+
+    @property
+    def shard_end(self) -> bool:
+        """True for a finished shard."""
+        return self.position.ended
+
+    @property
+    def reset_to(self) -> str | None:
+        """Where a shard in which nothing was consumed starts: ``"TRIM_HORIZON"``, ``"LATEST"``, ``"AT_TIMESTAMP"``
+        (None with a sequence number, and for an end that hands down ``TRIM_HORIZON``)."""
+        return self.fields.reset_to
+
+    @property
+    def timestamp(self) -> datetime | None:
+        """The time of a start pinned to ``AT_TIMESTAMP`` (an end's included); None otherwise."""
+        return self.fields.timestamp
 
     @property
     def key(self) -> SequenceKey | None:
         """The last consumed user record: ``(sequence, sub-sequence)`` inside a KPL aggregate, ``(sequence, WHOLE)``
         when the whole Kinesis record was consumed (so a checkpoint that finishes an aggregate is ahead of one
         inside it); None when nothing was consumed."""
-        if self.sequence_number is None:
-            return None
-        sub = WHOLE if self.sub_sequence_number is None else self.sub_sequence_number
-        return SequenceKey(int(self.sequence_number), sub)
+        return self.position.key
 
     def is_behind(self, other: "Checkpoint") -> bool:
         """True when this checkpoint would move ``other`` backwards."""
@@ -95,18 +129,20 @@ class Checkpoint:
         return replace(self, owner=owner, updated_at=datetime.now(timezone.utc))
 
     def to_json(self) -> bytes:
+        """The stored form (version 1): the position's fields, the owner and the time of the write."""
+        fields = self.fields
         doc = {
             "version": FORMAT_VERSION,
-            "sequence_number": self.sequence_number,
-            "sub_sequence_number": self.sub_sequence_number,
-            "shard_end": self.shard_end,
+            "sequence_number": fields.sequence_number,
+            "sub_sequence_number": fields.sub_sequence_number,
+            "shard_end": fields.shard_end,
             "owner": self.owner,
             "updated_at": (self.updated_at or datetime.now(timezone.utc)).isoformat(),
         }
-        if self.reset_to is not None:
-            doc["reset_to"] = self.reset_to
-        if self.timestamp is not None:
-            doc["timestamp"] = self.timestamp.isoformat()
+        if fields.reset_to is not None:
+            doc["reset_to"] = fields.reset_to
+        if fields.timestamp is not None:
+            doc["timestamp"] = fields.timestamp.isoformat()
         return json.dumps(doc, separators=(",", ":")).encode()
 
     @classmethod
@@ -147,13 +183,13 @@ class Checkpoint:
         if not isinstance(shard_end, bool):
             raise CheckpointError(f"checkpoint at {where} has a non-boolean shard_end {shard_end!r}")
         # the position fields: a sequence number, a reset_to, a timestamp and a sub-sequence number that store one
-        from_checkpoint_fields(CheckpointFields(seq, sub, shard_end, reset_to, timestamp), where)
+        position = from_checkpoint_fields(CheckpointFields(seq, sub, shard_end, reset_to, timestamp), where)
         updated = doc.get("updated_at")
         try:
             updated_at = datetime.fromisoformat(updated) if isinstance(updated, str) else None
         except ValueError:
             updated_at = None
-        return cls(shard_id, seq, sub, shard_end, str(doc.get("owner", "")), updated_at, reset_to, timestamp)
+        return cls(shard_id, owner=str(doc.get("owner", "")), updated_at=updated_at, position=position)
 
 
 def repair_hint(shard_id: str, where: str) -> str:

@@ -8,6 +8,7 @@ import time
 from typing import Callable
 
 from kinesis_spout.checkpoint.base import Checkpoint, CheckpointStore
+from kinesis_spout.checkpoint.throttle import CheckpointThrottle
 from kinesis_spout.errors import CheckpointConflict, CheckpointError, SpoutError
 from kinesis_spout.retry import Backoff, RetryPolicy
 
@@ -32,7 +33,7 @@ class CheckpointWriter:
     every advance, as fast as the store allows), so the newest value reaches the store within ``interval_s`` of its
     offer even when nothing else happens. ``flush`` writes everything pending now; ``flush_shard`` writes one
     shard's pending value now and waits for that shard alone (a hand-over: other shards keep their interval);
-    ``close`` flushes and joins (idempotent). Everything below (``_pending``, ``_failed``, ``_last_write``, the
+    ``close`` flushes and joins (idempotent). Everything below (``_pending``, ``_failed``, ``_throttle``, the
     flush and busy flags) is guarded by ``_cond``'s lock, except the counters and ``written``, which only the
     writer's thread changes.
 
@@ -53,7 +54,6 @@ class CheckpointWriter:
                  on_conflict: ConflictHandler | None = None, retry: RetryPolicy = CHECKPOINT_WRITE_RETRY,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.store = store
-        self.interval_s = interval_s
         self.owner = owner
         self.deadline_s = deadline_s
         self.on_conflict = on_conflict
@@ -61,7 +61,7 @@ class CheckpointWriter:
         self._sleep = sleep
         self._pending: dict[str, Checkpoint | LatestCheckpoint] = {}
         self._failed: dict[str, Checkpoint] = {}  # per shard, the newest value whose write failed, until one lands
-        self._last_write: dict[str, float] = {}
+        self._throttle = CheckpointThrottle(interval_s)  # when each shard may be written next
         self._cond = threading.Condition()
         self._stop = False
         self._busy = False
@@ -77,6 +77,11 @@ class CheckpointWriter:
         self.last_error: SpoutError | None = None
         self.unreachable: CheckpointError | None = None
         self.written: dict[str, Checkpoint] = {}
+
+    @property
+    def interval_s(self) -> float:
+        """The least time between two writes of a shard (0: every advance)."""
+        return self._throttle.interval_s
 
     def start(self) -> None:
         if self._thread is None:
@@ -115,10 +120,10 @@ class CheckpointWriter:
             if shard_id in self._pending:
                 return shard_id, 0.0
         for shard_id in self._pending:
-            due = self._last_write.get(shard_id, -1e18) + self.interval_s
-            if due <= now:
+            left = self._throttle.wait_s(shard_id, now)
+            if left <= 0:
                 return shard_id, 0.0
-            wait = min(wait, due - now)
+            wait = min(wait, left)
         return None, wait
 
     def _run(self) -> None:
@@ -140,7 +145,7 @@ class CheckpointWriter:
                 checkpoint = _newest(self._failed.get(shard_id), made)
             if checkpoint is None:  # nothing new since the last value: the shard was looked at, as good as written
                 with self._cond:
-                    self._last_write[shard_id] = time.monotonic()
+                    self._throttle.wrote(shard_id, time.monotonic())
                     self._busy = False
                     self._writing = None
                     self._cond.notify_all()
@@ -252,7 +257,7 @@ class CheckpointWriter:
             else:
                 log.warning("checkpoint write of %s failed (will retry): %s", checkpoint.shard_id, exc)
             return False
-        self._last_write[checkpoint.shard_id] = time.monotonic()
+        self._throttle.wrote(checkpoint.shard_id, time.monotonic())
         self.written[checkpoint.shard_id] = checkpoint
         self.writes += 1
         self._recovered()

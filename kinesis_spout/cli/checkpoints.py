@@ -209,7 +209,7 @@ def reset(args: argparse.Namespace) -> int:
             check_app_and_stream(store, config)
         try:
             old = store.load(args.shard)
-            has_node, old_text = old is not None, describe(old or Checkpoint(args.shard, None, reset_to="-"))
+            has_node, old_text = old is not None, describe(old) if old is not None else "(reset to -)"
         except SpoutError as exc:  # an unreadable checkpoint is exactly what a reset may be for
             has_node, old_text = True, f"unreadable ({exc})"
         if not has_node and not args.force:  # no checkpoint yet: the shard must exist, or the row is a phantom

@@ -21,6 +21,7 @@ from typing import Any, Callable
 from kinesis_spout.checkpoint.base import CheckpointStore
 from kinesis_spout.config import InitialPosition
 from kinesis_spout.coordination.lineage import waiting_for_parents
+from kinesis_spout.coordination.listing import ListingSchedule
 from kinesis_spout.coordination.starts import record_first_start
 from kinesis_spout.errors import LeaseError, SpoutError, StreamNotFoundError
 from kinesis_spout.kinesis.shards import Shard, list_shards
@@ -53,7 +54,6 @@ class ShardSync:
         self.client = client
         self.stream_name = stream_name
         self.store = store
-        self.interval_s = interval_s  # how often the shards are listed
         self.round_s = round_s if round_s is not None else interval_s  # how often ``owns`` is asked
         self._owns = owns
         self._known = known
@@ -67,7 +67,7 @@ class ShardSync:
         self._thread: threading.Thread | None = None
         self.rounds = 0
         self.listed: list[Shard] = []
-        self._listed_at: float | None = None
+        self._schedule = ListingSchedule(interval_s)  # when the shards are listed next
         self.finished: set[str] = set()  # shards whose end is stored (closed shards only ever join this set)
         self.initial_position = initial_position
         self.initial_timestamp = initial_timestamp
@@ -77,6 +77,11 @@ class ShardSync:
         #: The shards of the last round held back by their parents: shard id -> the parents not read to their end
         #: yet (listed, not finished). Replaced whole by each round (the sync thread); read freely (the open line).
         self.waiting: dict[str, tuple[str, ...]] = {}
+
+    @property
+    def interval_s(self) -> float:
+        """How often the shards are listed."""
+        return self._schedule.interval_s
 
     def take_fresh_pins(self) -> dict[str, datetime]:
         """The pins this sync's first listing wrote (shard id -> time), once. Called by the spout's ``open()``."""
@@ -89,7 +94,7 @@ class ShardSync:
         app's first start (raises when the store fails: nothing is handed over until it is recorded). Called by
         ``sync()`` only (the sync thread, or ``open()`` before the thread starts)."""
         now = time.monotonic()
-        if relist or self._listed_at is None or now - self._listed_at >= self.interval_s:
+        if relist or self._schedule.due(now):
             self._list()
         listed = self.listed
         if not self._first_start_done:
@@ -114,7 +119,7 @@ class ShardSync:
     def _list(self) -> None:
         """List the stream's shards now (``listed``) and clean up after those that left the listing."""
         self.listed = list_shards(self.client, self.stream_name)
-        self._listed_at = time.monotonic()
+        self._schedule.listed(time.monotonic())
         self._clean_up(self.listed)
 
     def _may_have_finished(self) -> bool:

@@ -13,7 +13,6 @@ from kinesis_spout.deadletters.base import DeadLetter, DeadLetterError, DeadLett
 from kinesis_spout.deadletters.local import LocalDeadLetterWriter
 from kinesis_spout.errors import DeadLetterStormError
 from kinesis_spout.retry import Backoff, RetryPolicy
-from kinesis_spout.tracker import RetryBackoff
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +85,8 @@ class DeadLetterWorker:
     held (the spout takes its lock there and marks the records done). The constructor does no I/O; ``start()``
     starts the thread; ``close()`` writes what it can within its time-out, closes the writer, and is idempotent.
 
-    Failed writes keep their letters queued, in order, and are retried after ``backoff``'s delays (a
-    :class:`~kinesis_spout.retry.RetryPolicy` or a ``RetryBackoff``; :data:`DEAD_LETTER_BACKOFF` by default); each
+    Failed writes keep their letters queued, in order, and are retried after ``backoff``'s delays (any
+    :class:`~kinesis_spout.retry.RetryPolicy`, a ``RetryBackoff`` too; :data:`DEAD_LETTER_BACKOFF` by default); each
     failure is logged and counted in ``failures``. Once writes have kept failing for ``deadline_s``,
     ``unreachable`` holds a :class:`DeadLetterError` (the spout raises it from ``next_batch``/``next_tuple``) until
     a write succeeds again. Nothing queued is ever dropped while the worker runs; what is still queued at close is
@@ -107,14 +106,14 @@ class DeadLetterWorker:
     """
 
     def __init__(self, writer: DeadLetterWriter, on_written: Callable[[Sequence[DeadLetter]], None], *,
-                 deadline_s: float, backoff: RetryPolicy | RetryBackoff = DEAD_LETTER_BACKOFF,
+                 deadline_s: float, backoff: RetryPolicy = DEAD_LETTER_BACKOFF,
                  hold_s: float = DEFAULT_HOLD_S) -> None:
         self.writer = writer
         self.hold_s = hold_s
         self.on_written = on_written
         self.deadline_s = deadline_s
         self.backoff = backoff
-        self._backoff = Backoff(backoff.policy() if isinstance(backoff, RetryBackoff) else backoff)
+        self._backoff = Backoff(backoff)
         self._cond = threading.Condition()
         self._queue: list[DeadLetter] = []
         self._held: list[DeadLetter] = []

@@ -164,11 +164,6 @@ def _positive_int(name: str, value: Any) -> int:
     return int(text)
 
 
-def checkpoint_position(checkpoint: Checkpoint) -> Position:
-    """The position a stored ZooKeeper checkpoint stands for (an operator's reset or a pinned start included)."""
-    return lineage.from_checkpoint(checkpoint).position
-
-
 def initial_positions(parents: Mapping[str, Sequence[str]], stored: Mapping[str, Checkpoint],
                       config: SpoutConfig, closed: Iterable[str] = (), first_start: bool | None = None
                       ) -> dict[str, Position]:

@@ -38,6 +38,7 @@ from kinesis_spout.checkpoint.base import Checkpoint
 from kinesis_spout.coordination.lineage import ShardStart, end_checkpoint
 from kinesis_spout.errors import SpoutStateError
 from kinesis_spout.kinesis.shards import Shard
+from kinesis_spout.positions import after
 from kinesis_spout.records import SequenceKey
 from kinesis_spout.spout.kpl import stored_sub
 from kinesis_spout.tracker import FailOutcome, TrackerStats
@@ -277,7 +278,7 @@ class ShardLifecycle:
         if key is None or key == self.offered:
             return None
         self.offered = key
-        return Checkpoint(self.shard_id, str(key.sequence), stored_sub(self.aggregates, self.restored, key))
+        return Checkpoint.at(self.shard_id, after(key.sequence, stored_sub(self.aggregates, self.restored, key)))
 
     def checkpoint_unoffered(self) -> bool:
         """True when the safe checkpoint moved past the last one made for the writer."""

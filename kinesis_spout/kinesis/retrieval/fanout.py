@@ -214,7 +214,7 @@ class WaitingFanOut:
             try:
                 self.getter.prepare()
             except KinesisError as exc:
-                time.sleep(self._delay(exc))
+                self._backoff.wait(self._delay(exc))
                 continue
             self._backoff.reset()
             return time.monotonic()
@@ -235,7 +235,7 @@ class WaitingFanOut:
                     log.info("%s: ending the read with what it holds", exc)
                     time.sleep(max(0.0, deadline - time.monotonic()))
                     return FetchResult([], None, False, 0)
-                time.sleep(pause)
+                self._backoff.wait(pause)
                 continue
             if result.fetched or result.shard_end or result.millis_behind_latest is not None:
                 self._backoff.reset()

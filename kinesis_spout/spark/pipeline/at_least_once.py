@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 from kinesis_spout.errors import CheckpointConflict, CheckpointError
 from kinesis_spout.records import SpoutTuple
+from kinesis_spout.retry import Backoff, RetryPolicy
 from kinesis_spout.spark.batch import Batch, failed_message_ids
 from kinesis_spout.spark.batch_store import BatchIds, batch_store_for
 from kinesis_spout.spark.pipeline.batch_retry import BatchRetry, summary
@@ -44,7 +46,9 @@ __all__ = ["AtLeastOnceRunner"]
 
 log = logging.getLogger(__name__)
 
-STORE_BACKOFF_MAX_S = 5.0
+#: The pauses between two tries of storing the next batch id: 0.2 s, doubling, at most 5 s, for at most
+#: ``zookeeper_deadline_s`` (given per run).
+STORE_RETRY = RetryPolicy(initial_s=0.2, multiplier=2.0, max_s=5.0)
 
 
 class AtLeastOnceRunner:
@@ -100,9 +104,8 @@ class AtLeastOnceRunner:
         with a ``CheckpointError`` (the held records are read again by the next run). Each try is bounded in time
         by the store, so the run's own limits (``timeout_s``, ``stop()``) end the wait too.
         """
-        backoff = 0.0
-        failing_since: float | None = None
         deadline_s = self.config.zk.deadline_s
+        backoff = Backoff(replace(STORE_RETRY, deadline_s=deadline_s))
         while True:
             try:
                 store.save_batch_id(last_id + 1)
@@ -114,18 +117,17 @@ class AtLeastOnceRunner:
             except CheckpointError as exc:
                 if not exc.retriable:
                     raise
-                now = time.monotonic()
-                failing_since = now if failing_since is None else failing_since
-                if now - failing_since >= deadline_s:
+                pause = backoff.next_delay()
+                failing_for = backoff.failing_for()
+                if backoff.expired:
                     raise CheckpointError(
-                        f"the next batch id could not be stored for {now - failing_since:.0f} s (zookeeper_deadline_s "
+                        f"the next batch id could not be stored for {failing_for:.0f} s (zookeeper_deadline_s "
                         f"{deadline_s:g} s): {exc}. The batch's records were not processed; they are read again by "
                         f"the next run. Check that ZooKeeper is running and reachable, or raise zookeeper_deadline_s",
                         retriable=True) from exc
-                backoff = min(max(2 * backoff, 0.2), STORE_BACKOFF_MAX_S)
                 log.warning("cannot store the next batch id; the batch waits until it is stored (retrying in "
-                            "%.1f s, for at most %.0f s more): %s", backoff, deadline_s - (now - failing_since), exc)
-                if not self.loop.wait_until(time.monotonic() + backoff):
+                            "%.1f s, for at most %.0f s more): %s", pause, deadline_s - failing_for, exc)
+                if not self.loop.wait_until(time.monotonic() + pause):
                     return None
 
     def _run_batch(self, spout: KinesisSpout, batch_id: int, tuples: list[SpoutTuple], started: float) -> bool:

@@ -18,13 +18,13 @@ from __future__ import annotations
 import logging
 import math
 import time
+from dataclasses import replace
 from random import random as _uniform
 from typing import Callable
 
 from kinesis_spout.errors import BatchFailedError, ConfigError
-from kinesis_spout.retry import Backoff, RetryPolicy, wait
+from kinesis_spout.retry import Backoff, RetryBackoff, RetryPolicy, wait
 from kinesis_spout.spark.pipeline.loop import RunLoop
-from kinesis_spout.tracker import RetryBackoff
 
 __all__ = ["BATCH_RETRY_JITTER", "DEFAULT_BATCH_RETRY_BACKOFF", "BatchRetry", "batch_retry_policy", "summary"]
 
@@ -48,12 +48,11 @@ def batch_retry_policy(limit: int, deadline_s: float | None, backoff: RetryBacko
         raise ConfigError(f"batch_retry_deadline_s must be a number of seconds > 0 (or None: batch_retry_limit "
                           f"alone ends the tries), got {deadline_s!r}")
     backoff = DEFAULT_BATCH_RETRY_BACKOFF if backoff is None else backoff
-    if not isinstance(backoff, RetryBackoff) or not math.isfinite(backoff.max_s):
-        raise ConfigError(f"batch_retry_backoff must be a RetryBackoff with a finite max_s (e.g. "
-                          f"RetryBackoff(initial_s=1.0, multiplier=2.0, max_s=30.0)), got {backoff!r}")
-    return RetryPolicy(initial_s=backoff.initial_s, multiplier=backoff.multiplier, max_s=backoff.max_s,
-                       jitter=BATCH_RETRY_JITTER, max_attempts=limit + 1,
-                       deadline_s=None if deadline_s is None else float(deadline_s))
+    if not isinstance(backoff, RetryBackoff):
+        raise ConfigError(f"batch_retry_backoff must be a RetryBackoff (e.g. RetryBackoff(initial_s=1.0, "
+                          f"multiplier=2.0, max_s=30.0)), got {backoff!r}")
+    return replace(backoff.policy(), jitter=BATCH_RETRY_JITTER, max_attempts=limit + 1,
+                   deadline_s=None if deadline_s is None else float(deadline_s))
 
 
 def summary(exc: BaseException) -> str:

@@ -43,6 +43,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from kinesis_spout.records import SpoutTuple
+from kinesis_spout.retry import Backoff
 from kinesis_spout.spark.batch import Batch, failed_message_ids
 from kinesis_spout.spark.ownership import ownership_for
 from kinesis_spout.spark.pipeline.batch_log import RunOwnership, collect_replay, split_committed
@@ -183,9 +184,9 @@ class ExactlyOnceRunner:
         records = [t.record for t in tuples]
         ids = [t.message_id for t in tuples]
         in_batch = set(ids)
-        backoff = self.config.retry_backoff
         record_tries = self.config.retry_limit + 1
-        record_failures = 0
+        # the tries with failed records: retry_backoff's delays, retry_limit more tries (the policy's stop rule)
+        failing = Backoff(replace(self.config.retry_backoff.policy(), max_attempts=record_tries))
         raised = BatchRetry(self.settings.batch_retry, self.loop, entry.txid, len(records),
                             "the next run replays them under the same txid", kind="txid")
         attempt = 0
@@ -228,13 +229,13 @@ class ExactlyOnceRunner:
                 if not raised.failed(error):
                     return False
                 continue
-            record_failures += 1
-            if record_failures >= record_tries:
+            failure = failing.failed()
+            record_failures, wait_s = failure.attempt, failure.pause_s
+            if failure.stop is not None:
                 raise StateError(f"txid {entry.txid} failed {record_failures} times with failed records (last: "
                                  f"{what}); its {len(records)} records are not acked and the next run replays them "
                                  f"under the same txid. A record cannot be dead-lettered in exactly-once mode: fix "
                                  f"the cause, or raise retry_limit")
-            wait_s = min(backoff.max_s, backoff.initial_s * backoff.multiplier ** (record_failures - 1))
             log.warning("txid %d: %s; processing its %d records again under the same txid in %.2f s (attempt "
                         "%d; failed records %d of %d times)", entry.txid, what, len(records), wait_s, attempt + 1,
                         record_failures, record_tries)

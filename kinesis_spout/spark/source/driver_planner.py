@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Mapping, Sequence
 
@@ -41,6 +41,8 @@ __all__ = ["DriverPlanner", "ShardCursor"]
 log = logging.getLogger(__name__)
 
 FETCH_THREADS = 32
+#: The driver's GetRecords retries: the readers' delays, MAX_RETRIES retriable errors in a row at most.
+PLANNER_READ_RETRY = replace(GET_RECORDS_RETRY, max_attempts=MAX_RETRIES + 1)
 
 
 def _end(getter: ShardRetrieval) -> None:
@@ -62,7 +64,7 @@ class ShardCursor:
     getter: ShardRetrieval
     pending: list[Record] = field(default_factory=list)
     next_poll: float = 0.0
-    backoff: Backoff = field(default_factory=lambda: Backoff(GET_RECORDS_RETRY))  # no limit: MAX_RETRIES counts
+    backoff: Backoff = field(default_factory=lambda: Backoff(PLANNER_READ_RETRY))
     #: the pause after an empty read at the tip: ``empty_record_backoff_s``, doubling while the shard stays idle
     idle: Backoff = field(default_factory=lambda: idle_backoff(MIN_POLL_INTERVAL_S, None))
     at_tip: bool = False   # an empty read at the stream's tip since prepareForTriggerAvailableNow
@@ -260,11 +262,13 @@ class DriverPlanner:
         try:
             result = cursor.getter.fetch()
         except KinesisError as exc:
-            if not exc.retriable or cursor.backoff.failures >= MAX_RETRIES:
+            if not exc.retriable:
                 raise
-            pause = cursor.backoff.next_delay()
-            log_retried_error(exc, cursor.shard_id, cursor.backoff.failures, cursor.backoff.failing_for(), pause)
-            cursor.next_poll = time.monotonic() + pause
+            failure = cursor.backoff.failed()
+            if failure.stop is not None:  # MAX_RETRIES retriable errors in a row before this one
+                raise
+            log_retried_error(exc, cursor.shard_id, failure.attempt, failure.elapsed_s, failure.pause_s)
+            cursor.next_poll = time.monotonic() + failure.pause_s
             return
         cursor.backoff.reset()
         cursor.pending.extend(skip_consumed(result.records, cursor.position))

@@ -14,7 +14,9 @@ from typing import Any, Callable, Generic, Mapping, TypeVar
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, ReadMaxRows
 
 from kinesis_spout.checkpoint.base import Checkpoint
+from kinesis_spout.checkpoint.throttle import CheckpointThrottle
 from kinesis_spout.config import SpoutConfig
+from kinesis_spout.coordination.listing import ListingSchedule
 from kinesis_spout.errors import CheckpointError
 from kinesis_spout.kinesis.retrieval.consumers import ensure_consumer
 from kinesis_spout.kinesis.shards import HashKeyRange, Shard, drop_range, list_shards, owned_shards
@@ -73,9 +75,9 @@ class QueryPlanning:
         #: Trigger.AvailableNow: read records that arrived up to this time (None: not an AvailableNow run).
         self.cutoff: datetime | None = None
         self._shards: dict[str, Shard] = {}
-        self._listed_at: float | None = None
+        self._listing = ListingSchedule(config.shard_sync_interval_s)
         self._written: dict[str, str] = {}
-        self._written_at: dict[str, float] = {}
+        self._throttle = CheckpointThrottle(config.checkpoint_interval_s)
         self._consumer_arn: str | None = None
         self._writer = CheckpointWriter()
 
@@ -84,16 +86,16 @@ class QueryPlanning:
         """The owned shards, listed again every ``shardSyncIntervalS`` (or when ``force``, or after
         :meth:`relist`)."""
         now = time.monotonic()
-        if force or self._listed_at is None or now - self._listed_at >= self.config.shard_sync_interval_s:
+        if force or self._listing.due(now):
             cfg = self.config
             mine = owned_shards(list_shards(self.clients.kinesis(), cfg.stream_name), cfg.task_index, cfg.task_count)
             self._shards = {s.shard_id: s for s in mine}
-            self._listed_at = now
+            self._listing.listed(now)
         return self._shards
 
     def relist(self) -> None:
         """List the shards again at the next :meth:`list_shards` (a shard ended: look for its children)."""
-        self._listed_at = None
+        self._listing.relist()
 
     def hash_range(self, shard_id: str) -> HashKeyRange | None:
         """The shard's hash key range, from the listing, for its getters (None: no user record is dropped, with
@@ -172,15 +174,14 @@ class QueryPlanning:
             checkpoint = as_checkpoint(shard_id, pos)
             if checkpoint is None or self._written.get(shard_id) == text:
                 continue
-            if not force and now - self._written_at.get(shard_id, -1e18) < self.config.checkpoint_interval_s \
-                    and checkpoint.sequence_number is not None:
+            if not force and not self._throttle.due(shard_id, now) and checkpoint.sequence_number is not None:
                 continue
             due.append(checkpoint.stamped(self.config.worker_id))
             texts[shard_id] = text
 
         def done(shard_id: str) -> None:
             self._written[shard_id] = texts[shard_id]
-            self._written_at[shard_id] = now
+            self._throttle.wrote(shard_id, now)
 
         if not due:
             return

@@ -47,20 +47,24 @@ PER_BATCH = 50  # maxRecordsPerTrigger of the crash test's consumer
 
 
 # -- the reader without Spark ----------------------------------------------------------------------------------------
-def test_a_driver_read_shard_backs_off_as_a_reader_does_with_no_limit_of_its_own() -> None:
-    """The driver's shard cursor retries GetRecords with the readers' policy; the planner counts the tries."""
+def test_a_driver_read_shard_backs_off_as_a_reader_does_and_its_policy_stops_after_max_retries() -> None:
+    """The driver's shard cursor retries GetRecords with the readers' delays; the policy's stop rule ends the tries
+    after MAX_RETRIES retriable errors in a row."""
+    from dataclasses import replace
+
     from kinesis_spout.kinesis.retrieval.polling import GET_RECORDS_RETRY, ShardGetter
     from kinesis_spout.positions import TRIM_HORIZON
     from kinesis_spout.spark.source.driver_planner import ShardCursor
+    from kinesis_spout.spark.source.shard_reads import MAX_RETRIES
 
     cursor = ShardCursor("shardId-000000000000", TRIM_HORIZON,
                          ShardGetter(None, "stream", "shardId-000000000000", TRIM_HORIZON))
     other = ShardCursor("shardId-000000000001", TRIM_HORIZON,
                         ShardGetter(None, "stream", "shardId-000000000001", TRIM_HORIZON))
-    assert (cursor.backoff.policy, cursor.backoff.failures) == (GET_RECORDS_RETRY, 0)
-    assert GET_RECORDS_RETRY.max_attempts is None and not cursor.backoff.exhausted
-    cursor.backoff.next_delay()
-    assert (cursor.backoff.failures, other.backoff.failures) == (1, 0), "each cursor has its own backoff"
+    assert cursor.backoff.policy == replace(GET_RECORDS_RETRY, max_attempts=MAX_RETRIES + 1)
+    assert [cursor.backoff.failed().stop for _ in range(MAX_RETRIES)] == [None] * MAX_RETRIES
+    assert (cursor.backoff.failures, other.backoff.failures) == (MAX_RETRIES, 0), "each cursor has its own backoff"
+    assert cursor.backoff.failed().stop == "max_attempts"  # the error after MAX_RETRIES retried ones is raised
 
 
 def test_batches_cover_every_record_once_and_a_replay_reads_exactly_the_same(kinesalite: KinesisEndpoint,

@@ -6,6 +6,7 @@ import itertools
 
 import pytest
 
+from kinesis_spout import retry
 from kinesis_spout.errors import ConfigError, KinesisError
 from kinesis_spout.retry import Backoff, RetryError, RetryPolicy, call
 
@@ -221,9 +222,61 @@ def test_the_tracker_s_retry_backoff_gives_the_delays_of_its_policy() -> None:
     backoff = RetryBackoff(initial_s=0.5, multiplier=3.0, max_s=20.0)
     policy = backoff.policy()
     assert (policy.initial_s, policy.multiplier, policy.max_s, policy.jitter) == (0.5, 3.0, 20.0, 0.0)
+    assert type(policy) is RetryPolicy and policy == RetryPolicy(initial_s=0.5, multiplier=3.0, max_s=20.0)
     assert [backoff.delay(n) for n in range(1, 8)] == [policy.delay(n) for n in range(1, 8)] == \
         [0.5, 1.5, 4.5, 13.5, 20.0, 20.0, 20.0]
     assert backoff.delay(10**6) == 20.0
+
+
+def test_retry_backoff_is_a_retry_policy_that_a_backoff_and_call_follow_as_they_are() -> None:
+    from kinesis_spout import RetryBackoff as exported
+    from kinesis_spout.tracker import RetryBackoff
+
+    assert exported is RetryBackoff is retry.RetryBackoff
+    backoff = RetryBackoff(initial_s=0.5, multiplier=2.0, max_s=1.5)
+    assert isinstance(backoff, RetryPolicy)
+    assert (backoff.jitter, backoff.max_attempts, backoff.deadline_s, backoff.min_s) == (0.0, None, None, None)
+    follow = Backoff(backoff, random=lambda: pytest.fail("no jitter: random is never drawn"))
+    assert [follow.next_delay() for _ in range(4)] == [0.5, 1.0, 1.5, 1.5]
+    assert follow.failed().stop is None  # no limit of tries, no deadline
+    t = FakeTime()
+    fn = Failing(*[TimeoutError("slow")] * 3)
+    assert call(fn, backoff, what="x", sleep=t.sleep, clock=t.clock) == "done"
+    assert t.sleeps == [0.5, 1.0, 1.5]
+
+
+def test_retry_backoff_keeps_its_name_repr_equality_and_pickles() -> None:
+    import pickle
+    from dataclasses import replace
+
+    backoff = retry.RetryBackoff(initial_s=0.25, multiplier=1.5, max_s=4.0)
+    assert repr(backoff) == "RetryBackoff(initial_s=0.25, multiplier=1.5, max_s=4.0)"
+    assert repr(retry.RetryBackoff()) == "RetryBackoff(initial_s=0.1, multiplier=2.0, max_s=10.0)"
+    assert retry.RetryBackoff(0.25, 1.5, 4.0) == backoff and hash(retry.RetryBackoff(0.25, 1.5, 4.0)) == hash(backoff)
+    assert backoff != RetryPolicy(initial_s=0.25, multiplier=1.5, max_s=4.0)  # a RetryBackoff, not any policy
+    assert pickle.loads(pickle.dumps(backoff)) == backoff
+    assert replace(backoff, max_s=8.0) == retry.RetryBackoff(0.25, 1.5, 8.0)
+
+
+@pytest.mark.parametrize(("kwargs", "given"), [
+    ({"jitter": 0.5}, "jitter=0.5"),
+    ({"max_attempts": 3}, "max_attempts=3"),
+    ({"deadline_s": 2.0, "min_s": 0.0}, "deadline_s=2.0, min_s=0.0"),
+])
+def test_retry_backoff_refuses_what_its_owners_would_not_follow(kwargs: dict[str, object], given: str) -> None:
+    with pytest.raises(ConfigError, match=rf"^RetryBackoff holds delays only \(initial_s, multiplier, max_s\), got "
+                                          rf"{given}: the tries are counted by the setting beside it \(retry_limit, "
+                                          rf"batch_retry_limit\); give a RetryPolicy where a whole policy is taken$"):
+        retry.RetryBackoff(**kwargs)  # type: ignore[arg-type]
+
+
+def test_retry_backoff_errors_name_it_not_the_policy() -> None:
+    with pytest.raises(ConfigError, match=r"^RetryBackoff.max_s must be a finite number of seconds, got inf$"):
+        retry.RetryBackoff(max_s=float("inf"))
+    with pytest.raises(ConfigError, match=r"^RetryBackoff.multiplier must be >= 1, got 0.5$"):
+        retry.RetryBackoff(multiplier=0.5)
+    with pytest.raises(ConfigError, match=r"^RetryPolicy.max_s must be a finite number of seconds, got inf$"):
+        RetryPolicy(max_s=float("inf"))
 
 
 def test_the_error_gives_long_waits_in_plain_seconds() -> None:

@@ -9,6 +9,7 @@ import threading
 import pytest
 
 from kinesis_spout import BatchFailedError, ConfigError, RetryBackoff
+from kinesis_spout.retry import RetryPolicy
 from kinesis_spout.spark.metrics import MetricsRecorder
 from kinesis_spout.spark.pipeline.batch_retry import BatchRetry, batch_retry_policy, summary
 from kinesis_spout.spark.pipeline.loop import RunLoop
@@ -92,8 +93,10 @@ def test_a_stop_ends_the_wait_between_two_tries() -> None:
 
 
 def test_settings_are_checked_and_an_exception_is_summed_up_in_one_line() -> None:
-    with pytest.raises(ConfigError, match="batch_retry_backoff must be a RetryBackoff with a finite max_s"):
-        batch_retry_policy(1, None, RetryBackoff(initial_s=1.0, max_s=float("inf")))
+    with pytest.raises(ConfigError, match=r"^batch_retry_backoff must be a RetryBackoff \(e.g. RetryBackoff\("):
+        batch_retry_policy(1, None, RetryPolicy(initial_s=1.0, max_s=2.0, jitter=1.0))  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="^RetryBackoff.max_s must be a finite number of seconds, got inf$"):
+        RetryBackoff(initial_s=1.0, max_s=float("inf"))
     assert summary(KeyError("k")) == "KeyError: 'k'" and summary(RuntimeError()) == "RuntimeError"
     assert len(summary(ValueError("x" * 1000))) == len("ValueError: ") + 300
 

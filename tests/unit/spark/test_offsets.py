@@ -26,7 +26,6 @@ from kinesis_spout.spark.offsets import (
     SourceLimits,
     allocate,
     as_checkpoint,
-    checkpoint_position,
     consumed,
     encode_offset,
     end_after,
@@ -218,11 +217,11 @@ def test_both_readers_map_the_read_limits_and_pickle_with_their_configuration_on
 def test_stored_checkpoints_map_onto_positions_and_positions_onto_iterators() -> None:
     from kinesis_spout import Checkpoint
 
-    assert checkpoint_position(Checkpoint("s", BIG)).encode() == BIG
-    assert checkpoint_position(Checkpoint("s", "12", shard_end=True)).encode() == "SHARD_END:12"
-    assert checkpoint_position(Checkpoint("s", None, shard_end=True)).encode() == "SHARD_END"
-    assert checkpoint_position(Checkpoint("s", None, reset_to="LATEST")).encode() == "LATEST"
-    assert checkpoint_position(Checkpoint("s", None, reset_to="TRIM_HORIZON")).encode() == "TRIM_HORIZON"
+    assert Checkpoint("s", BIG).position.encode() == BIG
+    assert Checkpoint("s", "12", shard_end=True).position.encode() == "SHARD_END:12"
+    assert Checkpoint("s", None, shard_end=True).position.encode() == "SHARD_END"
+    assert Checkpoint("s", None, reset_to="LATEST").position.encode() == "LATEST"
+    assert Checkpoint("s", None, reset_to="TRIM_HORIZON").position.encode() == "TRIM_HORIZON"
     assert iterator_args(after(BIG)) == IteratorArgs("AFTER_SEQUENCE_NUMBER", BIG)
     assert iterator_args(TRIM_HORIZON) == IteratorArgs("TRIM_HORIZON")
     when = datetime(2026, 3, 1, 12, tzinfo=timezone.utc)
@@ -348,11 +347,11 @@ def test_as_checkpoint_stores_what_the_position_needs_and_nothing_else() -> None
 
 
 def test_a_start_inside_an_aggregate_becomes_a_position_inside_it_and_back_to_the_same_checkpoint() -> None:
-    position = checkpoint_position(Checkpoint("s", "42", 3))
+    position = Checkpoint("s", "42", 3).position
     assert position == after("42", 3) and position.inside_aggregate
     assert position.encode() == "42:3" and Position.parse("42:3") == position
     assert as_checkpoint("s", position) == Checkpoint("s", "42", 3)
-    assert checkpoint_position(Checkpoint("s", "42", 0)).encode() == "42:0"
+    assert Checkpoint("s", "42", 0).position.encode() == "42:0"
 
 
 def test_positions_inside_an_aggregate_order_user_records_by_sub_sequence() -> None:
