@@ -34,8 +34,12 @@ CLI_PAGE = ROOT / "docs" / "reference" / "cli.md"
 #: What each setting means, by flat ``SpoutConfig`` keyword. ``None:`` in front of a text says what None (the
 #: default) stands for.
 MEANINGS: dict[str, str] = {
-    "stream_name": "the Kinesis stream",
+    "stream_name": "the Kinesis stream, or several: a comma-separated list as an option (`clicks,orders`), a list "
+                   "in Python (see [several streams](../guides/spout.md#several-streams))",
     "app_name": "the application (Storm's topology name); scopes checkpoints",
+    "stream_positions": "per-stream initial positions (`TRIM_HORIZON` or `LATEST`), given as `initial_position` "
+                        "mapping stream to position (as an option, a JSON object: `{\"orders\": \"TRIM_HORIZON\"}`); "
+                        "streams left out start at `LATEST`",
     "zookeeper": "ZooKeeper connect string for checkpoints",
     "zookeeper_prefix": "root path of this library's znodes",
     "zookeeper_session_timeout_s": "ZooKeeper session timeout (1 to 3600; the server bounds it by its min/max)",
@@ -52,7 +56,8 @@ MEANINGS: dict[str, str] = {
     "credentials": "None: the AWS default chain. this spout's or source's own AWS identity, an `AwsCredentials`: "
                    "see [AWS credentials](../guides/credentials.md)",
     "initial_position": "`TRIM_HORIZON`, `LATEST` or `AT_TIMESTAMP`, for shards without a checkpoint whose parents "
-                        "hand down no start (see [the lineage rule](../concepts.md#the-lineage-rule))",
+                        "hand down no start (see [the lineage rule](../concepts.md#the-lineage-rule)); with several "
+                        "streams, also a mapping of stream to position (see `stream_positions`)",
     "initial_timestamp": "start time for `AT_TIMESTAMP` (ISO-8601 as an option)",
     "max_records_per_call": "GetRecords limit (1 to 10,000)",
     "empty_record_backoff_s": "wait after an empty GetRecords (at least 0.2)",
