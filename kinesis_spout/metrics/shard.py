@@ -44,3 +44,4 @@ class ShardMetrics:
     checkpoint_age_s: float = 0.0
     subscriptions: int = 0  # retrieval="fanout": SubscribeToShard calls that succeeded (renewals included)
     subscription_renewals: int = 0  # retrieval="fanout": subscriptions that ended cleanly and were renewed
+    stream_name: str = ""  # the shard's stream, set by a MultiStreamSpout ("": the spout's one stream)
