@@ -129,10 +129,15 @@ class MultiStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ends
 
     def reportLatestOffset(self) -> dict[str, Any]:
-        """``{"source": "kinesis_spout", "streams": {stream: its reader's report}}`` (see
-        :mod:`kinesis_spout.spark.lag`)."""
-        return {"source": "kinesis_spout", "app": self.config.app_name,
-                "streams": {stream: reader.reportLatestOffset() for stream, reader in self.readers.items()}}
+        """The streams' readers' reports as one in the form of :mod:`kinesis_spout.spark.lag` (so its listener reads
+        it): ``stream`` is the list of streams (``"clicks,orders"``), and each shard is ``"{stream}/{shard_id}"``."""
+        shards: dict[str, Any] = {}
+        for stream, reader in self.readers.items():
+            report = reader.reportLatestOffset()
+            for shard_id, entry in (report.get("shards") or {}).items():
+                shards[f"{stream}/{shard_id}"] = entry
+        return {"source": "kinesis_spout", "stream": self.config.stream_name, "app": self.config.app_name,
+                "shards": shards}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         """Every stream's partitions of the batch ``(start, end]``, each marked with its stream."""

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from kinesis_spout.errors import CheckpointError, ConfigError
+from kinesis_spout.spark.lag import QueryLag, parse_latest_offset
 from kinesis_spout.spark.source import KinesisSpoutDataSource
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until
@@ -26,9 +27,10 @@ def rows_of(reader: Any, parts: list[Any]) -> list[tuple[str, str]]:
             for s, d in zip(batch.column("stream_name").to_pylist(), batch.column("data").to_pylist())]
 
 
-def run(options: dict[str, str], start: dict[str, Any] | None) -> tuple[list[tuple[str, str]], dict[str, Any]]:
+def run(options: dict[str, str], start: dict[str, Any] | None
+        ) -> tuple[list[tuple[str, str]], dict[str, Any], QueryLag | None]:
     """A new stream reader (a query started, or restarted from its offsets ``start``) driven as Spark drives an
-    AvailableNow run: the rows read, and the last offset."""
+    AvailableNow run: the rows read, the last offset, and the lag it reports."""
     reader = KinesisSpoutDataSource(options).streamReader(None)
     try:
         reader.prepareForTriggerAvailableNow()
@@ -37,7 +39,7 @@ def run(options: dict[str, str], start: dict[str, Any] | None) -> tuple[list[tup
         for _ in range(50):
             end = reader.latestOffset(offset, reader.getDefaultReadLimit())
             if end == offset:
-                return rows, end
+                return rows, end, parse_latest_offset(reader.reportLatestOffset())
             rows += rows_of(reader, list(reader.partitions(offset, end)))
             reader.commit(end)
             offset = end
@@ -57,14 +59,17 @@ def test_two_streams_in_one_query_with_their_own_starts_checkpoints_and_a_restar
     assert wait_until(lambda: time.time() > put_at + 1.2, 5)  # older than LATEST's margin for clock skew
     options = source_options(kinesalite, zookeeper, f"{clicks},{orders}", readMode=read_mode,
                              initialPosition=json.dumps({orders: "TRIM_HORIZON"}))
-    rows, offset = run(options, None)
+    rows, offset, _ = run(options, None)
     assert sorted(rows) == [(orders, "o1"), (orders, "o2")]
     assert sorted(offset) == sorted([clicks, orders])  # keyed by stream, then as the stream's reader keys it
 
     clicks_put = kinesalite.put(clicks, ["c1", "c2"])
     orders_put += kinesalite.put(orders, ["o3"])
-    rows, offset = run(options, offset)  # a restart from the query's offsets resumes both streams
+    rows, offset, lag = run(options, offset)  # a restart from the query's offsets resumes both streams
     assert sorted(rows) == sorted([(clicks, "c1"), (clicks, "c2"), (orders, "o3")])
+    assert lag is not None and lag.stream == ",".join(sorted([clicks, orders]))
+    assert {s.shard_id for s in lag.shards} == {f"{stream}/{shard}" for stream, shards in offset.items()
+                                                for shard in (shards.get("shards", shards))}
     for stream, put in ((clicks, clicks_put), (orders, orders_put)):
         stored = {shard: c["sequence_number"] for shard, c in stored_checkpoints(zookeeper, stream).items()}
         assert {s: q for s, q in stored.items() if s in last_by_shard(put)} == last_by_shard(put)
