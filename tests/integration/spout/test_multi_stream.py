@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kinesis_spout import ConfigError, KinesisSpout, MultiStreamSpout, StreamNotFoundError
+from kinesis_spout.metrics import SpoutCollector
 from kinesis_spout.records import SpoutTuple
 from kinesis_spout.spout.multi import split_message_id
 from kinesis_spout.testing import stored_checkpoints
@@ -47,6 +48,10 @@ def test_two_streams_in_one_spout_keep_their_own_checkpoints_and_starts_and_resu
         assert [(split_message_id(t.message_id)[0], t.record.data) for t in later] == [(orders, b"o-new")]
         assert {(m.stream_name, m.shard_id) for m in spout.metrics()} == \
             {(clicks, s) for s in click_shards} | {(orders, order_shards[0])}
+        acked = {(s.labels["stream"], s.labels["shard"]): s.value for family in SpoutCollector(spout).collect()
+                 if family.name == "kinesis_spout_acked_records" for s in family.samples if s.name.endswith("_total")}
+        assert acked == {**{(clicks, s): float(len(q)) for s, q in zip(click_shards, click_seqs)},
+                         (orders, order_shards[0]): 1.0}  # per-stream labels on the per-shard metrics
         assert spout.flush_checkpoints()
     # each stream's checkpoints under its own path, the same shard id in both streams kept apart
     assert stored_checkpoints(config.for_stream(clicks)) == {s: (seqs[-1], None)
