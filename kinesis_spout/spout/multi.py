@@ -92,7 +92,7 @@ class MultiStreamBatch(list[SpoutTuple]):
     def __iadd__(self, other: Iterable[SpoutTuple]) -> MultiStreamBatch:  # type: ignore[override]
         if isinstance(other, MultiStreamBatch):
             for stream, part in other._parts.items():
-                self.add(stream, part)
+                self.add(stream, part + [])  # a copy: the other batch's parts stay its own
             return self
         for stream, inner in self._spout.by_stream(list(other)).items():  # tuples from elsewhere: acked by id
             part = self._spout.spout(stream).next_batch(max_records=0)
