@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # the names below, for type checkers and IDEs; at run time th
     from kinesis_spout.spout import KinesisSpout
     from kinesis_spout.spout.batch import SpoutBatch
     from kinesis_spout.spout.columns import ColumnBatch
+    from kinesis_spout.spout.multi import MultiStreamSpout
     from kinesis_spout.tracker import FailOutcome, InflightRecordTracker, RetryBackoff
 
     __version__: str
@@ -76,6 +77,7 @@ _WHERE: dict[str, str] = {
     "KinesisSpout": "kinesis_spout.spout",
     "MemoryCheckpointStore": "kinesis_spout.checkpoint",
     "MetricsSettings": "kinesis_spout.config",
+    "MultiStreamSpout": "kinesis_spout.spout.multi",
     "PutRecordsError": "kinesis_spout.errors",
     "RawScheme": "kinesis_spout.schemes",
     "ReadingSettings": "kinesis_spout.config",
@@ -164,6 +166,7 @@ __all__ = [
     "KinesisSpout",
     "MemoryCheckpointStore",
     "MetricsSettings",
+    "MultiStreamSpout",
     "PutRecordsError",
     "RawScheme",
     "ReadingSettings",

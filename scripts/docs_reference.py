@@ -38,8 +38,12 @@ FLAT_MODULE = ROOT / "kinesis_spout" / "config" / "flat.py"
 #: What each setting means, by flat ``SpoutConfig`` keyword. ``None:`` in front of a text says what None (the
 #: default) stands for.
 MEANINGS: dict[str, str] = {
-    "stream_name": "the Kinesis stream",
+    "stream_name": "the Kinesis stream, or several: a comma-separated list as an option (`clicks,orders`), a list "
+                   "in Python (see [several streams](../guides/spout.md#several-streams))",
     "app_name": "the application (Storm's topology name); scopes checkpoints",
+    "stream_positions": "per-stream initial positions (`TRIM_HORIZON` or `LATEST`), given as `initial_position` "
+                        "mapping stream to position (as an option, a JSON object: `{\"orders\": \"TRIM_HORIZON\"}`); "
+                        "streams left out start at `LATEST`",
     "zookeeper": "ZooKeeper connect string for checkpoints",
     "zookeeper_prefix": "root path of this library's znodes",
     "zookeeper_session_timeout_s": "ZooKeeper session timeout (1 to 3600; the server bounds it by its min/max)",
@@ -56,7 +60,8 @@ MEANINGS: dict[str, str] = {
     "credentials": "None: the AWS default chain. this spout's or source's own AWS identity, an `AwsCredentials`: "
                    "see [AWS credentials](../guides/credentials.md)",
     "initial_position": "`TRIM_HORIZON`, `LATEST` or `AT_TIMESTAMP`, for shards without a checkpoint whose parents "
-                        "hand down no start (see [the lineage rule](../concepts.md#the-lineage-rule))",
+                        "hand down no start (see [the lineage rule](../concepts.md#the-lineage-rule)); with several "
+                        "streams, also a mapping of stream to position (see `stream_positions`)",
     "initial_timestamp": "start time for `AT_TIMESTAMP` (ISO-8601 as an option)",
     "max_records_per_call": "GetRecords limit (1 to 10,000)",
     "empty_record_backoff_s": "wait after an empty GetRecords (at least 0.2)",
@@ -268,11 +273,16 @@ def _flat_settings() -> list[tuple[str, str, str, str, str]]:
     return rows
 
 
+#: Keywords that take more than their field holds: ``SpoutConfig`` turns a mapping of stream to position into one
+#: position per stream (``stream_positions``) and the field's default.
+KEYWORD_TYPES = {"initial_position": "InitialPosition | Mapping[str, InitialPosition]"}
+
+
 def render_flat_settings() -> str:
     lines = ["class FlatSettings(TypedDict, total=False):",
              '    """The flat keywords of ``SpoutConfig(...)``, each optional (a keyword left out keeps its group\'s '
              'value)."""', ""]
-    lines += [f"    {flat}: {kind}" for flat, _, _, _, kind in _flat_settings()]
+    lines += [f"    {flat}: {KEYWORD_TYPES.get(flat, kind)}" for flat, _, _, _, kind in _flat_settings()]
     return "\n".join(lines)
 
 

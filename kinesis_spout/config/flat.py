@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from functools import cached_property
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Mapping, Sequence, TypedDict
 
 from kinesis_spout.config.credentials import AwsCredentials
 from kinesis_spout.config.deadletters import DeadLetterTarget
@@ -49,7 +49,7 @@ class FlatSettings(TypedDict, total=False):
     region: str | None
     endpoint_url: str | None
     credentials: AwsCredentials | None
-    initial_position: InitialPosition
+    initial_position: InitialPosition | Mapping[str, InitialPosition]
     initial_timestamp: datetime | None
     max_records_per_call: int
     empty_record_backoff_s: float
@@ -88,8 +88,9 @@ class FlatSettings(TypedDict, total=False):
 class ConfigChanges(FlatSettings, total=False):
     """What ``SpoutConfig.replace`` takes: any flat keyword, the two names, or whole groups."""
 
-    stream_name: str
+    stream_name: str | Sequence[str]
     app_name: str
+    stream_positions: tuple[tuple[str, InitialPosition], ...]
     kinesis: KinesisSettings
     reading: ReadingSettings
     tracking: TrackingSettings

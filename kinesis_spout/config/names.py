@@ -13,8 +13,8 @@ from typing import Any, NamedTuple
 
 from kinesis_spout.errors import ConfigError
 
-__all__ = ["FLAT_FIELDS", "GROUP_CLASSES", "OPTION_KINDS", "OWN_FIELDS", "SETTINGS", "Setting", "camel", "fail",
-           "flat_name", "option_of", "require_bool", "require_float", "require_int", "require_text", "where"]
+__all__ = ["DERIVED_FIELDS", "FLAT_FIELDS", "GROUP_CLASSES", "OPTION_KINDS", "OWN_FIELDS", "SETTINGS", "Setting",
+           "camel", "fail", "flat_name", "option_of", "require_bool", "require_float", "require_int", "require_text", "where"]
 
 #: ``SpoutConfig`` attribute of each group -> the group's class name (for messages).
 GROUP_CLASSES: dict[str, str] = {
@@ -102,6 +102,10 @@ SETTINGS: tuple[Setting, ...] = (
 
 #: ``SpoutConfig``'s own fields, in no group (text options).
 OWN_FIELDS = ("stream_name", "app_name")
+
+#: ``SpoutConfig``'s fields made from another keyword, with no option of their own: ``stream_positions`` from an
+#: ``initial_position`` that maps streams to positions.
+DERIVED_FIELDS = ("stream_positions",)
 
 #: Flat ``SpoutConfig`` keyword -> (group attribute, field of the group), from :data:`SETTINGS`.
 FLAT_FIELDS: dict[str, tuple[str, str]] = {s.flat: (s.group, s.field) for s in SETTINGS}

@@ -15,6 +15,7 @@ from typing import Any, Iterable, Mapping
 from kinesis_spout.config.credentials import AwsCredentials
 from kinesis_spout.config.groups import parse_position
 from kinesis_spout.config.names import OWN_FIELDS, SETTINGS, camel
+from kinesis_spout.config.streams import parse_position_map
 from kinesis_spout.errors import ConfigError
 from kinesis_spout.schemes import SCHEMES
 from kinesis_spout.tracker import RetryBackoff
@@ -150,6 +151,8 @@ def _convert(name: str, option: str, raw: str) -> Any:
             raise ConfigError(f"option {option!r} must be true or false, got {raw!r}")
         return lowered in ("true", "1", "yes")
     if kind == "position":
+        if raw.lstrip().startswith("{"):  # one position per stream (kinesis_spout.config.streams)
+            return parse_position_map(option, raw)
         try:
             return parse_position(raw)
         except ConfigError as exc:

@@ -69,7 +69,8 @@ class SpoutCollector:
                     continue
                 if spec.source == "millis_behind_latest":
                     value = value / 1000.0
-                family.add_metric(base + [shard.shard_id], float(value))
+                labels = [shard.stream_name or config.stream_name, config.app_name, shard.shard_id]
+                family.add_metric(labels, float(value))
             yield family
         if figures is None:
             for spec in SPOUT_METRICS:

@@ -44,3 +44,10 @@ class ShardMetrics:
     checkpoint_age_s: float = 0.0
     subscriptions: int = 0  # retrieval="fanout": SubscribeToShard calls that succeeded (renewals included)
     subscription_renewals: int = 0  # retrieval="fanout": subscriptions that ended cleanly and were renewed
+    stream_name: str = ""  # the shard's stream, set by a MultiStreamSpout ("": the spout's one stream)
+
+    @property
+    def key(self) -> str:
+        """``shard_id``, or ``"{stream_name}/{shard_id}"`` for a shard of a MultiStreamSpout (unique across its
+        streams): the key of the shard in a pipeline's per-shard figures."""
+        return f"{self.stream_name}/{self.shard_id}" if self.stream_name else self.shard_id

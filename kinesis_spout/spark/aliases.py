@@ -83,8 +83,8 @@ KAFKA: dict[str, str] = {
     "failondataloss": "there is no such switch here: records that expired before they were read are reported as an "
                       "error, always, and the query stops (restart it with a new checkpoint location, or reset the "
                       "checkpoints with `kinesis-spout checkpoints reset`, to go on without them)",
-    "subscribe": "use streamName (one stream per query)",
-    "subscribepattern": "use streamName (one stream per query; no patterns)",
+    "subscribe": "use streamName (one stream, or several separated by commas as subscribe takes topics)",
+    "subscribepattern": "use streamName (one stream, or several separated by commas; no patterns)",
     "assign": "use streamName (a query reads every shard of its stream)",
     "kafka.bootstrap.servers": "use endpointUrl (an http:// or https:// URL, for an emulator or a VPC endpoint; leave "
                                "it out for AWS) and region",

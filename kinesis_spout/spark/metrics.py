@@ -116,7 +116,7 @@ class PipelineMetrics:
 
     @property
     def lag_ms(self) -> dict[str, int | None]:
-        return {s.shard_id: s.millis_behind_latest for s in self.shards}
+        return {s.key: s.millis_behind_latest for s in self.shards}
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:

@@ -36,22 +36,26 @@ def arrow_schema() -> Any:
     return pa.schema([pa.field(name, kinds[kind], nullable=True) for name, kind in COLUMNS])
 
 
-def records_to_arrow(stream_name: str, records: Sequence[Record], attempts: Iterable[int] | None = None) -> Any:
-    """A ``pyarrow.Table`` of ``records`` (``attempts`` defaults to 1 for each), built column by column."""
+def records_to_arrow(stream_name: str | Sequence[str], records: Sequence[Record], attempts: Iterable[int] | None = None,
+                     message_ids: Sequence[str] | None = None) -> Any:
+    """A ``pyarrow.Table`` of ``records`` (``attempts`` defaults to 1 for each), built column by column.
+
+    ``stream_name`` is the records' stream, or each record's (records of several streams); ``message_ids`` the ids
+    to show (default: each record's own, ``shard:sequence``; a ``MultiStreamSpout``'s name the stream too)."""
     import pyarrow as pa
 
     attempt_list = list(attempts) if attempts is not None else [1] * len(records)
     if len(attempt_list) != len(records):
         raise ValueError(f"{len(records)} records but {len(attempt_list)} attempts")
     columns = [
-        [stream_name] * len(records),
+        [stream_name] * len(records) if isinstance(stream_name, str) else list(stream_name),
         [r.shard_id for r in records],
         [r.sequence_number for r in records],
         [r.sub_sequence_number for r in records],
         [r.partition_key for r in records],
         [r.data for r in records],
         [r.approximate_arrival_timestamp for r in records],
-        [r.message_id for r in records],
+        [r.message_id for r in records] if message_ids is None else list(message_ids),
         attempt_list,
     ]
     schema = arrow_schema()

@@ -65,6 +65,9 @@ class KinesisSpout:
                  client: Any = None, on_checkpoint_conflict: ConflictHandler | None = None) -> None:
         if not isinstance(config, SpoutConfig):
             raise TypeError(f"config must be a SpoutConfig, got {type(config).__name__}")
+        if "," in config.stream_name:
+            raise ConfigError(f"KinesisSpout reads one stream; stream_name lists {config.stream_name!r}: read them "
+                              f"with kinesis_spout.MultiStreamSpout(config) (a spout per stream, one turn over them)")
         self.config = config
         self._store = checkpoint_store
         self._client = client

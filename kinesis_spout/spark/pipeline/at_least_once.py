@@ -41,6 +41,7 @@ from kinesis_spout.spark.pipeline.settings import PipelineSettings
 from kinesis_spout.spark.schema import records_to_arrow
 from kinesis_spout.spout import KinesisSpout
 from kinesis_spout.spout.batch import SpoutBatch
+from kinesis_spout.spout.multi import MultiStreamBatch, MultiStreamSpout, split_message_id
 
 __all__ = ["AtLeastOnceRunner"]
 
@@ -65,8 +66,12 @@ class AtLeastOnceRunner:
     def run(self) -> None:
         cfg, loop, settings = self.config, self.loop, self.settings
         store = settings.make_store(cfg)
-        spout = KinesisSpout(cfg, checkpoint_store=store)
+        several = "," in cfg.stream_name
+        # several streams: a spout per stream keeps its own checkpoints; the store of the set keeps the batch ids
+        spout: KinesisSpout | MultiStreamSpout = MultiStreamSpout(cfg) if several else KinesisSpout(cfg, store)
         try:
+            if several:
+                store.open()
             spout.open()
             loop.watch(spout)
             batch_ids = batch_store_for(store)
@@ -92,7 +97,11 @@ class AtLeastOnceRunner:
                 loop.processed += 1
             loop.log_stop_reason(cfg.app_name)
         finally:
-            loop.close(spout)
+            try:
+                loop.close(spout)
+            finally:
+                if several:
+                    store.close()
 
     def _store_batch_id(self, store: BatchIds, last_id: int) -> int | None:
         """Store the id of the batch about to be processed and return it; None if the run ends first.
@@ -130,23 +139,31 @@ class AtLeastOnceRunner:
                 if not self.loop.wait_until(time.monotonic() + pause):
                     return None
 
-    def _run_batch(self, spout: KinesisSpout, batch_id: int, tuples: list[SpoutTuple], started: float) -> bool:
+    def _run_batch(self, spout: KinesisSpout | MultiStreamSpout, batch_id: int, tuples: list[SpoutTuple],
+                   started: float) -> bool:
         """Process one batch until ``process`` returns, then ack or fail each record as it answered; record and log
         the figures of each try. True once done; False if the run ends while the batch waits for another try (its
         records neither acked nor failed). Raises BatchFailedError when its tries run out (nothing acked or
         failed). Every try hands ``process`` a new DataFrame of the same ``tuples`` under ``batch_id``."""
         records = [t.record for t in tuples]
         attempts = [t.attempt for t in tuples]
+        streams: str | list[str] = self.config.stream_name
+        ids: list[str] | None = None
+        if isinstance(spout, MultiStreamSpout):  # each record's stream, named by its id
+            streams = [split_message_id(t.message_id)[0] for t in tuples]
+            ids = [t.message_id for t in tuples]
+        shards = sorted({r.shard_id for r in records} if ids is None else
+                        {f"{s}/{r.shard_id}" for s, r in zip(streams, records)})
         retry = BatchRetry(self.settings.batch_retry, self.loop, batch_id, len(tuples),
                            "the next run reads them again")
         while True:
             batch = Batch(id=batch_id, records=len(records), bytes=sum(r.size for r in records),
                           retries=sum(1 for a in attempts if a > 1), max_attempt=max(attempts),
-                          shards=tuple(sorted({r.shard_id for r in records})),
+                          shards=tuple(shards),
                           started_at=datetime.now(timezone.utc) - timedelta(seconds=time.monotonic() - started),
                           attempt=retry.attempt)
             t0 = time.monotonic()
-            df = self.settings.spark.createDataFrame(records_to_arrow(self.config.stream_name, records, attempts))
+            df = self.settings.spark.createDataFrame(records_to_arrow(streams, records, attempts, ids))
             t1 = time.monotonic()
             try:
                 failed = failed_message_ids(self.settings.process(df, batch))
@@ -159,7 +176,7 @@ class AtLeastOnceRunner:
             break
         process_s = time.monotonic() - t1
         to_fail = [t.message_id for t in tuples if t.message_id in failed]
-        if isinstance(tuples, SpoutBatch):  # the batch the spout handed out: acked whole, at a cost per shard
+        if isinstance(tuples, (SpoutBatch, MultiStreamBatch)):  # the spout's batch: acked whole, a cost per shard
             tuples.ack_except(to_fail)
         else:
             spout.fail_many(to_fail)

@@ -55,7 +55,11 @@ __all__ = ["SpoutPipeline"]
 
 
 class SpoutPipeline:
-    """Runs ``process(df, batch)`` on micro-batches read by a :class:`~kinesis_spout.KinesisSpout`.
+    """Runs ``process(df, batch)`` on micro-batches read by a :class:`~kinesis_spout.KinesisSpout`, or by a
+    :class:`~kinesis_spout.MultiStreamSpout` when ``config.stream_name`` lists several streams (each record's
+    ``stream_name`` column says its stream and its ``message_id`` names it too; each stream keeps its checkpoints in
+    ZooKeeper, the batch ids are kept under the set of streams; ``exactly_once`` and ``checkpoint_store`` take one
+    stream).
 
     ``spark`` is a SparkSession; ``config`` the spout's configuration (its ``retry_limit``, ``retry_backoff``
     and ``dead_letter`` decide what happens to failed records). ``checkpoint_store`` defaults to
@@ -91,6 +95,14 @@ class SpoutPipeline:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be a whole number >= 1, got {value!r}")
         self.batch_retry = batch_retry_policy(batch_retry_limit, batch_retry_deadline_s, batch_retry_backoff)
+        if "," in config.stream_name:  # several streams: a MultiStreamSpout, checkpoints in ZooKeeper per stream
+            if exactly_once is not None:
+                raise ConfigError(f"exactly_once reads one stream; stream_name lists {config.stream_name!r}: run one "
+                                  f"exactly-once SpoutPipeline per stream")
+            if checkpoint_store is not None:
+                raise ConfigError(f"checkpoint_store holds one stream's checkpoints; stream_name lists "
+                                  f"{config.stream_name!r}: leave checkpoint_store out (each stream's checkpoints are "
+                                  f"kept in ZooKeeper under its own path)")
         if exactly_once is not None:
             if not callable(getattr(exactly_once, "make_backing_map", None)):
                 raise ConfigError(f"exactly_once must be a backing map factory where the pipeline keeps its batch "

@@ -17,6 +17,7 @@ from kinesis_spout.records import SpoutTuple
 from kinesis_spout.spark.batch import Batch
 from kinesis_spout.spark.metrics import BatchMetrics, MetricsRecorder
 from kinesis_spout.spout import KinesisSpout
+from kinesis_spout.spout.multi import MultiStreamSpout
 
 __all__ = ["CAUGHT_UP", "POLL_S", "RunLoop", "Until"]
 
@@ -63,7 +64,7 @@ class RunLoop:
             return True
         return self._until is not None and bool(self._until())
 
-    def watch(self, spout: KinesisSpout) -> None:
+    def watch(self, spout: KinesisSpout | MultiStreamSpout) -> None:
         """The run's spout is open: with ``until="caught_up"``, the run ends once ``spout.caught_up()``. Who calls:
         the runner, right after ``spout.open()`` (the tips are those of the shards at that moment)."""
         if self._caught_up:
@@ -82,7 +83,8 @@ class RunLoop:
                 return True
             self._stop.wait(min(left, POLL_S))
 
-    def collect(self, spout: KinesisSpout, max_records: int, max_bytes: int) -> tuple[list[SpoutTuple], float]:
+    def collect(self, spout: KinesisSpout | MultiStreamSpout, max_records: int,
+                max_bytes: int) -> tuple[list[SpoutTuple], float]:
         """Wait for a first tuple, then take what is ready within the batch limits.
 
         Returns the tuples and the monotonic time the first one was taken (the batch's start); no tuples if
@@ -102,7 +104,7 @@ class RunLoop:
                                       max_bytes=max_bytes - size)
         return taken, started
 
-    def record(self, spout: KinesisSpout, batch: Batch, acked: int, failed: int, error: str | None,
+    def record(self, spout: KinesisSpout | MultiStreamSpout, batch: Batch, acked: int, failed: int, error: str | None,
                dataframe_s: float, process_s: float, started: float) -> None:
         """Record and log the figures of one try of a batch: ``acked`` and ``failed`` of its records (both 0 for a
         try whose ``process`` raised, ``error``: its records are held, neither acked nor failed). ``started`` is
@@ -112,7 +114,7 @@ class RunLoop:
         figures = BatchMetrics(batch_id=batch.id, records=batch.records, bytes=batch.bytes, retries=batch.retries,
                                acked=acked, failed=failed, error=error, started_at=batch.started_at,
                                dataframe_s=dataframe_s, process_s=process_s, latency_s=time.monotonic() - started,
-                               lag_ms={s.shard_id: s.millis_behind_latest for s in shards})
+                               lag_ms={s.key: s.millis_behind_latest for s in shards})
         self.recorder.record(figures, shards)
         log.info("%s", figures.describe())
         log.debug("%s", figures.describe_lags())
@@ -134,7 +136,7 @@ class RunLoop:
             why = "until()"
         log.info("pipeline %s stopping (%s) after %d batches; flushing checkpoints", app_name, why, self.processed)
 
-    def close(self, spout: KinesisSpout, release: Callable[[], None] | None = None) -> None:
+    def close(self, spout: KinesisSpout | MultiStreamSpout, release: Callable[[], None] | None = None) -> None:
         """Flush the safe checkpoints, take the last shard figures, call ``release`` (the exactly-once ownership:
         after the flush, before the store closes), close the spout (also after an error)."""
         try:

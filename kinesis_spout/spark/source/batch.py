@@ -91,6 +91,10 @@ def parse_batch_options(options: Mapping[str, str]) -> tuple[SpoutConfig, dateti
     if not any(k.lower() == "appname" for k in rest):
         rest["appName"] = "batch-read"
     config, _ = parse_source_options(rest)
+    if "," in config.stream_name:
+        raise ConfigError(f"a batch read (spark.read) reads one stream; option 'streamName' lists "
+                          f"{config.stream_name!r}: read each stream with spark.read and union the DataFrames, or "
+                          f"read them all with spark.readStream")
     start, end = times.get(STARTING_TIMESTAMP), times.get(ENDING_TIMESTAMP)
     if start is not None and end is not None and end <= start:
         raise ConfigError(f"option {ENDING_TIMESTAMP!r} ({end.isoformat()}) must be after {STARTING_TIMESTAMP!r} "

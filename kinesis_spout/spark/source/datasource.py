@@ -94,9 +94,12 @@ class KinesisSpoutDataSource(DataSource):
         if limits.read_mode == "auto":
             log.info("readMode auto: %s (Spark master %s); set the option readMode to choose", mode,
                      self.spark_master or "not known: register the source with kinesis_spout.spark.register(spark)")
-        if mode == "executors":
-            return ExecutorStreamReader(self.options)
-        return KinesisSpoutStreamReader(self.options)
+        reader_type = ExecutorStreamReader if mode == "executors" else KinesisSpoutStreamReader
+        if "," in cfg.stream_name:  # several streams: a reader per stream (kinesis_spout.spark.source.streams)
+            from kinesis_spout.spark.source.streams import MultiStreamReader
+
+            return MultiStreamReader(self.options, reader_type)
+        return reader_type(self.options)
 
     def writer(self, schema: Any, overwrite: bool) -> Any:
         """``df.write.format("kinesis_spout")``: the sink (:mod:`kinesis_spout.spark.sink`), checked here on the
@@ -191,9 +194,13 @@ def source_for(master: str | None) -> type[KinesisSpoutDataSource]:
 
 
 def check_stream_exists(config: SpoutConfig) -> None:
-    """Raise ``StreamNotFoundError`` at ``load()`` when Kinesis says the stream does not exist (instead of a long
-    Py4J trace once the query runs). When Kinesis cannot be asked now (no credentials here, no network), nothing is
-    raised: the query reports it when it runs."""
+    """Raise ``StreamNotFoundError`` at ``load()`` when Kinesis says the stream (each of the streams) does not exist
+    (instead of a long Py4J trace once the query runs). When Kinesis cannot be asked now (no credentials here, no
+    network), nothing is raised: the query reports it when it runs."""
+    if "," in config.stream_name:
+        for stream in config.stream_names:
+            check_stream_exists(config.for_stream(stream))
+        return
     try:
         client = kinesis_client(config.kinesis, read_timeout_s=5.0)
         client.describe_stream_summary(StreamName=config.stream_name)

@@ -15,7 +15,15 @@ from typing import Any
 
 from kinesis_spout.config import OPTION_NAMES, SpoutConfig
 from kinesis_spout.config.flat import FlatSettings, FlatView
-from kinesis_spout.config.names import FLAT_FIELDS, GROUP_CLASSES, OPTION_KINDS, OWN_FIELDS, SETTINGS, camel
+from kinesis_spout.config.names import (
+    DERIVED_FIELDS,
+    FLAT_FIELDS,
+    GROUP_CLASSES,
+    OPTION_KINDS,
+    OWN_FIELDS,
+    SETTINGS,
+    camel,
+)
 
 
 def _groups() -> dict[str, Any]:
@@ -29,7 +37,7 @@ def test_every_field_of_every_group_has_one_row_and_every_row_names_a_field() ->
     assert sorted(set(fields) - set(rows)) == [], "group fields without a row in config/names.py SETTINGS"
     assert sorted(set(rows) - set(fields)) == [], "rows of SETTINGS naming no field of their group"
     assert len(rows) == len(set(rows)) and len(SETTINGS) == len({s.flat for s in SETTINGS}), "a row twice"
-    assert [f.name for f in dataclasses.fields(SpoutConfig)] == [*OWN_FIELDS, *GROUP_CLASSES]
+    assert [f.name for f in dataclasses.fields(SpoutConfig)] == [*OWN_FIELDS, *DERIVED_FIELDS, *GROUP_CLASSES]
 
 
 def test_every_row_is_in_each_derived_form() -> None:
