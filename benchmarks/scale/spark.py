@@ -1,8 +1,9 @@
 """``python -m benchmarks.scale.spark`` (part of ``make scale``): Spark's ``readStream`` source on a standalone
 cluster of several nodes; results in ``benchmarks/results/scale-spark.md`` and ``.json``. Not part of ``make test``.
 
-    python -m benchmarks.scale.spark                   # 256 and 1,024 shards, the cut at 256
-    python -m benchmarks.scale.spark --quick           # 16 shards, small: a check of the whole run in minutes
+    python -m benchmarks.scale.spark                       # 256 shards (make scale)
+    python -m benchmarks.scale.spark --shards 256,1024     # and 1,024 shards (the cut at the first size only)
+    python -m benchmarks.scale.spark --quick               # 16 shards, small: a check of the whole run
 
 For each size, a new cluster (:mod:`benchmarks.scale.spark_nodes`: ZooKeeper, kinesalite, Spark's master and three
 one-core workers, each on a node of its own; the driver is this process on the host) and a new stream of that many
@@ -41,8 +42,8 @@ DEFAULT_OUT = ROOT / "benchmarks" / "results" / "scale-spark.md"
 
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m benchmarks.scale.spark", description=__doc__.splitlines()[0])
-    p.add_argument("--shards", default="256,1024", help="comma-separated stream sizes (default 256,1024)")
-    p.add_argument("--per-shard", type=int, default=20, help="backlog records per shard (default 20)")
+    p.add_argument("--shards", default="256", help="comma-separated stream sizes (default 256)")
+    p.add_argument("--per-shard", type=int, default=40, help="backlog records per shard (default 40)")
     p.add_argument("--batches", type=int, default=2, help="backlog batches (maxRecordsPerTrigger = backlog / this)")
     p.add_argument("--rate", type=int, default=200, help="caught-up producer, records/s (default 200)")
     p.add_argument("--busy-every", type=int, default=16, help="one busy shard in this many, caught up (default 16)")
@@ -91,8 +92,10 @@ def run_size(shards: int, args: argparse.Namespace, first: bool, log: Any) -> di
                             for mode in ("executors", "driver")}
         if first and not args.no_cut:
             if nodes.isolated:
-                out["cut"] = spark_phases.cut(nodes, busy, args.rate, placed, max(1, records // 4), log,
-                                              args.timeout)
+                # about four batches for what the stream holds, while a quarter of the caught-up rate goes on
+                in_stream = len(placed.snapshot())
+                out["cut"] = spark_phases.cut(nodes, busy, max(1, args.rate // 4), placed, max(1, in_stream // 4),
+                                              log, args.timeout)
             else:
                 out["cut"] = {"skipped": f"no link can be cut: {nodes.network.reason}"}
     except Exception:  # noqa: BLE001 - reported in the results, and the exit code says so

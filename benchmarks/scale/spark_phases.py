@@ -137,8 +137,12 @@ def caught_up(nodes: SparkNodes, probe: SparkCostProbe, mode: str, app: str, key
         warm = set(batches)
         before, workers_before = probe.snapshot(), WorkerTrees.take(nodes.worker_pids())
         began = time.monotonic()
-        if not wait_until(lambda: batches_done() >= len(warm) + 2 and time.monotonic() - began >= seconds,
-                          timeout_s, interval_s=0.2):
+        def measured() -> int:  # batches that started after the window opened
+            batches_done()
+            return sum(1 for i, b in batches.items() if i not in warm and b["start"] >= before.at)
+
+        if not wait_until(lambda: measured() >= 2 and time.monotonic() - began >= seconds, timeout_s,
+                          interval_s=0.2):
             raise RuntimeError(f"caught up {mode}: {len(batches) - len(warm)} measured batches in {timeout_s:g} s")
         after, workers_after = probe.snapshot(), WorkerTrees.take(nodes.worker_pids())
     finally:

@@ -80,6 +80,8 @@ def goals(doc: dict[str, Any]) -> list[list[Any]]:
 def _cell(value: Any) -> str:
     if value is None:
         return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     return f"{value:,}" if isinstance(value, (int, float)) else str(value)
 
 
