@@ -4,7 +4,7 @@ read with ``Trigger.AvailableNow``, a caught-up stream (a producer on a few busy
 while a batch runs, counted exactly once.
 
 Per run: the query's batches (Spark's progress: ``latestOffset`` and the other durations, ms), ZooKeeper requests
-the server answered (``mntr``; the pings of sessions open before the run left out), the driver's Python CPU (the
+the server answered (``mntr``: write requests, and the reads under the run's prefix), the driver's Python CPU (the
 source runner PySpark starts per query: ``latestOffset``, ``partitions``, ``commit``), and the executors' Python
 and JVM CPU (the worker nodes' process trees, from ``/proc``). Who calls: :mod:`benchmarks.scale.spark`.
 """
@@ -51,7 +51,9 @@ def _figures(batches: dict[int, dict[str, Any]], sink: Batches, costs: dict[str,
     records = sum(b["rows"] for b in batches.values())
     busy = [len(sink.by_batch.get(i, {})) for i in batches]
     tasks = sum(busy) if mode == "executors" else None  # executors: one task per shard with new records
-    zk = (costs["zk_writes"] + costs["zk_reads"]) if costs.get("zk_writes") is not None else None
+    # reads: the successful ones under the run's prefix (the executors' Python workers keep their ZooKeeper sessions
+    # from run to run, so the pings of sessions open before a window cannot be told from their reads by connection)
+    zk = costs["zk_writes"] + costs["zk_namespace_reads"]
     driver_s = costs.get("driver_python_s")
     out: dict[str, Any] = {
         "batches": n, "records": records, "records_per_batch": _median([b["rows"] for b in batches.values()]),
@@ -60,9 +62,10 @@ def _figures(batches: dict[int, dict[str, Any]], sink: Batches, costs: dict[str,
         "trigger_ms_p50": _median([b["triggerExecution"] for b in batches.values()]),
         "add_batch_ms_p50": _median([b["addBatch"] for b in batches.values()]),
         "driver_outside_job_ms_p50": _median([b["triggerExecution"] - b["addBatch"] for b in batches.values()]),
-        "zk_requests_per_batch": round(zk / n, 1) if zk is not None and n else None,
+        "zk_requests_per_batch": round(zk / n, 1) if n else None,
         "zk_writes_per_batch": round(costs["zk_writes"] / n, 1) if n else None,
-        "zk_reads_per_batch": round(costs["zk_reads"] / n, 1) if n else None,
+        "zk_reads_per_batch": round(costs["zk_namespace_reads"] / n, 1) if n else None,
+        "zk_znode_writes_per_batch": round(costs["zk_namespace_writes"] / n, 1) if n else None,
         "driver_python_ms_per_batch": round(driver_s * 1000 / n, 1) if driver_s is not None and n else None,
         "executor_python_ms_per_batch": round(cpu["executor_python_s"] * 1000 / n, 1) if n else None,
         "executor_jvm_ms_per_batch": round(cpu["executor_jvm_s"] * 1000 / n, 1) if n else None,
@@ -120,7 +123,6 @@ def caught_up(nodes: SparkNodes, probe: SparkCostProbe, mode: str, app: str, key
     AT_TIMESTAMP (what LATEST is pinned to) on a shard with no record after the time, so idle shards would hang."""
     sink, batches = Batches(), dict[int, dict[str, Any]]()
     checkpoint = tempfile.mkdtemp(prefix="scale-spark-")
-    baseline = probe.zookeeper.read()
     producer = BusyProducer(nodes.kinesalite.endpoint_url, nodes.stream, keys, rate, placed)  # type: ignore[union-attr]
     query = _start(nodes.spark, {**options(nodes, mode, initialPosition="TRIM_HORIZON"), "appName": app}, sink,
                    checkpoint, False)
@@ -151,7 +153,7 @@ def caught_up(nodes: SparkNodes, probe: SparkCostProbe, mode: str, app: str, key
         shutil.rmtree(checkpoint, ignore_errors=True)
     progress(query, batches)
     kept = {i: b for i, b in batches.items() if i not in warm and before.at <= b["start"] < after.at}
-    costs = costs_between(before, after, baseline)
+    costs = costs_between(before, after)
     out = {"mode": mode, "busy_shards": len(keys), "rate": rate, "window_s": round((after.at - before.at)
                                                                                   .total_seconds(), 1),
            **_figures(kept, sink, costs, executor_cpu(workers_before, workers_after), mode)}

@@ -21,6 +21,7 @@ ROWS = [("batches", "batches measured"), ("records", "records in them"), ("recor
         ("trigger_ms_p50", "batch ms, triggerExecution (p50)"),
         ("driver_python_ms_per_batch", "driver Python CPU ms/batch (source runner)"),
         ("zk_requests_per_batch", "ZooKeeper requests/batch"), ("zk_writes_per_batch", "of which writes"),
+        ("zk_znode_writes_per_batch", "znodes written/batch (a multi's ops each)"),
         ("executor_python_ms_per_batch", "executor Python CPU ms/batch"),
         ("executor_jvm_ms_per_batch", "executor JVM CPU ms/batch"), ("tasks", "shard tasks (executors: one per "
                                                                           "shard with records)"),
@@ -135,9 +136,11 @@ def markdown(doc: dict[str, Any]) -> str:
 
 
 NOTES = [
-    "ZooKeeper requests are the server's own counters (mntr: writes and reads, failed ones too, session opens and "
-    "closes), less the pings of sessions open before a caught-up run; per batch over the batches that started in "
-    "the measured window. A backlog run's figures cover the whole query, its start included.",
+    "ZooKeeper requests are the server's own counters (mntr): every write request (a multi counts once; failed "
+    "ones, session opens and closes too) and the successful reads under the run's prefix (pings and failed reads "
+    "left out: the executors' Python workers keep their sessions from run to run, so pings cannot be told apart by "
+    "connection); per batch over the batches that started in the measured window. A backlog run's figures cover "
+    "the whole query, its start included.",
     "Driver planning is Spark's own timing of the source's latestOffset on the driver (progress durationMs); the "
     "driver's Python CPU is the source runner's (latestOffset, partitions, commit) and the query's planning workers'.",
     "Executor CPU is read from /proc on the worker nodes' process trees: the Python workers (pyspark.daemon "
