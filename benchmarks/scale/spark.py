@@ -120,13 +120,15 @@ def main(argv: list[str] | None = None) -> int:
                            "setup": {k: getattr(args, k) for k in ("sizes", "per_shard", "batches", "rate",
                                                                    "busy_every", "seconds")},
                            "machine": describe_machine(), "load_before": load_average(), "sizes": []}
-    for i, shards in enumerate(args.sizes):
-        doc["sizes"].append(run_size(shards, args, i == 0, log))
-    doc["wall_s"] = round(time.monotonic() - began, 1)
-    doc["load_after"] = load_average()
-    doc["goals"] = goals(doc)
-    write(doc, args.out)
-    print(f"report: {args.out}", flush=True)
+    try:
+        for i, shards in enumerate(args.sizes):
+            doc["sizes"].append(run_size(shards, args, i == 0, log))
+    finally:  # a SIGTERM (SystemExit) still writes what was measured
+        doc["wall_s"] = round(time.monotonic() - began, 1)
+        doc["load_after"] = load_average()
+        doc["goals"] = goals(doc)
+        write(doc, args.out)
+        print(f"report: {args.out}", flush=True)
     cut: dict[str, Any] = next((s["cut"] for s in doc["sizes"] if "cut" in s), {})
     failed = any("error" in s for s in doc["sizes"]) or cut.get("lost") or cut.get("doubled")
     return 1 if failed else 0
