@@ -101,8 +101,14 @@ soak: setup
 # made); seconds to balance, moves, failover after SIGKILLs, a join, ZooKeeper load and worker CPU at rest, every
 # record delivered. Results: benchmarks/results/scale.md (and scale.json). The issue's size is the default (1,024
 # shards, 16 workers, 4 killed); a quick run: make scale SCALE_ARGS="--shards 64 --workers 4 --kill 1".
+# Then Spark on several nodes: a standalone cluster (master and three one-core workers, ZooKeeper and kinesalite,
+# each on a node of its own), readMode=executors against driver reads (backlog and caught up), readMode=auto, a
+# worker node cut during a batch counted exactly once. Results: benchmarks/results/scale-spark.md (and .json).
+# 256 shards by default; SCALE_SPARK_ARGS="--shards 256,1024" adds the 1,024-shard size, --quick is 16 shards.
+SCALE_SPARK_ARGS ?= --shards 256
 scale: setup
 	$(PY) -m benchmarks.scale $(SCALE_ARGS)
+	$(PY) -m benchmarks.scale.spark $(SCALE_SPARK_ARGS)
 
 # The curve, on demand: the scale run at 16, 64 and 256 shards (one worker per 64 shards, at least 2, a quarter
 # killed), the 1,024-shard point reused from scale.json, a model fitted to them and carried to 10,000 shards.

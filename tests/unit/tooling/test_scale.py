@@ -72,3 +72,26 @@ def test_the_report_marks_a_goal_missed_and_a_phase_that_did_not_end() -> None:
     text = markdown(doc)
     assert "| balanced within 60 s of start | 75.0 s | **no** |" in text
     assert "| even: counts within one | did not happen in time |" in text
+
+
+def test_the_spark_report_judges_the_zookeeper_bound_by_the_busy_shards_and_a_doubled_record() -> None:
+    from benchmarks.scale.spark_report import goals as spark_goals
+    from benchmarks.scale.spark_report import markdown as spark_markdown
+
+    live = {"shards_with_records_per_batch": 40.0, "zk_requests_per_batch": 8.5, "latest_offset_ms_p50": 250.0,
+            "driver_python_ms_per_batch": 90.0}
+    backlog = {"executors": {"records_per_s": 90.0, "python_us_per_record": 110.0},
+               "driver": {"records_per_s": 100.0, "python_us_per_record": 100.0}}
+    cut = {"delivered": 10, "expected": 10, "lost": 0, "doubled": 1}
+    doc = {"sizes": [{"shards": 256, "load_before": [], "load_after": [], "caught_up": {"executors": live},
+                      "backlog": backlog, "cut": cut,
+                      "auto": {"by hand": {"mode": "driver", "runner_sees_master": False},
+                               "register(spark)": {"mode": "executors", "runner_sees_master": False}}}],
+           "setup": {"per_shard": 1, "batches": 1, "rate": 1, "busy_every": 1, "seconds": 1.0},
+           "machine": {"cores": 2}, "load_before": [], "load_after": [], "command": "x", "wall_s": 60.0,
+           "finished": "now"}
+    met = [ok for _, _, ok in spark_goals(doc)]
+    # 8.5 <= 5 + 40/10; 250 ms > 200; 1.1x <= 1.2x; 0.9x the records/s; a record doubled; auto by hand is driver
+    assert met == [True, False, True, False, False, False]
+    doc["goals"] = spark_goals(doc)
+    assert "| by hand | driver | no |" in spark_markdown(doc)
