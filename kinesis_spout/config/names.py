@@ -14,7 +14,8 @@ from typing import Any, NamedTuple
 from kinesis_spout.errors import ConfigError
 
 __all__ = ["DERIVED_FIELDS", "FLAT_FIELDS", "GROUP_CLASSES", "OPTION_KINDS", "OWN_FIELDS", "SETTINGS", "Setting",
-           "camel", "fail", "flat_name", "option_of", "require_bool", "require_float", "require_int", "require_text", "where"]
+           "camel", "fail", "flat_name", "option_of", "require_bool", "require_float", "require_int", "require_text",
+           "where"]
 
 #: ``SpoutConfig`` attribute of each group -> the group's class name (for messages).
 GROUP_CLASSES: dict[str, str] = {
