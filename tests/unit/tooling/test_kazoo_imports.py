@@ -14,6 +14,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from .library_source import library_modules, places
+
 ROOT = Path(__file__).resolve().parents[3]
 OWNERS = ("kinesis_spout/zookeeper/", "kinesis_spout/testing/")
 
@@ -25,16 +27,13 @@ def _is_kazoo(module: str | None) -> bool:
 def kazoo_imports(root: Path) -> list[str]:
     """Each import of kazoo in ``root/kinesis_spout`` outside the owners, as ``"path:line: module"``."""
     found: list[tuple[str, int, str]] = []
-    for path in sorted((root / "kinesis_spout").rglob("*.py")):
-        where = path.relative_to(root).as_posix()
-        if where.startswith(OWNERS):
-            continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), where)):
+    for where, tree in library_modules(root, skip=OWNERS):
+        for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.level == 0 and _is_kazoo(node.module):
                 found.append((where, node.lineno, node.module or ""))
             elif isinstance(node, ast.Import):
                 found.extend((where, node.lineno, a.name) for a in node.names if _is_kazoo(a.name))
-    return [f"{where}:{line}: {module}" for where, line, module in sorted(found)]
+    return places(found)
 
 
 def test_kazoo_is_imported_by_the_zookeeper_package_alone() -> None:
