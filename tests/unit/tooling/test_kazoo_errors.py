@@ -21,7 +21,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from kinesis_spout.zookeeper import errors
 
-from .library_source import library_modules, places
+from .library_source import library_modules, places, write_library
 
 ROOT = Path(__file__).resolve().parents[3]
 OWNERS = ("kinesis_spout/zookeeper/", "kinesis_spout/testing/")
@@ -71,18 +71,16 @@ def test_the_zookeeper_errors_module_holds_the_library_s_classes_and_imports_no_
 
 
 def test_every_spelling_of_a_kazoo_error_is_found_and_the_owners_are_not(tmp_path: Path) -> None:
-    lib = tmp_path / "kinesis_spout"
-    (lib / "zookeeper").mkdir(parents=True)
-    (lib / "zookeeper" / "session.py").write_text("except ConnectionLoss:\n    pass\n", encoding="utf-8")
-    (lib / "reads.py").write_text(
-        "from kinesis_spout.zookeeper.errors import NoNodeError, NoAnswerError\n"
-        "from kinesis_spout.zookeeper.translation import NoNodeError as N, translated\n"
-        "from kinesis_spout.zookeeper import errors\n"
-        "def f(session):\n"
-        "    try:\n"
-        "        session.delete_once('/a', 1)\n"
-        "    except (errors.SessionExpiredError, KazooTimeoutError, NoNodeError):\n"
-        "        pass\n", encoding="utf-8")
+    write_library(tmp_path, {
+        "zookeeper/session.py": "except ConnectionLoss:\n    pass\n",
+        "reads.py": "from kinesis_spout.zookeeper.errors import NoNodeError, NoAnswerError\n"
+                    "from kinesis_spout.zookeeper.translation import NoNodeError as N, translated\n"
+                    "from kinesis_spout.zookeeper import errors\n"
+                    "def f(session):\n"
+                    "    try:\n"
+                    "        session.delete_once('/a', 1)\n"
+                    "    except (errors.SessionExpiredError, KazooTimeoutError, NoNodeError):\n"
+                    "        pass\n"})
     assert kazoo_error_uses(tmp_path) == [
         "kinesis_spout/reads.py:2: kinesis_spout.zookeeper.translation.NoNodeError is kazoo's",
         "kinesis_spout/reads.py:7: KazooTimeoutError", "kinesis_spout/reads.py:7: SessionExpiredError"]
