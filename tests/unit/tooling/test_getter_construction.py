@@ -16,6 +16,8 @@ from pathlib import Path
 
 from kinesis_spout.kinesis.retrieval.factory import GETTER_CLASSES
 
+from .library_source import library_modules, places
+
 ROOT = Path(__file__).resolve().parents[3]
 FACTORY = "kinesis_spout/kinesis/retrieval/factory.py"
 NAMES = frozenset(cls.__name__ for cls in GETTER_CLASSES)
@@ -34,11 +36,7 @@ def getter_constructions(root: Path) -> list[str]:
     """Each construction of a getter class, and each class deriving from one, in ``root/kinesis_spout`` outside the
     factory: ``"path:line: Name(...)"`` or ``"path:line: class C(Name)"``."""
     found: list[tuple[str, int, str]] = []
-    for path in sorted((root / "kinesis_spout").rglob("*.py")):
-        where = path.relative_to(root).as_posix()
-        if where == FACTORY:
-            continue
-        tree = ast.parse(path.read_text(encoding="utf-8"), where)
+    for where, tree in library_modules(root, skip=(FACTORY,)):
         aliases = {alias.asname: alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
                    for alias in node.names if alias.name in NAMES and alias.asname}
         for node in ast.walk(tree):
@@ -48,7 +46,7 @@ def getter_constructions(root: Path) -> list[str]:
                 for base in node.bases:
                     if (name := _getter_name(base, aliases)) is not None:
                         found.append((where, node.lineno, f"class {node.name}({name})"))
-    return [f"{where}:{line}: {what}" for where, line, what in sorted(found)]
+    return places(found)
 
 
 def test_getters_are_constructed_by_the_factory_alone() -> None:
