@@ -13,8 +13,6 @@ Who calls: pytest (``tests/unit/tooling``).
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -22,6 +20,7 @@ from typing import Any
 import pytest
 
 from .library_source import write_library
+from .script_modules import load_script
 
 ROOT = Path(__file__).resolve().parents[3]
 #: The spout's assembly: builds the parts from a whole config and hands each its groups.
@@ -37,12 +36,7 @@ ALLOWED: dict[str, str] = {
 
 @pytest.fixture(scope="module")
 def reads() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("config_reads", ROOT / "scripts" / "config_reads.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks its module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script("config_reads")
 
 
 @pytest.fixture(scope="module")
