@@ -15,7 +15,7 @@ import ast
 import re
 from pathlib import Path
 
-from .library_source import library_modules, places
+from .library_source import library_modules, places, write_library
 
 ROOT = Path(__file__).resolve().parents[3]
 #: Named loggers a module may make, with why: (module, name).
@@ -93,20 +93,16 @@ def test_the_loggers_the_docs_tell_users_to_configure_are_the_library_s() -> Non
 
 
 def test_every_hard_coded_name_and_wrong_documented_name_is_found(tmp_path: Path) -> None:
-    lib = tmp_path / "kinesis_spout"
-    (lib / "spark").mkdir(parents=True)
-    (lib / "__init__.py").write_text("", encoding="utf-8")
-    (lib / "spark" / "__init__.py").write_text("", encoding="utf-8")
-    (lib / "spark" / "lag.py").write_text("LAG = 1\n", encoding="utf-8")
-    (lib / "spark" / "lag_listener.py").write_text(
-        "import logging\n"
-        "from logging import getLogger\n"
-        "log = logging.getLogger(__name__)\n"
-        "other = getLogger('kinesis_spout')\n"
-        "def main():\n"
-        "    logging.getLogger('kinesis_spout').setLevel(10)\n"
-        "    logging.getLogger('werkzeug').setLevel(40)\n"
-        "    logging.getLogger('kinesis_spout.spark.lag').info('x')\n", encoding="utf-8")
+    write_library(tmp_path, {
+        "__init__.py": "", "spark/__init__.py": "", "spark/lag.py": "LAG = 1\n",
+        "spark/lag_listener.py": "import logging\n"
+                                 "from logging import getLogger\n"
+                                 "log = logging.getLogger(__name__)\n"
+                                 "other = getLogger('kinesis_spout')\n"
+                                 "def main():\n"
+                                 "    logging.getLogger('kinesis_spout').setLevel(10)\n"
+                                 "    logging.getLogger('werkzeug').setLevel(40)\n"
+                                 "    logging.getLogger('kinesis_spout.spark.lag').info('x')\n"})
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "page.md").write_text(
         "one line per progress (logger `kinesis_spout.spark.lag`), or (logger `kinesis_spout.spark.lag_listener`)\n"
