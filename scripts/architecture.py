@@ -32,6 +32,10 @@ except ModuleNotFoundError:  # Python 3.10: import-linter's own TOML reader
     import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT / "scripts") not in sys.path:  # loaded by path (the tests): its sibling modules
+    sys.path.insert(0, str(ROOT / "scripts"))
+from page_blocks import DriftError, render_blocks  # noqa: E402
+
 PAGE = ROOT / "docs" / "architecture.md"
 PACKAGE = "kinesis_spout"
 
@@ -85,11 +89,6 @@ HOLDS: dict[str, str] = {
 
 BEGIN = "<!-- BEGIN GENERATED: {name} (scripts/architecture.py --write renders it from pyproject.toml and the code) -->"
 END = "<!-- END GENERATED: {name} -->"
-
-
-class DriftError(Exception):
-    """The code, the contracts and ``HOLDS`` disagree: a part without a description, a description of a part that is
-    gone, or a part in no layer."""
 
 
 def contracts() -> list[dict[str, object]]:
@@ -214,15 +213,7 @@ def rendered(text: str | None = None) -> str:
     """The page's text (or ``text``) with each generated block rendered again. Raises DriftError when a block's
     markers are missing, or when the code, the contracts and ``HOLDS`` disagree."""
     text = PAGE.read_text(encoding="utf-8") if text is None else text
-    for name, render in GENERATED.items():
-        begin, end = BEGIN.format(name=name), END.format(name=name)
-        if begin not in text or end not in text:
-            raise DriftError(f"{PAGE.relative_to(ROOT)}: the markers of the generated block {name!r} are missing: "
-                             f"{begin} ... {end}")
-        head, rest = text.split(begin, 1)
-        _, tail = rest.split(end, 1)
-        text = f"{head}{begin}\n{render()}\n{end}{tail}"
-    return text
+    return render_blocks(PAGE, text, GENERATED, BEGIN, END)
 
 
 def main(argv: list[str] | None = None) -> int:

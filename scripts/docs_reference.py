@@ -30,6 +30,9 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from any folder: this checkout's kinesis_spout
     sys.path.insert(0, str(ROOT))
+if str(ROOT / "scripts") not in sys.path:  # loaded by path (the tests): its sibling modules
+    sys.path.insert(0, str(ROOT / "scripts"))
+from page_blocks import DriftError, render_blocks  # noqa: E402
 
 CONFIG_PAGE = ROOT / "docs" / "reference" / "configuration.md"
 CLI_PAGE = ROOT / "docs" / "reference" / "cli.md"
@@ -149,10 +152,6 @@ END = "<!-- END GENERATED: {name} -->"
 #: The markers in a Python module.
 PY_BEGIN = "# BEGIN GENERATED: {name} (scripts/docs_reference.py --write renders it from the code)"
 PY_END = "# END GENERATED: {name}"
-
-
-class DriftError(Exception):
-    """The code and the meanings written here disagree: a setting or option without a meaning, or the reverse."""
 
 
 def _show(value: Any) -> str:
@@ -362,16 +361,8 @@ def rendered(page: Path, text: str | None = None) -> str:
     """``page``'s text (or ``text``) with each generated block rendered again from the code. Raises DriftError
     when a block's markers are missing, or when the code and the meanings written here disagree."""
     text = page.read_text() if text is None else text
-    for name, render in GENERATED[page].items():
-        begin, end = (PY_BEGIN, PY_END) if page.suffix == ".py" else (BEGIN, END)
-        begin, end = begin.format(name=name), end.format(name=name)
-        if begin not in text or end not in text:
-            raise DriftError(f"{page.relative_to(ROOT)}: the markers of the generated block {name!r} are missing: "
-                             f"{begin} ... {end}")
-        head, rest = text.split(begin, 1)
-        _, tail = rest.split(end, 1)
-        text = f"{head}{begin}\n{render()}\n{end}{tail}"
-    return text
+    begin, end = (PY_BEGIN, PY_END) if page.suffix == ".py" else (BEGIN, END)
+    return render_blocks(page, text, GENERATED[page], begin, end)
 
 
 def main(argv: list[str] | None = None) -> int:

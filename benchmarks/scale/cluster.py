@@ -26,6 +26,27 @@ COUNTER_JS = Path(__file__).with_name("count_requests.js")
 PREFIX = "/kinesis-spout-scale"
 
 
+def start_servers(network: NodeNetwork, counts_file: Path, stream: str, shards: int
+                  ) -> tuple[ZooKeeperServer, KinesaliteServer, Any]:
+    """Start ZooKeeper and kinesalite (its requests counted into ``counts_file``) on nodes of their own in the
+    started ``network``, and ask for ``stream`` of ``shards`` shards (not waited for: the caller waits when it needs
+    the stream).
+
+    Who calls: :meth:`ScaleCluster.start` and :meth:`benchmarks.scale.spark_nodes.SparkNodes.start`; the servers
+    returned are the caller's to stop. Returns them and a Kinesis client on kinesalite.
+    """
+    zookeeper = zookeeper_on(network.add_node("zookeeper"), start_timeout_s=180).start()
+    node = network.add_node("kinesis")
+    # kinesalite runs under env(1), which sets the counter's preload and its file, then execs node
+    counting = ["env", f"NODE_OPTIONS=--require {COUNTER_JS}", f"KINESIS_SPOUT_COUNT_FILE={counts_file}"]
+    kinesalite = kinesalite_on(node, shard_limit=max(shards, 10), start_timeout_s=180)
+    kinesalite.command_prefix = node.command(counting)
+    kinesalite.start()
+    client = kinesis_client(kinesalite.endpoint_url)
+    client.create_stream(StreamName=stream, ShardCount=shards)
+    return zookeeper, kinesalite, client
+
+
 class ScaleCluster:
     """ZooKeeper, kinesalite and the lease workers of one run, each on a node of its own."""
 
@@ -54,15 +75,8 @@ class ScaleCluster:
 
     def start(self) -> "ScaleCluster":
         self.network.start()
-        self.zookeeper = zookeeper_on(self.network.add_node("zookeeper"), start_timeout_s=180).start()
-        node = self.network.add_node("kinesis")
-        # kinesalite runs under env(1), which sets the counter's preload and its file, then execs node
-        counting = ["env", f"NODE_OPTIONS=--require {COUNTER_JS}", f"KINESIS_SPOUT_COUNT_FILE={self.counts_file}"]
-        self.kinesalite = kinesalite_on(node, shard_limit=max(self.shards, 10), start_timeout_s=180)
-        self.kinesalite.command_prefix = node.command(counting)
-        self.kinesalite.start()
-        client = kinesis_client(self.kinesalite.endpoint_url)
-        client.create_stream(StreamName=self.stream, ShardCount=self.shards)
+        self.zookeeper, self.kinesalite, client = start_servers(self.network, self.counts_file, self.stream,
+                                                                self.shards)
         wait_for_stream(client, self.stream, timeout_s=600)
         self.workers = WorkerProcesses(stream=self.stream, endpoint_url=self.kinesalite.endpoint_url,
                                        zookeeper=self.zookeeper.hosts, prefix=PREFIX, app=self.app,

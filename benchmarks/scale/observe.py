@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from benchmarks.proc_cpu import read_process
-from kinesis_spout.testing.kinesis import kinesis_client
+from kinesis_spout.testing.kinesis import kinesis_client, put_entries
 
 
 class LeaseWatch:
@@ -203,20 +203,10 @@ class ShardProducer:
             self._stop.wait(max(0.0, self.every_s - (time.monotonic() - started)))
 
     def _put(self, client: Any, entries: list[dict[str, Any]]) -> None:
-        todo = entries
-        for attempt in range(30):
-            reply = client.put_records(StreamName=self.stream, Records=todo)
-            retry = []
-            with self.lock:
-                for entry, result in zip(todo, reply["Records"]):
-                    if "SequenceNumber" in result:
-                        self.placed.add(f"{result['ShardId']}:{result['SequenceNumber']}")
-                    else:
-                        retry.append(entry)
-            if not retry:
-                return
-            todo = retry
-            time.sleep(min(0.05 * 2 ** attempt, 1.0))
+        """Put ``entries``; the ids of those placed join ``placed`` (one still refused after 30 calls is dropped)."""
+        results = put_entries(client, self.stream, entries, attempts=30)
+        with self.lock:
+            self.placed.update(f"{shard}:{sequence}" for shard, sequence in filter(None, results))
 
 
 def rss_mib(pid: int) -> float | None:

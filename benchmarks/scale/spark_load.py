@@ -15,7 +15,7 @@ from typing import Any
 
 from benchmarks.proc_cpu import TreeSnapshot, own_cpu_between, snapshot, tree_cpu_between
 from benchmarks.spark_costs import is_executor_python
-from kinesis_spout.testing.kinesis import kinesis_client
+from kinesis_spout.testing.kinesis import kinesis_client, put_entries
 
 #: Spark's durations of a micro-batch kept from its progress (milliseconds)
 DURATIONS = ("latestOffset", "queryPlanning", "getBatch", "walCommit", "addBatch", "commitOffsets",
@@ -38,21 +38,12 @@ class Placed:
 
     def put(self, client: Any, stream: str, entries: list[dict[str, Any]]) -> None:
         """PutRecords ``entries`` (500 at most), retrying the throttled ones; their ids added."""
-        todo = entries
-        for attempt in range(30):
-            reply = client.put_records(StreamName=stream, Records=todo)
-            retry = []
-            with self.lock:
-                for entry, result in zip(todo, reply["Records"]):
-                    if "SequenceNumber" in result:
-                        self.ids.add(f"{result['ShardId']}:{result['SequenceNumber']}")
-                    else:
-                        retry.append(entry)
-            if not retry:
-                return
-            todo = retry
-            time.sleep(min(0.05 * 2 ** attempt, 1.0))
-        raise RuntimeError(f"{len(todo)} records still throttled after 30 attempts")
+        results = put_entries(client, stream, entries, attempts=30)
+        with self.lock:
+            self.ids.update(f"{shard}:{sequence}" for shard, sequence in filter(None, results))
+        refused = results.count(None)
+        if refused:
+            raise RuntimeError(f"{refused} records still throttled after 30 attempts")
 
     def snapshot(self) -> set[str]:
         with self.lock:

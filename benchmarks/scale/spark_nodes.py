@@ -22,14 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.machine import ROOT
+from benchmarks.scale.cluster import start_servers
 from kinesis_spout.testing.emulators import KinesaliteServer
-from kinesis_spout.testing.kinesis import kinesis_client, wait_for_stream
-from kinesis_spout.testing.node_servers import kinesalite_on, zookeeper_on
+from kinesis_spout.testing.kinesis import wait_for_stream
 from kinesis_spout.testing.nodes import Node, NodeNetwork, NodeProcess
 from kinesis_spout.testing.process import wait_until
 from kinesis_spout.testing.zookeeper import ZooKeeperServer
 
-COUNTER_JS = Path(__file__).with_name("count_requests.js")
 PREFIX = "/kinesis-spout-scale-spark"
 MASTER_PORT = 7077
 WORKERS = 3
@@ -88,14 +87,8 @@ class SparkNodes:
         import pyspark
 
         self.network.start()
-        self.zookeeper = zookeeper_on(self.network.add_node("zookeeper"), start_timeout_s=180).start()
-        node = self.network.add_node("kinesis")
-        counting = ["env", f"NODE_OPTIONS=--require {COUNTER_JS}", f"KINESIS_SPOUT_COUNT_FILE={self.counts_file}"]
-        self.kinesalite = kinesalite_on(node, shard_limit=max(self.shards, 10), start_timeout_s=180)
-        self.kinesalite.command_prefix = node.command(counting)
-        self.kinesalite.start()
-        client = kinesis_client(self.kinesalite.endpoint_url)
-        client.create_stream(StreamName=self.stream, ShardCount=self.shards)
+        self.zookeeper, self.kinesalite, client = start_servers(self.network, self.counts_file, self.stream,
+                                                                self.shards)
         spark_class = str(Path(pyspark.__file__).parent / "bin" / "spark-class")
         master = self.network.add_node("spark-master")
         self.master = master.run([spark_class, "org.apache.spark.deploy.master.Master", "--host", master.address,

@@ -86,25 +86,37 @@ def put_records(client: Any, stream: str, records: Iterable[bytes | str],
     entries = [{"Data": r.encode() if isinstance(r, str) else r, "PartitionKey": next(keys)} for r in records]
     placed: list[tuple[str, str]] = []
     for start in range(0, len(entries), batch):
-        chunk = entries[start:start + batch]
-        results: list[tuple[str, str] | None] = [None] * len(chunk)
-        todo = list(range(len(chunk)))
-        for attempt in range(20):
-            reply = client.put_records(StreamName=stream, Records=[chunk[i] for i in todo])
-            retry = []
-            for i, res in zip(todo, reply["Records"]):
-                if "SequenceNumber" in res:
-                    results[i] = (res["ShardId"], res["SequenceNumber"])
-                else:
-                    retry.append(i)
-            if not retry:
-                break
-            todo = retry
-            time.sleep(min(0.05 * 2 ** attempt, 1.0))
-        else:
-            raise KinesisError(f"put_records: {len(todo)} records of {stream!r} still refused after 20 attempts")
+        results = put_entries(client, stream, entries[start:start + batch], attempts=20)
+        refused = results.count(None)
+        if refused:
+            raise KinesisError(f"put_records: {refused} records of {stream!r} still refused after 20 attempts")
         placed.extend(r for r in results if r is not None)
     return placed
+
+
+def put_entries(client: Any, stream: str, entries: list[dict[str, Any]], attempts: int = 20
+                ) -> list[tuple[str, str] | None]:
+    """One PutRecords of ``entries`` (500 at most, as boto3 takes them), the refused ones put again with a growing
+    pause, ``attempts`` calls at most.
+
+    Who calls: :func:`put_records` and the scale benchmark's producers, which decide what a refusal means.
+    Returns the ``(shard_id, sequence_number)`` of each entry in input order, None for an entry still refused.
+    """
+    results: list[tuple[str, str] | None] = [None] * len(entries)
+    todo = list(range(len(entries)))
+    for attempt in range(attempts):
+        reply = client.put_records(StreamName=stream, Records=[entries[i] for i in todo])
+        retry = []
+        for i, res in zip(todo, reply["Records"]):
+            if "SequenceNumber" in res:
+                results[i] = (res["ShardId"], res["SequenceNumber"])
+            else:
+                retry.append(i)
+        if not retry:
+            break
+        todo = retry
+        time.sleep(min(0.05 * 2 ** attempt, 1.0))
+    return results
 
 
 def keys_on(client: Any, stream: str, shard_id: str, n: int) -> list[str]:

@@ -7,22 +7,19 @@ kinesis_spout; `make docs` runs its --check. Who calls: pytest (``tests/unit/too
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from .script_modules import load_script
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
 def architecture() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("architecture", ROOT / "scripts" / "architecture.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("architecture")
 
 
 def test_the_architecture_page_is_what_the_contracts_and_the_code_render(architecture: ModuleType) -> None:

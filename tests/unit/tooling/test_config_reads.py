@@ -13,13 +13,14 @@ Who calls: pytest (``tests/unit/tooling``).
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+
+from .library_source import write_library
+from .script_modules import load_script
 
 ROOT = Path(__file__).resolve().parents[3]
 #: The spout's assembly: builds the parts from a whole config and hands each its groups.
@@ -35,12 +36,7 @@ ALLOWED: dict[str, str] = {
 
 @pytest.fixture(scope="module")
 def reads() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("config_reads", ROOT / "scripts" / "config_reads.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks its module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script("config_reads")
 
 
 @pytest.fixture(scope="module")
@@ -67,21 +63,19 @@ def test_every_module_of_the_allow_list_still_reads_a_flat_name(library: list[An
 
 
 def test_every_spelling_of_a_flat_read_is_found_and_group_reads_are_not(reads: ModuleType, tmp_path: Path) -> None:
-    lib = tmp_path / "kinesis_spout"
-    (lib / "config").mkdir(parents=True)
-    (lib / "config" / "own.py").write_text("x = config.retry_limit\n", encoding="utf-8")
-    (lib / "part.py").write_text(
-        "def f(config, cfg, self, args, reading, spout_config):\n"
-        "    a = config.retry_limit\n"
-        "    b = cfg.reading.scheme\n"
-        "    c = self.config.worker_id\n"
-        "    d = self.emitter.config.reliable\n"
-        "    e = args.region\n"
-        "    f = reading.max_records_per_call\n"
-        "    g = spout_config.zookeeper\n"
-        "    h = self._config.tracking\n", encoding="utf-8")
+    write_library(tmp_path, {
+        "config/own.py": "x = config.retry_limit\n",
+        "part.py": "def f(config, cfg, self, args, reading, spout_config):\n"
+                   "    a = config.retry_limit\n"
+                   "    b = cfg.reading.scheme\n"
+                   "    c = self.config.worker_id\n"
+                   "    d = self.emitter.config.reliable\n"
+                   "    e = args.region\n"
+                   "    f = reading.max_records_per_call\n"
+                   "    g = spout_config.zookeeper\n"
+                   "    h = self._config.tracking\n"})
     assert outside(reads.library_reads(tmp_path)) == [
         "kinesis_spout/part.py:2: config.retry_limit", "kinesis_spout/part.py:4: self.config.worker_id",
         "kinesis_spout/part.py:5: self.emitter.config.reliable", "kinesis_spout/part.py:8: spout_config.zookeeper"]
-    part = reads.module_reads(lib / "part.py", tmp_path)
+    part = reads.module_reads(tmp_path / "kinesis_spout" / "part.py", tmp_path)
     assert [text for _, text in part.groups] == ["cfg.reading", "self._config.tracking"]

@@ -7,7 +7,6 @@ the command line's parser; `make docs` runs its --check.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -15,16 +14,14 @@ from types import ModuleType
 
 import pytest
 
+from .script_modules import load_script
+
 ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
 def reference() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("docs_reference", ROOT / "scripts" / "docs_reference.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("docs_reference")
 
 
 def test_the_reference_pages_are_what_the_code_renders(reference: ModuleType) -> None:

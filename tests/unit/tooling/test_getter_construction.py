@@ -16,6 +16,8 @@ from pathlib import Path
 
 from kinesis_spout.kinesis.retrieval.factory import GETTER_CLASSES
 
+from .library_source import library_modules, places, write_library
+
 ROOT = Path(__file__).resolve().parents[3]
 FACTORY = "kinesis_spout/kinesis/retrieval/factory.py"
 NAMES = frozenset(cls.__name__ for cls in GETTER_CLASSES)
@@ -34,11 +36,7 @@ def getter_constructions(root: Path) -> list[str]:
     """Each construction of a getter class, and each class deriving from one, in ``root/kinesis_spout`` outside the
     factory: ``"path:line: Name(...)"`` or ``"path:line: class C(Name)"``."""
     found: list[tuple[str, int, str]] = []
-    for path in sorted((root / "kinesis_spout").rglob("*.py")):
-        where = path.relative_to(root).as_posix()
-        if where == FACTORY:
-            continue
-        tree = ast.parse(path.read_text(encoding="utf-8"), where)
+    for where, tree in library_modules(root, skip=(FACTORY,)):
         aliases = {alias.asname: alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
                    for alias in node.names if alias.name in NAMES and alias.asname}
         for node in ast.walk(tree):
@@ -48,7 +46,7 @@ def getter_constructions(root: Path) -> list[str]:
                 for base in node.bases:
                     if (name := _getter_name(base, aliases)) is not None:
                         found.append((where, node.lineno, f"class {node.name}({name})"))
-    return [f"{where}:{line}: {what}" for where, line, what in sorted(found)]
+    return places(found)
 
 
 def test_getters_are_constructed_by_the_factory_alone() -> None:
@@ -58,19 +56,17 @@ def test_getters_are_constructed_by_the_factory_alone() -> None:
 
 
 def test_every_spelling_of_a_construction_or_a_subclass_is_found_and_the_factory_is_not(tmp_path: Path) -> None:
-    lib = tmp_path / "kinesis_spout"
-    (lib / "kinesis" / "retrieval").mkdir(parents=True)
-    (tmp_path / FACTORY).write_text("def make(c):\n    return ShardGetter(c)\n", encoding="utf-8")
-    (lib / "reads.py").write_text(
-        "from kinesis_spout.kinesis.retrieval import polling\n"
-        "from kinesis_spout.kinesis.retrieval.fanout import FanOutGetter as Pushed\n"
-        "a = polling.ShardGetter(None)\n"
-        "b = Pushed(None)\n"
-        "c = WaitingFanOut(b, 3)\n"
-        "class Mine(polling.PacedGetter):\n"
-        "    pass\n"
-        "d = ShardGetterish(None)\n"
-        "e = polling.shard_getter(None)\n", encoding="utf-8")
+    write_library(tmp_path, {
+        FACTORY.removeprefix("kinesis_spout/"): "def make(c):\n    return ShardGetter(c)\n",
+        "reads.py": "from kinesis_spout.kinesis.retrieval import polling\n"
+                    "from kinesis_spout.kinesis.retrieval.fanout import FanOutGetter as Pushed\n"
+                    "a = polling.ShardGetter(None)\n"
+                    "b = Pushed(None)\n"
+                    "c = WaitingFanOut(b, 3)\n"
+                    "class Mine(polling.PacedGetter):\n"
+                    "    pass\n"
+                    "d = ShardGetterish(None)\n"
+                    "e = polling.shard_getter(None)\n"})
     assert getter_constructions(tmp_path) == [
         "kinesis_spout/reads.py:3: ShardGetter(...)", "kinesis_spout/reads.py:4: FanOutGetter(...)",
         "kinesis_spout/reads.py:5: WaitingFanOut(...)", "kinesis_spout/reads.py:6: class Mine(PacedGetter)"]

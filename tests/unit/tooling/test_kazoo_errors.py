@@ -21,6 +21,8 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from kinesis_spout.zookeeper import errors
 
+from .library_source import library_modules, places, write_library
+
 ROOT = Path(__file__).resolve().parents[3]
 OWNERS = ("kinesis_spout/zookeeper/", "kinesis_spout/testing/")
 KAZOO_ERRORS = (kazoo.exceptions.KazooException, KazooTimeoutError)
@@ -39,11 +41,8 @@ def kazoo_error_uses(root: Path) -> list[str]:
     imported from a ``kinesis_spout.zookeeper`` module that is (or derives from) a kazoo error class, and a name or
     attribute spelled like a kazoo error class the library has none of."""
     found: list[tuple[str, int, str]] = []
-    for path in sorted((root / "kinesis_spout").rglob("*.py")):
-        where = path.relative_to(root).as_posix()
-        if where.startswith(OWNERS):
-            continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), where)):
+    for where, tree in library_modules(root, skip=OWNERS):
+        for node in ast.walk(tree):
             if (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module is not None
                     and node.module.startswith("kinesis_spout.zookeeper")):
                 module = importlib.import_module(node.module)
@@ -53,7 +52,7 @@ def kazoo_error_uses(root: Path) -> list[str]:
                 found.append((where, node.lineno, node.id))
             elif isinstance(node, ast.Attribute) and node.attr in KAZOO_ONLY:
                 found.append((where, node.lineno, node.attr))
-    return [f"{where}:{line}: {what}" for where, line, what in sorted(found)]
+    return places(found)
 
 
 def test_no_module_outside_the_zookeeper_package_uses_a_kazoo_error() -> None:
@@ -72,18 +71,16 @@ def test_the_zookeeper_errors_module_holds_the_library_s_classes_and_imports_no_
 
 
 def test_every_spelling_of_a_kazoo_error_is_found_and_the_owners_are_not(tmp_path: Path) -> None:
-    lib = tmp_path / "kinesis_spout"
-    (lib / "zookeeper").mkdir(parents=True)
-    (lib / "zookeeper" / "session.py").write_text("except ConnectionLoss:\n    pass\n", encoding="utf-8")
-    (lib / "reads.py").write_text(
-        "from kinesis_spout.zookeeper.errors import NoNodeError, NoAnswerError\n"
-        "from kinesis_spout.zookeeper.translation import NoNodeError as N, translated\n"
-        "from kinesis_spout.zookeeper import errors\n"
-        "def f(session):\n"
-        "    try:\n"
-        "        session.delete_once('/a', 1)\n"
-        "    except (errors.SessionExpiredError, KazooTimeoutError, NoNodeError):\n"
-        "        pass\n", encoding="utf-8")
+    write_library(tmp_path, {
+        "zookeeper/session.py": "except ConnectionLoss:\n    pass\n",
+        "reads.py": "from kinesis_spout.zookeeper.errors import NoNodeError, NoAnswerError\n"
+                    "from kinesis_spout.zookeeper.translation import NoNodeError as N, translated\n"
+                    "from kinesis_spout.zookeeper import errors\n"
+                    "def f(session):\n"
+                    "    try:\n"
+                    "        session.delete_once('/a', 1)\n"
+                    "    except (errors.SessionExpiredError, KazooTimeoutError, NoNodeError):\n"
+                    "        pass\n"})
     assert kazoo_error_uses(tmp_path) == [
         "kinesis_spout/reads.py:2: kinesis_spout.zookeeper.translation.NoNodeError is kazoo's",
         "kinesis_spout/reads.py:7: KazooTimeoutError", "kinesis_spout/reads.py:7: SessionExpiredError"]

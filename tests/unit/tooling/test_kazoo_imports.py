@@ -14,6 +14,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from .library_source import library_modules, places, write_library
+
 ROOT = Path(__file__).resolve().parents[3]
 OWNERS = ("kinesis_spout/zookeeper/", "kinesis_spout/testing/")
 
@@ -25,16 +27,13 @@ def _is_kazoo(module: str | None) -> bool:
 def kazoo_imports(root: Path) -> list[str]:
     """Each import of kazoo in ``root/kinesis_spout`` outside the owners, as ``"path:line: module"``."""
     found: list[tuple[str, int, str]] = []
-    for path in sorted((root / "kinesis_spout").rglob("*.py")):
-        where = path.relative_to(root).as_posix()
-        if where.startswith(OWNERS):
-            continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), where)):
+    for where, tree in library_modules(root, skip=OWNERS):
+        for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.level == 0 and _is_kazoo(node.module):
                 found.append((where, node.lineno, node.module or ""))
             elif isinstance(node, ast.Import):
                 found.extend((where, node.lineno, a.name) for a in node.names if _is_kazoo(a.name))
-    return [f"{where}:{line}: {module}" for where, line, module in sorted(found)]
+    return places(found)
 
 
 def test_kazoo_is_imported_by_the_zookeeper_package_alone() -> None:
@@ -44,17 +43,14 @@ def test_kazoo_is_imported_by_the_zookeeper_package_alone() -> None:
 
 
 def test_every_spelling_of_a_kazoo_import_is_found_and_the_owners_are_not(tmp_path: Path) -> None:
-    lib = tmp_path / "kinesis_spout"
-    for owner in ("zookeeper", "testing"):
-        (lib / owner).mkdir(parents=True)
-        (lib / owner / "client.py").write_text("from kazoo.client import KazooClient\n", encoding="utf-8")
-    (lib / "reads.py").write_text(
-        "import kazoo\n"
-        "import json, kazoo.retry as r\n"
-        "def f():\n"
-        "    from kazoo.exceptions import NoNodeError\n"
-        "from kinesis_spout.zookeeper.errors import NoNodeError\n"
-        "import kazoolike\n"
-        "from . import kazoo\n", encoding="utf-8")
+    write_library(tmp_path, {
+        **{f"{owner}/client.py": "from kazoo.client import KazooClient\n" for owner in ("zookeeper", "testing")},
+        "reads.py": "import kazoo\n"
+                    "import json, kazoo.retry as r\n"
+                    "def f():\n"
+                    "    from kazoo.exceptions import NoNodeError\n"
+                    "from kinesis_spout.zookeeper.errors import NoNodeError\n"
+                    "import kazoolike\n"
+                    "from . import kazoo\n"})
     assert kazoo_imports(tmp_path) == ["kinesis_spout/reads.py:1: kazoo", "kinesis_spout/reads.py:2: kazoo.retry",
                                        "kinesis_spout/reads.py:4: kazoo.exceptions"]

@@ -15,6 +15,8 @@ import ast
 import re
 from pathlib import Path
 
+from .library_source import library_modules, places, write_library
+
 ROOT = Path(__file__).resolve().parents[3]
 #: Named loggers a module may make, with why: (module, name).
 NAMED = {("kinesis_spout/zookeeper/security.py", "kinesis_spout.kazoo")}  # kazoo's own lines, secrets masked
@@ -33,9 +35,7 @@ def hard_coded_loggers(root: Path) -> list[str]:
     made with another name, and a ``getLogger`` anywhere of a name under ``kinesis_spout.`` (the package's own
     logger, ``"kinesis_spout"``, may be configured by name inside a function)."""
     found: list[tuple[str, int, str]] = []
-    for path in sorted((root / "kinesis_spout").rglob("*.py")):
-        where = path.relative_to(root).as_posix()
-        tree = ast.parse(path.read_text(encoding="utf-8"), where)
+    for where, tree in library_modules(root):
         module_level = {id(s.value) for s in tree.body if isinstance(s, (ast.Assign, ast.AnnAssign))}
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call) or not _is_get_logger(node) or not node.args:
@@ -48,18 +48,17 @@ def hard_coded_loggers(root: Path) -> list[str]:
                 continue
             if id(node) in module_level or (name or "").startswith("kinesis_spout."):
                 found.append((where, node.lineno, f"getLogger({ast.unparse(arg)})"))
-    return [f"{where}:{line}: {what}" for where, line, what in sorted(found)]
+    return places(found)
 
 
 def library_loggers(root: Path) -> set[str]:
     """The loggers of ``root/kinesis_spout`` one can configure: each module's that logs (``getLogger(__name__)``),
     every package above one, and the named ones of :data:`NAMED`."""
     names = {logger for _, logger in NAMED}
-    for path in sorted((root / "kinesis_spout").rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+    for where, tree in library_modules(root):
         if any(_is_get_logger(n) and isinstance(n.args[0], ast.Name) and n.args[0].id == "__name__"
                for n in ast.walk(tree) if isinstance(n, ast.Call) and n.args):
-            parts = path.relative_to(root).with_suffix("").parts
+            parts = Path(where).with_suffix("").parts
             parts = parts[:-1] if parts[-1] == "__init__" else parts
             names.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
     return names
@@ -94,20 +93,16 @@ def test_the_loggers_the_docs_tell_users_to_configure_are_the_library_s() -> Non
 
 
 def test_every_hard_coded_name_and_wrong_documented_name_is_found(tmp_path: Path) -> None:
-    lib = tmp_path / "kinesis_spout"
-    (lib / "spark").mkdir(parents=True)
-    (lib / "__init__.py").write_text("", encoding="utf-8")
-    (lib / "spark" / "__init__.py").write_text("", encoding="utf-8")
-    (lib / "spark" / "lag.py").write_text("LAG = 1\n", encoding="utf-8")
-    (lib / "spark" / "lag_listener.py").write_text(
-        "import logging\n"
-        "from logging import getLogger\n"
-        "log = logging.getLogger(__name__)\n"
-        "other = getLogger('kinesis_spout')\n"
-        "def main():\n"
-        "    logging.getLogger('kinesis_spout').setLevel(10)\n"
-        "    logging.getLogger('werkzeug').setLevel(40)\n"
-        "    logging.getLogger('kinesis_spout.spark.lag').info('x')\n", encoding="utf-8")
+    write_library(tmp_path, {
+        "__init__.py": "", "spark/__init__.py": "", "spark/lag.py": "LAG = 1\n",
+        "spark/lag_listener.py": "import logging\n"
+                                 "from logging import getLogger\n"
+                                 "log = logging.getLogger(__name__)\n"
+                                 "other = getLogger('kinesis_spout')\n"
+                                 "def main():\n"
+                                 "    logging.getLogger('kinesis_spout').setLevel(10)\n"
+                                 "    logging.getLogger('werkzeug').setLevel(40)\n"
+                                 "    logging.getLogger('kinesis_spout.spark.lag').info('x')\n"})
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "page.md").write_text(
         "one line per progress (logger `kinesis_spout.spark.lag`), or (logger `kinesis_spout.spark.lag_listener`)\n"
