@@ -184,9 +184,9 @@ class ExactlyOnceRunner:
         records = [t.record for t in tuples]
         ids = [t.message_id for t in tuples]
         in_batch = set(ids)
-        record_tries = self.config.retry_limit + 1
+        record_tries = self.config.tracking.retry_limit + 1
         # the tries with failed records: retry_backoff's delays, retry_limit more tries (the policy's stop rule)
-        failing = Backoff(replace(self.config.retry_backoff.policy(), max_attempts=record_tries))
+        failing = Backoff(replace(self.config.tracking.retry_backoff.policy(), max_attempts=record_tries))
         raised = BatchRetry(self.settings.batch_retry, self.loop, entry.txid, len(records),
                             "the next run replays them under the same txid", kind="txid")
         attempt = 0

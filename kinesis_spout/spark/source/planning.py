@@ -75,9 +75,9 @@ class QueryPlanning:
         #: Trigger.AvailableNow: read records that arrived up to this time (None: not an AvailableNow run).
         self.cutoff: datetime | None = None
         self._shards: dict[str, Shard] = {}
-        self._listing = ListingSchedule(config.shard_sync_interval_s)
+        self._listing = ListingSchedule(config.reading.shard_sync_interval_s)
         self._written: dict[str, str] = {}
-        self._throttle = CheckpointThrottle(config.checkpoint_interval_s)
+        self._throttle = CheckpointThrottle(config.tracking.checkpoint_interval_s)
         self._consumer_arn: str | None = None
         self._writer = CheckpointWriter()
 
@@ -88,7 +88,8 @@ class QueryPlanning:
         now = time.monotonic()
         if force or self._listing.due(now):
             cfg = self.config
-            mine = owned_shards(list_shards(self.clients.kinesis(), cfg.stream_name), cfg.task_index, cfg.task_count)
+            mine = owned_shards(list_shards(self.clients.kinesis(), cfg.stream_name), cfg.worker.task_index,
+                                cfg.worker.task_count)
             self._shards = {s.shard_id: s for s in mine}
             self._listing.listed(now)
         return self._shards
@@ -100,7 +101,7 @@ class QueryPlanning:
     def hash_range(self, shard_id: str) -> HashKeyRange | None:
         """The shard's hash key range, from the listing, for its getters (None: no user record is dropped, with
         ``dropForeignUserRecords=false`` or for a shard no longer listed)."""
-        drop = self.config.drop_foreign_user_records
+        drop = self.config.reading.drop_foreign_user_records
         return drop_range(self.config.stream_name, shard_id, self.list_shards().get(shard_id) if drop else None, drop)
 
     def consumer_arn(self) -> str:
@@ -109,7 +110,7 @@ class QueryPlanning:
         if self._consumer_arn is None:
             cfg = self.config
             self._consumer_arn = ensure_consumer(self.clients.kinesis(), cfg.stream_name,
-                                                 cfg.consumer_name or cfg.app_name).arn
+                                                 cfg.reading.consumer_name or cfg.app_name).arn
         return self._consumer_arn
 
     def start_available_now(self, margin: timedelta) -> None:
@@ -176,7 +177,7 @@ class QueryPlanning:
                 continue
             if not force and not self._throttle.due(shard_id, now) and checkpoint.sequence_number is not None:
                 continue
-            due.append(checkpoint.stamped(self.config.worker_id))
+            due.append(checkpoint.stamped(self.config.worker.worker_id))
             texts[shard_id] = text
 
         def done(shard_id: str) -> None:

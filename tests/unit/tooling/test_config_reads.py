@@ -26,12 +26,7 @@ ROOT = Path(__file__).resolve().parents[3]
 #: The spout's assembly: builds the parts from a whole config and hands each its groups.
 ASSEMBLY = frozenset({"kinesis_spout/spout/opening.py"})
 #: Modules still allowed flat reads, and why. Keep it short: a module leaves the list when its reads go by group.
-ALLOWED: dict[str, str] = {
-    "kinesis_spout/spark/source/planning.py": "its listing interval and checkpoint throttle are moving to the rules "
-                                              "the spout shares (issue 42, item 4); its reads go by group then",
-    "kinesis_spout/spark/pipeline/exactly_once.py": "its txid retries are moving to the one retry policy (issue 42, "
-                                                    "item 4), which replaces the two settings it reads",
-}
+ALLOWED: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")
