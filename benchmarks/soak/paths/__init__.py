@@ -6,14 +6,15 @@ from typing import Callable
 
 from benchmarks.soak.cycle import PathContext
 from benchmarks.soak.paths import (
-                                   exactly_once,
-                                   leases,
-                                   leases_network,
-                                   pipeline,
-                                   pipeline_network,
-                                   readstream,
-                                   spout,
-                                   spout_network,
+    exactly_once,
+    leases,
+    leases_network,
+    pipeline,
+    pipeline_network,
+    readstream,
+    readstream_network,
+    spout,
+    spout_network,
 )
 from benchmarks.soak.report import PathResult
 
@@ -29,4 +30,5 @@ PATHS: dict[str, Callable[[PathContext], PathResult]] = {
     "exactly-once-network": pipeline_network.run_exactly_once,
     "readstream-driver": readstream.run_driver,
     "readstream-executors": readstream.run_executors,
+    "readstream-executors-network": readstream_network.run,
 }

@@ -61,6 +61,7 @@ class NodeNet:
     zk: Any
     nodes: list[Node]
     links: list[SlowLink]
+    bridge_url: str = ""  # the Kinesis endpoint every node reaches (the host's relay on the bridge)
     labels: list[str] = field(default_factory=list)  # what runs on each slot, for the fault descriptions
     findings: list[str] = field(default_factory=list)
 
@@ -173,8 +174,10 @@ def ensemble_client(ensemble: ZooKeeperEnsemble) -> Any:
 
 
 @contextmanager
-def network_of(ctx: PathContext, slots: Sequence[str], redis: bool = False) -> Iterator[NodeNet | str]:
-    """The network of a path with a node per name of ``slots`` (see the module's docstring); yields the reason
+def network_of(ctx: PathContext, slots: Sequence[str], redis: bool = False,
+               relays: bool = True) -> Iterator[NodeNet | str]:
+    """The network of a path with a node per name of ``slots`` (see the module's docstring; ``relays=False``: no
+    relay in the slots' nodes, whose processes reach ``bridge_url`` and the ensemble directly); yields the reason
     instead when network namespaces cannot be made here (the path then reports itself not built). Everything is
     closed on exit."""
     with NodeNetwork() as network:
@@ -183,7 +186,7 @@ def network_of(ctx: PathContext, slots: Sequence[str], redis: bool = False) -> I
             return
         with ZooKeeperEnsemble.on_new_nodes(network) as ensemble:
             zk = ensemble_client(ensemble)
-            relays: list[SlowLink] = []
+            started: list[SlowLink] = []
             try:
                 host = Node("host", network.host_address, None, None)
                 upstream = {"kinesis": ("127.0.0.1", int(ctx.servers.endpoint_url.rsplit(":", 1)[1]))}
@@ -191,21 +194,21 @@ def network_of(ctx: PathContext, slots: Sequence[str], redis: bool = False) -> I
                     assert ctx.servers.redis is not None, "a path with redis=True needs the soak's Redis"
                     upstream["redis"] = ("127.0.0.1", int(ctx.servers.redis.url.rsplit(":", 1)[1].split("/")[0]))
                 bridge = SlowLink(host, upstream, directory=ctx.workdir, bind=network.host_address).start()
-                relays.append(bridge)
+                started.append(bridge)
                 routes = {server.node.name: (server.node.address, server.client_port) for server in ensemble.servers}
                 routes["kinesis"] = _split(bridge.address("kinesis"))
                 if redis:  # Redis through a node of its own: a Kinesis cut (from the host) leaves it reachable
                     redis_node = network.add_node("redis")
-                    relays.append(SlowLink(redis_node, {"redis": _split(bridge.address("redis"))},
-                                           directory=ctx.workdir, bind=redis_node.address).start())
-                    routes["redis"] = _split(relays[-1].address("redis"))
+                    started.append(SlowLink(redis_node, {"redis": _split(bridge.address("redis"))},
+                                            directory=ctx.workdir, bind=redis_node.address).start())
+                    routes["redis"] = _split(started[-1].address("redis"))
                 nodes = [network.add_node(name) for name in slots]
                 links = [SlowLink(node, routes, directory=ctx.workdir, seed=ctx.rng.randrange(10**9)).start()
-                         for node in nodes]
-                relays += links
-                yield NodeNet(network, ensemble, zk, nodes, links)
+                         for node in nodes] if relays else []
+                started += links
+                yield NodeNet(network, ensemble, zk, nodes, links, f"http://{bridge.address('kinesis')}")
             finally:
-                for relay in reversed(relays):
+                for relay in reversed(started):
                     relay.close()
                 zk.stop()
                 zk.close()
