@@ -4,9 +4,11 @@ master on the host's bridge address (every node reaches it), checkpoints on the 
 through the host's relay on the bridge. The new fault:
 
 - ``worker-driver-partition``: a worker's node cut from the driver's node (it still reaches the master, Kinesis
-  and ZooKeeper) for 12 to 20 s, past the driver's ``spark.network.timeout`` (8 s): the driver loses that worker's
-  executor by the network, not by a kill (no heartbeat), asks the master for another, and its tasks run again on
-  the other worker; the executor cut off may still read Kinesis and write its shard's checkpoints meanwhile.
+  and ZooKeeper) for 12 to 20 s, past the driver's ``spark.network.timeout`` (8 s): the driver gives that worker's
+  executor up for lost by the network, not by a kill (no heartbeat), and asks the master to kill it; the master
+  launches another on the same worker, which cannot register with the driver until the cut heals (each one exits
+  and is launched again), and the tasks run on the other worker meanwhile. The executor cut off may still read
+  Kinesis and write its shards' checkpoints until it is killed.
 
 With SIGKILLs of the driver, of executor JVMs and of Python workers (:mod:`~.spark_driver`). A variant rather than
 an option of ``readstream-executors``, so that path's results stay comparable. Checks as on that path: nothing
