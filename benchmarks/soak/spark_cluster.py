@@ -1,5 +1,6 @@
 """A standalone Spark cluster for the ``readstream-executors`` path: a master and two one-core workers bound to two
-loopback addresses (127.0.0.1 and 127.0.0.2), each a process of its own that dies with the harness. The executor
+loopback addresses (127.0.0.1 and 127.0.0.2), or (``readstream-executors-network``) to the addresses of nodes they
+run in, each a process of its own that dies with the harness. The executor
 JVMs the workers launch, and their Python workers, are what that path kills."""
 
 from __future__ import annotations
@@ -7,8 +8,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 from types import TracebackType
+from typing import Sequence
 
 from benchmarks.soak.environment import CHECKOUT
+from kinesis_spout.testing.nodes import Node
 from kinesis_spout.testing.process import ServerProcess, free_port, wait_until
 
 HOSTS = ("127.0.0.1", "127.0.0.2")
@@ -19,30 +22,34 @@ class SparkCluster:
     """The master and workers. The constructor does no I/O; ``start()`` starts them and waits until every worker
     registered (up to ``timeout_s``); ``close()`` stops them. Who calls: the path's thread only."""
 
-    def __init__(self, root: Path, timeout_s: float = 180.0) -> None:
+    def __init__(self, root: Path, timeout_s: float = 180.0, master_host: str = HOSTS[0],
+                 workers: Sequence[tuple[str, Node | None]] | None = None) -> None:
+        """``master_host``: the master's address; ``workers``: each worker's address and the node it runs in (None:
+        this machine's network, a loopback address)."""
         import pyspark
 
         self.home = Path(pyspark.__file__).parent
         self.root = root
         self.timeout_s = timeout_s
         self.port = free_port()
+        self.master_host = master_host
         env = {"SPARK_HOME": str(self.home), "PYSPARK_PYTHON": sys.executable, "SPARK_DAEMON_JAVA_OPTS": QUICK_JVM,
                "PYTHONPATH": str(CHECKOUT), "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
                "AWS_DEFAULT_REGION": "us-east-1"}
         spark_class = str(self.home / "bin" / "spark-class")
         self.master = ServerProcess("spark master", [spark_class, "org.apache.spark.deploy.master.Master", "--host",
-                                                     HOSTS[0], "--port", str(self.port), "--webui-port", "0"],
-                                    root / "master.log", env={**env, "SPARK_LOCAL_IP": HOSTS[0]})
+                                                     master_host, "--port", str(self.port), "--webui-port", "0"],
+                                    root / "master.log", env={**env, "SPARK_LOCAL_IP": master_host})
         self.workers = [ServerProcess(f"spark worker {host}",
-                                      [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", host,
-                                       "--cores", "1", "--memory", "1g", "--webui-port", "0", "--work-dir",
-                                       str(root / host), self.url],
+                                      _in(node, [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", host,
+                                                 "--cores", "1", "--memory", "1g", "--webui-port", "0",
+                                                 "--work-dir", str(root / host), self.url]),
                                       root / f"worker-{host}.log", env={**env, "SPARK_LOCAL_IP": host})
-                        for host in HOSTS]
+                        for host, node in (workers if workers is not None else [(h, None) for h in HOSTS])]
 
     @property
     def url(self) -> str:
-        return f"spark://{HOSTS[0]}:{self.port}"
+        return f"spark://{self.master_host}:{self.port}"
 
     def worker_pids(self) -> list[int]:
         """The worker daemons' pids (the executor JVMs are their children)."""
@@ -72,3 +79,7 @@ class SparkCluster:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+def _in(node: Node | None, argv: list[str]) -> list[str]:
+    return node.command(argv) if node is not None else argv

@@ -31,6 +31,7 @@ def main() -> int:
                  "checkpoint-location"):
         p.add_argument(f"--{name}", required=True)
     p.add_argument("--session-timeout", default="4")
+    p.add_argument("--conf", action="append", default=[], help="KEY=VALUE: one more Spark setting (repeatable)")
     args = p.parse_args()
     from pyspark.sql import SparkSession
 
@@ -43,6 +44,9 @@ def main() -> int:
     if args.master.startswith("spark://"):
         for key, value in CLUSTER_CONF.items():
             builder = builder.config(key, value)
+    for setting in args.conf:
+        key, _, value = setting.partition("=")
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(KinesisSpoutDataSource)

@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
+from typing import Callable
 
 from benchmarks.soak.children.pipeline_consumer import state_factory
 from benchmarks.soak.cycle import PathContext
+from benchmarks.soak.faults import FaultMix
 from benchmarks.soak.paths.common import soak_of
+from benchmarks.soak.paths.network import NodeNet
 from benchmarks.soak.paths.pipeline import pipeline_driver
 from benchmarks.soak.paths.spark_driver import MIX, SparkDriverTarget
+from benchmarks.soak.processes import Consumer
 from benchmarks.soak.producer import KEYS
 from benchmarks.soak.report import PathResult
 
@@ -29,18 +33,26 @@ def stored_counts(redis_url: str, namespace: str) -> Counter[str]:
 
 def run(ctx: PathContext) -> PathResult:
     """Run the exactly-once path; see the module's docstring."""
+    return run_exactly_once(ctx, "exactly-once", SparkDriverTarget, MIX)
+
+
+def run_exactly_once(ctx: PathContext, name: str, target_of: Callable[[Consumer], SparkDriverTarget], mix: FaultMix,
+                     net: NodeNet | None = None) -> PathResult:
+    """Run path ``name``: the exactly-once pipeline under ``mix``'s faults done by ``target_of(driver)``; with
+    ``net``, the driver on its slot 0's node (its checkpoints on ``net``'s ensemble, Redis through its relay)."""
     assert ctx.servers.redis is not None, "the exactly-once path needs the Redis server"
     redis_url = ctx.servers.redis.url
     namespace = f"soak-{uuid.uuid4().hex[:8]}"
-    with soak_of(ctx, "exactly-once") as soak:
-        target = SparkDriverTarget(pipeline_driver(ctx, soak, "--redis", redis_url, "--namespace", namespace))
+    with soak_of(ctx, name, zk=net.zk if net is not None else None) as soak:
+        driver_redis = net.redis_url(0) if net is not None else redis_url
+        target = target_of(pipeline_driver(ctx, soak, "--redis", driver_redis, "--namespace", namespace, net=net))
         target.driver.start()
 
         def exact() -> bool:
             return stored_counts(redis_url, namespace) == soak.producer.key_counts()
 
         try:
-            stats = soak.soak(target, MIX, also=exact)
+            stats = soak.soak(target, mix, also=exact)
         finally:
             target.driver.stop()
         result = soak.finish(stats)

@@ -20,15 +20,20 @@ from benchmarks.soak.report import PathResult
 from benchmarks.soak.spark_cluster import SparkCluster
 
 
-def query_driver(ctx: PathContext, soak: Soak, master: str, read_mode: str) -> Consumer:
-    """The query's driver process (not started), its Spark checkpoint in the path's directory."""
+def query_argv(soak: Soak, master: str, read_mode: str, endpoint_url: str, zookeeper: str) -> list[str]:
+    """The query driver's command line, its Spark checkpoint in the path's directory."""
     directory = soak.ledger.directory
-    argv = [sys.executable, "-m", "benchmarks.soak.children.readstream_consumer", "--master", master,
-            "--read-mode", read_mode, "--stream", soak.stream, "--endpoint-url", ctx.servers.endpoint_url,
-            "--zookeeper", ctx.servers.zookeeper.hosts, "--prefix", soak.prefix, "--app", soak.app,
+    return [sys.executable, "-m", "benchmarks.soak.children.readstream_consumer", "--master", master,
+            "--read-mode", read_mode, "--stream", soak.stream, "--endpoint-url", endpoint_url,
+            "--zookeeper", zookeeper, "--prefix", soak.prefix, "--app", soak.app,
             "--log", str(directory / "delivered.log"), "--checkpoint-location", str(directory / "spark-checkpoint"),
             "--session-timeout", str(SESSION_S)]
-    return Consumer(f"{soak.name}-driver", argv, directory / "driver.out", child_env(), CHECKOUT)
+
+
+def query_driver(ctx: PathContext, soak: Soak, master: str, read_mode: str) -> Consumer:
+    """The query's driver process (not started)."""
+    argv = query_argv(soak, master, read_mode, ctx.servers.endpoint_url, ctx.servers.zookeeper.hosts)
+    return Consumer(f"{soak.name}-driver", argv, soak.ledger.directory / "driver.out", child_env(), CHECKOUT)
 
 
 def soak_query(soak: Soak, target: SparkDriverTarget, mix: FaultMix) -> PathResult:

@@ -12,7 +12,7 @@ import sys
 from benchmarks.soak.cycle import PathContext
 from benchmarks.soak.environment import CHECKOUT, child_env
 from benchmarks.soak.faults import THROTTLE, ZOOKEEPER_RESTART, FaultMix
-from benchmarks.soak.paths.common import PAUSE_S, SESSION_S, soak_of
+from benchmarks.soak.paths.common import PAUSE_S, SESSION_S, Soak, soak_of
 from benchmarks.soak.processes import Consumer
 from benchmarks.soak.report import PathResult
 
@@ -42,13 +42,17 @@ class SpoutTarget:
         raise ValueError(f"the spout path has no fault {kind!r}")
 
 
+def consumer_argv(soak: Soak, endpoint_url: str, zookeeper: str) -> list[str]:
+    """The consumer's command line, reaching Kinesis at ``endpoint_url`` and ZooKeeper at ``zookeeper``."""
+    return [sys.executable, "-m", "benchmarks.soak.children.spout_consumer", "--stream", soak.stream,
+            "--endpoint-url", endpoint_url, "--zookeeper", zookeeper, "--prefix", soak.prefix, "--app", soak.app,
+            "--log", str(soak.ledger.directory / "delivered.log"), "--session-timeout", str(SESSION_S)]
+
+
 def run(ctx: PathContext) -> PathResult:
     """Run the spout path; see the module's docstring."""
     with soak_of(ctx, "spout") as soak:
-        argv = [sys.executable, "-m", "benchmarks.soak.children.spout_consumer", "--stream", soak.stream,
-                "--endpoint-url", ctx.servers.endpoint_url, "--zookeeper", ctx.servers.zookeeper.hosts,
-                "--prefix", soak.prefix, "--app", soak.app, "--log", str(soak.ledger.directory / "delivered.log"),
-                "--session-timeout", str(SESSION_S)]
+        argv = consumer_argv(soak, ctx.servers.endpoint_url, ctx.servers.zookeeper.hosts)
         consumer = Consumer("spout-consumer", argv, ctx.workdir / "spout" / "consumer.out", child_env(), CHECKOUT)
         consumer.start()
         try:
