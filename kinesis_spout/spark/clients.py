@@ -59,9 +59,5 @@ class ClientCache:
             return store
 
 
-#: The cache of this Python worker process: what executors' reads use (never a reader's own clients).
-WORKER_CLIENTS = ClientCache()
-
-
 #: The cache of this Python process: what executors' reads and writes use (never a reader's own clients).
 WORKER_CLIENTS = ClientCache()
