@@ -47,6 +47,16 @@ class Soak:
         stats.close_window()  # what the last fault caused shows up to the end of the drain
         return stats
 
+    def run(self, target: Target, mix: FaultMix, start: Callable[[], object], stop: Callable[[], object],
+            also: Callable[[], bool] | None = None, fenced: Callable[[], int] | None = None) -> PathResult:
+        """``start()`` the path's consumers, :meth:`soak` them, ``stop()`` them in any case, then :meth:`finish`."""
+        start()
+        try:
+            stats = self.soak(target, mix, also, fenced)
+        finally:
+            stop()
+        return self.finish(stats)
+
     def finish(self, stats: FaultStats) -> PathResult:
         """Sample the checkpoints a last time and fill the result (after the consumers were stopped)."""
         self.sampler.sample()

@@ -46,16 +46,11 @@ def run_exactly_once(ctx: PathContext, name: str, target_of: Callable[[Consumer]
     with soak_of(ctx, name, zk=net.zk if net is not None else None) as soak:
         driver_redis = net.redis_url(0) if net is not None else redis_url
         target = target_of(pipeline_driver(ctx, soak, "--redis", driver_redis, "--namespace", namespace, net=net))
-        target.driver.start()
 
         def exact() -> bool:
             return stored_counts(redis_url, namespace) == soak.producer.key_counts()
 
-        try:
-            stats = soak.soak(target, mix, also=exact)
-        finally:
-            target.driver.stop()
-        result = soak.finish(stats)
+        result = soak.run(target, mix, target.driver.start, target.driver.stop, also=exact)
         expected, stored = soak.producer.key_counts(), stored_counts(redis_url, namespace)
         result.judge_counts(expected, stored)
         result.notes += [f"{sum(expected.values())} records counted into {len(expected)} keys; stored "

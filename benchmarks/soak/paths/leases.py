@@ -123,12 +123,7 @@ def run(ctx: PathContext) -> PathResult:
     """Run the leases path; see the module's docstring."""
     with soak_of(ctx, "leases", shards=SHARDS) as soak:
         workers = LeaseWorkers(ctx, soak.stream, soak.prefix, soak.app, soak.ledger)
-        workers.start()
-        try:
-            stats = soak.soak(workers, MIX, fenced=workers.fenced)
-        finally:
-            workers.stop()
-        result = soak.finish(stats)
+        result = soak.run(workers, MIX, workers.start, workers.stop, fenced=workers.fenced)
         shared = shared_epochs(soak.ledger.lines)
         result.notes.append(f"{workers.generation} worker processes in all; shards delivered by two workers under "
                             f"one lease epoch: {shared[:5] if shared else 'none'}")

@@ -92,14 +92,9 @@ def run(ctx: PathContext) -> PathResult:
 def _run(ctx: PathContext, net: NodeNet) -> PathResult:
     with soak_of(ctx, "leases-network", shards=SHARDS, zk=net.zk, stalls_by_shard=True) as soak:
         workers = NetworkWorkers(ctx, soak.stream, soak.prefix, soak.app, soak.ledger, net)
-        workers.start()
-        try:
-            stats = soak.soak(workers, MIX, fenced=workers.fenced)
-        finally:
-            workers.stop()
-        result = soak.finish(stats)
+        result = soak.run(workers, MIX, workers.start, workers.stop, fenced=workers.fenced)
     shared = shared_epochs(soak.ledger.lines)
-    network_faults = sum(n for kind, n in stats.done.items() if kind in NETWORK_KINDS)
+    network_faults = sum(n for kind, n in result.faults.items() if kind in NETWORK_KINDS)
     result.notes.append(f"{network_faults} network faults; {workers.generation} worker processes in all; shards "
                         f"delivered by two workers under one lease epoch: {shared[:5] if shared else 'none'}")
     result.findings += workers.findings

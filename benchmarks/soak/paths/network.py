@@ -50,6 +50,18 @@ NETWORK_KINDS = (ZK_SHORT, ZK_LONG, LEADER, MINORITY, KINESIS, SLOW)
 NETWORK_SHARES = {ZK_SHORT: 0.14, ZK_LONG: 0.14, LEADER: 0.12, KINESIS: 0.12, MINORITY: 0.08, SLOW: 0.08}
 
 
+class NetworkFaults:
+    """A path's target whose network faults (:data:`NETWORK_KINDS`) go to its node network (``self.net``, set by
+    the subclass) and the others to the target it is mixed into: ``class T(NetworkFaults, SpoutTarget)``."""
+
+    net: NodeNet
+
+    def fault(self, kind: str, rng: random.Random) -> str:
+        if kind in NETWORK_KINDS:
+            return self.net.fault(kind, rng)
+        return super().fault(kind, rng)  # type: ignore[misc,no-any-return]  # the target mixed into
+
+
 @dataclass
 class NodeNet:
     """The network of one path: its nodes (slot ``i`` on ``nodes[i]``, reaching out through ``links[i]``), the

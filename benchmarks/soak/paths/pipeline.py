@@ -33,11 +33,6 @@ def run(ctx: PathContext) -> PathResult:
     """Run the pipeline path; see the module's docstring."""
     with soak_of(ctx, "pipeline") as soak:
         target = SparkDriverTarget(pipeline_driver(ctx, soak))
-        target.driver.start()
-        try:
-            stats = soak.soak(target, MIX)
-        finally:
-            target.driver.stop()
-        result = soak.finish(stats)
+        result = soak.run(target, MIX, target.driver.start, target.driver.stop)
         result.notes += [f"driver started {target.driver.starts} times", *target.notes]
         return result

@@ -18,8 +18,6 @@ and, exactly once, the stored counts exact key by key.
 
 from __future__ import annotations
 
-import random
-
 from benchmarks.soak.cycle import PathContext
 from benchmarks.soak.faults import FaultMix
 from benchmarks.soak.paths import exactly_once
@@ -33,6 +31,7 @@ from benchmarks.soak.paths.network import (
     SLOW,
     ZK_LONG,
     ZK_SHORT,
+    NetworkFaults,
     NodeNet,
     network_of,
 )
@@ -46,16 +45,13 @@ MIX = FaultMix(weights={ZK_SHORT: 2, ZK_LONG: 2, LEADER: 1, MINORITY: 1, KINESIS
                at_least={**NETWORK_SHARES, DRIVER: 0.08})
 
 
-class NetworkDriverTarget(SparkDriverTarget):
+class NetworkDriverTarget(NetworkFaults, SparkDriverTarget):
     """The driver of :class:`SparkDriverTarget` on node ``d0``; the network faults go to :class:`NodeNet`."""
 
     def __init__(self, driver: Consumer, net: NodeNet) -> None:
         super().__init__(driver)
         self.net = net
         net.labels = [driver.name]
-
-    def fault(self, kind: str, rng: random.Random) -> str:
-        return self.net.fault(kind, rng) if kind in NETWORK_KINDS else super().fault(kind, rng)
 
 
 def _notes(result: PathResult, net: NodeNet) -> PathResult:
@@ -72,12 +68,7 @@ def run_pipeline(ctx: PathContext) -> PathResult:
             return PathResult("pipeline-network", built=False, notes=[net])
         with soak_of(ctx, "pipeline-network", zk=net.zk) as soak:
             target = NetworkDriverTarget(pipeline_driver(ctx, soak, net=net), net)
-            target.driver.start()
-            try:
-                stats = soak.soak(target, MIX)
-            finally:
-                target.driver.stop()
-            result = soak.finish(stats)
+            result = soak.run(target, MIX, target.driver.start, target.driver.stop)
             result.notes += [f"driver started {target.driver.starts} times", *target.notes]
         return _notes(result, net)
 

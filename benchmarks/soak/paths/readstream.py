@@ -37,12 +37,7 @@ def query_driver(ctx: PathContext, soak: Soak, master: str, read_mode: str) -> C
 
 
 def soak_query(soak: Soak, target: SparkDriverTarget, mix: FaultMix) -> PathResult:
-    target.driver.start()
-    try:
-        stats = soak.soak(target, mix)
-    finally:
-        target.driver.stop()
-    result = soak.finish(stats)
+    result = soak.run(target, mix, target.driver.start, target.driver.stop)
     result.notes += [f"driver started {target.driver.starts} times", *target.notes]
     if not soak.sampler.highest:
         result.notes.append(f"no checkpoint found in ZooKeeper under {soak.sampler.base}: monotonicity not checked")

@@ -54,11 +54,6 @@ def run(ctx: PathContext) -> PathResult:
     with soak_of(ctx, "spout") as soak:
         argv = consumer_argv(soak, ctx.servers.endpoint_url, ctx.servers.zookeeper.hosts)
         consumer = Consumer("spout-consumer", argv, ctx.workdir / "spout" / "consumer.out", child_env(), CHECKOUT)
-        consumer.start()
-        try:
-            stats = soak.soak(SpoutTarget(consumer), MIX)
-        finally:
-            consumer.stop()
-        result = soak.finish(stats)
+        result = soak.run(SpoutTarget(consumer), MIX, consumer.start, consumer.stop)
         result.notes.append(f"consumer started {consumer.starts} times")
         return result

@@ -15,8 +15,6 @@ Checks as on path ``spout``: nothing lost, checkpoints never backwards; per kind
 
 from __future__ import annotations
 
-import random
-
 from benchmarks.soak.cycle import PathContext
 from benchmarks.soak.environment import CHECKOUT, child_env
 from benchmarks.soak.faults import FaultMix
@@ -30,6 +28,7 @@ from benchmarks.soak.paths.network import (
     SLOW,
     ZK_LONG,
     ZK_SHORT,
+    NetworkFaults,
     NodeNet,
     network_of,
 )
@@ -42,16 +41,13 @@ MIX = FaultMix(weights={ZK_SHORT: 2, ZK_LONG: 2, LEADER: 2, MINORITY: 1, KINESIS
                at_least={**NETWORK_SHARES, SIGKILL: 0.1})
 
 
-class SpoutNetworkTarget(SpoutTarget):
+class SpoutNetworkTarget(NetworkFaults, SpoutTarget):
     """The consumer of :class:`SpoutTarget` on node ``c0``; the network faults go to :class:`NodeNet`."""
 
     def __init__(self, consumer: Consumer, net: NodeNet) -> None:
         super().__init__(consumer)
         self.net = net
         net.labels = [consumer.name]
-
-    def fault(self, kind: str, rng: random.Random) -> str:
-        return self.net.fault(kind, rng) if kind in NETWORK_KINDS else super().fault(kind, rng)
 
 
 def run(ctx: PathContext) -> PathResult:
@@ -63,13 +59,8 @@ def run(ctx: PathContext) -> PathResult:
             argv = net.command(0, consumer_argv(soak, net.endpoint_url(0), net.zookeeper(0)))
             consumer = Consumer("spout-consumer", argv, soak.ledger.directory / "consumer.out", child_env(),
                                 CHECKOUT)
-            consumer.start()
-            try:
-                stats = soak.soak(SpoutNetworkTarget(consumer, net), MIX)
-            finally:
-                consumer.stop()
-            result = soak.finish(stats)
-        network_faults = sum(n for kind, n in stats.done.items() if kind in NETWORK_KINDS)
+            result = soak.run(SpoutNetworkTarget(consumer, net), MIX, consumer.start, consumer.stop)
+        network_faults = sum(n for kind, n in result.faults.items() if kind in NETWORK_KINDS)
         result.notes.append(f"{network_faults} network faults; consumer started {consumer.starts} times; "
                             f"session timeout {SESSION_S:g} s")
         result.findings += net.findings
