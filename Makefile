@@ -94,7 +94,7 @@ bench-smoke: setup
 # bursts and (network variants) partitions from ZooKeeper, Kinesis or the driver, a ZooKeeper leader cut from its
 # ensemble and slow links, at seeded random moments; exit code 1 if a record was lost or still behind, a count is
 # inexact or a checkpoint moved backwards.
-# Results: benchmarks/results/soak.md (and soak.json). Every path takes about 90 minutes on 2 cores: split it with
+# Results: benchmarks/results/soak.md (and soak.json). Every path takes about 100 minutes on 2 cores: split it with
 # --paths. Any selection: make soak SOAK_ARGS="--paths spout,leases --kills 5", SOAK_ARGS=--quick (3 faults per
 # path), --seed N replays.
 soak: setup
