@@ -89,11 +89,12 @@ bench-smoke: setup
 
 # The chaos soak, on demand (not part of `make test`): every path (spout, leases, pipeline, exactly-once,
 # readstream-driver, readstream-executors, and their network variants spout-network, leases-network,
-# pipeline-network, exactly-once-network, readstream-executors-network on network namespaces) under a live producer,
-# with SIGKILLs, ZooKeeper restarts, sessions expired by SIGSTOP, throttling bursts and (network variants) partitions
-# from ZooKeeper, Kinesis or the driver, a ZooKeeper leader cut from its ensemble and slow links, at seeded random
-# moments; exit code 1 if a record was lost or still behind, a count is inexact or a checkpoint moved backwards.
-# Results: benchmarks/results/soak.md (and soak.json). Every path takes about 90 minutes on 2 cores: split it with
+# pipeline-network, exactly-once-network, readstream-driver-network, readstream-executors-network on network
+# namespaces) under a live producer, with SIGKILLs, ZooKeeper restarts, sessions expired by SIGSTOP, throttling
+# bursts and (network variants) partitions from ZooKeeper, Kinesis or the driver, a ZooKeeper leader cut from its
+# ensemble and slow links, at seeded random moments; exit code 1 if a record was lost or still behind, a count is
+# inexact or a checkpoint moved backwards.
+# Results: benchmarks/results/soak.md (and soak.json). Every path takes about 100 minutes on 2 cores: split it with
 # --paths. Any selection: make soak SOAK_ARGS="--paths spout,leases --kills 5", SOAK_ARGS=--quick (3 faults per
 # path), --seed N replays.
 soak: setup

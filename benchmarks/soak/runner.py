@@ -40,7 +40,7 @@ from benchmarks.soak.report import PathResult, verdict, write
 #: 22.0 minutes in all (2026-11-26, 58 to 67 kills per path, 11 driver kills on each Spark path). The network
 #: paths do at least 50 network faults of 72 instead (measured 2026-11-29, seed 4343, load 5 to 20: leases-network
 #: 9.5 minutes, spout-network 8.1, pipeline-network 11.3, exactly-once-network 14.6, readstream-executors-network
-#: 21.8).
+#: 21.8; readstream-driver-network 10.0 on a quiet machine).
 DEFAULT_KILLS = 72
 QUICK_KILLS = 3
 DEFAULT_OUT = CHECKOUT / "benchmarks" / "results" / "soak.md"

@@ -29,6 +29,7 @@ PATHS: dict[str, Callable[[PathContext], PathResult]] = {
     "exactly-once": exactly_once.run,
     "exactly-once-network": pipeline_network.run_exactly_once,
     "readstream-driver": readstream.run_driver,
+    "readstream-driver-network": pipeline_network.run_readstream_driver,
     "readstream-executors": readstream.run_executors,
     "readstream-executors-network": readstream_network.run,
 }

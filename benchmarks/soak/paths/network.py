@@ -18,8 +18,8 @@ Kinesis, a cut from the host's bridge address, leaves Redis reachable). :meth:`N
 - ``slow-link``: a slot's link slowed for 10 to 20 s (each chunk 300 ms +- 100 late per direction, 5 % of chunks
   a 1 s retransmission stall more: a slow lossy link, see the relay's docstring; no netem on this kernel).
 
-Who calls: the paths ``leases-network``, ``spout-network``, ``pipeline-network`` and ``exactly-once-network``, on
-their thread.
+Who calls: the paths ``leases-network``, ``spout-network``, ``pipeline-network``, ``exactly-once-network`` and
+``readstream-driver-network``, on their thread.
 """
 
 from __future__ import annotations
@@ -171,6 +171,15 @@ class NodeNet:
             heal_groups([follower, node], majority)
         return f"{self._label(slot)} reaching only follower {follower.name}, itself cut from the quorum, for " \
                f"{held:.1f} s"
+
+
+def reached_from(ctx: PathContext, net: NodeNet | None) -> tuple[str, str]:
+    """The Kinesis endpoint and ZooKeeper connection string a process uses: on slot 0's node of ``net``, through
+    that node's relay; with no ``net``, on the host (the soak's servers). Who calls: the Spark driver paths, to build
+    their driver's command line."""
+    if net is None:
+        return ctx.servers.endpoint_url, ctx.servers.zookeeper.hosts
+    return net.endpoint_url(0), net.zookeeper(0)
 
 
 def ensemble_client(ensemble: ZooKeeperEnsemble) -> Any:

@@ -9,7 +9,7 @@ import sys
 from benchmarks.soak.cycle import PathContext
 from benchmarks.soak.environment import CHECKOUT, child_env
 from benchmarks.soak.paths.common import SESSION_S, Soak, soak_of
-from benchmarks.soak.paths.network import NodeNet
+from benchmarks.soak.paths.network import NodeNet, reached_from
 from benchmarks.soak.paths.spark_driver import MIX, SparkDriverTarget
 from benchmarks.soak.processes import Consumer
 from benchmarks.soak.report import PathResult
@@ -18,8 +18,7 @@ from benchmarks.soak.report import PathResult
 def pipeline_driver(ctx: PathContext, soak: Soak, *extra: str, net: NodeNet | None = None) -> Consumer:
     """The pipeline's driver process (not started); with ``net``, on its slot 0's node, reaching the servers
     through that node's relay."""
-    endpoint_url, zookeeper = (net.endpoint_url(0), net.zookeeper(0)) if net is not None else \
-        (ctx.servers.endpoint_url, ctx.servers.zookeeper.hosts)
+    endpoint_url, zookeeper = reached_from(ctx, net)
     argv = [sys.executable, "-m", "benchmarks.soak.children.pipeline_consumer", "--stream", soak.stream,
             "--endpoint-url", endpoint_url, "--zookeeper", zookeeper,
             "--prefix", soak.prefix, "--app", soak.app, "--log", str(soak.ledger.directory / "delivered.log"),

@@ -14,10 +14,14 @@ from benchmarks.soak.cycle import PathContext
 from benchmarks.soak.environment import CHECKOUT, child_env
 from benchmarks.soak.faults import FaultMix
 from benchmarks.soak.paths.common import SESSION_S, Soak, soak_of
+from benchmarks.soak.paths.network import NodeNet, reached_from
 from benchmarks.soak.paths.spark_driver import CLUSTER_MIX, MIX, SparkDriverTarget
 from benchmarks.soak.processes import Consumer
 from benchmarks.soak.report import PathResult
 from benchmarks.soak.spark_cluster import SparkCluster
+
+#: the master of ``readstream-driver`` (and ``readstream-driver-network``): two cores, a task tried four times
+LOCAL_MASTER = "local[2,4]"
 
 
 def query_argv(soak: Soak, master: str, read_mode: str, endpoint_url: str, zookeeper: str) -> list[str]:
@@ -30,9 +34,12 @@ def query_argv(soak: Soak, master: str, read_mode: str, endpoint_url: str, zooke
             "--session-timeout", str(SESSION_S)]
 
 
-def query_driver(ctx: PathContext, soak: Soak, master: str, read_mode: str) -> Consumer:
-    """The query's driver process (not started)."""
-    argv = query_argv(soak, master, read_mode, ctx.servers.endpoint_url, ctx.servers.zookeeper.hosts)
+def query_driver(ctx: PathContext, soak: Soak, master: str, read_mode: str, net: NodeNet | None = None) -> Consumer:
+    """The query's driver process (not started); with ``net``, on its slot 0's node, reaching the servers through
+    that node's relay (path ``readstream-driver-network``)."""
+    argv = query_argv(soak, master, read_mode, *reached_from(ctx, net))
+    if net is not None:
+        argv = net.command(0, argv)
     return Consumer(f"{soak.name}-driver", argv, soak.ledger.directory / "driver.out", child_env(), CHECKOUT)
 
 
@@ -47,7 +54,7 @@ def soak_query(soak: Soak, target: SparkDriverTarget, mix: FaultMix) -> PathResu
 def run_driver(ctx: PathContext) -> PathResult:
     """Run the readstream-driver path; see the module's docstring."""
     with soak_of(ctx, "readstream-driver") as soak:
-        return soak_query(soak, SparkDriverTarget(query_driver(ctx, soak, "local[2,4]", "driver")), MIX)
+        return soak_query(soak, SparkDriverTarget(query_driver(ctx, soak, LOCAL_MASTER, "driver")), MIX)
 
 
 def run_executors(ctx: PathContext) -> PathResult:

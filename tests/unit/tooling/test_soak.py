@@ -139,15 +139,17 @@ def test_the_network_path_does_at_least_fifty_network_faults_of_a_full_soak() ->
         assert set(leases_network.NETWORK_KINDS) <= set(kinds)
 
 
-def test_the_spout_pipeline_exactly_once_and_executors_network_paths_do_fifty_network_faults_of_a_full_soak() -> None:
+def test_the_spout_pipeline_exactly_once_and_readstream_network_paths_do_fifty_network_faults_of_a_full_soak() -> None:
     from benchmarks.soak.paths import PATHS, pipeline_network, readstream_network, spout, spout_network
     from benchmarks.soak.paths.network import NETWORK_KINDS
     from benchmarks.soak.paths.spark_driver import DRIVER
     from benchmarks.soak.runner import DEFAULT_KILLS
 
-    assert {"spout-network", "pipeline-network", "exactly-once-network", "readstream-executors-network"} <= set(PATHS)
+    assert {"spout-network", "pipeline-network", "exactly-once-network", "readstream-driver-network",
+            "readstream-executors-network"} <= set(PATHS)
     for mix, network, process_kill in ((spout_network.MIX, NETWORK_KINDS, spout.SIGKILL),
                                        (pipeline_network.MIX, NETWORK_KINDS, DRIVER),
+                                       (pipeline_network.READSTREAM_MIX, NETWORK_KINDS, DRIVER),
                                        (readstream_network.MIX, readstream_network.NETWORK_KINDS, DRIVER)):
         for seed in range(20):
             kinds = plan(random.Random(seed), DEFAULT_KILLS, mix)
