@@ -11,9 +11,10 @@ ratio (pipeline / plain spout), and the end their medians.
 
 The pipeline's run thread is timed by phase (a wrapper around each of the pipeline's steps; wall time): opening the
 spout, taking a batch (``RunLoop.collect_columns``: waiting for the readers and taking what is ready), the Arrow table
-(the columnar batch's ``to_arrow`` and the Spark columns added to it, ``ColumnView``), ``spark.createDataFrame``, the Spark job (the ``process`` function with its count), acks, the
-batch ids in ZooKeeper (the first read, and storing each batch's id before its ``process``), the figures and log
-line of each batch (``RunLoop.record``), pacing (``RunLoop.wait_until``) and the rest. The table gives each phase in ms
+(the columnar batch's ``to_arrow`` and the Spark columns added to it, ``ColumnView``), ``spark.createDataFrame``, the
+Spark job (the ``process`` function with its count), acks (``ColumnView.settle``), the batch ids in ZooKeeper (the
+first read, and storing each batch's id before its ``process``), the figures and log line of each batch
+(``RunLoop.record``), pacing (``RunLoop.wait_until``) and the rest. The table gives each phase in ms
 per batch and per 1,000 records, summed over the measured runs, and the run thread's own CPU in it
 (``time.thread_time``): the rest of its wall time is waiting (for Spark's JVM, ZooKeeper, the readers, the GIL). The
 timeline of the last measured run shows where the batches fall. ``--cprofile`` adds one more pipeline run under cProfile
