@@ -16,6 +16,7 @@ message id, attempt. No Spark session: the readers are driven as Spark drives th
 
 from __future__ import annotations
 
+import os
 import pickle
 import random
 import time
@@ -110,8 +111,13 @@ def _driven(reader: Any, limit: Any) -> list[tuple[dict[str, str], dict[str, str
     raise AssertionError("no end after 200 batches")
 
 
-@pytest.fixture
-def filled(kinesalite: KinesisEndpoint) -> tuple[str, list[Row]]:
+@pytest.fixture(scope="module")
+def filled(kinesalite_server: Any) -> tuple[str, list[Row]]:
+    """The stream the module's tests read (made once: its puts and the record path take seconds), and its rows as
+    the record path reads them."""
+    for name, value in (("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test")):
+        os.environ.setdefault(name, value)  # as the kinesalite fixture does, for a module's fixture
+    kinesalite = KinesisEndpoint("kinesalite", kinesalite_server.endpoint_url)
     stream = kinesalite.create_stream(shards=3)
     _put(kinesalite, stream)
     config = SpoutConfig(stream_name=stream, app_name="reference", endpoint_url=kinesalite.endpoint_url,
