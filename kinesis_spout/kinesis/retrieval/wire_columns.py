@@ -39,7 +39,7 @@ from kinesis_spout.kinesis.retrieval.lean import Fallback, get_records, lean_of,
 from kinesis_spout.records import Record, SequenceKey
 
 __all__ = ["HAVE_MSGSPEC", "RecordColumns", "ReplyColumns", "RowSource", "arrival_datetimes", "columns_of_records",
-           "columns_of_reply", "decode_reply", "expand", "get_record_columns", "keep_inside", "record_of",
+           "columns_of_reply", "decode_reply", "expand", "first_arrived_after", "get_record_columns", "keep_inside", "record_of",
            "slice_columns", "to_records"]
 
 try:  # optional: without it every reply goes through the lean path's parser
@@ -228,6 +228,23 @@ def arrival_datetimes(columns: RecordColumns | ReplyColumns) -> list[datetime | 
     if None in at:
         return [None if a is None else _fromtimestamp(a, _UTC) for a in at]
     return list(map(_fromtimestamp, at, repeat(_UTC)))
+
+
+def first_arrived_after(columns: RecordColumns, cutoff: datetime) -> int | None:
+    """The index of the first record whose arrival time (as :func:`arrival_datetimes` makes it) is after the aware
+    ``cutoff``, or None. Made of the floats sent, with no datetime but for the records within a millisecond of the
+    cutoff (each is then compared as its datetime, so the answer is the record path's exactly). Who calls: the shard
+    reader looking for its shard's tip."""
+    at = columns.arrivals
+    if not columns.arrivals_are_seconds:
+        return next((i for i, a in enumerate(at) if a is not None and a > cutoff), None)
+    low = cutoff.timestamp() - 1e-3  # a datetime made of seconds s lies within a microsecond of s
+    if not at or (None not in at and max(at) <= low):
+        return None
+    for i, a in enumerate(at):
+        if a is not None and a > low and _fromtimestamp(a, _UTC) > cutoff:
+            return i
+    return None
 
 
 def slice_columns(columns: RecordColumns, start: int, stop: int) -> RecordColumns:
