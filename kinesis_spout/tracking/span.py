@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from array import array
 from itertools import compress, islice
-from operator import or_
-from typing import Any, cast
+from operator import lt, or_
+from typing import Any, Callable, Sequence, cast
 
 from kinesis_spout.records import SequenceKey
 from kinesis_spout.tracking.keys import key_of_rank
 
-__all__ = ["COMPACT_FACTOR", "COMPACT_SLACK", "DEAD", "DONE", "FAILED", "FIRST", "OPEN_SPAN_LIMIT", "Span",
+__all__ = ["COMPACT_FACTOR", "Fill", "COMPACT_SLACK", "DEAD", "DONE", "FAILED", "FIRST", "OPEN_SPAN_LIMIT", "Span",
            "compact", "emitted_at", "leave_first", "state_of"]
 
 # Record states, one byte each in a span's ``state`` (DONE is 0 so that a fresh bytearray reads "done").
@@ -35,6 +35,12 @@ COMPACT_SLACK = 1024
 OPEN_SPAN_LIMIT = 4096
 
 
+#: What makes the ranks and sizes of a span emitted by its ends (see :meth:`SpanTracker.emit_span_of_ends
+#: <kinesis_spout.tracking.spans.SpanTracker.emit_span_of_ends>`): the ranks, strictly increasing, and the sizes
+#: aligned with them (None: every size is 0).
+Fill = Callable[[], "tuple[Sequence[int], Sequence[int] | None]"]
+
+
 class Span:
     """A run of one shard's records emitted together, in emission (= key) order: ONE object for the whole run.
 
@@ -43,14 +49,15 @@ class Span:
     :attr:`first_key`, :attr:`last_key`, :attr:`pending` and ``len()`` only, and never changes it.
     """
 
-    __slots__ = ("owner", "ranks", "items", "sizes", "times", "at", "before", "state", "head", "hint", "first",
-                 "other", "first_bytes", "other_bytes")
+    __slots__ = ("owner", "_ranks", "items", "_sizes", "times", "at", "before", "state", "head", "hint", "first",
+                 "other", "first_bytes", "other_bytes", "low", "_high", "_fill", "_count")
 
-    def __init__(self, owner: object, ranks: list[int], at: float, before: int) -> None:
+    def __init__(self, owner: object, ranks: list[int] | None, at: float, before: int, *, low: int = 0,
+                 high: int = 0, count: int = 0, fill: Fill | None = None) -> None:
         self.owner: object | None = owner  # the tracker that made it (compared by identity); None once dropped
-        self.ranks = ranks  # the keys as ranks, strictly increasing (after a compaction: pending ones + predecessors)
+        self._ranks = ranks  # the keys as ranks, strictly increasing (after a compaction: pending ones + predecessors)
         self.items: list[Any] | None = None  # aligned with ranks; None: every item is None
-        self.sizes: array[int] | None = None  # aligned with ranks; None: every size is 0
+        self._sizes: array[int] | None = None  # aligned with ranks; None: every size is 0
         self.times: array[float] | None = None  # first emission times aligned with ranks; None: all are ``at``
         self.at = at
         self.before = before  # the greatest rank emitted before ranks[0] (or the initial checkpoint, or NO_KEY)
@@ -61,20 +68,72 @@ class Span:
         self.other = 0  # records FAILED or DEAD (not done, not in their first emission)
         self.first_bytes = 0  # sum of the sizes of the FIRST records
         self.other_bytes = 0  # sum of the sizes of the FAILED and DEAD records
+        # a span emitted by its ends (SpanTracker.emit_span_of_ends) has no ranks nor sizes until a record of it is
+        # looked at alone: ``fill`` makes them then; ``count`` is its number of records, ``low`` its first rank
+        self.low = ranks[0] if ranks else low  # ranks[0] (kept up to date by compact and the open span's first emit)
+        self._high = high
+        self._fill = fill
+        self._count = count
+
+    @property
+    def ranks(self) -> list[int]:
+        """The records' ranks (made now for a span emitted by its ends, on the first look at one of its records)."""
+        ranks = self._ranks
+        if ranks is None:
+            ranks = self._filled()
+        return ranks
+
+    @ranks.setter
+    def ranks(self, value: list[int]) -> None:
+        self._ranks = value
+        self._fill = None
+
+    @property
+    def sizes(self) -> array[int] | None:
+        """The records' sizes, aligned with :attr:`ranks`; None: every size is 0."""
+        if self._fill is not None:
+            self._filled()
+        return self._sizes
+
+    @sizes.setter
+    def sizes(self, value: array[int] | None) -> None:
+        self._sizes = value
+
+    def _filled(self) -> list[int]:
+        """Make the ranks and sizes of a span emitted by its ends, checked against what it was emitted with."""
+        fill = self._fill
+        if fill is None:  # dropped: no ranks
+            self._ranks = []
+            return self._ranks
+        ranks, sizes = fill()
+        n = self._count
+        if len(ranks) != n or (n and (ranks[0] != self.low or ranks[-1] != self._high)) or \
+                not all(map(lt, ranks, islice(ranks, 1, None))):
+            raise RuntimeError(f"a span emitted by its ends made {len(ranks)} ranks from {ranks[:1]} to {ranks[-1:]}, "
+                               f"not the {n} increasing from {self.low} to {self._high} it was emitted with")
+        self._ranks = ranks if ranks.__class__ is list else list(ranks)
+        self._sizes = None if sizes is None else array("q", sizes)
+        self._fill = None
+        return self._ranks
 
     def __len__(self) -> int:
         """Keys the span holds (its records, or after a compaction its pending ones and their predecessors)."""
-        return len(self.ranks)
+        ranks = self._ranks
+        return self._count if ranks is None else len(ranks)
 
     @property
     def first_key(self) -> SequenceKey | None:
         """The key of the span's first record; ``None`` once every record is done (the span is dropped)."""
-        return key_of_rank(self.ranks[0]) if self.ranks else None
+        if self._ranks is None:
+            return key_of_rank(self.low)
+        return key_of_rank(self._ranks[0]) if self._ranks else None
 
     @property
     def last_key(self) -> SequenceKey | None:
         """The key of the span's last record; ``None`` once every record is done."""
-        return key_of_rank(self.ranks[-1]) if self.ranks else None
+        if self._ranks is None:
+            return key_of_rank(self._high)
+        return key_of_rank(self._ranks[-1]) if self._ranks else None
 
     @property
     def pending(self) -> int:
@@ -115,6 +174,7 @@ def compact(span: Span) -> None:
     keep = list(map(or_, state, islice(state, 1, None)))  # record j or j + 1 is not done
     keep.append(state[-1])
     span.ranks = list(compress(span.ranks, keep))
+    span.low = span.ranks[0]
     if span.items is not None:
         span.items = list(compress(span.items, keep))
     if span.sizes is not None:
