@@ -51,7 +51,7 @@ from kinesis_spout.retry import Delays, RetryPolicy
 from kinesis_spout.tracking import span as span_mod
 from kinesis_spout.tracking.keys import NO_KEY, Key, key_of_rank, rank_of_key
 from kinesis_spout.tracking.outcomes import TrackerStats
-from kinesis_spout.tracking.span import DONE, FAILED, FIRST, Fill, Span, state_of
+from kinesis_spout.tracking.span import DONE, FAILED, FIRST, Fill, LazySpan, Span, state_of
 from kinesis_spout.tracking.span_failures import SpanFailures
 
 __all__ = ["Span", "SpanTracker"]
@@ -125,7 +125,7 @@ class SpanTracker(SpanFailures):
 
     def _open_span(self, key: int, now: float) -> Span:
         """Start the open span at the tail for one-by-one emits, its first key ``key``."""
-        span = Span(self, [], now, self._last, low=key)
+        span = Span(self, [], now, self._last, key)
         span.items, span.sizes, span.times, span.state = [], array("q"), array("d"), bytearray()
         self._spans.append(span)
         self._starts.append(key)
@@ -156,7 +156,7 @@ class SpanTracker(SpanFailures):
             return self.emit_span(ranks, now, items, sizes)
         if items is not None and len(items) != count:
             raise ValueError(f"emit_span_of_ends needs as many items as records ({count}), got {len(items)}")
-        span = Span(self, None, now, self._last, low=low, high=high, count=count, fill=fill)
+        span = LazySpan(self, now, self._last, low, high, count, fill)
         if items is not None:
             span.items = list(items)
         span.first, span.first_bytes = count, nbytes
