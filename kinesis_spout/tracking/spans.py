@@ -9,7 +9,8 @@ its state and the state of the spans it hands out.
 answers exactly as a per-record tracker (a port of the original Storm spout's, one map entry a record: the tests'
 reference model) does (same methods, same return values, same safe checkpoint, same retry order, same counters) for
 any sequence of emits, acks, fails, retries, timeouts and dead letters; it adds :meth:`SpanTracker.emit_span`, which
-puts a run of records in flight as ONE :class:`Span` and returns it, :meth:`SpanTracker.ack_span`, which acks a whole
+puts a run of records in flight as ONE :class:`Span` and returns it (:meth:`SpanTracker.emit_span_of_ends` by its
+first and last ranks alone, the others made if ever needed), :meth:`SpanTracker.ack_span`, which acks a whole
 span in O(1), and :meth:`SpanTracker.ack_attempt` and :meth:`SpanTracker.fail_attempt`, which ack or fail one
 emission of a record (its attempt), never a later one.
 
