@@ -8,7 +8,8 @@ Fairness: both read the same stream (same shards, same records) from TRIM_HORIZO
 same GetRecords limit, and run alternately (the order flips every round); each figure is the median of the runs
 and the ratio is the ratio of medians. The loop gets the same botocore client configuration as the spout
 (``make_client``, whose arrival-timestamp parser is cheaper than botocore's default); a loop on a
-``boto3.client("kinesis")`` with botocore's defaults is measured too. Clients are made before the clock starts.
+``boto3.client("kinesis")`` with botocore's defaults is measured too. Clients are made before the clock starts, and
+so are pyarrow's imports (:func:`warm_arrow`).
 Each run starts after a full collection (``gc.collect()``, outside the clock): otherwise the cyclic collector's full
 collections, about 50 ms each (they walk every object the process holds: botocore's models, the servers'
 clients), fall on whichever consumer happens to run when the count is reached, adding up to 5 µs per record to
@@ -53,6 +54,16 @@ COLUMNS = [
     ("ratio_vs_spout", "vs per-record acks", "x"),
     ("zk_writes", "ZK writes", "fig0"),
 ]
+
+
+def warm_arrow() -> None:
+    """Import what the columnar consumer's first batch imports (pyarrow's compute functions, and pandas, which
+    pyarrow imports on its first conversion of a Python list: 0.25 s of CPU) before any clock starts, as the clients
+    are made before it: otherwise the first columnar run of the process alone pays it."""
+    import pyarrow
+    import pyarrow.compute  # noqa: F401
+
+    pyarrow.array([0])
 
 
 def timeout_for(records: int) -> float:
@@ -118,6 +129,7 @@ def result_row(name: str, res: list[ReadResult], stream: LoadedStream, repeats: 
 
 def run(ctx: BenchContext, smoke: bool) -> list[dict[str, Any]]:
     size = SIZES[ctx.profile(smoke)]
+    warm_arrow()
     rows: list[dict[str, Any]] = []
     for emulator in ctx.emulators if not smoke else ("kinesalite",):
         stream = ctx.stream(size["shards"], size["records"], size["record_bytes"], emulator)

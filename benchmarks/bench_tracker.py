@@ -26,6 +26,13 @@ size is given apart), the payload is one shared object (not counted), emission t
 ``all in flight``: N records emitted, none acked. ``after random acks``: 2N emitted, a random half acked.
 ``after compaction``: 4N emitted, a random three quarters acked (compactions ran while they were).
 
+The columnar path (``next_columns()``), in the same run: bytes per in-flight record of the span tracker as the
+columnar batches fill it (4 shards, pieces of 1,000 records, all in flight), before spans emitted by their ends (a
+rank made of each sequence-number string, held by the span and by the piece's ``RowSource``, and a size a record)
+and with them (``emit_span_of_ends``: the ends' ranks; the others and the sizes made only when a record is looked at
+alone). The ranks are counted there (they are made for the tracker alone; the columns are the payload, not counted),
+so the ratio is to the record path's span row with its keys (``with key``).
+
 Span tracker (``SpanTracker``: a batch of one shard's records is one span, acked whole in O(1)), in the same run,
 each row beside the per-record baseline with the ratio span / per-record. ``span, keys counted, batched
 calls``: each cycle emits one span per shard (``emit_span`` of the ranks built from strings in a list
@@ -46,10 +53,12 @@ import random
 import sys
 import time
 import tracemalloc
+from array import array
 from typing import Any
 
 from benchmarks.context import BenchContext
 from benchmarks.stats import ratio, summary
+from kinesis_spout.kinesis.retrieval.wire_columns import RecordColumns, RowSource, ranks_of, slice_columns
 from kinesis_spout.records import RANK_BASE, SequenceKey, parse_message_id_rank
 from kinesis_spout.tracking.spans import SpanTracker
 from tests.unit.core.reference_tracker import PerRecordTracker
@@ -317,6 +326,72 @@ def memory_rows(inflight: int, shards: int, repeats: int, with_random_acks: bool
     return rows
 
 
+def columnar_bytes_per_inflight(inflight: int, shards: int, by_ends: bool) -> float:
+    """Bytes the trackers hold per in-flight record when the spout's columnar batches put the records in flight
+    (``next_columns()``): each shard's records in pieces of ``SPAN_EMITS``, each piece's item a ``RowSource`` (one
+    pointer a record), all in flight. ``by_ends``: as they do now (``emit_span_of_ends``: the ends' ranks and a
+    maker of the others); else as they did before it (a rank made of each sequence-number string, kept by the span
+    and by the piece's ``RowSource``, and a size a record). The columns themselves (the payload: sequence-number
+    strings, keys, data) are made before the measure and not counted; the ranks are counted, since they are made
+    for the tracker alone."""
+    payload = b"x" * 100
+    pieces: list[tuple[int, RecordColumns]] = []
+    for shard in range(shards):
+        mine = [str(seq) for s, seq in sequence_numbers(inflight, shards) if s == shard]
+        for begin in range(0, len(mine), SPAN_EMITS):
+            seqs = mine[begin:begin + SPAN_EMITS]
+            n = len(seqs)
+            pieces.append((shard, RecordColumns(shard_id(shard), seqs, None, ["key"] * n, [payload] * n,
+                                                [1.7e9] * n, True, None)))
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        trackers = [SpanTracker(shard_id(i)) for i in range(shards)]
+        for shard, cols in pieces:
+            n = len(cols)
+            if by_ends:
+                ends = ranks_of(slice_columns(cols, 0, 1))[0], ranks_of(slice_columns(cols, n - 1, n))[0]
+                trackers[shard].emit_span_of_ends(n, ends[0], ends[1], 1_000.0,
+                                                  lambda c=cols: (ranks_of(c), _sizes(c)),  # type: ignore[misc]
+                                                  [RowSource(cols)] * n,
+                                                  sum(map(len, cols.data)) + sum(map(len, cols.partition_keys)))
+            else:
+                ranks = ranks_of(cols)
+                trackers[shard].emit_span(ranks, 1_000.0, [RowSource(cols, ranks)] * n, _sizes(cols))
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    if sum(t.inflight_count for t in trackers) != inflight:
+        raise AssertionError("tracker memory benchmark: wrong number of records in flight")
+    return held / inflight
+
+
+def _sizes(cols: RecordColumns) -> array[int]:
+    """Each record's size, as the columnar batches compute them."""
+    return array("q", [len(d) + len(k) for d, k in zip(cols.data, cols.partition_keys)])
+
+
+def columnar_memory_rows(inflight: int, repeats: int, record_path: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The columnar path's rows (4 shards, all in flight), before and after spans emitted by their ends, each with
+    its ratio to ``record_path``: the span tracker's row of the record path in the same state (spans of
+    ``SPAN_EMITS``), its keys counted (``with key``), since the columnar rows count theirs."""
+    out = []
+    for by_ends, how in ((False, "a rank made of each sequence number (before)"),
+                         (True, "spans emitted by their ends (ranks made when needed)")):
+        per = summary([columnar_bytes_per_inflight(inflight, 4, by_ends) for _ in range(repeats)])
+        row = {"case": f"span, columnar path (next_columns), 4 shards, {inflight:,} in flight, all in flight, {how}",
+               "kind": "columnar memory", "tracker": SPAN, "shards": 4, "inflight_records": inflight,
+               "state": STATES[0], "repeats": repeats, "bytes_per_inflight_record": per,
+               "bytes_per_inflight_record_with_key": per["median"]}
+        if record_path is not None:
+            row["ratio_to_per_record"] = round(float(per["median"])  # type: ignore[arg-type]
+                                               / record_path["bytes_per_inflight_record_with_key"], 2)
+        out.append(row)
+    return out
+
+
 def whole_batch_us(shards: int, kind: type, repeats: int, keep_keys: bool = False) -> list[float]:
     """Microseconds to ack one batch of ``WHOLE_BATCH`` records dealt round-robin over ``shards`` shards, whole:
     ``ack_many`` of each shard's keys (per-record tracker) or ``ack_span`` of each shard's span (span tracker). The
@@ -375,6 +450,12 @@ def span_rows(ctx: BenchContext, size: dict[str, int], rows: list[dict[str, Any]
             ctx.progress(f"tracker: {mem['case']}: {mem['bytes_per_inflight_record']['median']:.0f} B per record "
                          f"({mem['ratio_to_per_record']}x the per-record tracker)")
             out.append(mem)
+    record_path = [r for r in out if r["kind"] == "span memory" and r["state"] == STATES[0]
+                   and r["case"].endswith(f"spans of {SPAN_EMITS:,}")]
+    for mem in columnar_memory_rows(size["inflight"], size["memory_repeats"], record_path[0] if record_path else None):
+        ctx.progress(f"tracker: {mem['case']}: {mem['bytes_per_inflight_record']['median']:.0f} B per record, keys "
+                     f"counted ({mem.get('ratio_to_per_record')}x the record path's span with its keys)")
+        out.append(mem)
     for shards in SHARDS:
         per_record = summary(whole_batch_us(shards, Tracker, size["repeats"]))
         span = summary(whole_batch_us(shards, SpanTracker, size["repeats"]))
@@ -449,6 +530,17 @@ def headline(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "value": f"{worst['bytes_per_inflight_record']['median']:.0f} B ({worst['case']})",
                     "goal": f"<= {GOAL_BYTES_PER_RECORD}",
                     "met": worst["bytes_per_inflight_record"]["median"] <= GOAL_BYTES_PER_RECORD})
+    columnar = [r for r in rows if r["kind"] == "columnar memory"]
+    if len(columnar) == 2 and columnar[1].get("ratio_to_per_record") is not None:
+        before, after = columnar
+        out.append({"figure": "columnar path (next_columns) bytes per in-flight record, all in flight, keys counted "
+                              "(payload not): spans emitted by their ends / the record path's spans with their keys",
+                    "value": f"{after['bytes_per_inflight_record']['median']:.0f} B / "
+                             f"{after['bytes_per_inflight_record']['median'] / after['ratio_to_per_record']:.0f} B "
+                             f"({after['ratio_to_per_record']}x; before: "
+                             f"{before['bytes_per_inflight_record']['median']:.0f} B, "
+                             f"{before['ratio_to_per_record']}x)",
+                    "goal": "<= 1x", "met": after["ratio_to_per_record"] <= 1})
     batch = [r for r in rows if r["kind"] == "whole batch" and r["tracker"] == SPAN and "held" not in r["case"]]
     if batch:
         out.append({"figure": f"span tracker: a {WHOLE_BATCH:,}-record batch acked whole, µs by shards "

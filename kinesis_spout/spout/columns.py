@@ -25,11 +25,13 @@ from kinesis_spout.kinesis.retrieval.wire_columns import (
     RecordColumns,
     RowSource,
     columns_of_records,
+    in_rank_order,
+    ranks_of,
     record_of,
     slice_columns,
     to_records,
 )
-from kinesis_spout.records import RANK_BASE, Record, SpoutTuple, message_id
+from kinesis_spout.records import Record, SpoutTuple, message_id
 from kinesis_spout.spout.batch import SpoutBatch
 from kinesis_spout.spout.emission import TAKE_CHUNK
 
@@ -144,13 +146,19 @@ class ColumnBatch:
 
 
 def _note_aggregates(aggregates: dict[int, int], columns: RecordColumns) -> None:
-    """:func:`kinesis_spout.spout.kpl.note_aggregates` for columns: each KPL aggregate's count of user records."""
+    """:func:`kinesis_spout.spout.kpl.note_aggregates` for columns: each KPL aggregate's count of user records (one
+    ``int()`` an aggregate)."""
     counts = columns.aggregated
     if counts is None:
         return
-    for sequence, count in dict(zip(map(int, columns.sequence_numbers), counts)).items():
+    for sequence, count in dict(zip(columns.sequence_numbers, counts)).items():
         if count:
-            aggregates.setdefault(sequence, count)
+            aggregates.setdefault(int(sequence), count)
+
+
+def _sizes(columns: RecordColumns) -> array[int]:
+    """Each record's size (data and partition key), as :attr:`Record.size <kinesis_spout.records.Record.size>`."""
+    return array("q", map(add, map(len, columns.data), map(len, columns.partition_keys)))
 
 
 class ColumnTaker:
@@ -198,15 +206,19 @@ class ColumnTaker:
         emitter = self.emitter
         state = emitter.registry.shards[columns.shard_id]
         tracker = state.tracker
-        seqs, subs = columns.sequence_numbers, columns.sub_sequence_numbers
-        if subs is None:
-            ranks = [int(s) * RANK_BASE for s in seqs]
-        else:
-            ranks = [int(s) * RANK_BASE + (u or 0) for s, u in zip(seqs, subs)]
+        n = len(columns)
+        if columns.sub_sequence_numbers is not None:
             _note_aggregates(state.aggregates, columns)
-        sizes = array("q", map(add, map(len, columns.data), map(len, columns.partition_keys)))
         try:
-            span = tracker.emit_span(ranks, now, [RowSource(columns, ranks)] * len(ranks), sizes)
+            if n and in_rank_order(columns):  # the span keeps its ends' ranks; the others are made if ever needed
+                ends = slice_columns(columns, 0, 1), slice_columns(columns, n - 1, n)
+                low, high = ranks_of(ends[0])[0], ranks_of(ends[1])[0]
+                span = tracker.emit_span_of_ends(
+                    n, low, high, now, lambda: (ranks_of(columns), _sizes(columns)), [RowSource(columns)] * n,
+                    sum(map(len, columns.data)) + sum(map(len, columns.partition_keys)))
+            else:
+                ranks = ranks_of(columns)
+                span = tracker.emit_span(ranks, now, [RowSource(columns, ranks)] * n, _sizes(columns))
         except ValueError:  # not in increasing order (never seen from one reader): as the record path does it
             _state, records, _span = emitter.put_in_flight(to_records(columns), now, into)
             if records:
@@ -214,9 +226,9 @@ class ColumnTaker:
             emitter.dead_letters.decoded(len(records))
             return (columns_of_records(records) if records else slice_columns(columns, 0, 0)), \
                 sum(len(r.data) + len(r.partition_key) for r in records)
-        skip = len(ranks) - len(span.ranks) if span is not None else len(ranks)
-        kept = slice_columns(columns, skip, len(ranks)) if skip else columns
-        nbytes = sum(sizes[skip:]) if skip else sum(sizes)
+        skip = n - len(span) if span is not None else n
+        kept = slice_columns(columns, skip, n) if skip else columns
+        nbytes = span.first_bytes if span is not None else 0
         state.emitted_bytes += nbytes
         if span is not None and emitter.tracking.reliable:
             into.add_span(state, span)

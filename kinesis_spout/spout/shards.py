@@ -46,6 +46,7 @@ from kinesis_spout.tracking.keys import Key
 
 if TYPE_CHECKING:
     from kinesis_spout.kinesis.retrieval.reader import BufferedShardReader, RoundRobinReader
+    from kinesis_spout.tracking.span import Fill
     from kinesis_spout.tracking.spans import Span
 
 __all__ = ["ACK_PHASES", "CHECKPOINT_PHASES", "NEW_RECORD_PHASES", "RETRY_PHASES", "TRANSITIONS",
@@ -91,6 +92,8 @@ class ShardTracker(RecordTracker, Protocol):
 
     def emit_span(self, keys: Sequence[Key], now: float, items: Sequence[object] | None = None,
                   sizes: Sequence[int] | None = None) -> Span | None: ...
+    def emit_span_of_ends(self, count: int, low: int, high: int, now: float, fill: Fill,
+                          items: Sequence[object] | None = None, nbytes: int = 0) -> Span | None: ...
     def ack_span(self, span: Span, exclude: Iterable[Key] = ()) -> int: ...
     def ack_attempt(self, key: Key, attempt: int) -> bool: ...
     def fail_attempt(self, key: Key, attempt: int, now: float) -> FailOutcome: ...

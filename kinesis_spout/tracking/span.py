@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from array import array
 from itertools import compress, islice
-from operator import or_
-from typing import Any, cast
+from operator import lt, or_
+from typing import Any, Callable, Sequence, cast
 
 from kinesis_spout.records import SequenceKey
 from kinesis_spout.tracking.keys import key_of_rank
 
-__all__ = ["COMPACT_FACTOR", "COMPACT_SLACK", "DEAD", "DONE", "FAILED", "FIRST", "OPEN_SPAN_LIMIT", "Span",
-           "compact", "emitted_at", "leave_first", "state_of"]
+__all__ = ["COMPACT_FACTOR", "COMPACT_SLACK", "DEAD", "DONE", "FAILED", "FIRST", "OPEN_SPAN_LIMIT", "Fill", "LazySpan",
+           "Span", "compact", "emitted_at", "leave_first", "state_of"]
 
 # Record states, one byte each in a span's ``state`` (DONE is 0 so that a fresh bytearray reads "done").
 DONE, FIRST, FAILED, DEAD = 0, 1, 2, 3
@@ -35,6 +35,12 @@ COMPACT_SLACK = 1024
 OPEN_SPAN_LIMIT = 4096
 
 
+#: What makes the ranks and sizes of a span emitted by its ends (see :meth:`SpanTracker.emit_span_of_ends
+#: <kinesis_spout.tracking.spans.SpanTracker.emit_span_of_ends>`): the ranks, strictly increasing, and the sizes
+#: aligned with them (None: every size is 0).
+Fill = Callable[[], "tuple[Sequence[int], Sequence[int] | None]"]
+
+
 class Span:
     """A run of one shard's records emitted together, in emission (= key) order: ONE object for the whole run.
 
@@ -44,9 +50,9 @@ class Span:
     """
 
     __slots__ = ("owner", "ranks", "items", "sizes", "times", "at", "before", "state", "head", "hint", "first",
-                 "other", "first_bytes", "other_bytes")
+                 "other", "first_bytes", "other_bytes", "low")
 
-    def __init__(self, owner: object, ranks: list[int], at: float, before: int) -> None:
+    def __init__(self, owner: object, ranks: list[int], at: float, before: int, low: int = 0) -> None:
         self.owner: object | None = owner  # the tracker that made it (compared by identity); None once dropped
         self.ranks = ranks  # the keys as ranks, strictly increasing (after a compaction: pending ones + predecessors)
         self.items: list[Any] | None = None  # aligned with ranks; None: every item is None
@@ -61,6 +67,7 @@ class Span:
         self.other = 0  # records FAILED or DEAD (not done, not in their first emission)
         self.first_bytes = 0  # sum of the sizes of the FIRST records
         self.other_bytes = 0  # sum of the sizes of the FAILED and DEAD records
+        self.low = ranks[0] if ranks else low  # ranks[0] (kept up to date by compact and the open span's first emit)
 
     def __len__(self) -> int:
         """Keys the span holds (its records, or after a compaction its pending ones and their predecessors)."""
@@ -83,6 +90,72 @@ class Span:
 
     def __repr__(self) -> str:
         return f"Span({self.first_key}..{self.last_key}, pending={self.pending}, first_emission={self.first})"
+
+
+_RANKS, _SIZES = Span.__dict__["ranks"], Span.__dict__["sizes"]  # the slots, under LazySpan's properties
+
+
+class LazySpan(Span):
+    """A :class:`Span` emitted by its ends (:meth:`SpanTracker.emit_span_of_ends
+    <kinesis_spout.tracking.spans.SpanTracker.emit_span_of_ends>`): it knows its first and last ranks and its count,
+    and makes its ranks and sizes with ``fill`` the first time they are read (a record of it looked at alone: a
+    fail, an ack by key, a timeout), checked against its ends then. A span acked whole never makes them. Plain spans
+    keep plain slots, so that this costs nothing to the others."""
+
+    __slots__ = ("_fill", "_count", "_high")
+
+    def __init__(self, owner: object, at: float, before: int, low: int, high: int, count: int, fill: Fill) -> None:
+        super().__init__(owner, [], at, before, low)
+        self._fill: Fill | None = fill
+        self._count = count
+        self._high = high
+
+    @property
+    def ranks(self) -> list[int]:
+        """The records' ranks (made now on the first read)."""
+        if self._fill is not None:
+            self._filled()
+        return cast("list[int]", _RANKS.__get__(self, LazySpan))
+
+    @ranks.setter
+    def ranks(self, value: list[int]) -> None:
+        _RANKS.__set__(self, value)
+        self._fill = None
+
+    @property
+    def sizes(self) -> array[int] | None:
+        """The records' sizes, aligned with :attr:`ranks` (made now on the first read); None: every size is 0."""
+        if self._fill is not None:
+            self._filled()
+        return cast("array[int] | None", _SIZES.__get__(self, LazySpan))
+
+    @sizes.setter
+    def sizes(self, value: array[int] | None) -> None:
+        _SIZES.__set__(self, value)
+
+    def _filled(self) -> None:
+        """Make the ranks and sizes, checked against the ends and count the span was emitted with."""
+        fill = cast("Fill", self._fill)
+        ranks, sizes = fill()
+        n, low, high = self._count, self.low, self._high
+        if len(ranks) != n or (n and (ranks[0] != low or ranks[-1] != high)) or \
+                not all(map(lt, ranks, islice(ranks, 1, None))):
+            raise RuntimeError(f"a span emitted by its ends made {len(ranks)} ranks from {ranks[:1]} to {ranks[-1:]}, "
+                               f"not the {n} increasing from {low} to {high} it was emitted with")
+        self._fill = None
+        _RANKS.__set__(self, ranks if ranks.__class__ is list else list(ranks))
+        _SIZES.__set__(self, None if sizes is None else array("q", sizes))
+
+    def __len__(self) -> int:
+        return self._count if self._fill is not None else len(_RANKS.__get__(self, LazySpan))
+
+    @property
+    def first_key(self) -> SequenceKey | None:
+        return key_of_rank(self.low) if self._fill is not None else Span.first_key.fget(self)  # type: ignore[attr-defined]
+
+    @property
+    def last_key(self) -> SequenceKey | None:
+        return key_of_rank(self._high) if self._fill is not None else Span.last_key.fget(self)  # type: ignore[attr-defined]
 
 
 def state_of(span: Span) -> bytearray:
@@ -115,6 +188,7 @@ def compact(span: Span) -> None:
     keep = list(map(or_, state, islice(state, 1, None)))  # record j or j + 1 is not done
     keep.append(state[-1])
     span.ranks = list(compress(span.ranks, keep))
+    span.low = span.ranks[0]
     if span.items is not None:
         span.items = list(compress(span.items, keep))
     if span.sizes is not None:

@@ -161,7 +161,7 @@ class SpanFailures(SpanList):
                 if not span.first:
                     j = 0
                     continue
-                state, times, at, n = span.state, span.times, span.at, len(span.ranks)
+                state, times, at, n = span.state, span.times, span.at, len(span)
                 while True:
                     if state is not None:
                         j = state.find(FIRST, j)
@@ -171,7 +171,7 @@ class SpanFailures(SpanList):
                         break
                     if (at if times is None else times[j]) + timeout > now:
                         stopped = True
-                        self._tcur = span.ranks[j]
+                        self._tcur = span.ranks[j] if j else span.low
                         break
                     overdue.append((span, j))
                     j += 1
@@ -260,9 +260,12 @@ class SpanFailures(SpanList):
             i += 1
             if not span.first:
                 continue
+            state = span.state
+            if state is None and self._tcur <= span.low:  # every record in its first emission: the first one
+                self._tcur = span.low  # (a span emitted by its ends keeps no ranks till they are needed)
+                return span, 0
             ranks = span.ranks
             j = bisect_left(ranks, self._tcur, span.head)
-            state = span.state
             if state is not None:
                 j = state.find(FIRST, j)
                 if j < 0:

@@ -49,7 +49,7 @@ class SpanList:
         """Keys the spans hold: the records not done, plus done ones until their span is dropped or compacted. Once
         records are done, at most ``COMPACT_FACTOR * inflight_count + COMPACT_SLACK`` plus what the last 16 done
         records left (the spans' size is looked at every 16 done records at least). A figure for memory checks."""
-        return sum(len(span.ranks) for span in self._spans)
+        return sum(map(len, self._spans))
 
     @property
     def span_count(self) -> int:
@@ -88,7 +88,7 @@ class SpanList:
         """Take a span whose records are all done out of the tracker and free its arrays (its caller may still hold
         it: it then acks nothing)."""
         spans, starts = self._spans, self._starts
-        i = 0 if spans[0] is span else bisect_left(starts, span.ranks[0])
+        i = 0 if spans[0] is span else bisect_left(starts, span.low)
         del spans[i]
         del starts[i]
         if span is self._tail:
@@ -104,7 +104,7 @@ class SpanList:
         live, slots = self.inflight_count, self.retained_count
         if slots > factor * live + slack:
             for i, span in enumerate(self._spans):
-                if len(span.ranks) > 2 * (span.first + span.other) + 1:
+                if len(span) > 2 * (span.first + span.other) + 1:
                     compact(span)
                     self._starts[i] = span.ranks[0]
             slots = self.retained_count

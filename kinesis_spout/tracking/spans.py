@@ -9,7 +9,8 @@ its state and the state of the spans it hands out.
 answers exactly as a per-record tracker (a port of the original Storm spout's, one map entry a record: the tests'
 reference model) does (same methods, same return values, same safe checkpoint, same retry order, same counters) for
 any sequence of emits, acks, fails, retries, timeouts and dead letters; it adds :meth:`SpanTracker.emit_span`, which
-puts a run of records in flight as ONE :class:`Span` and returns it, :meth:`SpanTracker.ack_span`, which acks a whole
+puts a run of records in flight as ONE :class:`Span` and returns it (:meth:`SpanTracker.emit_span_of_ends` by its
+first and last ranks alone, the others made if ever needed), :meth:`SpanTracker.ack_span`, which acks a whole
 span in O(1), and :meth:`SpanTracker.ack_attempt` and :meth:`SpanTracker.fail_attempt`, which ack or fail one
 emission of a record (its attempt), never a later one.
 
@@ -51,7 +52,7 @@ from kinesis_spout.retry import Delays, RetryPolicy
 from kinesis_spout.tracking import span as span_mod
 from kinesis_spout.tracking.keys import NO_KEY, Key, key_of_rank, rank_of_key
 from kinesis_spout.tracking.outcomes import TrackerStats
-from kinesis_spout.tracking.span import DONE, FAILED, FIRST, Span, state_of
+from kinesis_spout.tracking.span import DONE, FAILED, FIRST, Fill, LazySpan, Span, state_of
 from kinesis_spout.tracking.span_failures import SpanFailures
 
 __all__ = ["Span", "SpanTracker"]
@@ -125,7 +126,7 @@ class SpanTracker(SpanFailures):
 
     def _open_span(self, key: int, now: float) -> Span:
         """Start the open span at the tail for one-by-one emits, its first key ``key``."""
-        span = Span(self, [], now, self._last)
+        span = Span(self, [], now, self._last, key)
         span.items, span.sizes, span.times, span.state = [], array("q"), array("d"), bytearray()
         self._spans.append(span)
         self._starts.append(key)
@@ -141,6 +142,31 @@ class SpanTracker(SpanFailures):
         ``duplicates_ignored``. Raises ``ValueError`` when the keys do not increase or the lengths differ (nothing
         is emitted then). Called by the spout for one batch of one shard."""
         return self._emit_run(keys, now, items, sizes, "emit_span")[0]
+
+    def emit_span_of_ends(self, count: int, low: int, high: int, now: float, fill: Fill,
+                          items: Sequence[object] | None = None, nbytes: int = 0) -> Span | None:
+        """:meth:`emit_span` of ``count`` records given by their ends, the ranks ``low`` and ``high``: ``fill()``
+        makes their ranks (strictly increasing, ``low`` first and ``high`` last: the caller vouches for the order)
+        and sizes (``nbytes`` in all) only when a record of the span is looked at alone (a fail, an ack by key, a
+        timeout), never for a span acked whole. Replays (``low`` at or below the greatest rank emitted) are dropped
+        as :meth:`emit_span` drops them, the ranks made at once. Called by the spout's columnar batches."""
+        if not count:
+            return None
+        if low <= self._last or (count == 1 and low != high) or (count > 1 and not low < high):
+            ranks, sizes = fill()
+            return self.emit_span(ranks, now, items, sizes)
+        if items is not None and len(items) != count:
+            raise ValueError(f"emit_span_of_ends needs as many items as records ({count}), got {len(items)}")
+        span = LazySpan(self, now, self._last, low, high, count, fill)
+        if items is not None:
+            span.items = list(items)
+        span.first, span.first_bytes = count, nbytes
+        self._spans.append(span)
+        self._starts.append(low)
+        self._tail = None
+        self._last = high
+        self._emitted += count
+        return span
 
     def emit_many(self, keys: Sequence[Key], now: float, items: Sequence[object] | None = None,
                   sizes: Sequence[int] | None = None) -> int:

@@ -25,7 +25,12 @@ from kinesis_spout.kinesis.retrieval.chunks import ChunkBuffer
 from kinesis_spout.kinesis.retrieval.polling import GET_RECORDS_RETRY, idle_backoff
 from kinesis_spout.kinesis.retrieval.pool import PARK, ReaderPool
 from kinesis_spout.kinesis.retrieval.protocol import FetchResult, ShardRetrieval
-from kinesis_spout.kinesis.retrieval.wire_columns import RecordColumns, slice_columns, to_records
+from kinesis_spout.kinesis.retrieval.wire_columns import (
+    RecordColumns,
+    first_arrived_after,
+    slice_columns,
+    to_records,
+)
 from kinesis_spout.records import Record, SequenceKey
 
 log = logging.getLogger(__name__)
@@ -82,6 +87,18 @@ def _last_record(got: list[Record] | RecordColumns) -> Record:
         return got[-1]
     n = len(got)
     return to_records(slice_columns(got, n - 1, n))[0]
+
+
+def _tip_records(got: RecordColumns, cutoff: datetime | None) -> list[Record]:
+    """The records of a reply's columns that :func:`tip_of` needs to answer as it would over all of them: the first
+    that arrived after ``cutoff`` and the one before it, or else the last (for a shard's end)."""
+    n = len(got)
+    if cutoff is not None and cutoff.tzinfo is None:  # naive: compared record by record, as the record path does
+        return to_records(got)
+    i = None if cutoff is None else first_arrived_after(got, cutoff)
+    if i is None:
+        return [_last_record(got)]
+    return to_records(slice_columns(got, max(i - 1, 0), i + 1)) if n else []
 
 
 class BufferedShardReader:
@@ -257,8 +274,7 @@ class BufferedShardReader:
             self.records_read += len(got)
         if self.tip is None:  # after the buffer: whoever sees the tip finds its records buffered or taken
             # records made of columns only where the tip needs them: every one against the cutoff, else the last
-            seen = [] if not got else got if isinstance(got, list) else \
-                to_records(got) if self.tip_cutoff is not None else [_last_record(got)]
+            seen = [] if not got else got if isinstance(got, list) else _tip_records(got, self.tip_cutoff)
             self.tip = tip_of(FetchResult(seen, result.millis_behind_latest, result.shard_end, result.fetched),
                               self._pushed, self.last_key, self.tip_cutoff)
         if got:

@@ -30,17 +30,17 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from datetime import datetime, timezone
-from itertools import compress, repeat
-from operator import attrgetter, itemgetter
+from itertools import compress, islice, repeat
+from operator import attrgetter, eq, itemgetter, le, lt
 from typing import Any, Callable, NamedTuple
 
 from kinesis_spout.kinesis.aggregation import MAGIC, deaggregate_columns, hash_key
 from kinesis_spout.kinesis.retrieval.lean import Fallback, get_records, lean_of, parse_reply
-from kinesis_spout.records import Record, SequenceKey
+from kinesis_spout.records import RANK_BASE, Record, SequenceKey
 
 __all__ = ["HAVE_MSGSPEC", "RecordColumns", "ReplyColumns", "RowSource", "arrival_datetimes", "columns_of_records",
-           "columns_of_reply", "decode_reply", "expand", "get_record_columns", "keep_inside", "record_of",
-           "slice_columns", "to_records"]
+           "columns_of_reply", "decode_reply", "expand", "first_arrived_after", "get_record_columns", "in_rank_order",
+           "keep_inside", "ranks_of", "record_of", "slice_columns", "to_records"]
 
 try:  # optional: without it every reply goes through the lean path's parser
     import msgspec
@@ -230,6 +230,23 @@ def arrival_datetimes(columns: RecordColumns | ReplyColumns) -> list[datetime | 
     return list(map(_fromtimestamp, at, repeat(_UTC)))
 
 
+def first_arrived_after(columns: RecordColumns, cutoff: datetime) -> int | None:
+    """The index of the first record whose arrival time (as :func:`arrival_datetimes` makes it) is after the aware
+    ``cutoff``, or None. Made of the floats sent, with no datetime but for the records within a millisecond of the
+    cutoff (each is then compared as its datetime, so the answer is the record path's exactly). Who calls: the shard
+    reader looking for its shard's tip."""
+    at = columns.arrivals
+    if not columns.arrivals_are_seconds:
+        return next((i for i, a in enumerate(at) if a is not None and a > cutoff), None)
+    low = cutoff.timestamp() - 1e-3  # a datetime made of seconds s lies within a microsecond of s
+    if not at or (None not in at and max(at) <= low):
+        return None
+    for i, a in enumerate(at):
+        if a is not None and a > low and _fromtimestamp(a, _UTC) > cutoff:
+            return i
+    return None
+
+
 def slice_columns(columns: RecordColumns, start: int, stop: int) -> RecordColumns:
     """Records ``start`` to ``stop`` (excluded) of ``columns`` (the same lists when that is all of them)."""
     if start == 0 and stop >= len(columns.sequence_numbers):
@@ -256,20 +273,55 @@ def columns_of_records(records: list[Record]) -> RecordColumns:
                          agg)
 
 
+def ranks_of(columns: RecordColumns) -> list[int]:
+    """The tracker's rank of each record (``int(sequence number) * RANK_BASE + sub-sequence number``): one ``int()``
+    a distinct sequence number (a KPL aggregate's user records share theirs)."""
+    seqs, subs = columns.sequence_numbers, columns.sub_sequence_numbers
+    if subs is None:
+        return [int(s) * RANK_BASE for s in seqs]
+    base = {s: int(s) * RANK_BASE for s in dict.fromkeys(seqs)}
+    return [base[s] + (u or 0) for s, u in zip(seqs, subs)]
+
+
+def in_rank_order(columns: RecordColumns) -> bool:
+    """True when the records' ranks (:func:`ranks_of`) strictly increase, told with no ``int()`` a record: the
+    sequence numbers are ASCII digits of one length (so that they order as strings as they do as numbers), and
+    increase, or, between user records of one aggregate, stay and their sub-sequence numbers increase. False says
+    nothing (the caller makes the ranks and lets the tracker check them)."""
+    seqs, subs = columns.sequence_numbers, columns.sub_sequence_numbers
+    if not seqs or len(set(map(len, seqs))) != 1 or not "".join(seqs).encode("ascii", "replace").isdigit():
+        return False
+    if subs is None:
+        return all(map(lt, seqs, islice(seqs, 1, None)))
+    if not all(map(le, seqs, islice(seqs, 1, None))):
+        return False
+    same = list(map(eq, seqs, islice(seqs, 1, None)))
+    if not any(same):
+        return True
+    try:
+        return all(map(lt, compress(subs, same), compress(islice(subs, 1, None), same)))  # type: ignore[arg-type]
+    except TypeError:  # a record with no sub-sequence number beside one of an aggregate: the ranks will tell
+        return False
+
+
 class RowSource:
     """The columns a run of records was put in flight from, standing in for each of those records as the tracker's
     item (one pointer a record, no record object): :func:`record_of` makes the record of a rank when it is needed
-    (a retry, a dead letter). ``ranks`` are the records' ranks, increasing, aligned with ``columns``."""
+    (a retry, a dead letter). ``ranks`` are the records' ranks, increasing, aligned with ``columns`` (None: made by
+    :func:`ranks_of` on the first record asked for)."""
 
     __slots__ = ("columns", "ranks")
 
-    def __init__(self, columns: RecordColumns, ranks: list[int]) -> None:
+    def __init__(self, columns: RecordColumns, ranks: list[int] | None = None) -> None:
         self.columns = columns
         self.ranks = ranks
 
     def record(self, rank: int) -> Record:
         """The record of ``rank`` (one of :attr:`ranks`)."""
-        i = bisect_left(self.ranks, rank)
+        ranks = self.ranks
+        if ranks is None:
+            ranks = self.ranks = ranks_of(self.columns)
+        i = bisect_left(ranks, rank)
         return to_records(slice_columns(self.columns, i, i + 1))[0]
 
 

@@ -138,6 +138,34 @@ class Differential(RuleBasedStateMachine):
         self.last = keys[-1]
         return span
 
+    @rule(target=spans, records=RECORDS, replays=st.integers(0, 3), with_items=st.booleans())
+    def emit_span_of_ends(self, records: list[tuple[int, bool, int]], replays: int, with_items: bool) -> Span | None:
+        """A batch emitted by its ends, as the columnar batches emit theirs: the span tracker gets the first and last
+        ranks and makes the others (and the sizes) only when it needs them; replays go the way of emit_span."""
+        old_keys = self.keys[-replays:] if replays else []
+        keys = self._new_keys(records)
+        every = old_keys + keys
+        items = [("item", key) for key in every] if with_items else None
+        sizes = [7] * len(old_keys) + [size for _, _, size in records]
+        made: list[int] = []
+
+        def fill() -> tuple[list[int], list[int]]:
+            made.append(1)
+            return [key.rank for key in every], sizes
+
+        assert self.old.emit_many([self.k(key) for key in every], self.now, items, sizes) == len(old_keys)
+        span = self.new.emit_span_of_ends(len(every), every[0].rank, every[-1].rank, self.now, fill, items,
+                                          sum(sizes))
+        assert span is not None and span.first_key == keys[0] and span.last_key == keys[-1]
+        assert len(span) == len(keys) and span.pending == len(keys)
+        assert bool(made) == bool(old_keys)  # ranks made at once for replays only
+        self.span_keys[id(span)] = keys
+        self.keys.extend(keys)
+        self.first.update(keys)
+        self.attempts.update(dict.fromkeys(keys, 1))
+        self.last = keys[-1]
+        return span
+
     @precondition(lambda self: self.keys)
     @rule(data=st.data())
     def emit_replay(self, data: st.DataObject) -> None:
