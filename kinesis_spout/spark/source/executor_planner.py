@@ -264,6 +264,12 @@ class ExecutorPlanner:
         self._prober.track(tracked, self._getter)
         if not tracked:
             return set(), set()
+        if self.planning.cutoff is not None:
+            # the first batch of an AvailableNow run reads every shard whatever its probe says: the probes only tell
+            # whether there is anything at all, so the first one to find something ends them
+            seen = self._prober.wait(lambda v: bool(v.found) or not v.unprobed, PROBE_ROUND_S)
+            self._prober.track({}, self._getter)
+            return set(seen.found), set(seen.idle)
         waiting = len(tracked) == len(active)
         started = time.monotonic()
         seen = self._prober.wait(lambda v: not v.unprobed, PROBE_ROUND_S)
