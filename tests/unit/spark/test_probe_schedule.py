@@ -135,8 +135,8 @@ def test_the_prober_probes_on_its_threads_and_the_planning_waits_only_for_what_i
         prober.track({"a": START, "b": START, "c": START}, getter)
         seen = prober.wait(lambda v: not v.unprobed, 10.0)
         assert seen.found == {"c"} and seen.idle == {"a", "b"}
-        seen = prober.wait(lambda v: probes.calls.count("a") >= 3, 10.0)  # a's probes go on at its pace
-        assert probes.calls.count("a") >= 3 and probes.calls.count("c") == 1, probes.calls
+        prober.wait(lambda v: probes.calls.count("a") >= 2, 10.0)  # a's probes go on at its pace, c's stop
+        assert probes.calls.count("a") >= 2 and probes.calls.count("c") == 1, probes.calls
         probes.failure = RuntimeError("the stream is gone")
         with pytest.raises(RuntimeError, match="the stream is gone"):
             prober.wait(lambda v: False, 10.0)
