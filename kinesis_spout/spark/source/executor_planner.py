@@ -70,6 +70,7 @@ class ExecutorPlanner:
         self._recorded: dict[tuple[str, int], list[str]] = {}  # (query, batch) -> the shards whose ends were read
         self._swept_at: int | None = None  # the batch below which ends were last deleted by listing
         self._streaks = ReadStreaks()  # the batches in a row in which each shard's task read records
+        self._renewed_after: int | None = None  # the completed batch whose shards' probes were last started afresh
         # the probes of shards at their tip, on threads of their own, each shard on its idle schedule
         reading = self.config.reading
         self._prober: ShardProber[ShardGetter] = ShardProber(
@@ -122,7 +123,11 @@ class ExecutorPlanner:
         busy = set() if cutoff is not None or fresh else {
             s for s in caught_up if s in ends and ends[s].at_tip and not shards[s].closed
             and self._streaks.known_busy(s, start.batch)}
-        seen, quiet = self._seen_new(active, caught_up - busy, positions, fresh, idle_wait_s)
+        # the shards the completed batch read are probed afresh once (a task may have found nothing where a probe
+        # found something: a shard never stays "found" at the same start)
+        renew = set(ends) if self._renewed_after != start.batch else set()
+        self._renewed_after = start.batch
+        seen, quiet = self._seen_new(active, caught_up - busy, positions, fresh, idle_wait_s, renew)
         idle = frozenset(s for s in quiet if s not in seen and not positions[s].unresolved)
         if len(idle) == len(active) and not joined and not pinned:
             return None
@@ -244,12 +249,13 @@ class ExecutorPlanner:
         """Stop the probes and forget them and the cached ends. Idempotent."""
         self._prober.close()
         self._streaks = ReadStreaks()
+        self._renewed_after = None
         self._ends.clear()
         self._recorded.clear()
         self._swept_at = None
 
     def _seen_new(self, active: Sequence[str], caught_up: set[str], positions: Mapping[str, Position],
-                  first: bool, idle_wait_s: float) -> tuple[set[str], set[str]]:
+                  first: bool, idle_wait_s: float, renew: set[str]) -> tuple[set[str], set[str]]:
         """(the shards at their tip, ``caught_up``, in which something new was seen; those seen idle). The probes
         are made off this thread, each shard on its schedule (:mod:`kinesis_spout.spark.source.probes`): this waits
         only for the first probe of each shard new to the probes (a new query's, one a batch moved; up to
@@ -261,7 +267,7 @@ class ExecutorPlanner:
             self._prober.track({}, self._getter)
             return set(), set(caught_up)
         tracked = {s: positions[s] for s in active if s in caught_up}
-        self._prober.track(tracked, self._getter)
+        self._prober.track(tracked, self._getter, renew)
         if not tracked:
             return set(), set()
         if self.planning.cutoff is not None:

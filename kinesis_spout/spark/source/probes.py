@@ -17,7 +17,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Generic, Mapping, TypeVar
+from typing import Callable, Collection, Generic, Mapping, TypeVar
 
 from kinesis_spout.positions import Position
 from kinesis_spout.retry import Backoff
@@ -102,15 +102,17 @@ class ProbeSchedule(Generic[G]):
         self.retry_s = retry_s
         self._shards: dict[str, _Shard[G]] = {}
 
-    def track(self, positions: Mapping[str, Position], getter: Callable[[str, Position], G], now: float) -> None:
-        """Probe exactly ``positions``' shards from now on, each after its position: a shard new to the schedule, or
-        at another position than before, is due at ``now`` with a fresh ``getter(shard, position)``; the others
-        keep their schedule; shards left out are forgotten (a probe of theirs in flight is ignored when done)."""
+    def track(self, positions: Mapping[str, Position], getter: Callable[[str, Position], G], now: float,
+              renew: Collection[str] = ()) -> None:
+        """Probe exactly ``positions``' shards from now on, each after its position: a shard new to the schedule, at
+        another position than before, or in ``renew`` (a batch's task read it, maybe finding nothing where a probe
+        found something) is due at ``now`` with a fresh ``getter(shard, position)``; the others keep their
+        schedule; shards left out are forgotten (a probe of theirs in flight is ignored when done)."""
         for shard_id in [s for s in self._shards if s not in positions]:
             del self._shards[shard_id]
         for shard_id, position in positions.items():
             known = self._shards.get(shard_id)
-            if known is None or known.position != position:
+            if known is None or known.position != position or shard_id in renew:
                 self._shards[shard_id] = _Shard(position, getter(shard_id, position), self.backoff(), now)
 
     def take_due(self, now: float, most: int) -> list[tuple[str, Position, G]]:
@@ -181,10 +183,11 @@ class ShardProber(Generic[G]):
         self._pool: ThreadPoolExecutor | None = None
         self._loop: threading.Thread | None = None
 
-    def track(self, positions: Mapping[str, Position], getter: Callable[[str, Position], G]) -> None:
+    def track(self, positions: Mapping[str, Position], getter: Callable[[str, Position], G],
+              renew: Collection[str] = ()) -> None:
         """Probe ``positions``' shards from now on (see :meth:`ProbeSchedule.track`); starts the threads."""
         with self._cond:
-            self.schedule.track(positions, getter, self.clock())
+            self.schedule.track(positions, getter, self.clock(), renew)
             if self._loop is None and positions and not self._closed:
                 self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="kinesis-spout-probe")
                 self._loop = threading.Thread(target=self._run, name="kinesis-spout-probes", daemon=True)

@@ -158,3 +158,13 @@ def test_a_shard_is_known_busy_after_two_batches_in_a_row_with_records_and_no_lo
     assert not streaks.known_busy("a", 3)
     streaks.batch_read(4, {"a"})
     assert not streaks.known_busy("a", 4)
+
+
+def test_a_shard_a_batch_read_without_moving_it_is_probed_afresh_not_left_found() -> None:
+    sched = schedule()
+    sched.track({"a": START}, getter, now=0.0)
+    probe_round(sched, 0.0, PROBE_FOUND)
+    sched.track({"a": START}, getter, now=1.0)  # planned again before the batch that reads it completed: still found
+    assert sched.sighting().found == {"a"} and sched.take_due(1.0, 100) == []
+    sched.track({"a": START}, getter, now=2.0, renew={"a"})  # its task found nothing: a fresh probe at once
+    assert sched.sighting().unprobed == {"a"} and [s for s, _, _ in sched.take_due(2.0, 100)] == ["a"]
