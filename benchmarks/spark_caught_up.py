@@ -79,12 +79,15 @@ def driven(ctx: BenchContext, shards: int, seconds: float, busy: int | None) -> 
             start = reader.initialOffset()
             batches = tasks = rows = 0
             cpu = 0.0
+            plans: list[float] = []  # latestOffset ms of each measured batch
             before: dict[Any, int] = {}
             deadline = None
             while deadline is None or time.monotonic() < deadline:
+                asked = time.monotonic()
                 end = reader.latestOffset(start, ReadAllAvailable())
                 if end == start:
                     continue
+                planned_ms = (time.monotonic() - asked) * 1000
                 parts = reader.partitions(start, end)
                 took = time.process_time()
                 for part in parts:
@@ -99,6 +102,7 @@ def driven(ctx: BenchContext, shards: int, seconds: float, busy: int | None) -> 
                         before, batches, rows = proxy.requests(), 0, 0
                     continue
                 batches, tasks, cpu = batches + 1, tasks + len(parts), cpu + took
+                plans.append(planned_ms)
             after = proxy.requests()
         finally:
             stop.set()
@@ -110,7 +114,9 @@ def driven(ctx: BenchContext, shards: int, seconds: float, busy: int | None) -> 
             "batches": batches, "records_per_batch": round(rows / batches, 1), "tasks_per_batch": tasks / batches,
             "zk_requests_per_batch": round(sum(ops.values()), 2),
             "zk_by_operation": {k: round(v, 2) for k, v in sorted(ops.items())},
-            "task_python_cpu_ms": round(cpu * 1000 / max(1, tasks), 2)}
+            "task_python_cpu_ms": round(cpu * 1000 / max(1, tasks), 2),
+            "latest_offset_ms_p50": round(sorted(plans)[len(plans) // 2], 1) if plans else None,
+            "latest_offset_ms_max": round(max(plans), 1) if plans else None}
 
 
 def _round(value: float | None) -> float | None:

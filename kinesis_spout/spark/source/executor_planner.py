@@ -3,7 +3,9 @@
 ``plan`` for batch ``N + 1`` reads the ends batch ``N``'s tasks recorded (one listing and pipelined reads), starts
 each shard there, adds shards new to the query by the lineage rule once their parents are read to their end, and
 plans a batch only when there is something to read: a shard whose last task stopped at a limit is read on at once;
-a shard whose task reached the tip is probed with one ``GetRecords(Limit=1)`` (the driver reads no data).
+a shard whose task reached the tip is probed with one ``GetRecords(Limit=1)`` (the driver reads no data), on
+threads of the driver's own and on the shard's idle schedule (:mod:`kinesis_spout.spark.source.probes`): planning
+waits only for the first probe of the shards the last batch moved, so an idle shard costs it nothing.
 ``commit`` copies the ends of the completed batch to the shards' ZooKeeper checkpoints and deletes recorded ends a
 few batches behind. The planner beats a heartbeat on its query's ``batches/<query>`` node and, when the query
 starts and at each heartbeat, deletes the recorded ends of other queries of the app whose heartbeat is older than
@@ -24,15 +26,22 @@ from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.errors import CheckpointError, KinesisError
 from kinesis_spout.kinesis.retrieval.polling import LATEST_MARGIN, ShardGetter, idle_backoff
 from kinesis_spout.positions import Position, at_timestamp
-from kinesis_spout.retry import Backoff
 from kinesis_spout.spark.batch_store import ZooKeeperBatchStore
 from kinesis_spout.spark.batches import PlannedBatch, ShardEnd, abandoned, recorded_ends, split_limit
 from kinesis_spout.spark.offsets import waiting_for_parents
 from kinesis_spout.spark.source.planning import QueryPlanning
+from kinesis_spout.spark.source.probes import (
+    PROBE_ERROR,
+    PROBE_FOUND,
+    PROBE_IDLE,
+    PROBE_PASSED,
+    ProbeSchedule,
+    ReadStreaks,
+    ShardProber,
+)
 from kinesis_spout.spark.source.shard_reads import shard_getter, skip_consumed
 
-__all__ = ["CLEANUP_QUERIES", "KEEP_BATCHES", "PROBE_FOUND", "PROBE_IDLE", "PROBE_PASSED", "SWEEP_BATCHES",
-           "ExecutorPlanner"]
+__all__ = ["CLEANUP_QUERIES", "KEEP_BATCHES", "PROBE_ROUND_S", "SWEEP_BATCHES", "ExecutorPlanner"]
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +52,8 @@ SWEEP_BATCHES = 100
 #: Abandoned queries deleted at most per clean-up (the rest at the next heartbeat), to bound a driver's pause.
 CLEANUP_QUERIES = 20
 
-#: What a probe saw: a record to read (or the shard's end), only records whose user records were all dropped, nothing.
-PROBE_FOUND, PROBE_PASSED, PROBE_IDLE = "found", "passed", "idle"
+#: Planning waits this long at most for the first probe of each shard new to the probes (then it gets a task).
+PROBE_ROUND_S = 10.0
 
 
 class ExecutorPlanner:
@@ -60,8 +69,13 @@ class ExecutorPlanner:
         self._ends: dict[tuple[str, int], dict[str, ShardEnd]] = {}
         self._recorded: dict[tuple[str, int], list[str]] = {}  # (query, batch) -> the shards whose ends were read
         self._swept_at: int | None = None  # the batch below which ends were last deleted by listing
-        # shard -> (the probe's start, its getter, when it is due, its idle backoff)
-        self._probes: dict[str, tuple[Position, ShardGetter, float, Backoff]] = {}
+        self._streaks = ReadStreaks()  # the batches in a row in which each shard's task read records
+        self._renewed_after: int | None = None  # the completed batch whose shards' probes were last started afresh
+        # the probes of shards at their tip, on threads of their own, each shard on its idle schedule
+        reading = self.config.reading
+        self._prober: ShardProber[ShardGetter] = ShardProber(
+            ProbeSchedule(lambda: idle_backoff(reading.empty_record_backoff_s, reading.max_empty_record_backoff_s),
+                          MIN_POLL_INTERVAL_S), self._probe)
         self._beat_at: float | None = None  # time.monotonic() of the last heartbeat written
         # the shards the last planned batch found at their tip: retrieval="fanout" reads them with GetRecords
         self._at_tip: tuple[int, frozenset[str]] = (-1, frozenset())
@@ -73,6 +87,7 @@ class ExecutorPlanner:
         read up to ``shards_per_task`` shards each (kept in its offset)."""
         planning = self.planning
         ends = self.completed(start)
+        self._streaks.batch_read(start.batch, {s for s, e in ends.items() if e.records > 0})
         positions = dict(start.starts)
         for shard_id, end in ends.items():
             positions[shard_id] = end.end
@@ -102,8 +117,18 @@ class ExecutorPlanner:
         if cutoff is not None and not fresh and not blocked and caught_up == set(active):
             planning.save(positions, force=True)
             return None  # AvailableNow: every shard read to its tip, its end or the cutoff
-        seen = self._seen_new(active, caught_up, positions, fresh, idle_wait_s)
-        idle = frozenset(s for s in caught_up if s not in seen and not positions[s].unresolved)
+        # known busy: a shard whose tasks read records in the last two batches, the last up to its tip, is read again
+        # without a probe (records are likely there by now, and a probe would cost the batch a round trip); once a
+        # task finds nothing in it it is probed again. Under AvailableNow a shard at its tip is done.
+        busy = set() if cutoff is not None or fresh else {
+            s for s in caught_up if s in ends and ends[s].at_tip and not shards[s].closed
+            and self._streaks.known_busy(s, start.batch)}
+        # the shards the completed batch read are probed afresh once (a task may have found nothing where a probe
+        # found something: a shard never stays "found" at the same start)
+        renew = set(ends) if self._renewed_after != start.batch else set()
+        self._renewed_after = start.batch
+        seen, quiet = self._seen_new(active, caught_up - busy, positions, fresh, idle_wait_s, renew)
+        idle = frozenset(s for s in quiet if s not in seen and not positions[s].unresolved)
         if len(idle) == len(active) and not joined and not pinned:
             return None
         if cutoff is not None and fresh:
@@ -221,80 +246,72 @@ class ExecutorPlanner:
         return ZooKeeperBatchStore.on_store(self.planning.clients.checkpoints())
 
     def close(self) -> None:
-        """Forget the probes and cached ends. Idempotent."""
-        self._probes.clear()
+        """Stop the probes and forget them and the cached ends. Idempotent."""
+        self._prober.close()
+        self._streaks = ReadStreaks()
+        self._renewed_after = None
         self._ends.clear()
         self._recorded.clear()
         self._swept_at = None
 
     def _seen_new(self, active: Sequence[str], caught_up: set[str], positions: Mapping[str, Position],
-                  first: bool, idle_wait_s: float) -> set[str]:
-        """The shards at their tip (``caught_up``) in which something new was seen: each due one is probed once;
-        when every active shard is at its tip, probes go on (each at its shard's pace) for up to ``idle_wait_s``
-        until one finds something. Under AvailableNow after the run's first batch nothing is probed (a shard at its
-        tip is done). Who calls: ``plan``, on the driver's planning thread."""
+                  first: bool, idle_wait_s: float, renew: set[str]) -> tuple[set[str], set[str]]:
+        """(the shards at their tip, ``caught_up``, in which something new was seen; those seen idle). The probes
+        are made off this thread, each shard on its schedule (:mod:`kinesis_spout.spark.source.probes`): this waits
+        only for the first probe of each shard new to the probes (a new query's, one a batch moved; up to
+        ``PROBE_ROUND_S``: one not probed by then is in neither set and gets a task) and, when every active shard is
+        at its tip and nothing was seen, for up to ``idle_wait_s`` in all until a probe finds something. An idle
+        shard due later costs nothing here. Under AvailableNow after the run's first batch nothing is probed (a shard
+        at its tip is done). Who calls: ``plan``, on the driver's planning thread."""
         if self.planning.cutoff is not None and not first:
-            return set()
-        probed = [s for s in active if s in caught_up]
-        waiting = len(probed) == len(active)
-        deadline = time.monotonic() + idle_wait_s
-        found: set[str] = set()
-        passing: set[str] = set()  # the last probe passed records whose user records were all dropped: not idle
-        while True:
-            for shard_id in probed:
-                seen = self._probe(shard_id, positions[shard_id])
-                if seen == PROBE_FOUND:
-                    found.add(shard_id)
-                elif seen == PROBE_PASSED:
-                    passing.add(shard_id)
-                elif seen == PROBE_IDLE:
-                    passing.discard(shard_id)
-            if found or not waiting or not probed:
-                return found | (passing if not waiting else set())
-            wake = min((due for _, _, due, _ in self._probes.values()), default=time.monotonic() + MIN_POLL_INTERVAL_S)
-            if time.monotonic() >= deadline:
-                # the idle wait is over; a shard whose probes were still passing dropped user records gets a
-                # task: it reads on at full GetRecords size (one record per probe would take too long)
-                return passing
-            time.sleep(max(0.0, min(wake, deadline) - time.monotonic()))
+            self._prober.track({}, self._getter)
+            return set(), set(caught_up)
+        tracked = {s: positions[s] for s in active if s in caught_up}
+        self._prober.track(tracked, self._getter, renew)
+        if not tracked:
+            return set(), set()
+        if self.planning.cutoff is not None:
+            # the first batch of an AvailableNow run reads every shard whatever its probe says: the probes only tell
+            # whether there is anything at all, so the first one to find something ends them
+            seen = self._prober.wait(lambda v: bool(v.found) or not v.unprobed, PROBE_ROUND_S)
+            self._prober.track({}, self._getter)
+            return set(seen.found), set(seen.idle)
+        waiting = len(tracked) == len(active)
+        started = time.monotonic()
+        seen = self._prober.wait(lambda v: not v.unprobed, PROBE_ROUND_S)
+        if waiting and not seen.found:
+            left = idle_wait_s - (time.monotonic() - started)
+            seen = self._prober.wait(lambda v: bool(v.found), left)
+        if waiting and seen.found:
+            # shards whose last probe passed dropped user records only are probed on at the pace; once the idle
+            # wait is over they get a task (one record per probe would take too long)
+            return set(seen.found), set(seen.idle)
+        return set(seen.found | seen.passing), set(seen.idle)
 
-    def _probe(self, shard_id: str, position: Position) -> str | None:
-        """One ``GetRecords(Limit=1)`` after ``position`` when the shard may be polled: ``PROBE_FOUND`` if a record
-        (or the shard's end) is there, or the reply was empty but said the shard's tip is further on;
-        ``PROBE_PASSED`` if the reply held a Kinesis record whose user records all belonged to other shards (the next
-        probe, at the shard's pace, reads on after it); ``PROBE_IDLE`` when nothing is there (or on a retriable
-        error); None when the shard is not due yet. An idle shard's probes come ``empty_record_backoff_s`` apart,
-        doubling while it stays idle up to ``max_empty_record_backoff_s``; a new start (after a batch read it)
-        starts the pauses again.
+    def _getter(self, shard_id: str, position: Position) -> ShardGetter:
+        """The getter of a shard's probes after ``position``: one record per call. Who calls: the prober's
+        ``track``, on the planning thread (no I/O: its first probe gets the shard iterator)."""
+        return shard_getter(self.planning.clients.kinesis(), self.config.stream_name, self.config.reading, shard_id,
+                            position, 1, self.planning.hash_range(shard_id))
 
-        Who calls: ``_seen_new``, on the driver's planning thread; changes ``_probes``."""
-        probe = self._probes.get(shard_id)
-        now = time.monotonic()
-        if probe is None or probe[0] != position:
-            getter = shard_getter(self.planning.clients.kinesis(), self.config.stream_name, self.config.reading,
-                                  shard_id, position, 1, self.planning.hash_range(shard_id))
-            reading = self.config.reading
-            probe = (position, getter, 0.0, idle_backoff(reading.empty_record_backoff_s,
-                                                         reading.max_empty_record_backoff_s))
-        pos, getter, due, idle = probe
-        if due > now:
-            self._probes[shard_id] = probe
-            return None
+    @staticmethod
+    def _probe(shard_id: str, position: Position, getter: ShardGetter) -> str:
+        """One ``GetRecords(Limit=1)`` after ``position``: ``PROBE_FOUND`` if a record (or the shard's end) is there,
+        or the reply was empty but said the shard's tip is further on; ``PROBE_PASSED`` if the reply held a Kinesis
+        record whose user records all belonged to other shards (the next probe reads on after it); ``PROBE_IDLE``
+        when nothing is there; ``PROBE_ERROR`` on a retriable error. Raises a non-retriable ``KinesisError``.
+
+        Who calls: the prober's threads, one probe of a shard at a time (the getter is its shard's own)."""
         try:
             result = getter.fetch()
         except KinesisError as exc:
             if not exc.retriable:
                 raise
             log.info("probing %s: %s", shard_id, exc)
-            self._probes[shard_id] = (pos, getter, now + MIN_POLL_INTERVAL_S, idle)
-            return PROBE_IDLE
+            return PROBE_ERROR
         behind = not result.fetched and (result.millis_behind_latest or 0) > 0  # an empty reply short of the tip
         if skip_consumed(result.records, position) or result.shard_end or behind:
-            self._probes.pop(shard_id, None)  # the batch's task reads it; a new probe starts at the new end
             return PROBE_FOUND
         if result.fetched:  # every user record dropped (or already read): more may follow, read on at the pace
-            idle.reset()
-            self._probes[shard_id] = (pos, getter, now + MIN_POLL_INTERVAL_S, idle)
             return PROBE_PASSED
-        self._probes[shard_id] = (pos, getter, now + idle.next_delay(), idle)
         return PROBE_IDLE

@@ -91,14 +91,25 @@ def test_a_caught_up_batch_costs_zookeeper_a_few_requests_plus_two_per_task_not_
             planned = PlannedBatch.parse(start)
             assert set(planned.starts) == set(shard_ids)  # the idle shards stay in the offset, at their ends
             assert planned.idle == set(shard_ids) - set(busy)
-            # a shard idle for all those batches wakes up: its records come in the next batch, each once (Spark asks
-            # again while none is planned: the probes of a long idle shard come up to maxEmptyRecordBackoffS apart)
+            # a shard idle for all those batches wakes up: its records come in a batch, each once (Spark asks again
+            # while none is planned: the probes of a long idle shard come up to maxEmptyRecordBackoffS apart); the
+            # busy shards, read up to their tip with records, get one more task each before they are probed again
             woken = kinesalite.put(stream, [f"wake-{i}".encode() for i in range(5)],
                                    keys_on(client, stream, shard_ids[-1], 5))
-            assert wait_until(lambda: reader.latestOffset(start, ReadAllAvailable()) != start, 30), \
-                "the woken shard's records were never planned"
-            _, parts, ids = one_batch(reader, start)
-            assert ids == message_ids(woken) and [p.shard_ids for p in parts] == [[shard_ids[-1]]]
+            read: list[str] = []
+            tasked: list[str] = []
+
+            def woken_read() -> bool:
+                nonlocal start
+                if reader.latestOffset(start, ReadAllAvailable()) != start:
+                    start, parts, ids = one_batch(reader, start)
+                    read.extend(ids)
+                    tasked.extend(s for p in parts for s in p.shard_ids)
+                return len(read) >= len(woken)
+
+            assert wait_until(woken_read, 30), f"the woken shard's records were never all read: {read}"
+            assert sorted(read) == sorted(message_ids(woken))
+            assert sorted(tasked) == sorted([*busy, shard_ids[-1]]), f"tasks after the woken shard's put: {tasked}"
         finally:
             reader.stop()
             WORKER_CLIENTS.checkpoints(reader.config).close()  # the tasks' session, on the proxy closed next
