@@ -87,7 +87,7 @@ class PhaseClock:
         self._undo.append(lambda: setattr(owner, attr, original))
 
     def install(self) -> None:
-        from kinesis_spout.spark import batch_store
+        from kinesis_spout.spark.bookkeeping import batch_store
         from kinesis_spout.spark.pipeline import at_least_once, loop
         from kinesis_spout.spout import KinesisSpout
         from kinesis_spout.spout.batch import SpoutBatch

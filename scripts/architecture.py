@@ -46,8 +46,10 @@ HOLDS: dict[str, str] = {
     "testing/": "the pytest plugin and its fixtures, the local servers it starts (ZooKeeper, moto, the emulators, "
                 "Redis, Memcached, Spark), the fault proxies (Kinesis, ZooKeeper), crash helpers, a lease worker "
                 "process",
-    "spark/": "Spark adapters: the Spark-side stores (batch ids, the exactly-once ownership), offsets and batches "
-              "(pure), the lag listener, the shared columns and metrics",
+    "spark/": "Spark adapters: offsets and batches (pure), the lag listener, the shared columns and metrics",
+    "spark/bookkeeping/": "what Spark's side keeps next to the checkpoints, in ZooKeeper or in memory: batch ids, the "
+                          "ends executor reads record, the exactly-once pipeline's ownership (no pyspark: the CLI "
+                          "reads it)",
     "spark/pipeline/": "`SpoutPipeline`: the at-least-once and exactly-once runners, the exactly-once batch log, "
                        "their shared run loop and batch retries",
     "spark/source/": "the DataSource (readStream and `spark.read`): driver and executor planners and readers, the "

@@ -8,7 +8,7 @@ and :mod:`~.exactly_once` (the two runners), :mod:`~.batch_log` (the exactly-onc
 
 from __future__ import annotations
 
-from kinesis_spout.spark.ownership import OwnershipTaken
+from kinesis_spout.spark.bookkeeping.ownership import OwnershipTaken
 from kinesis_spout.spark.pipeline.batch_log import previous_owner_wait_s
 from kinesis_spout.spark.pipeline.exactly_once import TransactionalBatch
 from kinesis_spout.spark.pipeline.facade import SpoutPipeline

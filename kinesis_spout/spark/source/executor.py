@@ -18,8 +18,8 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 
 from kinesis_spout.errors import KinesisError
-from kinesis_spout.spark.batch_store import ZooKeeperBatchStore
 from kinesis_spout.spark.batches import PlannedBatch
+from kinesis_spout.spark.bookkeeping.batch_store import ZooKeeperBatchStore
 from kinesis_spout.spark.lag import ShardLag, latest_offset
 from kinesis_spout.spark.offsets import encode_offset
 from kinesis_spout.spark.source.clients import WORKER_CLIENTS

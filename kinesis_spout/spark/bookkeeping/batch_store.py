@@ -23,7 +23,7 @@ from kinesis_spout.checkpoint.base import ZooKeeperHome, zookeeper_home
 from kinesis_spout.checkpoint.memory import MemoryCheckpointStore
 from kinesis_spout.checkpoint.zookeeper import CAS_ATTEMPTS, TryAgain, compare_and_set, retry_compare_and_set
 from kinesis_spout.errors import CheckpointError
-from kinesis_spout.spark.batch_store_memory import MemoryBatchStore
+from kinesis_spout.spark.bookkeeping.batch_store_memory import MemoryBatchStore
 from kinesis_spout.zookeeper.errors import NodeExistsError, NoNodeError, RolledBackError
 from kinesis_spout.zookeeper.session import ZooKeeperSession
 
