@@ -46,12 +46,13 @@ HOLDS: dict[str, str] = {
     "testing/": "the pytest plugin and its fixtures, the local servers it starts (ZooKeeper, moto, the emulators, "
                 "Redis, Memcached, Spark), the fault proxies (Kinesis, ZooKeeper), crash helpers, a lease worker "
                 "process",
-    "spark/": "Spark adapters: offsets and batches (pure), the lag listener, the shared columns and metrics",
+    "spark/": "Spark adapters: offsets and batches (pure), the lag listener, the shared columns",
     "spark/bookkeeping/": "what Spark's side keeps next to the checkpoints, in ZooKeeper or in memory: batch ids, the "
                           "ends executor reads record, the exactly-once pipeline's ownership (no pyspark: the CLI "
                           "reads it)",
     "spark/pipeline/": "`SpoutPipeline`: the at-least-once and exactly-once runners, the exactly-once batch log, "
-                       "their shared run loop and batch retries",
+                       "their shared run loop and batch retries, the `Batch` handed to `process` and the run's "
+                       "metrics",
     "spark/source/": "the DataSource (readStream and `spark.read`): driver and executor planners and readers, the "
                      "shared shard reads, the driver's checkpoint writes, the Arrow codec",
     "spark/sink/": "the Kinesis sink (`df.write` / `writeStream` with `format(\"kinesis\")`): options, columns, the "

@@ -8,23 +8,23 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kinesis_spout.spark.batch import Batch
     from kinesis_spout.spark.lag import QueryLag, ShardLag
     from kinesis_spout.spark.lag_listener import KinesisLagListener
-    from kinesis_spout.spark.metrics import BatchMetrics, PipelineMetrics
     from kinesis_spout.spark.pipeline import SpoutPipeline, TransactionalBatch
+    from kinesis_spout.spark.pipeline.batch import Batch
+    from kinesis_spout.spark.pipeline.metrics import BatchMetrics, PipelineMetrics
     from kinesis_spout.spark.source import KinesisSpoutDataSource, register
 
 __all__ = ["Batch", "BatchMetrics", "KinesisLagListener", "KinesisSpoutDataSource", "PipelineMetrics", "QueryLag",
            "ShardLag", "SpoutPipeline", "TransactionalBatch", "register"]
 
 _WHERE = {
-    "Batch": "kinesis_spout.spark.batch",
+    "Batch": "kinesis_spout.spark.pipeline.batch",
     "KinesisLagListener": "kinesis_spout.spark.lag_listener",
     "QueryLag": "kinesis_spout.spark.lag",
     "ShardLag": "kinesis_spout.spark.lag",
-    "BatchMetrics": "kinesis_spout.spark.metrics",
-    "PipelineMetrics": "kinesis_spout.spark.metrics",
+    "BatchMetrics": "kinesis_spout.spark.pipeline.metrics",
+    "PipelineMetrics": "kinesis_spout.spark.pipeline.metrics",
     "SpoutPipeline": "kinesis_spout.spark.pipeline",
     "TransactionalBatch": "kinesis_spout.spark.pipeline",
     "KinesisSpoutDataSource": "kinesis_spout.spark.source",

@@ -2,8 +2,9 @@
 
 Modules: :mod:`~.facade` (:class:`SpoutPipeline`, its settings checks, stop and signals), :mod:`~.at_least_once`
 and :mod:`~.exactly_once` (the two runners), :mod:`~.batch_log` (the exactly-once runner's ownership and replays),
-:mod:`~.loop` (what both runners share: when a run is finished, pacing, taking a batch, figures) and
-:mod:`~.settings`.
+:mod:`~.loop` (what both runners share: when a run is finished, pacing, taking a batch, figures),
+:mod:`~.batch` (what ``process(df, batch)`` is given and how its answer is read), :mod:`~.metrics` (the figures of
+a run) and :mod:`~.settings`.
 """
 
 from __future__ import annotations

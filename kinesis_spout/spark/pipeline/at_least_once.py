@@ -33,8 +33,8 @@ from datetime import datetime, timedelta, timezone
 from kinesis_spout.errors import CheckpointConflict, CheckpointError
 from kinesis_spout.records import SpoutTuple
 from kinesis_spout.retry import Backoff, RetryPolicy
-from kinesis_spout.spark.batch import Batch, failed_message_ids
 from kinesis_spout.spark.bookkeeping.batch_store import BatchIds, batch_store_for
+from kinesis_spout.spark.pipeline.batch import Batch, failed_message_ids
 from kinesis_spout.spark.pipeline.batch_retry import BatchRetry, summary
 from kinesis_spout.spark.pipeline.loop import RunLoop
 from kinesis_spout.spark.pipeline.settings import PipelineSettings

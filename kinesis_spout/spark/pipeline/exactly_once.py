@@ -44,8 +44,8 @@ from typing import Any
 
 from kinesis_spout.records import SpoutTuple
 from kinesis_spout.retry import Backoff
-from kinesis_spout.spark.batch import Batch, failed_message_ids
 from kinesis_spout.spark.bookkeeping.ownership import ownership_for
+from kinesis_spout.spark.pipeline.batch import Batch, failed_message_ids
 from kinesis_spout.spark.pipeline.batch_log import RunOwnership, collect_replay, split_committed
 from kinesis_spout.spark.pipeline.batch_retry import BatchRetry, summary
 from kinesis_spout.spark.pipeline.loop import RunLoop

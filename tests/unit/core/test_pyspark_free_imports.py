@@ -39,8 +39,8 @@ LIGHT_SPARK_MODULES = (
     "kinesis_spout.spark.bookkeeping.ownership",
     "kinesis_spout.spark.clients",
     "kinesis_spout.spark.schema",
-    "kinesis_spout.spark.batch",
-    "kinesis_spout.spark.metrics",
+    "kinesis_spout.spark.pipeline.batch",
+    "kinesis_spout.spark.pipeline.metrics",
 )
 
 
