@@ -46,7 +46,9 @@ HOLDS: dict[str, str] = {
     "testing/": "the pytest plugin and its fixtures, the local servers it starts (ZooKeeper, moto, the emulators, "
                 "Redis, Memcached, Spark), the fault proxies (Kinesis, ZooKeeper), crash helpers, a lease worker "
                 "process",
-    "spark/": "Spark adapters: offsets and batches (pure), the lag listener, the shared columns",
+    "spark/": "Spark adapters: offsets and batches (pure), the lag listener",
+    "spark/shared/": "what the adapters share: the columns of a batch of records and their Arrow form, a Spark "
+                     "Python process's Kinesis and ZooKeeper clients",
     "spark/bookkeeping/": "what Spark's side keeps next to the checkpoints, in ZooKeeper or in memory: batch ids, the "
                           "ends executor reads record, the exactly-once pipeline's ownership (no pyspark: the CLI "
                           "reads it)",

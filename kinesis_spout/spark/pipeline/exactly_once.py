@@ -50,7 +50,7 @@ from kinesis_spout.spark.pipeline.batch_log import RunOwnership, collect_replay,
 from kinesis_spout.spark.pipeline.batch_retry import BatchRetry, summary
 from kinesis_spout.spark.pipeline.loop import RunLoop
 from kinesis_spout.spark.pipeline.settings import PipelineSettings
-from kinesis_spout.spark.schema import records_to_arrow
+from kinesis_spout.spark.shared.schema import records_to_arrow
 from kinesis_spout.spout import KinesisSpout
 from kinesis_spout.spout.batch import SpoutBatch
 from kinesis_spout.state.base import BackingMapFactory, StateError

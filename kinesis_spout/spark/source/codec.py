@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Iterator, Sequence
 
 from kinesis_spout.records import Record
-from kinesis_spout.spark.schema import records_to_arrow
+from kinesis_spout.spark.shared.schema import records_to_arrow
 
 __all__ = ["decode_batches", "encode_records", "record_batches"]
 

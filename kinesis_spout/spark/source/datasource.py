@@ -27,7 +27,7 @@ from kinesis_spout.kinesis.botocore_errors import translate
 from kinesis_spout.kinesis.client import kinesis_client
 from kinesis_spout.spark.batch_options import STREAM_SIGNS, given, load_problem
 from kinesis_spout.spark.offsets import choose_read_mode, parse_source_options, unused_options
-from kinesis_spout.spark.schema import SCHEMA_DDL
+from kinesis_spout.spark.shared.schema import SCHEMA_DDL
 from kinesis_spout.spark.source.batch import KinesisBatchReader, parse_batch_options
 from kinesis_spout.spark.source.driver import KinesisSpoutStreamReader
 from kinesis_spout.spark.source.executor import ExecutorStreamReader
@@ -42,8 +42,8 @@ class KinesisSpoutDataSource(DataSource):
 
     Options are SpoutConfig's string options (``streamName``, ``appName``, ``zookeeper``, ``endpointUrl``,
     ``initialPosition``, ...) plus ``maxRecordsPerTrigger``, ``maxBytesPerTrigger`` and ``readMode``. Columns: see
-    :mod:`kinesis_spout.spark.schema`. ``spark_master`` is the Spark master :func:`register` saw (None: registered
-    by hand), which decides ``readMode=auto``.
+    :mod:`kinesis_spout.spark.shared.schema`. ``spark_master`` is the Spark master :func:`register` saw (None:
+    registered by hand), which decides ``readMode=auto``.
     """
 
     spark_master: ClassVar[str | None] = None

@@ -37,8 +37,8 @@ LIGHT_SPARK_MODULES = (
     "kinesis_spout.spark.bookkeeping.batch_store",
     "kinesis_spout.spark.bookkeeping.batch_store_memory",
     "kinesis_spout.spark.bookkeeping.ownership",
-    "kinesis_spout.spark.clients",
-    "kinesis_spout.spark.schema",
+    "kinesis_spout.spark.shared.clients",
+    "kinesis_spout.spark.shared.schema",
     "kinesis_spout.spark.pipeline.batch",
     "kinesis_spout.spark.pipeline.metrics",
 )
