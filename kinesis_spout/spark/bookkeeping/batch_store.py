@@ -2,7 +2,7 @@
 
 - **Batch ids** (``SpoutPipeline``): ``{prefix}/{app}/{stream}/batch_id`` holds the last batch id taken, as
   decimal text. Ids only increase (compare-and-set), so two pipelines never share one.
-- **Batch ends** (``readMode=executors``, see :mod:`kinesis_spout.spark.batches`):
+- **Batch ends** (``readMode=executors``, see :mod:`kinesis_spout.spark.source.executor_batches`):
   ``{prefix}/{app}/{stream}/batches/{query}/{batch}/{shard_id}`` holds the end an executor task recorded (first
   writer wins); the ``batches/{query}`` node's modification time is the query's heartbeat.
 

@@ -4,6 +4,10 @@ Modules: :mod:`~.datasource` (the DataSource), :mod:`~.driver` and :mod:`~.drive
 :mod:`~.executor`, :mod:`~.executor_planner` and :mod:`~.executor_read` (``readMode=executors``), :mod:`~.batch`
 (``spark.read``), and the parts they share: :mod:`~.planning` (the driver's listing, lineage and checkpoints),
 :mod:`~.shard_reads` (how a shard is read), :mod:`~.clients` (who owns which client), :mod:`~.codec` (Arrow).
+Pure logic, no pyspark: :mod:`~.offsets` (options, offsets, admission control), :mod:`~.read_kinds` (the options of
+one kind of read only), :mod:`~.aliases` (the AWS connector's option names), :mod:`~.executor_batches` (the
+planned batches and recorded ends of ``readMode=executors``) and :mod:`~.lag` (the lag the readers report, which
+:mod:`~.lag_listener`'s ``KinesisLagListener`` reads from a query's progress).
 
 The package loads its public names on first use (PEP 562, as ``kinesis_spout`` and ``kinesis_spout.spark`` do):
 importing one of its light modules (the pure option, offset and batch logic, the lag's format) loads neither the
@@ -16,7 +20,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kinesis_spout.spark.batch_options import BATCH_OPTIONS
     from kinesis_spout.spark.source.batch import KinesisBatchReader, ShardSpan, parse_batch_options
     from kinesis_spout.spark.source.clients import WORKER_CLIENTS, ClientCache
     from kinesis_spout.spark.source.datasource import KinesisSpoutDataSource, check_stream_exists, register
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
         read_task_batch,
     )
     from kinesis_spout.spark.source.planning import AVAILABLE_NOW_MARGIN, IDLE_WAIT_S
+    from kinesis_spout.spark.source.read_kinds import BATCH_OPTIONS
     from kinesis_spout.spark.source.shard_reads import MAX_RETRIES, read_range, skip_consumed
 
 __all__ = [
@@ -62,7 +66,7 @@ __all__ = [
 
 #: The module of each public name.
 _WHERE: dict[str, str] = {
-    "BATCH_OPTIONS": "kinesis_spout.spark.batch_options",
+    "BATCH_OPTIONS": "kinesis_spout.spark.source.read_kinds",
     "KinesisBatchReader": "kinesis_spout.spark.source.batch",
     "ShardSpan": "kinesis_spout.spark.source.batch",
     "parse_batch_options": "kinesis_spout.spark.source.batch",

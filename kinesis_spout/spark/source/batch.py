@@ -27,10 +27,10 @@ from kinesis_spout.kinesis.client import kinesis_client
 from kinesis_spout.kinesis.retrieval.factory import polling_getter
 from kinesis_spout.kinesis.shards import HashKeyRange, drop_range, list_shards
 from kinesis_spout.positions import TRIM_HORIZON, at_timestamp
-from kinesis_spout.spark.batch_options import BATCH_OPTIONS, ENDING_TIMESTAMP, STARTING_TIMESTAMP
-from kinesis_spout.spark.offsets import parse_source_options
 from kinesis_spout.spark.source.clients import WORKER_CLIENTS
 from kinesis_spout.spark.source.codec import record_batches
+from kinesis_spout.spark.source.offsets import parse_source_options
+from kinesis_spout.spark.source.read_kinds import BATCH_OPTIONS, ENDING_TIMESTAMP, STARTING_TIMESTAMP
 from kinesis_spout.spark.source.shard_reads import paced_getter
 
 __all__ = ["BATCH_OPTIONS", "KinesisBatchReader", "ShardSpan", "parse_batch_options"]

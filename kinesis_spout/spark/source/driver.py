@@ -28,15 +28,15 @@ from kinesis_spout.errors import KinesisError
 from kinesis_spout.kinesis.shards import HashKeyRange
 from kinesis_spout.positions import TRIM_HORIZON, Position
 from kinesis_spout.records import Record, records_bytes
-from kinesis_spout.spark.lag import latest_offset
-from kinesis_spout.spark.offsets import (
+from kinesis_spout.spark.source.clients import WORKER_CLIENTS
+from kinesis_spout.spark.source.codec import decode_batches, encode_records, record_batches
+from kinesis_spout.spark.source.driver_planner import DriverPlanner
+from kinesis_spout.spark.source.lag import latest_offset
+from kinesis_spout.spark.source.offsets import (
     encode_offset,
     parse_offset,
     range_is_empty,
 )
-from kinesis_spout.spark.source.clients import WORKER_CLIENTS
-from kinesis_spout.spark.source.codec import decode_batches, encode_records, record_batches
-from kinesis_spout.spark.source.driver_planner import DriverPlanner
 from kinesis_spout.spark.source.packing import pack
 from kinesis_spout.spark.source.planning import (
     AVAILABLE_NOW_MARGIN,

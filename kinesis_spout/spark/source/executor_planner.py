@@ -25,9 +25,9 @@ from kinesis_spout.errors import CheckpointError, KinesisError
 from kinesis_spout.kinesis.retrieval.polling import LATEST_MARGIN, ShardGetter, idle_backoff
 from kinesis_spout.positions import Position, at_timestamp
 from kinesis_spout.retry import Backoff
-from kinesis_spout.spark.batches import PlannedBatch, ShardEnd, abandoned, recorded_ends, split_limit
 from kinesis_spout.spark.bookkeeping.batch_store import ZooKeeperBatchStore
-from kinesis_spout.spark.offsets import waiting_for_parents
+from kinesis_spout.spark.source.executor_batches import PlannedBatch, ShardEnd, abandoned, recorded_ends, split_limit
+from kinesis_spout.spark.source.offsets import waiting_for_parents
 from kinesis_spout.spark.source.planning import QueryPlanning
 from kinesis_spout.spark.source.shard_reads import shard_getter, skip_consumed
 

@@ -26,7 +26,7 @@ from kinesis_spout.kinesis.retrieval.polling import FetchResult
 from kinesis_spout.kinesis.shards import HashKeyRange
 from kinesis_spout.positions import Position
 from kinesis_spout.records import Record
-from kinesis_spout.spark.batches import ShardEnd, cut, encode_ends, recorded_ends, within
+from kinesis_spout.spark.source.executor_batches import ShardEnd, cut, encode_ends, recorded_ends, within
 from kinesis_spout.spark.source.shard_reads import (
     paced_getter,
     read_range,

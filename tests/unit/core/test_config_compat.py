@@ -29,7 +29,7 @@ from kinesis_spout.config import (
     ZooKeeperSettings,
 )
 from kinesis_spout.deadletters import LocalDeadLetters
-from kinesis_spout.spark.aliases import ALIASES, resolve_aliases
+from kinesis_spout.spark.source.aliases import ALIASES, resolve_aliases
 
 GROUPS: dict[str, type[Any]] = {"kinesis": KinesisSettings, "reading": ReadingSettings, "tracking": TrackingSettings,
                                 "zk": ZooKeeperSettings, "dead_letters": DeadLetterSettings,

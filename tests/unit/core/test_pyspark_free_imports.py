@@ -29,18 +29,16 @@ LIGHT_SPARK_MODULES = (
     "kinesis_spout.spark.source.shares",
     "kinesis_spout.spark.source.codec",
     "kinesis_spout.spark.source.clients",
-    "kinesis_spout.spark.aliases",
-    "kinesis_spout.spark.batch_options",
-    "kinesis_spout.spark.offsets",
-    "kinesis_spout.spark.batches",
-    "kinesis_spout.spark.lag",
+    "kinesis_spout.spark.source.aliases",
+    "kinesis_spout.spark.source.read_kinds",
+    "kinesis_spout.spark.source.offsets",
+    "kinesis_spout.spark.source.executor_batches",
+    "kinesis_spout.spark.source.lag",
     "kinesis_spout.spark.bookkeeping.batch_store",
     "kinesis_spout.spark.bookkeeping.batch_store_memory",
     "kinesis_spout.spark.bookkeeping.ownership",
     "kinesis_spout.spark.shared.clients",
     "kinesis_spout.spark.shared.schema",
-    "kinesis_spout.spark.pipeline.batch",
-    "kinesis_spout.spark.pipeline.metrics",
 )
 
 

@@ -78,7 +78,7 @@ def test_every_source_field_exists() -> None:
     from kinesis_spout.spark.pipeline.metrics import PipelineMetrics
 
     assert {m.source for m in PIPELINE_METRICS} <= set(PipelineMetrics.__dataclass_fields__)
-    from kinesis_spout.spark.lag import ShardLag
+    from kinesis_spout.spark.source.lag import ShardLag
 
     assert {m.source for m in QUERY_METRICS} - {"total"} <= set(ShardLag.__dataclass_fields__)
 
