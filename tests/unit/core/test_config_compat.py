@@ -228,7 +228,7 @@ def test_every_string_option_and_connector_alias_lands_in_its_group_field(tmp_pa
     keys = SpoutConfig.from_options({"streamName": "s", "appName": "a", **static_keys}).kinesis.credentials
     assert keys == AwsCredentials(access_key_id="AKIAEXAMPLE", secret_access_key="secret", session_token="token")
 
-    # the AWS Scala connector's names (spark/aliases.py), each to its group field
+    # the AWS Scala connector's names (spark/source/aliases.py), each to its group field
     aliased: dict[str, tuple[str, str, str, Any]] = {
         "kinesis.streamName": ("orders", "", "stream_name", "orders"),
         "kinesis.region": ("eu-west-1", "kinesis", "region", "eu-west-1"),
