@@ -10,10 +10,11 @@ then ``ack_many``, no Spark) and a SpoutPipeline on a ``local[2]`` session with 
 ratio (pipeline / plain spout), and the end their medians.
 
 The pipeline's run thread is timed by phase (a wrapper around each of the pipeline's steps; wall time): opening the
-spout, taking a batch (``RunLoop.collect``: waiting for the readers and taking what is ready), the Arrow table
-(``records_to_arrow``), ``spark.createDataFrame``, the Spark job (the ``process`` function with its count), acks, the
-batch ids in ZooKeeper (the first read, and storing each batch's id before its ``process``), the figures and log
-line of each batch (``RunLoop.record``), pacing (``RunLoop.wait_until``) and the rest. The table gives each phase in ms
+spout, taking a batch (``RunLoop.collect_columns``: waiting for the readers and taking what is ready), the Arrow table
+(the columnar batch's ``to_arrow`` and the Spark columns added to it, ``ColumnView``), ``spark.createDataFrame``, the
+Spark job (the ``process`` function with its count), acks (``ColumnView.settle``), the batch ids in ZooKeeper (the
+first read, and storing each batch's id before its ``process``), the figures and log line of each batch
+(``RunLoop.record``), pacing (``RunLoop.wait_until``) and the rest. The table gives each phase in ms
 per batch and per 1,000 records, summed over the measured runs, and the run thread's own CPU in it
 (``time.thread_time``): the rest of its wall time is waiting (for Spark's JVM, ZooKeeper, the readers, the GIL). The
 timeline of the last measured run shows where the batches fall. ``--cprofile`` adds one more pipeline run under cProfile
@@ -88,20 +89,20 @@ class PhaseClock:
 
     def install(self) -> None:
         from kinesis_spout.spark.bookkeeping import batch_store
-        from kinesis_spout.spark.pipeline import at_least_once, loop
+        from kinesis_spout.spark.pipeline import at_least_once, loop, views
         from kinesis_spout.spout import KinesisSpout
-        from kinesis_spout.spout.batch import SpoutBatch
 
         self.wrap(KinesisSpout, "open", "open")
         self.wrap(loop.RunLoop, "collect", "take batch")
+        self.wrap(loop.RunLoop, "collect_columns", "take batch")
         self.wrap(loop.RunLoop, "wait_until", "pacing")
         self.wrap(loop.RunLoop, "record", "figures/log")
-        self.wrap(at_least_once, "records_to_arrow", "Arrow table")
+        # the Arrow table: the columnar batch's Arrow batch and figures (ColumnView's constructor), the Spark columns
+        self.wrap(views.ColumnView, "__init__", "Arrow table")
+        for view in (views.ColumnView, views.TupleView):
+            self.wrap(view, "table", "Arrow table")
+            self.wrap(view, "settle", "acks")
         self.wrap(at_least_once.AtLeastOnceRunner, "_store_batch_id", "batch id (ZooKeeper)")
-        for name in ("ack", "ack_except", "fail"):
-            self.wrap(SpoutBatch, name, "acks")
-        for name in ("ack_many", "fail_many"):
-            self.wrap(KinesisSpout, name, "acks")
         for store in (batch_store.ZooKeeperBatchStore, batch_store.MemoryBatchStore):
             self.wrap(store, "load_batch_id", "batch id (ZooKeeper)")
 

@@ -1,7 +1,9 @@
 """The at-least-once runner of :class:`~kinesis_spout.spark.SpoutPipeline` (the default mode).
 
-Each batch is taken from a :class:`~kinesis_spout.KinesisSpout`, turned into a DataFrame through Arrow (columns
-of :data:`kinesis_spout.spark.schema.COLUMNS`) and handed to ``process(df, batch)``. Its answer decides each
+Each batch is taken from a :class:`~kinesis_spout.KinesisSpout` as a columnar batch (``next_columns()``), turned
+into a DataFrame through Arrow (columns of :data:`kinesis_spout.spark.schema.COLUMNS`, built from the columns the
+readers decoded: no record or tuple per record; a ``MultiStreamSpout``'s batches are tuples, see
+:mod:`~kinesis_spout.spark.pipeline.views`) and handed to ``process(df, batch)``. Its answer decides each
 record's fate: ``None`` acks them all; a list of message ids, or a DataFrame with a ``message_id`` column, fails
 those records (rows derived from a record keep its ``message_id``, so failing a derived row fails its root
 record: anchoring, Spark style) and acks the rest. Failed records go through the spout's retry queue
@@ -31,17 +33,16 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 from kinesis_spout.errors import CheckpointConflict, CheckpointError
-from kinesis_spout.records import SpoutTuple
 from kinesis_spout.retry import Backoff, RetryPolicy
+from kinesis_spout.schemes import RawScheme
 from kinesis_spout.spark.bookkeeping.batch_store import BatchIds, batch_store_for
 from kinesis_spout.spark.pipeline.batch import Batch, failed_message_ids
 from kinesis_spout.spark.pipeline.batch_retry import BatchRetry, summary
 from kinesis_spout.spark.pipeline.loop import RunLoop
 from kinesis_spout.spark.pipeline.settings import PipelineSettings
-from kinesis_spout.spark.shared.schema import records_to_arrow
+from kinesis_spout.spark.pipeline.views import BatchView, ColumnView, TupleView
 from kinesis_spout.spout import KinesisSpout
-from kinesis_spout.spout.batch import SpoutBatch
-from kinesis_spout.spout.multi import MultiStreamBatch, MultiStreamSpout, split_message_id
+from kinesis_spout.spout.multi import MultiStreamSpout
 
 __all__ = ["AtLeastOnceRunner"]
 
@@ -84,15 +85,15 @@ class AtLeastOnceRunner:
             while not loop.finished():
                 if not loop.wait_until(next_start):
                     break
-                tuples, started = loop.collect(spout, settings.max_batch_records, settings.max_batch_bytes)
-                if not tuples:
+                view, started = self._collect(spout)
+                if view is None:
                     continue
                 next_start = started + settings.trigger_interval_s
                 batch_id = self._store_batch_id(batch_ids, last_id)
                 if batch_id is None:
                     break  # the run ends while the id cannot be stored: these records are read again next run
                 last_id = batch_id
-                if not self._run_batch(spout, batch_id, tuples, started):
+                if not self._run_batch(spout, batch_id, view, started):
                     break  # the run ends while the batch waits for its next try: its records are read again
                 loop.processed += 1
             loop.log_stop_reason(cfg.app_name)
@@ -102,6 +103,18 @@ class AtLeastOnceRunner:
             finally:
                 if several:
                     store.close()
+
+    def _collect(self, spout: KinesisSpout | MultiStreamSpout) -> tuple[BatchView | None, float]:
+        """The next batch and when its first record was taken; None if the run should end first. A spout on one
+        stream hands a columnar batch (no record or tuple made per record on the way to the DataFrame); a
+        ``MultiStreamSpout`` has none, and hands its tuples, as does a spout with a scheme of its own (a columnar
+        batch applies none: a record the scheme refuses must be dead-lettered, not handed to ``process``)."""
+        settings, loop = self.settings, self.loop
+        if isinstance(spout, KinesisSpout) and type(self.config.reading.scheme) is RawScheme:
+            columns, started = loop.collect_columns(spout, settings.max_batch_records, settings.max_batch_bytes)
+            return (ColumnView(columns, self.config.stream_name) if columns is not None else None), started
+        tuples, started = loop.collect(spout, settings.max_batch_records, settings.max_batch_bytes)
+        return (TupleView(spout, tuples, self.config.stream_name) if tuples else None), started
 
     def _store_batch_id(self, store: BatchIds, last_id: int) -> int | None:
         """Store the id of the batch about to be processed and return it; None if the run ends first.
@@ -139,31 +152,21 @@ class AtLeastOnceRunner:
                 if not self.loop.wait_until(time.monotonic() + pause):
                     return None
 
-    def _run_batch(self, spout: KinesisSpout | MultiStreamSpout, batch_id: int, tuples: list[SpoutTuple],
+    def _run_batch(self, spout: KinesisSpout | MultiStreamSpout, batch_id: int, view: BatchView,
                    started: float) -> bool:
         """Process one batch until ``process`` returns, then ack or fail each record as it answered; record and log
         the figures of each try. True once done; False if the run ends while the batch waits for another try (its
         records neither acked nor failed). Raises BatchFailedError when its tries run out (nothing acked or
-        failed). Every try hands ``process`` a new DataFrame of the same ``tuples`` under ``batch_id``."""
-        records = [t.record for t in tuples]
-        attempts = [t.attempt for t in tuples]
-        streams: str | list[str] = self.config.stream_name
-        ids: list[str] | None = None
-        if isinstance(spout, MultiStreamSpout):  # each record's stream, named by its id
-            streams = [split_message_id(t.message_id)[0] for t in tuples]
-            ids = [t.message_id for t in tuples]
-        shards = sorted({r.shard_id for r in records} if ids is None else
-                        {f"{s}/{r.shard_id}" for s, r in zip(streams, records)})
-        retry = BatchRetry(self.settings.batch_retry, self.loop, batch_id, len(tuples),
+        failed). Every try hands ``process`` a new DataFrame of the same records under ``batch_id``."""
+        retry = BatchRetry(self.settings.batch_retry, self.loop, batch_id, view.records,
                            "the next run reads them again")
         while True:
-            batch = Batch(id=batch_id, records=len(records), bytes=sum(r.size for r in records),
-                          retries=sum(1 for a in attempts if a > 1), max_attempt=max(attempts),
-                          shards=tuple(shards),
+            batch = Batch(id=batch_id, records=view.records, bytes=view.bytes, retries=view.retries,
+                          max_attempt=view.max_attempt, shards=view.shards,
                           started_at=datetime.now(timezone.utc) - timedelta(seconds=time.monotonic() - started),
                           attempt=retry.attempt)
             t0 = time.monotonic()
-            df = self.settings.spark.createDataFrame(records_to_arrow(streams, records, attempts, ids))
+            df = self.settings.spark.createDataFrame(view.table())
             t1 = time.monotonic()
             try:
                 failed = failed_message_ids(self.settings.process(df, batch))
@@ -175,17 +178,11 @@ class AtLeastOnceRunner:
                 continue
             break
         process_s = time.monotonic() - t1
-        to_fail = [t.message_id for t in tuples if t.message_id in failed]
-        if isinstance(tuples, (SpoutBatch, MultiStreamBatch)):  # the spout's batch: acked whole, a cost per shard
-            tuples.ack_except(to_fail)
-        else:
-            spout.fail_many(to_fail)
-            spout.ack_many(t.message_id for t in tuples if t.message_id not in failed)
-        if len(failed) > len(to_fail):
-            strays = sorted(failed - {t.message_id for t in tuples})
+        n_failed, strays = view.settle(failed)
+        if strays:
             log.warning("batch %d: process() returned %d failed message ids that are not in the batch (e.g. %s); "
                         "ignored", batch_id, len(strays), ", ".join(strays[:3]))
         # a later try's latency is its own: the earlier tries and the backoff before it are not part of it
-        self.loop.record(spout, batch, len(tuples) - len(to_fail), len(to_fail), None, t1 - t0, process_s,
+        self.loop.record(spout, batch, view.records - n_failed, n_failed, None, t1 - t0, process_s,
                          started if batch.attempt == 1 else t0)
         return True

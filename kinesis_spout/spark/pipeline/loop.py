@@ -17,6 +17,7 @@ from kinesis_spout.records import SpoutTuple
 from kinesis_spout.spark.pipeline.batch import Batch
 from kinesis_spout.spark.pipeline.metrics import BatchMetrics, MetricsRecorder
 from kinesis_spout.spout import KinesisSpout
+from kinesis_spout.spout.columns import ColumnBatch
 from kinesis_spout.spout.multi import MultiStreamSpout
 
 __all__ = ["CAUGHT_UP", "POLL_S", "RunLoop", "Until"]
@@ -103,6 +104,19 @@ class RunLoop:
             taken += spout.next_batch(max_records=max_records - len(taken), timeout_s=0.0,
                                       max_bytes=max_bytes - size)
         return taken, started
+
+    def collect_columns(self, spout: KinesisSpout, max_records: int,
+                        max_bytes: int) -> tuple[ColumnBatch | None, float]:
+        """:meth:`collect` as a columnar batch (``spout.next_columns()``): waits for a first record, then takes what
+        is ready within the batch limits. Returns the batch and the monotonic time it was taken; None if the run
+        should end first."""
+        while True:
+            taken = spout.next_columns(max_records=max_records, timeout_s=POLL_S, max_bytes=max_bytes)
+            if taken:
+                return taken, time.monotonic()
+            self.recorder.update_shards(spout.metrics())  # keep lag and checkpoints current while idle
+            if self.finished():
+                return None, 0.0
 
     def record(self, spout: KinesisSpout | MultiStreamSpout, batch: Batch, acked: int, failed: int, error: str | None,
                dataframe_s: float, process_s: float, started: float) -> None:

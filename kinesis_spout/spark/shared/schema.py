@@ -60,3 +60,33 @@ def records_to_arrow(stream_name: str | Sequence[str], records: Sequence[Record]
     ]
     schema = arrow_schema()
     return pa.Table.from_arrays([pa.array(col, type=f.type) for col, f in zip(columns, schema)], schema=schema)
+
+
+def columns_to_arrow(stream_name: str, rows: Any, attempts: Sequence[int] | int = 1) -> Any:
+    """A ``pyarrow.Table`` in :data:`COLUMNS` of ``rows``, a ``pyarrow.RecordBatch`` (or table) of the columnar
+    schema (:func:`kinesis_spout.kinesis.retrieval.arrow_columns.schema`: what ``ColumnBatch.to_arrow()`` gives), with
+    no Python object per row: the stream name repeated, each row's message id joined in Arrow (``shard:sequence``,
+    ``:sub`` added for a de-aggregated record but the first, as :attr:`~kinesis_spout.records.Record.message_id`),
+    and ``attempts`` (one for every row, or each row's).
+
+    The same rows as :func:`records_to_arrow` of the same records. Who calls: the pipeline's columnar batches and the
+    readStream and batch readers."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = rows.num_rows
+    shard, seq, sub = rows.column(0), rows.column(1), rows.column(2)
+    mids = pc.binary_join_element_wise(shard, seq, ":")
+    if sub.null_count < n:
+        with_sub = pc.binary_join_element_wise(mids, pc.cast(sub, pa.string()), ":")
+        mids = pc.if_else(pc.fill_null(pc.not_equal(sub, 0), False), with_sub, mids)
+    if isinstance(attempts, int):
+        tries = pa.repeat(pa.scalar(attempts, pa.int32()), n)
+    else:
+        if len(attempts) != n:
+            raise ValueError(f"{n} rows but {len(attempts)} attempts")
+        tries = pa.array(attempts, pa.int32())
+    schema = arrow_schema()
+    columns = [pa.repeat(pa.scalar(stream_name, pa.string()), n), shard, seq, sub, rows.column(3), rows.column(4),
+               rows.column(5), mids, tries]
+    return pa.Table.from_arrays(columns, schema=schema)

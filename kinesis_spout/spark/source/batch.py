@@ -17,7 +17,7 @@ written: a batch read leaves the app's ZooKeeper state alone, and ``appName``/``
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence, cast
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
@@ -25,15 +25,16 @@ from kinesis_spout.config import SpoutConfig
 from kinesis_spout.errors import ConfigError
 from kinesis_spout.kinesis.client import kinesis_client
 from kinesis_spout.kinesis.retrieval.factory import polling_getter
+from kinesis_spout.kinesis.retrieval.polling import ShardGetter
 from kinesis_spout.kinesis.shards import HashKeyRange, drop_range, list_shards
 from kinesis_spout.positions import TRIM_HORIZON, at_timestamp
 from kinesis_spout.spark.source.clients import WORKER_CLIENTS
-from kinesis_spout.spark.source.codec import record_batches
 from kinesis_spout.spark.source.offsets import parse_source_options
 from kinesis_spout.spark.source.read_kinds import BATCH_OPTIONS, ENDING_TIMESTAMP, STARTING_TIMESTAMP
+from kinesis_spout.spark.source.rows import column_getter, rows_to_arrow
 from kinesis_spout.spark.source.shard_reads import paced_getter
 
-__all__ = ["BATCH_OPTIONS", "KinesisBatchReader", "ShardSpan", "parse_batch_options"]
+__all__ = ["BATCH_OPTIONS", "KinesisBatchReader", "ShardSpan", "between", "parse_batch_options"]
 
 
 def _timestamp(name: str, value: Any) -> datetime:
@@ -134,27 +135,41 @@ class KinesisBatchReader(DataSourceReader):
                 for s in shards]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        """The shard's records up to the end time, as Arrow batches, one per GetRecords reply."""
+        """The shard's records up to the end time, as Arrow batches, one per GetRecords reply, built from the columns
+        the reply was decoded into (no record object per record)."""
         assert isinstance(partition, ShardSpan)
         cfg = self.config
         first = at_timestamp(datetime.fromisoformat(partition.start)) if partition.start else TRIM_HORIZON
         end = datetime.fromisoformat(partition.end)
         begin = datetime.fromisoformat(partition.start) if partition.start else None
-        getter = paced_getter(polling_getter(WORKER_CLIENTS.kinesis(cfg.kinesis), cfg.stream_name, partition.shard_id,
-                                             first, cfg.reading, hash_range=partition.hash_range))
+        getter = paced_getter(cast(ShardGetter, column_getter(polling_getter(
+            WORKER_CLIENTS.kinesis(cfg.kinesis), cfg.stream_name, partition.shard_id, first, cfg.reading,
+            hash_range=partition.hash_range))))
         while True:
             result = getter.fetch()
-            records = result.records
-            if begin is not None:  # an iterator at a time may start a little early: keep the records from then on
-                records = [r for r in records if r.approximate_arrival_timestamp is None
-                           or r.approximate_arrival_timestamp >= begin]
-            late = next((i for i, r in enumerate(records) if r.approximate_arrival_timestamp is not None
-                         and r.approximate_arrival_timestamp > end), None)
-            if late is not None:
-                records = records[:late]
-            if records:
-                yield from record_batches(cfg.stream_name, records)
-            if late is not None or result.shard_end:
+            table = rows_to_arrow(cfg.stream_name, result.records)
+            table, late = between(table, begin, end)
+            if table.num_rows:
+                yield from table.to_batches()
+            if late or result.shard_end:
                 return
             if not result.fetched and result.millis_behind_latest in (0, None):
                 return  # the tip: nothing more has arrived
+
+
+def between(table: Any, begin: datetime | None, end: datetime) -> tuple[Any, bool]:
+    """The rows of a reply's ``table`` (the source's columns) a batch read keeps, and whether one arrived after
+    ``end``: those that arrived at or after ``begin`` (an iterator at a time may start a little early; unknown times
+    kept), up to the first that arrived after ``end``. Compared in Arrow, in microseconds as the records' times."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    at = table.column("approximate_arrival_timestamp")
+    kind = at.type
+    if begin is not None:
+        table = table.filter(pc.or_kleene(pc.is_null(at), pc.greater_equal(at, pa.scalar(begin, kind))))
+        at = table.column("approximate_arrival_timestamp")
+    past = pc.indices_nonzero(pc.fill_null(pc.greater(at, pa.scalar(end, kind)), False))
+    if len(past):
+        return table.slice(0, past[0].as_py()), True
+    return table, False

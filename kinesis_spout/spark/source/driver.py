@@ -1,10 +1,11 @@
 """The stream reader of ``readMode=driver`` (the default): the driver reads Kinesis, the tasks get the records.
 
 How a micro-batch is made. Kinesis cannot say where a shard's data ends without reading it, so the driver reads
-(:mod:`kinesis_spout.spark.source.driver_planner`) and ``partitions`` hands the kept records to the tasks as Arrow
-bytes, several shards' to a partition (``recordsPerPartition``), so the executors do not read Kinesis again. A
-batch whose records are not kept (a replay after a restart) is read again between its exact offsets:
-``AFTER_SEQUENCE_NUMBER`` the start, up to and including the end. Offsets are described in
+(:mod:`kinesis_spout.spark.source.driver_planner`, with the records kept as the columns GetRecords' replies were
+decoded into: :mod:`kinesis_spout.spark.source.driver_columns`) and ``partitions`` hands the kept records to the
+tasks as Arrow bytes built from those columns, several shards' to a partition (``recordsPerPartition``), so the
+executors do not read Kinesis again. A batch whose records are not kept (a replay after a restart) is read again
+between its exact offsets: ``AFTER_SEQUENCE_NUMBER`` the start, up to and including the end. Offsets are described in
 :mod:`kinesis_spout.spark.offsets`.
 
 Checkpoints. Spark's checkpoint location is the truth for a query. When a batch is done (``commit``, and also the
@@ -27,10 +28,10 @@ from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.errors import KinesisError
 from kinesis_spout.kinesis.shards import HashKeyRange
 from kinesis_spout.positions import TRIM_HORIZON, Position
-from kinesis_spout.records import Record, records_bytes
+from kinesis_spout.records import Record
 from kinesis_spout.spark.source.clients import WORKER_CLIENTS
 from kinesis_spout.spark.source.codec import decode_batches, encode_records, record_batches
-from kinesis_spout.spark.source.driver_planner import DriverPlanner
+from kinesis_spout.spark.source.driver_columns import ColumnDriverPlanner
 from kinesis_spout.spark.source.lag import latest_offset
 from kinesis_spout.spark.source.offsets import (
     encode_offset,
@@ -45,6 +46,7 @@ from kinesis_spout.spark.source.planning import (
     default_read_limit,
     read_budget,
 )
+from kinesis_spout.spark.source.rows import join_rows, rows_bytes
 from kinesis_spout.spark.source.shard_reads import read_range, stream_gone
 
 __all__ = ["TASK_BYTES", "KeptRecords", "KinesisSpoutStreamReader", "ShardRange", "kept_partitions"]
@@ -90,18 +92,19 @@ class KeptRecords(InputPartition):
         return f"KeptRecords({shards}: {len(self.arrow)} bytes)"
 
 
-def kept_partitions(stream: str, runs: Sequence[Sequence[tuple[str, str, str, list[Record]]]]) -> list[KeptRecords]:
+def kept_partitions(stream: str, runs: Sequence[Sequence[tuple[str, str, str, Sequence[Record]]]]
+                    ) -> list[KeptRecords]:
     """The partitions of the kept records of a batch: one per run of :func:`~kinesis_spout.spark.source.packing.pack`
     (``(shard_id, start, end, records)`` each), cut in order into partitions of at most :data:`TASK_BYTES` of Arrow
     (a partition of one record may be larger), so that no task makes Spark warn. Who calls: ``partitions``."""
     out: list[KeptRecords] = []
     for run in runs:
         ranges = [(shard_id, a, b) for shard_id, a, b, _ in run]
-        out += _sized(stream, ranges, [r for *_, records in run for r in records])
+        out += _sized(stream, ranges, join_rows([records for *_, records in run]))
     return out
 
 
-def _sized(stream: str, ranges: list[tuple[str, str, str]], records: list[Record]) -> list[KeptRecords]:
+def _sized(stream: str, ranges: list[tuple[str, str, str]], records: Sequence[Record]) -> list[KeptRecords]:
     """``records`` (in order) as one partition, or as several of at most :data:`TASK_BYTES` each."""
     arrow = encode_records(stream, records)
     if len(arrow) <= TASK_BYTES or len(records) < 2:
@@ -111,7 +114,7 @@ def _sized(stream: str, ranges: list[tuple[str, str, str]], records: list[Record
     return [kept for i in range(0, len(records), step) for kept in _sized(stream, ranges, records[i:i + step])]
 
 
-class KinesisSpoutStreamReader(PlannedReader[DriverPlanner], DataSourceStreamReader, SupportsTriggerAvailableNow):
+class KinesisSpoutStreamReader(PlannedReader[ColumnDriverPlanner], DataSourceStreamReader, SupportsTriggerAvailableNow):
     """The stream reader Spark drives: offsets and batch planning on the driver, ``read`` on executors.
 
     The constructor does no I/O. Kinesis and ZooKeeper clients are made on first use in the driver's planner
@@ -121,7 +124,7 @@ class KinesisSpoutStreamReader(PlannedReader[DriverPlanner], DataSourceStreamRea
 
     available_now_margin: timedelta = AVAILABLE_NOW_MARGIN
 
-    planner_type = DriverPlanner
+    planner_type = ColumnDriverPlanner
 
     # -- Spark's calls on the driver -----------------------------------------------------------------------------
     def initialOffset(self) -> dict[str, str]:
@@ -205,7 +208,7 @@ class KinesisSpoutStreamReader(PlannedReader[DriverPlanner], DataSourceStreamRea
 
     def _partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InputPartition]:
         first, last = parse_offset(start, "start offset"), parse_offset(end, "end offset")
-        kept: list[tuple[tuple[str, str, str, list[Record]], int, int]] = []
+        kept: list[tuple[tuple[str, str, str, Sequence[Record]], int, int]] = []
         out: list[InputPartition] = []
         for shard_id in sorted(last):
             pa, pb = first.get(shard_id, TRIM_HORIZON), last[shard_id]
@@ -216,7 +219,7 @@ class KinesisSpoutStreamReader(PlannedReader[DriverPlanner], DataSourceStreamRea
             if records is None:
                 out.append(ShardRange(shard_id, a, b, self._planning.hash_range(shard_id)))
             elif records:  # (none: a shard that joined the query in this batch at a stored checkpoint)
-                kept.append(((shard_id, a, b, records), len(records), records_bytes(records)))
+                kept.append(((shard_id, a, b, records), len(records), rows_bytes(records)))
         return out + kept_partitions(self.config.stream_name, pack(kept, self.limits.records_per_partition))
 
     def commit(self, end: dict[str, str]) -> None:
@@ -242,7 +245,7 @@ class KinesisSpoutStreamReader(PlannedReader[DriverPlanner], DataSourceStreamRea
         yield from record_batches(self.config.stream_name, records)
 
     def replay(self, shard_id: str, start: Position, end: Position,
-               hash_range: HashKeyRange | None = None) -> list[Record]:
+               hash_range: HashKeyRange | None = None) -> Sequence[Record]:
         """Read exactly the records of ``(start, end]`` of a shard from Kinesis (a batch replayed after a restart),
         with the worker process's client. Who calls: ``read``, on an executor."""
         try:

@@ -15,18 +15,19 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from datetime import datetime
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, Sequence, TypeVar, cast
 
 from pyspark.sql.datasource import InputPartition
 
 from kinesis_spout.config import SpoutConfig
 from kinesis_spout.errors import CheckpointError
 from kinesis_spout.kinesis.retrieval.fanout import RESUBSCRIBE_S
-from kinesis_spout.kinesis.retrieval.polling import FetchResult
+from kinesis_spout.kinesis.retrieval.polling import FetchResult, ShardGetter
 from kinesis_spout.kinesis.shards import HashKeyRange
 from kinesis_spout.positions import Position
 from kinesis_spout.records import Record
-from kinesis_spout.spark.source.executor_batches import ShardEnd, cut, encode_ends, recorded_ends, within
+from kinesis_spout.spark.source.executor_batches import ShardEnd, cut, encode_ends, recorded_ends
+from kinesis_spout.spark.source.rows import ColumnRows, as_rows, column_getter, join_rows, keys_up_to
 from kinesis_spout.spark.source.shard_reads import (
     paced_getter,
     read_range,
@@ -114,7 +115,7 @@ def _each(items: Sequence[T], work: Callable[[T], R]) -> list[R]:
     return [f.result() for f in futures]
 
 
-def read_task_batch(client: Any, store: Any, cfg: SpoutConfig, task: ShardsTask | ShardTask) -> list[Record]:
+def read_task_batch(client: Any, store: Any, cfg: SpoutConfig, task: ShardsTask | ShardTask) -> Sequence[Record]:
     """Read a task's part of its batch: :func:`read_shard_batch` for a task of one shard; for a task of several,
     every shard read at once as that function reads one, then all their ends recorded in the task's one node (the
     first writer wins: one ZooKeeper request), and the records of each shard up to the end that stands returned,
@@ -128,19 +129,19 @@ def read_task_batch(client: Any, store: Any, cfg: SpoutConfig, task: ShardsTask 
         if any(p.consumer_arn is not None for p in task.parts) else None
     if recorded is not None:
         ends = _ends_of(task, recorded_ends(task.node, recorded, where), where)
-        return [r for part in _each(list(zip(task.parts, starts)), lambda ps: read_range(
+        return join_rows(_each(list(zip(task.parts, starts)), lambda ps: read_range(
             client, cfg.stream_name, cfg.reading, ps[0].shard_id, ps[1], ends[ps[0].shard_id].end,
-            ps[0].hash_range)) for r in part]
+            ps[0].hash_range)))
     cutoff = datetime.fromisoformat(task.parts[0].cutoff) if task.parts and task.parts[0].cutoff else None
     reads = _each(list(zip(task.parts, starts)), lambda ps: read_bounded(client, cfg, ps[0], ps[1], cutoff))
-    cuts = [cut(records, start, p.max_records, p.max_bytes, cutoff, shard_end=shard_end, reached_tip=tip)
+    cuts = [cut_rows(records, start, p.max_records, p.max_bytes, cutoff, shard_end=shard_end, reached_tip=tip)
             for p, start, (records, tip, shard_end) in zip(task.parts, starts, reads)]
     mine = {p.shard_id: end for p, (_, end) in zip(task.parts, cuts)}
     standing = _ends_of(task, recorded_ends(
         task.node, store.record_batch_end(task.query, task.batch, task.node, encode_ends(mine)), where), where)
-    return [r for part in _each(list(range(len(task.parts))), lambda i: _up_to(
+    return join_rows(_each(list(range(len(task.parts))), lambda i: _up_to(
         client, cfg, task.parts[i], starts[i], reads[i][0], cuts[i][0], mine[task.parts[i].shard_id],
-        standing[task.parts[i].shard_id], where)) for r in part]
+        standing[task.parts[i].shard_id], where)))
 
 
 def _ends_of(task: ShardsTask, ends: dict[str, ShardEnd], where: str) -> dict[str, ShardEnd]:
@@ -154,8 +155,8 @@ def _ends_of(task: ShardsTask, ends: dict[str, ShardEnd], where: str) -> dict[st
     return ends
 
 
-def _up_to(client: Any, cfg: SpoutConfig, task: ShardTask, start: Position, records: list[Record], n: int,
-           mine: ShardEnd, standing: ShardEnd, where: str) -> list[Record]:
+def _up_to(client: Any, cfg: SpoutConfig, task: ShardTask, start: Position, records: ColumnRows, n: int,
+           mine: ShardEnd, standing: ShardEnd, where: str) -> ColumnRows:
     """The shard's records up to the end that stands: the ``n`` it cut when its own end stands, else those read
     cut at the winner's end, or read again up to it."""
     if standing.end == mine.end:
@@ -163,12 +164,12 @@ def _up_to(client: Any, cfg: SpoutConfig, task: ShardTask, start: Position, reco
     log.info("%s, %s: an attempt recorded the end first (%s, not %s)", where, task.shard_id, standing.end.encode(),
              mine.end.encode())
     high = standing.end.key
-    if high is not None and records and records[-1].key >= high:
-        return within(records, start, standing.end)
+    if high is not None and records and records.key(-1) >= high:
+        return within_rows(records, start, standing.end)
     return read_range(client, cfg.stream_name, cfg.reading, task.shard_id, start, standing.end, task.hash_range)
 
 
-def read_shard_batch(client: Any, store: Any, cfg: SpoutConfig, task: ShardTask) -> list[Record]:
+def read_shard_batch(client: Any, store: Any, cfg: SpoutConfig, task: ShardTask) -> ColumnRows:
     """Read the task's part of its batch and return exactly the records up to the end that stands.
 
     The shard is read under the task's limits, the end chosen is recorded (the first writer wins: one ZooKeeper
@@ -185,15 +186,34 @@ def read_shard_batch(client: Any, store: Any, cfg: SpoutConfig, task: ShardTask)
         return read_range(client, cfg.stream_name, cfg.reading, task.shard_id, start, end.end, task.hash_range)
     cutoff = datetime.fromisoformat(task.cutoff) if task.cutoff else None
     records, reached_tip, shard_end = read_bounded(client, cfg, task, start, cutoff)
-    n, mine = cut(records, start, task.max_records, task.max_bytes, cutoff, shard_end=shard_end,
-                  reached_tip=reached_tip)
+    n, mine = cut_rows(records, start, task.max_records, task.max_bytes, cutoff, shard_end=shard_end,
+                       reached_tip=reached_tip)
     standing = ShardEnd.from_json(store.record_batch_end(task.query, task.batch, task.shard_id, mine.to_json()),
                                   where)
     return _up_to(client, cfg, task, start, records, n, mine, standing, where)
 
 
+def cut_rows(rows: ColumnRows, start: Position, max_records: int | None, max_bytes: int | None,
+             cutoff: datetime | None, *, shard_end: bool, reached_tip: bool) -> tuple[int, ShardEnd]:
+    """:func:`~kinesis_spout.spark.batches.cut` of rows: the AvailableNow cutoff looked for on the columns first (the
+    cut sees it only when a row arrived after it: the same answer, with a record made per row only then)."""
+    if cutoff is not None and rows.first_after(cutoff) is None:
+        cutoff = None
+    return cut(rows, start, max_records, max_bytes, cutoff, shard_end=shard_end, reached_tip=reached_tip)
+
+
+def within_rows(rows: ColumnRows, start: Position, end: Position) -> ColumnRows:
+    """The rows of ``(start, end]`` (:func:`~kinesis_spout.spark.batches.within`; rows in key order, as a shard's):
+    what a task yields once the end is recorded."""
+    high = end.key
+    if high is None:
+        return ColumnRows()
+    first = keys_up_to(rows, start.key) if start.key is not None else 0
+    return rows[first:max(first, keys_up_to(rows, high))]
+
+
 def read_bounded(client: Any, cfg: SpoutConfig, task: ShardTask, start: Position, cutoff: datetime | None
-                 ) -> tuple[list[Record], bool, bool]:
+                 ) -> tuple[ColumnRows, bool, bool]:
     """Read from ``start`` until a limit, the tip, the shard's end, the cutoff or ``EXECUTOR_READ_S``; returns
     (records, reached the tip, reached the shard's end). With GetRecords a closed shard (``task.closed``) is read
     to its end, a limit or the cutoff: an empty reply there is not its tip, and ``EXECUTOR_READ_S`` stops the read
@@ -209,8 +229,8 @@ def read_bounded(client: Any, cfg: SpoutConfig, task: ShardTask, start: Position
     per_call = reading.max_records_per_call if task.max_records is None else min(reading.max_records_per_call,
                                                                                  task.max_records)
     if task.consumer_arn is None:
-        getter = paced_getter(shard_getter(client, cfg.stream_name, reading, task.shard_id, start, per_call,
-                                           task.hash_range))
+        getter = paced_getter(cast(ShardGetter, column_getter(shard_getter(
+            client, cfg.stream_name, reading, task.shard_id, start, per_call, task.hash_range))))
         return _read_until_a_bound(lambda _deadline: getter.fetch(), task, start, cutoff, per_call, None)
     pushed = subscribed_getter(client, cfg.stream_name, reading, task.shard_id, start, task.consumer_arn,
                                task.hash_range, task.closed)
@@ -227,17 +247,17 @@ def read_bounded(client: Any, cfg: SpoutConfig, task: ShardTask, start: Position
                                       task.hash_range)).fetch()
     log.info("%s: no event from its subscription in %.0f s; GetRecords found %s", task, FIRST_EVENT_S,
              "its end" if probe.shard_end else "records" if probe.fetched else "nothing")
-    return [], not probe.fetched, probe.shard_end and not probe.fetched
+    return ColumnRows(), not probe.fetched, probe.shard_end and not probe.fetched
 
 
 def _read_until_a_bound(fetch: Callable[[float], FetchResult], task: ShardTask, start: Position,
                         cutoff: datetime | None, per_call: int, read_until: float | None
-                        ) -> tuple[list[Record], bool, bool]:
+                        ) -> tuple[ColumnRows, bool, bool]:
     """The task's read loop over ``fetch(deadline)``. ``read_until`` None: GetRecords replies, read for
     ``EXECUTOR_READ_S``. Else a subscription's events: waited for up to ``FIRST_EVENT_S``, then read until
     ``EXECUTOR_READ_S`` after the first or ``read_until`` (``time.monotonic()``), whichever is later."""
     pushed = read_until is not None
-    records: list[Record] = []
+    records = ColumnRows()  # the columns GetRecords' replies were decoded into (a subscription's records, made so)
     size = 0
     deadline = time.monotonic() + (FIRST_EVENT_S if pushed else EXECUTOR_READ_S)
     waiting = pushed
@@ -245,9 +265,9 @@ def _read_until_a_bound(fetch: Callable[[float], FetchResult], task: ShardTask, 
         result = fetch(deadline)
         if waiting and result.millis_behind_latest is not None:
             waiting, deadline = False, max(time.monotonic() + EXECUTOR_READ_S, read_until or 0.0)
-        new = skip_consumed(result.records, start) if not records else result.records
+        new = as_rows(skip_consumed(result.records, start) if not records else result.records)
         records.extend(new)
-        size += sum(r.size for r in new)
+        size += new.nbytes()
         if result.shard_end:
             return records, True, True
         if pushed:  # an event that says nothing is behind it is the tip; no event in time is only the deadline
@@ -263,8 +283,7 @@ def _read_until_a_bound(fetch: Callable[[float], FetchResult], task: ShardTask, 
             return records, False, False
         if task.max_bytes is not None and size >= task.max_bytes:
             return records, False, False
-        if cutoff is not None and any(r.approximate_arrival_timestamp is not None
-                                      and r.approximate_arrival_timestamp > cutoff for r in new):
+        if cutoff is not None and new.first_after(cutoff) is not None:
             return records, False, False
         if time.monotonic() >= deadline and (records or pushed or not task.closed):
             return records, False, False  # a closed shard's GetRecords read stops there once it has a record

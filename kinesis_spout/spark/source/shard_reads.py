@@ -9,7 +9,7 @@ the same to all of them: a read after a position inside a KPL aggregate starts A
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence, cast
 
 from kinesis_spout.config import MIN_POLL_INTERVAL_S, ReadingSettings, SpoutConfig
 from kinesis_spout.errors import KinesisError, StreamNotFoundError
@@ -20,7 +20,8 @@ from kinesis_spout.kinesis.retrieval.polling import PacedGetter, ShardGetter
 from kinesis_spout.kinesis.shards import HashKeyRange
 from kinesis_spout.positions import Position
 from kinesis_spout.records import Record
-from kinesis_spout.spark.source.offsets import consumed, in_range, range_is_empty
+from kinesis_spout.spark.source.offsets import consumed, range_is_empty
+from kinesis_spout.spark.source.rows import ColumnRows, column_getter, key_at, keys_up_to
 
 __all__ = ["MAX_RETRIES", "paced_getter", "read_range", "shard_getter", "skip_consumed", "stream_gone",
            "subscribed_getter"]
@@ -29,13 +30,14 @@ __all__ = ["MAX_RETRIES", "paced_getter", "read_range", "shard_getter", "skip_co
 MAX_RETRIES = 30
 
 
-def skip_consumed(records: list[Record], position: Position) -> list[Record]:
-    """``records`` without those ``position`` already consumed: the user records of the aggregate a read started
-    at, up to the position's sub-sequence. Other reads have none, and only the first records are looked at."""
+def skip_consumed(records: Sequence[Record], position: Position) -> Sequence[Record]:
+    """``records`` (or :class:`~kinesis_spout.spark.source.rows.ColumnRows`) without those ``position`` already
+    consumed: the user records of the aggregate a read started at, up to the position's sub-sequence. Other reads
+    have none, and only the first records are looked at."""
     if not position.inside_aggregate:
         return records
     i = 0
-    while i < len(records) and consumed(records[i].key, position):
+    while i < len(records) and consumed(key_at(records, i), position):
         i += 1
     return records[i:] if i else records
 
@@ -66,27 +68,31 @@ def paced_getter(getter: ShardGetter) -> PacedGetter:
 
 
 def read_range(client: Any, stream_name: str, reading: ReadingSettings, shard_id: str, start: Position,
-               end: Position, hash_range: HashKeyRange | None = None) -> list[Record]:
+               end: Position, hash_range: HashKeyRange | None = None) -> ColumnRows:
     """Read exactly the (user) records of ``(start, end]`` of a shard of ``stream_name`` from Kinesis (read as
-    ``reading`` says), paced as Kinesis allows.
+    ``reading`` says), paced as Kinesis allows, as the columns GetRecords' replies were decoded into.
 
     Who calls: executors, for a batch whose records are not at hand (a replay, a task that lost the race to record
     its end). Raises ``KinesisError`` when the shard runs out before ``end`` (a re-created stream, expired records).
     """
-    getter = paced_getter(shard_getter(client, stream_name, reading, shard_id, start, hash_range=hash_range))
-    out: list[Record] = []
+    getter = paced_getter(cast(ShardGetter, column_getter(
+        shard_getter(client, stream_name, reading, shard_id, start, hash_range=hash_range))))
+    out = ColumnRows()
     if range_is_empty(start, end):
         return out
-    high = end.key
+    low, high = start.key, end.key
     assert high is not None
     while True:
         result = getter.fetch()
-        for record in result.records:
-            if record.key > high:
-                return out
-            if in_range(record.key, start, end):  # the aggregate a replay starts at: skip what start consumed
-                out.append(record)
-        if out and out[-1].key.sequence == high.sequence and (out[-1].key == high or not end.inside_aggregate):
+        rows = result.records
+        first = keys_up_to(rows, low) if low is not None else 0  # the aggregate a replay starts at: what start consumed
+        past = keys_up_to(rows, high)
+        if past > first:
+            out.extend(rows[first:past])
+        if past < len(rows):
+            return out  # a record after the end
+        last = out.key(-1) if out else None
+        if last is not None and last.sequence == high.sequence and (last == high or not end.inside_aggregate):
             return out  # a Kinesis record comes whole in one reply: nothing of the end's record is left
         if result.shard_end or not result.fetched and result.millis_behind_latest in (0, None):
             raise KinesisError(
