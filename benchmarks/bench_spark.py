@@ -110,7 +110,7 @@ from benchmarks.spout_read import spout_config
 from benchmarks.stats import Stopwatch, ratio, summary
 from benchmarks.zk_requests import ZkCounters
 from kinesis_spout import KinesisSpout, ZooKeeperCheckpointStore
-from kinesis_spout.spark.metrics import BatchMetrics, percentile
+from kinesis_spout.spark.pipeline.metrics import BatchMetrics, percentile
 from kinesis_spout.testing.kinesis import KinesisEndpoint, put_records
 
 TITLE = "Spark: SpoutPipeline and the readStream source, batch latency and records/s"

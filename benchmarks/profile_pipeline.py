@@ -88,7 +88,7 @@ class PhaseClock:
         self._undo.append(lambda: setattr(owner, attr, original))
 
     def install(self) -> None:
-        from kinesis_spout.spark import batch_store
+        from kinesis_spout.spark.bookkeeping import batch_store
         from kinesis_spout.spark.pipeline import at_least_once, loop, views
         from kinesis_spout.spout import KinesisSpout
 

@@ -46,12 +46,19 @@ HOLDS: dict[str, str] = {
     "testing/": "the pytest plugin and its fixtures, the local servers it starts (ZooKeeper, moto, the emulators, "
                 "Redis, Memcached, Spark), the fault proxies (Kinesis, ZooKeeper), crash helpers, a lease worker "
                 "process",
-    "spark/": "Spark adapters: the Spark-side stores (batch ids, the exactly-once ownership), offsets and batches "
-              "(pure), the lag listener, the shared columns and metrics",
+    "spark/": "Spark adapters (this package holds only the lazy public names; each module is in the package "
+              "that owns it)",
+    "spark/shared/": "what the adapters share: the columns of a batch of records and their Arrow form, a Spark "
+                     "Python process's Kinesis and ZooKeeper clients",
+    "spark/bookkeeping/": "what Spark's side keeps next to the checkpoints, in ZooKeeper or in memory: batch ids, the "
+                          "ends executor reads record, the exactly-once pipeline's ownership (no pyspark: the CLI "
+                          "reads it)",
     "spark/pipeline/": "`SpoutPipeline`: the at-least-once and exactly-once runners, the exactly-once batch log, "
-                       "their shared run loop and batch retries",
+                       "their shared run loop and batch retries, the `Batch` handed to `process` and the run's "
+                       "metrics",
     "spark/source/": "the DataSource (readStream and `spark.read`): driver and executor planners and readers, the "
-                     "shared shard reads, the driver's checkpoint writes, the Arrow codec",
+                     "shared shard reads, the driver's checkpoint writes, the Arrow codec; its pure logic (options "
+                     "and their aliases, offsets, executor batches, the reported lag) and the lag listener",
     "spark/sink/": "the Kinesis sink (`df.write` / `writeStream` with `format(\"kinesis\")`): options, columns, the "
                    "tasks' writers",
     "spout/": "`KinesisSpout` (facade.py) over one lifecycle per shard (shards.py), the owned shards and the lock "

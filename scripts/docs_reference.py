@@ -227,8 +227,8 @@ def render_settings() -> str:
 
 
 def render_source_options() -> str:
-    from kinesis_spout.spark.batch_options import BATCH_OPTIONS
-    from kinesis_spout.spark.offsets import SOURCE_ONLY_OPTIONS, UNUSED_BY_SOURCE
+    from kinesis_spout.spark.source.offsets import SOURCE_ONLY_OPTIONS, UNUSED_BY_SOURCE
+    from kinesis_spout.spark.source.read_kinds import BATCH_OPTIONS
 
     names = [*SOURCE_ONLY_OPTIONS, *BATCH_OPTIONS]
     missing = [n for n in names if n not in SOURCE_OPTIONS]
@@ -245,7 +245,7 @@ def render_source_options() -> str:
 
 
 def render_aliases() -> str:
-    from kinesis_spout.spark.aliases import ALIASES, REFUSED
+    from kinesis_spout.spark.source.aliases import ALIASES, REFUSED
 
     lines = ["| AWS connector option (any case) | read as |", "|---|---|"]
     lines += [f"| `{alias}` | `{option}` |" for alias, option in ALIASES.items()]

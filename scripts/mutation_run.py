@@ -70,8 +70,8 @@ TESTS_BY_MODULE: dict[str, list[str]] = {
     "kinesis_spout.coordination.lineage": UNIT,
     "kinesis_spout.coordination.assignment": UNIT,
     "kinesis_spout.kinesis.aggregation": UNIT,
-    "kinesis_spout.spark.batches": UNIT + [INTEGRATION + "spark/test_executor_reads.py::*"],
-    "kinesis_spout.spark.offsets": UNIT + [INTEGRATION + "spark/test_spark_source.py::*"],
+    "kinesis_spout.spark.source.executor_batches": UNIT + [INTEGRATION + "spark/test_executor_reads.py::*"],
+    "kinesis_spout.spark.source.offsets": UNIT + [INTEGRATION + "spark/test_spark_source.py::*"],
     "kinesis_spout.checkpoint.writer": [INTEGRATION + f + "::*" for f in (
         "checkpoint/test_checkpoint_writer.py", "zookeeper/test_zookeeper_trouble.py")],
     "kinesis_spout.checkpoint.zookeeper": [INTEGRATION + f + "::*" for f in (

@@ -224,7 +224,7 @@ class CheckpointStore(Protocol):
     Fencing is not part of it: only a store in ZooKeeper is fenced, by the lease manager, which works on the
     store's :class:`ZooKeeperHome` (``fence``/``unfence``); the spout only sees a fenced write's refusal
     (``LeaseLost``, raised by ``save``). A pipeline's batch ids and ownership are Spark's
-    (:mod:`kinesis_spout.spark.batch_store`, :mod:`kinesis_spout.spark.ownership`).
+    (:mod:`kinesis_spout.spark.bookkeeping.batch_store`, :mod:`kinesis_spout.spark.bookkeeping.ownership`).
 
     One capability is declared, not required: a store whose checkpoints live in ZooKeeper says so with a
     ``zookeeper_home`` attribute (a :class:`ZooKeeperHome`; the ZooKeeper store's is the store itself), read by
@@ -232,8 +232,8 @@ class CheckpointStore(Protocol):
     ``"leases"``), Spark's batch ends and ownership on its session, and the Spark driver's checkpoint copies of many
     shards in one transaction. A store that declares nothing (the memory store, a user's store implementing only
     the methods below) keeps working: static coordination (``"leases"`` is refused), batch ids and ownership in
-    memory or its own (:func:`kinesis_spout.spark.batch_store.batch_store_for`,
-    :func:`kinesis_spout.spark.ownership.ownership_for`), checkpoints saved one by one.
+    memory or its own (:func:`kinesis_spout.spark.bookkeeping.batch_store.batch_store_for`,
+    :func:`kinesis_spout.spark.bookkeeping.ownership.ownership_for`), checkpoints saved one by one.
     """
 
     def open(self) -> None: ...

@@ -16,7 +16,8 @@ class MemoryCheckpointStore:
     stays across ``close()``/``open()``: a later spout sharing this store (a simulated restart) opens it and reads
     what the earlier one wrote. Reads work at any time. A store never opened accepts writes (convenient for tests
     that use it directly). A pipeline's batch ids and ownership on this store are kept on Spark's side
-    (:func:`kinesis_spout.spark.batch_store.batch_store_for`, :func:`kinesis_spout.spark.ownership.ownership_for`).
+    (:func:`kinesis_spout.spark.bookkeeping.batch_store.batch_store_for`,
+    :func:`kinesis_spout.spark.bookkeeping.ownership.ownership_for`).
     """
 
     def __init__(self) -> None:

@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
 def list_checkpoints(args: argparse.Namespace) -> int:
     """Print the app's checkpoints of the stream and its last Spark batch id (read only). Every shard is shown: an
     unreadable checkpoint with its stored bytes and the reset command that replaces it (then exit 1)."""
-    from kinesis_spout.spark.batch_store import ZooKeeperBatchStore
+    from kinesis_spout.spark.bookkeeping.batch_store import ZooKeeperBatchStore
 
     config = spout_config(args)
     store = open_store(args, config)

@@ -2,7 +2,7 @@
 
 PURE: standard library and the project's value types only; no clock (``now`` is an argument) and no I/O. The spout
 (:mod:`kinesis_spout.coordination.starts` and :mod:`kinesis_spout.coordination.sync`) and the Structured Streaming
-source (:mod:`kinesis_spout.spark.offsets`) both ask :func:`start_positions`, so a shard starts at the same place
+source (:mod:`kinesis_spout.spark.source.offsets`) both ask :func:`start_positions`, so a shard starts at the same place
 whichever of them reads it, and whether its parents were decided in the same call or read to their end first.
 
 The rule, for each shard (KCL's shard-sync rules):

@@ -117,7 +117,8 @@ QUERY_SHARD_LABELS = ("stream", "app", "query", "shard")
 QUERY_LABELS = ("stream", "app", "query")
 
 #: Per ``format("kinesis_spout")`` query, from its progress's ``latestOffset`` (``KinesisLagListener``; ``source``
-#: names a field of ``kinesis_spout.spark.lag.ShardLag``, or the query's total). ``query``: its name, else its id.
+#: names a field of ``kinesis_spout.spark.source.lag.ShardLag``, or the query's total). ``query``: its name, else
+#: its id.
 QUERY_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("kinesis_spout_query_behind_latest_seconds", "gauge",
                "MillisBehindLatest of the shard's last read by the query's source, in seconds (absent where not "

@@ -1,7 +1,7 @@
 """The at-least-once runner of :class:`~kinesis_spout.spark.SpoutPipeline` (the default mode).
 
 Each batch is taken from a :class:`~kinesis_spout.KinesisSpout` as a columnar batch (``next_columns()``), turned
-into a DataFrame through Arrow (columns of :data:`kinesis_spout.spark.schema.COLUMNS`, built from the columns the
+into a DataFrame through Arrow (columns of :data:`kinesis_spout.spark.shared.schema.COLUMNS`, built from the columns the
 readers decoded: no record or tuple per record; a ``MultiStreamSpout``'s batches are tuples, see
 :mod:`~kinesis_spout.spark.pipeline.views`) and handed to ``process(df, batch)``. Its answer decides each
 record's fate: ``None`` acks them all; a list of message ids, or a DataFrame with a ``message_id`` column, fails
@@ -17,7 +17,7 @@ record: anchoring, Spark style) and acks the rest. Failed records go through the
   records neither acked nor failed (the next run reads them again), the acks of earlier batches kept. While a
   batch waits for its next try the spout is not polled: no record is taken and no message timeout fires.
 - **Batch ids** are stored before ``process`` runs, once per batch (its tries share it); see
-  :class:`~kinesis_spout.spark.batch.Batch` for the guarantee that gives a sink.
+  :class:`~kinesis_spout.spark.pipeline.batch.Batch` for the guarantee that gives a sink.
 - **Errors** of the pipeline itself (the stream is gone, Spark cannot build the DataFrame, the checkpoint store
   refuses for good) end ``run()`` with that error; records in flight are then not acked and are read again.
   While ZooKeeper cannot store the next batch id, the batch waits (its records held) and the write is retried,
@@ -35,8 +35,8 @@ from datetime import datetime, timedelta, timezone
 from kinesis_spout.errors import CheckpointConflict, CheckpointError
 from kinesis_spout.retry import Backoff, RetryPolicy
 from kinesis_spout.schemes import RawScheme
-from kinesis_spout.spark.batch import Batch, failed_message_ids
-from kinesis_spout.spark.batch_store import BatchIds, batch_store_for
+from kinesis_spout.spark.bookkeeping.batch_store import BatchIds, batch_store_for
+from kinesis_spout.spark.pipeline.batch import Batch, failed_message_ids
 from kinesis_spout.spark.pipeline.batch_retry import BatchRetry, summary
 from kinesis_spout.spark.pipeline.loop import RunLoop
 from kinesis_spout.spark.pipeline.settings import PipelineSettings

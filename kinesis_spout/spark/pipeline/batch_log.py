@@ -1,14 +1,15 @@
 """The exactly-once runner's dealings with its batch log: owning it, and reading an open txid's records again.
 
-- **Ownership** (:class:`RunOwnership`, over :func:`kinesis_spout.spark.ownership.ownership_for`): ``run()``
-  first takes the ownership of the app and stream, an ephemeral ZooKeeper node
+- **Ownership** (:class:`RunOwnership`, over :func:`kinesis_spout.spark.bookkeeping.ownership.ownership_for`):
+  ``run()`` first takes the ownership of the app and stream, an ephemeral ZooKeeper node
   ``{zookeeper_prefix}/{app}/{stream}/exactly_once_owner`` made through the checkpoint store, naming the process
   (pid, host, start time). While another pipeline owns it, ``run()`` waits up to :func:`previous_owner_wait_s` of
-  that owner's ZooKeeper session timeout, then ends with :class:`~kinesis_spout.spark.ownership.OwnershipTaken`
-  naming the owner. Before each write of the log and each ack the runner checks (no I/O) that its session did not
-  end and that it has not been cut off from ZooKeeper for longer than the session timeout; before each ``process``
-  attempt it also reads the batch log once to check that no other pipeline wrote it. A run that lost its ownership
-  ends with :class:`~kinesis_spout.state.txlog.OwnershipLost` (see :meth:`RunOwnership.lost`).
+  that owner's ZooKeeper session timeout, then ends with
+  :class:`~kinesis_spout.spark.bookkeeping.ownership.OwnershipTaken` naming the owner. Before each write of the log
+  and each ack the runner checks (no I/O) that its session did not end and that it has not been cut off from
+  ZooKeeper for longer than the session timeout; before each ``process`` attempt it also reads the batch log once to
+  check that no other pipeline wrote it. A run that lost its ownership ends with
+  :class:`~kinesis_spout.state.txlog.OwnershipLost` (see :meth:`RunOwnership.lost`).
 - **Replay** (:func:`collect_replay`): after a restart, the records of the log's uncommitted txid are read again
   and counted; records committed before are acked without being processed (:func:`split_committed`).
 
@@ -23,7 +24,7 @@ from typing import Any
 
 from kinesis_spout.config import SpoutConfig
 from kinesis_spout.records import SpoutTuple
-from kinesis_spout.spark.ownership import OwnershipStore, OwnershipTaken
+from kinesis_spout.spark.bookkeeping.ownership import OwnershipStore, OwnershipTaken
 from kinesis_spout.spark.pipeline.loop import POLL_S, RunLoop
 from kinesis_spout.spout import KinesisSpout
 from kinesis_spout.state.base import StateError

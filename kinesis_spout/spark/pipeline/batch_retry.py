@@ -1,7 +1,7 @@
 """What both runners of a pipeline do when ``process`` raises: the BATCH failed, not its records.
 
 An exception of ``process`` (a sink that is down, a table write refused, a bug, an answer of a form
-:func:`~kinesis_spout.spark.batch.failed_message_ids` refuses) says nothing about any one record, so no record
+:func:`~kinesis_spout.spark.pipeline.batch.failed_message_ids` refuses) says nothing about any one record, so no record
 is failed for it: the batch is held (its records neither acked nor failed) and tried again with the same records
 after a jittered exponential backoff (``batch_retry_backoff``), up to ``batch_retry_limit`` more tries and while
 ``batch_retry_deadline_s`` (from the batch's first failure) allows another. Then ``run()`` ends with

@@ -44,13 +44,13 @@ from typing import Any
 
 from kinesis_spout.records import SpoutTuple
 from kinesis_spout.retry import Backoff
-from kinesis_spout.spark.batch import Batch, failed_message_ids
-from kinesis_spout.spark.ownership import ownership_for
+from kinesis_spout.spark.bookkeeping.ownership import ownership_for
+from kinesis_spout.spark.pipeline.batch import Batch, failed_message_ids
 from kinesis_spout.spark.pipeline.batch_log import RunOwnership, collect_replay, split_committed
 from kinesis_spout.spark.pipeline.batch_retry import BatchRetry, summary
 from kinesis_spout.spark.pipeline.loop import RunLoop
 from kinesis_spout.spark.pipeline.settings import PipelineSettings
-from kinesis_spout.spark.schema import records_to_arrow
+from kinesis_spout.spark.shared.schema import records_to_arrow
 from kinesis_spout.spout import KinesisSpout
 from kinesis_spout.spout.batch import SpoutBatch
 from kinesis_spout.state.base import BackingMapFactory, StateError

@@ -41,12 +41,12 @@ from typing import Any, Callable
 from kinesis_spout.checkpoint.base import CheckpointStore
 from kinesis_spout.config import SpoutConfig
 from kinesis_spout.errors import ConfigError, SpoutStateError
-from kinesis_spout.spark.metrics import MetricsRecorder, PipelineMetrics
-from kinesis_spout.spark.ownership import ownership_for
+from kinesis_spout.spark.bookkeeping.ownership import ownership_for
 from kinesis_spout.spark.pipeline.at_least_once import AtLeastOnceRunner
 from kinesis_spout.spark.pipeline.batch_retry import batch_retry_policy
 from kinesis_spout.spark.pipeline.exactly_once import ExactlyOnceRunner
 from kinesis_spout.spark.pipeline.loop import CAUGHT_UP, RunLoop, Until
+from kinesis_spout.spark.pipeline.metrics import MetricsRecorder, PipelineMetrics
 from kinesis_spout.spark.pipeline.settings import PipelineSettings, ProcessFunction
 from kinesis_spout.state.base import BackingMapFactory
 from kinesis_spout.tracker import RetryBackoff

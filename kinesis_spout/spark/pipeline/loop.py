@@ -14,8 +14,8 @@ import time
 from typing import Callable
 
 from kinesis_spout.records import SpoutTuple
-from kinesis_spout.spark.batch import Batch
-from kinesis_spout.spark.metrics import BatchMetrics, MetricsRecorder
+from kinesis_spout.spark.pipeline.batch import Batch
+from kinesis_spout.spark.pipeline.metrics import BatchMetrics, MetricsRecorder
 from kinesis_spout.spout import KinesisSpout
 from kinesis_spout.spout.columns import ColumnBatch
 from kinesis_spout.spout.multi import MultiStreamSpout

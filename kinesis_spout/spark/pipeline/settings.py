@@ -8,7 +8,7 @@ from typing import Any, Callable
 from kinesis_spout.checkpoint.base import CheckpointStore
 from kinesis_spout.config import SpoutConfig
 from kinesis_spout.retry import RetryPolicy
-from kinesis_spout.spark.batch import Batch
+from kinesis_spout.spark.pipeline.batch import Batch
 
 __all__ = ["PipelineSettings", "ProcessFunction"]
 

@@ -7,9 +7,9 @@
 - :class:`TupleView`: a list of :class:`~kinesis_spout.records.SpoutTuple` (``next_batch()``), the form of a
   ``MultiStreamSpout`` (which has no columnar batch): the DataFrame is built from the records.
 
-Both give the same columns (:data:`kinesis_spout.spark.schema.COLUMNS`) for the same records, the same figures for
-:class:`~kinesis_spout.spark.batch.Batch`, and settle the batch the same way: the rows ``process`` named are failed
-(retried, then dead-lettered, by the spout), the others acked, names not in the batch returned to be logged.
+Both give the same columns (:data:`kinesis_spout.spark.shared.schema.COLUMNS`) for the same records, the same figures
+for :class:`~kinesis_spout.spark.pipeline.batch.Batch`, and settle the batch the same way: the rows ``process`` named
+are failed (retried, then dead-lettered, by the spout), the others acked, names not in the batch returned to be logged.
 Who calls: :class:`~kinesis_spout.spark.pipeline.at_least_once.AtLeastOnceRunner`, on its run thread.
 """
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from kinesis_spout.records import SpoutTuple
-from kinesis_spout.spark.schema import columns_to_arrow, records_to_arrow
+from kinesis_spout.spark.shared.schema import columns_to_arrow, records_to_arrow
 from kinesis_spout.spout import KinesisSpout
 from kinesis_spout.spout.batch import SpoutBatch
 from kinesis_spout.spout.columns import ColumnBatch

@@ -12,7 +12,7 @@ and
 Spark runs it again: rows already put are put again (at-least-once).
 
 Runs on an executor (a Spark Python worker); the Kinesis client is the worker process's
-(:data:`~kinesis_spout.spark.clients.WORKER_CLIENTS`), and so is the shard map an aggregating task starts from
+(:data:`~kinesis_spout.spark.shared.clients.WORKER_CLIENTS`), and so is the shard map an aggregating task starts from
 (:mod:`~kinesis_spout.spark.sink.maps`). A batch whose rows are all within Kinesis' limits is checked on whole
 Arrow columns (:mod:`~kinesis_spout.spark.sink.batches`), the others row by row.
 """

@@ -18,7 +18,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 
 from kinesis_spout.errors import ConfigError, StreamNotFoundError
 from kinesis_spout.kinesis.botocore_errors import translate
-from kinesis_spout.spark.clients import WORKER_CLIENTS
+from kinesis_spout.spark.shared.clients import WORKER_CLIENTS
 from kinesis_spout.spark.sink.columns import Columns, check_schema
 from kinesis_spout.spark.sink.options import SinkOptions, parse_sink_options
 from kinesis_spout.spark.sink.task import SinkCounts, write_task

@@ -28,9 +28,9 @@ from kinesis_spout.kinesis.retrieval.factory import polling_getter
 from kinesis_spout.kinesis.retrieval.polling import ShardGetter
 from kinesis_spout.kinesis.shards import HashKeyRange, drop_range, list_shards
 from kinesis_spout.positions import TRIM_HORIZON, at_timestamp
-from kinesis_spout.spark.batch_options import BATCH_OPTIONS, ENDING_TIMESTAMP, STARTING_TIMESTAMP
-from kinesis_spout.spark.offsets import parse_source_options
 from kinesis_spout.spark.source.clients import WORKER_CLIENTS
+from kinesis_spout.spark.source.offsets import parse_source_options
+from kinesis_spout.spark.source.read_kinds import BATCH_OPTIONS, ENDING_TIMESTAMP, STARTING_TIMESTAMP
 from kinesis_spout.spark.source.rows import column_getter, rows_to_arrow
 from kinesis_spout.spark.source.shard_reads import paced_getter
 

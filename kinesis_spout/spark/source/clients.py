@@ -1,9 +1,9 @@
 """The Kinesis and ZooKeeper clients of the source: the worker process's cache, and a driver reader's own.
 
 Two owners, never mixed up. A stream reader is pickled to the executors, so no client may live on it there:
-executors' reads take their clients from :data:`WORKER_CLIENTS` (:mod:`kinesis_spout.spark.clients`, the cache the
-sink's tasks share too), one per Python worker process, shared by its tasks. The driver's planning takes them from
-the reader's :class:`DriverClients`, made on first use, dropped when the reader is pickled and released by
+executors' reads take their clients from :data:`WORKER_CLIENTS` (:mod:`kinesis_spout.spark.shared.clients`, the
+cache the sink's tasks share too), one per Python worker process, shared by its tasks. The driver's planning takes
+them from the reader's :class:`DriverClients`, made on first use, dropped when the reader is pickled and released by
 ``stop()``.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from kinesis_spout.config import SpoutConfig
 from kinesis_spout.kinesis.client import kinesis_client
-from kinesis_spout.spark.clients import WORKER_CLIENTS, ClientCache
+from kinesis_spout.spark.shared.clients import WORKER_CLIENTS, ClientCache
 
 __all__ = ["WORKER_CLIENTS", "ClientCache", "DriverClients"]
 

@@ -1,6 +1,6 @@
 """Records in the source's columns as Arrow: what the driver hands a task, and what a task yields to Spark.
 
-The columns are :data:`kinesis_spout.spark.schema.COLUMNS`. The records come as
+The columns are :data:`kinesis_spout.spark.shared.schema.COLUMNS`. The records come as
 :class:`~kinesis_spout.spark.source.rows.ColumnRows` (the columns GetRecords' replies were decoded into: the Arrow
 arrays are built from them, no record object made) or as records (enhanced fan-out's). pyarrow only, no Spark
 session.

@@ -7,7 +7,8 @@
 The data source only validates the options and picks the reader: ``readMode=driver``
 (:mod:`kinesis_spout.spark.source.driver`), ``readMode=executors`` (:mod:`kinesis_spout.spark.source.executor`),
 ``readMode=auto`` (the default: one of them by the Spark master, see
-:func:`~kinesis_spout.spark.offsets.choose_read_mode`), or a batch read (:mod:`kinesis_spout.spark.source.batch`).
+:func:`~kinesis_spout.spark.source.offsets.choose_read_mode`), or a batch read
+(:mod:`kinesis_spout.spark.source.batch`).
 
 Spark runs a data source's driver side in a Python process of its own, which cannot ask Spark for its master:
 :func:`register` records the master on the class it registers (a subclass, pickled with it).
@@ -25,12 +26,12 @@ from kinesis_spout.config import SpoutConfig
 from kinesis_spout.errors import ConfigError, StreamNotFoundError
 from kinesis_spout.kinesis.botocore_errors import translate
 from kinesis_spout.kinesis.client import kinesis_client
-from kinesis_spout.spark.batch_options import STREAM_SIGNS, given, load_problem
-from kinesis_spout.spark.offsets import choose_read_mode, parse_source_options, unused_options
-from kinesis_spout.spark.schema import SCHEMA_DDL
+from kinesis_spout.spark.shared.schema import SCHEMA_DDL
 from kinesis_spout.spark.source.batch import KinesisBatchReader, parse_batch_options
 from kinesis_spout.spark.source.driver import KinesisSpoutStreamReader
 from kinesis_spout.spark.source.executor import ExecutorStreamReader
+from kinesis_spout.spark.source.offsets import choose_read_mode, parse_source_options, unused_options
+from kinesis_spout.spark.source.read_kinds import STREAM_SIGNS, given, load_problem
 
 __all__ = ["KinesisSpoutDataSource", "RefusedStreamReader", "check_stream_exists", "register"]
 
@@ -42,8 +43,8 @@ class KinesisSpoutDataSource(DataSource):
 
     Options are SpoutConfig's string options (``streamName``, ``appName``, ``zookeeper``, ``endpointUrl``,
     ``initialPosition``, ...) plus ``maxRecordsPerTrigger``, ``maxBytesPerTrigger`` and ``readMode``. Columns: see
-    :mod:`kinesis_spout.spark.schema`. ``spark_master`` is the Spark master :func:`register` saw (None: registered
-    by hand), which decides ``readMode=auto``.
+    :mod:`kinesis_spout.spark.shared.schema`. ``spark_master`` is the Spark master :func:`register` saw (None:
+    registered by hand), which decides ``readMode=auto``.
     """
 
     spark_master: ClassVar[str | None] = None
@@ -58,7 +59,7 @@ class KinesisSpoutDataSource(DataSource):
         At ``load()`` Spark runs only the constructor and this method, in a Python worker, with the same options for
         ``spark.read`` and ``spark.readStream``: nothing says which kind of read it is. Options that only a stream
         read acts on (``appName``, ``zookeeper``, ``initialPosition``, ``readMode``, a trigger limit...: see
-        :data:`~kinesis_spout.spark.batch_options.STREAM_SIGNS`) make it a stream read, checked as one (a batch
+        :data:`~kinesis_spout.spark.source.read_kinds.STREAM_SIGNS`) make it a stream read, checked as one (a batch
         read's ``startingTimestamp`` is refused with the stream's way to start at a time, a missing ``appName``
         named); other options are checked as a batch read's, and a stream read with them is refused when its query
         starts (:meth:`streamReader`)."""

@@ -6,7 +6,7 @@ decoded into: :mod:`kinesis_spout.spark.source.driver_columns`) and ``partitions
 tasks as Arrow bytes built from those columns, several shards' to a partition (``recordsPerPartition``), so the
 executors do not read Kinesis again. A batch whose records are not kept (a replay after a restart) is read again
 between its exact offsets: ``AFTER_SEQUENCE_NUMBER`` the start, up to and including the end. Offsets are described in
-:mod:`kinesis_spout.spark.offsets`.
+:mod:`kinesis_spout.spark.source.offsets`.
 
 Checkpoints. Spark's checkpoint location is the truth for a query. When a batch is done (``commit``, and also the
 next ``latestOffset``, which Spark calls only after the batch before it completed) its end is written to
@@ -29,15 +29,15 @@ from kinesis_spout.errors import KinesisError
 from kinesis_spout.kinesis.shards import HashKeyRange
 from kinesis_spout.positions import TRIM_HORIZON, Position
 from kinesis_spout.records import Record
-from kinesis_spout.spark.lag import latest_offset
-from kinesis_spout.spark.offsets import (
+from kinesis_spout.spark.source.clients import WORKER_CLIENTS
+from kinesis_spout.spark.source.codec import decode_batches, encode_records, record_batches
+from kinesis_spout.spark.source.driver_columns import ColumnDriverPlanner
+from kinesis_spout.spark.source.lag import latest_offset
+from kinesis_spout.spark.source.offsets import (
     encode_offset,
     parse_offset,
     range_is_empty,
 )
-from kinesis_spout.spark.source.clients import WORKER_CLIENTS
-from kinesis_spout.spark.source.codec import decode_batches, encode_records, record_batches
-from kinesis_spout.spark.source.driver_columns import ColumnDriverPlanner
 from kinesis_spout.spark.source.packing import pack
 from kinesis_spout.spark.source.planning import (
     AVAILABLE_NOW_MARGIN,
@@ -192,7 +192,7 @@ class KinesisSpoutStreamReader(PlannedReader[ColumnDriverPlanner], DataSourceStr
     def reportLatestOffset(self) -> dict[str, Any]:
         """What Spark shows as the source's ``latestOffset`` in every progress: per shard the position after the
         last record read (read ahead included), its last read's MillisBehindLatest, the arrival time of its last
-        record and the records read and not in a planned batch (:mod:`kinesis_spout.spark.lag`). Who calls: Spark
+        record and the records read and not in a planned batch (:mod:`kinesis_spout.spark.source.lag`). Who calls: Spark
         (PySpark 4.2+), after each ``latestOffset``, on the same thread."""
         return latest_offset(self.config.stream_name, self.config.app_name, self._planner.lags())
 

@@ -22,8 +22,8 @@ from typing import Sequence, cast
 
 from kinesis_spout.positions import Position, after_record
 from kinesis_spout.records import Record, SequenceKey
-from kinesis_spout.spark.lag import ShardLag
 from kinesis_spout.spark.source.driver_planner import DriverPlanner, ShardCursor
+from kinesis_spout.spark.source.lag import ShardLag
 from kinesis_spout.spark.source.rows import ColumnGetter, ColumnRows, column_getter
 
 __all__ = ["ColumnCursor", "ColumnDriverPlanner"]

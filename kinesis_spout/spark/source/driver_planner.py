@@ -25,8 +25,8 @@ from kinesis_spout.kinesis.retrieval.reader import log_retried_error
 from kinesis_spout.positions import TRIM_HORIZON, Position, after_record, at_timestamp
 from kinesis_spout.records import Record
 from kinesis_spout.retry import Backoff
-from kinesis_spout.spark.lag import ShardLag
-from kinesis_spout.spark.offsets import (
+from kinesis_spout.spark.source.lag import ShardLag
+from kinesis_spout.spark.source.offsets import (
     allocate,
     end_after,
     first_after,

@@ -3,8 +3,8 @@ every replay exact.
 
 The driver's planning is :mod:`kinesis_spout.spark.source.executor_planner`; what a task does is
 :mod:`kinesis_spout.spark.source.executor_read`; the model (offsets, recorded ends, cuts) is in
-:mod:`kinesis_spout.spark.batches`. Tasks use one Kinesis client and one ZooKeeper client per Python worker process
-(:data:`kinesis_spout.spark.source.clients.WORKER_CLIENTS`), not per task.
+:mod:`kinesis_spout.spark.source.executor_batches`. Tasks use one Kinesis client and one ZooKeeper client per
+Python worker process (:data:`kinesis_spout.spark.source.clients.WORKER_CLIENTS`), not per task.
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 
 from kinesis_spout.errors import KinesisError
-from kinesis_spout.spark.batch_store import ZooKeeperBatchStore
-from kinesis_spout.spark.batches import PlannedBatch
-from kinesis_spout.spark.lag import ShardLag, latest_offset
-from kinesis_spout.spark.offsets import encode_offset
+from kinesis_spout.spark.bookkeeping.batch_store import ZooKeeperBatchStore
 from kinesis_spout.spark.source.clients import WORKER_CLIENTS
 from kinesis_spout.spark.source.codec import record_batches
+from kinesis_spout.spark.source.executor_batches import PlannedBatch
 from kinesis_spout.spark.source.executor_planner import ExecutorPlanner
 from kinesis_spout.spark.source.executor_read import ShardsTask, ShardTask, read_task_batch, stream_gone
+from kinesis_spout.spark.source.lag import ShardLag, latest_offset
+from kinesis_spout.spark.source.offsets import encode_offset
 from kinesis_spout.spark.source.planning import (
     AVAILABLE_NOW_MARGIN,
     IDLE_WAIT_S,
@@ -101,7 +101,7 @@ class ExecutorStreamReader(PlannedReader[ExecutorPlanner], DataSourceStreamReade
     def reportLatestOffset(self) -> dict[str, Any]:
         """What Spark shows as the source's ``latestOffset`` in every progress: per shard where the next batch
         starts, and MillisBehindLatest 0 for the shards whose last task reached the tip (the driver reads no
-        records here, so the lag of the others is not known; :mod:`kinesis_spout.spark.lag`). Who calls: Spark
+        records here, so the lag of the others is not known; :mod:`kinesis_spout.spark.source.lag`). Who calls: Spark
         (PySpark 4.2+), after each ``latestOffset``."""
         planned: PlannedBatch | None = getattr(self, "_latest", None)
         at_tip = self._planner.at_tip(planned.batch) if planned is not None else frozenset()
@@ -111,8 +111,8 @@ class ExecutorStreamReader(PlannedReader[ExecutorPlanner], DataSourceStreamReade
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         """A task per group of up to ``shardsPerTask`` shards of the planned batch that are not finished and not idle
-        (:meth:`~kinesis_spout.spark.batches.PlannedBatch.task_groups`, as the offset says; a shard at its tip in
-        which the planning saw nothing new gets none; the tasks read, nothing is carried). With
+        (:meth:`~kinesis_spout.spark.source.executor_batches.PlannedBatch.task_groups`, as the offset says; a shard
+        at its tip in which the planning saw nothing new gets none; the tasks read, nothing is carried). With
         ``retrieval=fanout`` the app's consumer is registered (or found) here, and the task of each shard that was
         behind its tip subscribes; the others ask GetRecords (a subscription per batch for a shard with little to
         read would only wait out Kinesis' 5 s between subscriptions). A stream deleted under the query: as in

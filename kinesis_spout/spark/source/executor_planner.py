@@ -10,7 +10,7 @@ waits only for the first probe of the shards the last batch moved, so an idle sh
 few batches behind. The planner beats a heartbeat on its query's ``batches/<query>`` node and, when the query
 starts and at each heartbeat, deletes the recorded ends of other queries of the app whose heartbeat is older than
 ``abandoned_after_s`` (queries whose checkpoint location was deleted; see
-:func:`kinesis_spout.spark.batches.abandoned`).
+:func:`kinesis_spout.spark.source.executor_batches.abandoned`).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.errors import CheckpointError, KinesisError
 from kinesis_spout.kinesis.retrieval.polling import LATEST_MARGIN, ShardGetter, idle_backoff
 from kinesis_spout.positions import Position, at_timestamp
-from kinesis_spout.spark.batch_store import ZooKeeperBatchStore
-from kinesis_spout.spark.batches import PlannedBatch, ShardEnd, abandoned, recorded_ends, split_limit
-from kinesis_spout.spark.offsets import waiting_for_parents
+from kinesis_spout.spark.bookkeeping.batch_store import ZooKeeperBatchStore
+from kinesis_spout.spark.source.executor_batches import PlannedBatch, ShardEnd, abandoned, recorded_ends, split_limit
+from kinesis_spout.spark.source.offsets import waiting_for_parents
 from kinesis_spout.spark.source.planning import QueryPlanning
 from kinesis_spout.spark.source.probes import (
     PROBE_ERROR,

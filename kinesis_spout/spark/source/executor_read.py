@@ -5,7 +5,7 @@ per-shard limits, ``EXECUTOR_READ_S`` of reading, the tip, the shard's end, the 
 end it chose (the first writer wins), and yields exactly the records up to the end that stands. A task of several
 shards (:class:`ShardsTask`, :func:`read_task_batch`) reads them at once on threads, each so, and records all
 their ends in one node (the first writer wins for all of them). The model (offsets, recorded ends, cuts) is in
-:mod:`kinesis_spout.spark.batches`.
+:mod:`kinesis_spout.spark.source.executor_batches`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from kinesis_spout.kinesis.retrieval.polling import FetchResult, ShardGetter
 from kinesis_spout.kinesis.shards import HashKeyRange
 from kinesis_spout.positions import Position
 from kinesis_spout.records import Record
-from kinesis_spout.spark.batches import ShardEnd, cut, encode_ends, recorded_ends
+from kinesis_spout.spark.source.executor_batches import ShardEnd, cut, encode_ends, recorded_ends
 from kinesis_spout.spark.source.rows import ColumnRows, as_rows, column_getter, join_rows, keys_up_to
 from kinesis_spout.spark.source.shard_reads import (
     paced_getter,
@@ -195,16 +195,17 @@ def read_shard_batch(client: Any, store: Any, cfg: SpoutConfig, task: ShardTask)
 
 def cut_rows(rows: ColumnRows, start: Position, max_records: int | None, max_bytes: int | None,
              cutoff: datetime | None, *, shard_end: bool, reached_tip: bool) -> tuple[int, ShardEnd]:
-    """:func:`~kinesis_spout.spark.batches.cut` of rows: the AvailableNow cutoff looked for on the columns first (the
-    cut sees it only when a row arrived after it: the same answer, with a record made per row only then)."""
+    """:func:`~kinesis_spout.spark.source.executor_batches.cut` of rows: the AvailableNow cutoff looked for on the
+    columns first (the cut sees it only when a row arrived after it: the same answer, with a record made per row only
+    then)."""
     if cutoff is not None and rows.first_after(cutoff) is None:
         cutoff = None
     return cut(rows, start, max_records, max_bytes, cutoff, shard_end=shard_end, reached_tip=reached_tip)
 
 
 def within_rows(rows: ColumnRows, start: Position, end: Position) -> ColumnRows:
-    """The rows of ``(start, end]`` (:func:`~kinesis_spout.spark.batches.within`; rows in key order, as a shard's):
-    what a task yields once the end is recorded."""
+    """The rows of ``(start, end]`` (:func:`~kinesis_spout.spark.source.executor_batches.within`; rows in key order,
+    as a shard's): what a task yields once the end is recorded."""
     high = end.key
     if high is None:
         return ColumnRows()

@@ -21,15 +21,15 @@ from kinesis_spout.errors import CheckpointError
 from kinesis_spout.kinesis.retrieval.consumers import ensure_consumer
 from kinesis_spout.kinesis.shards import HashKeyRange, Shard, drop_range, list_shards, owned_shards
 from kinesis_spout.positions import Position
-from kinesis_spout.spark.offsets import (
+from kinesis_spout.spark.source.checkpoint_writes import CheckpointWriter
+from kinesis_spout.spark.source.clients import DriverClients
+from kinesis_spout.spark.source.offsets import (
     SourceLimits,
     as_checkpoint,
     initial_positions,
     lineage_checkpoint,
     parse_source_options,
 )
-from kinesis_spout.spark.source.checkpoint_writes import CheckpointWriter
-from kinesis_spout.spark.source.clients import DriverClients
 
 __all__ = ["AVAILABLE_NOW_MARGIN", "IDLE_WAIT_S", "PlannedReader", "QueryPlanning", "default_read_limit", "read_budget"]
 

@@ -4,8 +4,8 @@
 :class:`~kinesis_spout.kinesis.retrieval.wire_columns.RecordColumns` pieces: slicing and joining cut and chain the
 pieces' lists, and :meth:`ColumnRows.to_arrow` builds the source's Arrow rows from them
 (:func:`~kinesis_spout.kinesis.retrieval.arrow_columns.batch_of_pieces`, then
-:func:`~kinesis_spout.spark.schema.columns_to_arrow`), so no :class:`~kinesis_spout.records.Record` is made on the way
-from a GetRecords reply to Spark. What the readers decide on is read off the columns too: keys by index
+:func:`~kinesis_spout.spark.shared.schema.columns_to_arrow`), so no :class:`~kinesis_spout.records.Record` is made on
+the way from a GetRecords reply to Spark. What the readers decide on is read off the columns too: keys by index
 (:meth:`ColumnRows.key`, for cuts at a position), bytes (:meth:`ColumnRows.nbytes`), the first record that arrived
 after a time (:meth:`ColumnRows.first_after`). Indexing or iterating makes records (one per row asked for): the
 paths that still need them (a byte limit shared between shards on the driver) pay that, and no more than before.
@@ -30,7 +30,7 @@ from kinesis_spout.kinesis.retrieval.arrow_columns import batch_of_pieces
 from kinesis_spout.kinesis.retrieval.protocol import FetchResult
 from kinesis_spout.kinesis.retrieval.wire_columns import RecordColumns, columns_of_records, slice_columns, to_records
 from kinesis_spout.records import Record, SequenceKey, records_bytes
-from kinesis_spout.spark.offsets import first_after
+from kinesis_spout.spark.source.offsets import first_after
 
 __all__ = ["ColumnGetter", "ColumnRows", "as_rows", "column_getter", "join_rows", "key_at", "keys_up_to", "rows_bytes",
            "rows_to_arrow"]
@@ -120,8 +120,8 @@ class ColumnRows(Sequence[Record]):
 
     def first_after(self, cutoff: datetime) -> int | None:
         """The index of the first row that arrived after ``cutoff`` (None when none did; unknown times count as
-        before), as :func:`~kinesis_spout.spark.offsets.first_after` of the rows' arrival times: seconds well before
-        the cutoff are passed over as floats, the others made the datetimes the records would hold."""
+        before), as :func:`~kinesis_spout.spark.source.offsets.first_after` of the rows' arrival times: seconds well
+        before the cutoff are passed over as floats, the others made the datetimes the records would hold."""
         limit = cutoff.timestamp() - _ROUNDING_S
         before = 0
         for piece in self._parts[0]:
@@ -138,9 +138,9 @@ class ColumnRows(Sequence[Record]):
         return None
 
     def to_arrow(self, stream_name: str) -> Any:
-        """The rows as a ``pyarrow.Table`` in the source's columns (:data:`~kinesis_spout.spark.schema.COLUMNS`,
+        """The rows as a ``pyarrow.Table`` in the source's columns (:data:`~kinesis_spout.spark.shared.schema.COLUMNS`,
         attempt 1), built from the columns."""
-        from kinesis_spout.spark.schema import columns_to_arrow
+        from kinesis_spout.spark.shared.schema import columns_to_arrow
 
         return columns_to_arrow(stream_name, batch_of_pieces(self._parts[0]))
 
@@ -173,10 +173,10 @@ def rows_bytes(rows: Sequence[Record]) -> int:
 
 def rows_to_arrow(stream_name: str, rows: Sequence[Record]) -> Any:
     """A ``pyarrow.Table`` of ``rows`` in the source's columns: from the columns (:class:`ColumnRows`), or from
-    records (:func:`~kinesis_spout.spark.schema.records_to_arrow`)."""
+    records (:func:`~kinesis_spout.spark.shared.schema.records_to_arrow`)."""
     if isinstance(rows, ColumnRows):
         return rows.to_arrow(stream_name)
-    from kinesis_spout.spark.schema import records_to_arrow
+    from kinesis_spout.spark.shared.schema import records_to_arrow
 
     return records_to_arrow(stream_name, rows)
 

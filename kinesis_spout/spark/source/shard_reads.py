@@ -4,7 +4,7 @@ Both stream readers (driver reads and executor reads) and their replays read thr
 the same to all of them: a read after a position inside a KPL aggregate starts AT the aggregate (the getter maps a
 :class:`~kinesis_spout.positions.Position` to its iterator) and skips the user records the position consumed
 (:func:`skip_consumed`); a range ``(start, end]`` is read exactly (:func:`read_range`). Offsets are in
-:mod:`kinesis_spout.spark.offsets`.
+:mod:`kinesis_spout.spark.source.offsets`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from kinesis_spout.kinesis.retrieval.polling import PacedGetter, ShardGetter
 from kinesis_spout.kinesis.shards import HashKeyRange
 from kinesis_spout.positions import Position
 from kinesis_spout.records import Record
-from kinesis_spout.spark.offsets import consumed, range_is_empty
+from kinesis_spout.spark.source.offsets import consumed, range_is_empty
 from kinesis_spout.spark.source.rows import ColumnRows, column_getter, key_at, keys_up_to
 
 __all__ = ["MAX_RETRIES", "paced_getter", "read_range", "shard_getter", "skip_consumed", "stream_gone",

@@ -1,7 +1,7 @@
 """How many records each shard gives a driver-read batch under a limit in records alone, worked out by counting.
 
-:func:`kinesis_spout.spark.offsets.allocate` shares a batch's limits out record by record (a byte limit needs each
-record's size); with no byte limit the same shares follow from how many records each shard has waiting, so
+:func:`kinesis_spout.spark.source.offsets.allocate` shares a batch's limits out record by record (a byte limit needs
+each record's size); with no byte limit the same shares follow from how many records each shard has waiting, so
 ``latestOffset`` on a backlog does no Python work per record to plan a batch. Pure. Who calls:
 :meth:`kinesis_spout.spark.source.driver_planner.DriverPlanner.plan`.
 """

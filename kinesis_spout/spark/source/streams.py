@@ -27,8 +27,8 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 
 from kinesis_spout.errors import CheckpointError
-from kinesis_spout.spark.aliases import resolve_aliases
-from kinesis_spout.spark.offsets import parse_source_options
+from kinesis_spout.spark.source.aliases import resolve_aliases
+from kinesis_spout.spark.source.offsets import parse_source_options
 
 __all__ = ["MultiStreamReader", "StreamPartition", "split_offset", "stream_options"]
 
@@ -129,8 +129,9 @@ class MultiStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ends
 
     def reportLatestOffset(self) -> dict[str, Any]:
-        """The streams' readers' reports as one in the form of :mod:`kinesis_spout.spark.lag` (so its listener reads
-        it): ``stream`` is the list of streams (``"clicks,orders"``), and each shard is ``"{stream}/{shard_id}"``."""
+        """The streams' readers' reports as one in the form of :mod:`kinesis_spout.spark.source.lag` (so its listener
+        reads it): ``stream`` is the list of streams (``"clicks,orders"``), and each shard is
+        ``"{stream}/{shard_id}"``."""
         shards: dict[str, Any] = {}
         for stream, reader in self.readers.items():
             report = reader.reportLatestOffset()

@@ -19,9 +19,9 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 from kinesis_spout import ZooKeeperCheckpointStore
 from kinesis_spout.checkpoint.base import Checkpoint
 from kinesis_spout.positions import after
-from kinesis_spout.spark.batches import PlannedBatch
-from kinesis_spout.spark.offsets import parse_source_options
 from kinesis_spout.spark.source import WORKER_CLIENTS, ExecutorStreamReader
+from kinesis_spout.spark.source.executor_batches import PlannedBatch
+from kinesis_spout.spark.source.offsets import parse_source_options
 from kinesis_spout.spark.source.planning import QueryPlanning
 from kinesis_spout.testing.kinesis import KinesisEndpoint, keys_on
 from kinesis_spout.testing.process import wait_until

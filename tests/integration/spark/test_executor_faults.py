@@ -43,10 +43,10 @@ from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
 from kinesis_spout.kinesis.client import make_client
 from kinesis_spout.positions import TRIM_HORIZON, Position
 from kinesis_spout.records import parse_message_id
-from kinesis_spout.spark.batch_store import batch_store_for
-from kinesis_spout.spark.batches import PlannedBatch, recorded_ends
-from kinesis_spout.spark.offsets import in_range
+from kinesis_spout.spark.bookkeeping.batch_store import batch_store_for
 from kinesis_spout.spark.source import WORKER_CLIENTS, ExecutorStreamReader, ShardsTask, read_task_batch
+from kinesis_spout.spark.source.executor_batches import PlannedBatch, recorded_ends
+from kinesis_spout.spark.source.offsets import in_range
 from kinesis_spout.testing.faults import FaultProxy
 from kinesis_spout.testing.http_proxy import UpstreamRequest
 from kinesis_spout.testing.kinesis import KinesisEndpoint, keys_on

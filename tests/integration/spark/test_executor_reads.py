@@ -28,9 +28,9 @@ from pyspark.sql.streaming.datasource import ReadMaxRows
 from kinesis_spout import CheckpointError, StreamNotFoundError
 from kinesis_spout.kinesis.shards import list_shards
 from kinesis_spout.positions import after
-from kinesis_spout.spark.batch_store import batch_store_for
-from kinesis_spout.spark.batches import PlannedBatch, ShardEnd, encode_ends
+from kinesis_spout.spark.bookkeeping.batch_store import batch_store_for
 from kinesis_spout.spark.source import WORKER_CLIENTS, ExecutorStreamReader, ShardsTask
+from kinesis_spout.spark.source.executor_batches import PlannedBatch, ShardEnd, encode_ends
 from kinesis_spout.testing.kinesis import KinesisEndpoint, wait_for_stream
 from kinesis_spout.testing.process import wait_until
 from kinesis_spout.testing.spark import quick_start_env

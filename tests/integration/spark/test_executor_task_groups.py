@@ -10,8 +10,8 @@ from typing import Any
 
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-from kinesis_spout.spark.batches import PlannedBatch
 from kinesis_spout.spark.source import ExecutorStreamReader, ShardsTask
+from kinesis_spout.spark.source.executor_batches import PlannedBatch
 from kinesis_spout.testing.kinesis import KinesisEndpoint, keys_on
 
 from .support import executor_options, message_ids, read_partition

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from kinesis_spout.spark.lag import QueryLag, parse_latest_offset
-from kinesis_spout.spark.lag_listener import KinesisLagListener
 from kinesis_spout.spark.source import ExecutorStreamReader, KinesisSpoutStreamReader
+from kinesis_spout.spark.source.lag import QueryLag, parse_latest_offset
+from kinesis_spout.spark.source.lag_listener import KinesisLagListener
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until
 
@@ -66,7 +66,7 @@ def test_an_executor_read_reports_where_each_shard_stands_and_the_shards_at_thei
 def test_every_progress_has_the_latest_offset_and_the_listener_exports_the_lag_while_the_query_lags(
         spark: Any, kinesalite: KinesisEndpoint, zookeeper: Any, tmp_path: Path,
         caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="kinesis_spout.spark.lag_listener")
+    caplog.set_level(logging.INFO, logger="kinesis_spout.spark.source.lag_listener")
     stream = kinesalite.create_stream(shards=2)
     kinesalite.put(stream, [f"r{i}".encode() for i in range(RECORDS)], ["pk"] * RECORDS)
     listener = KinesisLagListener()

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from kinesis_spout.errors import CheckpointError, ConfigError
-from kinesis_spout.spark.lag import QueryLag, parse_latest_offset
 from kinesis_spout.spark.source import KinesisSpoutDataSource
+from kinesis_spout.spark.source.lag import QueryLag, parse_latest_offset
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import wait_until
 

@@ -32,7 +32,7 @@ from kinesis_spout.kinesis.retrieval.factory import polling_getter
 from kinesis_spout.kinesis.shards import drop_range, list_shards
 from kinesis_spout.positions import TRIM_HORIZON
 from kinesis_spout.spark.pipeline.views import ColumnView, TupleView
-from kinesis_spout.spark.schema import records_to_arrow
+from kinesis_spout.spark.shared.schema import records_to_arrow
 from kinesis_spout.spark.source import ExecutorStreamReader, KinesisBatchReader, KinesisSpoutStreamReader
 from kinesis_spout.spark.source.driver_planner import DriverPlanner
 from kinesis_spout.testing.kinesis import KinesisEndpoint

@@ -29,8 +29,8 @@ from kinesis_spout import (
     ZooKeeperCheckpointStore,
 )
 from kinesis_spout.spark import Batch, SpoutPipeline
-from kinesis_spout.spark.batch import failed_message_ids
-from kinesis_spout.spark.batch_store import batch_store_for
+from kinesis_spout.spark.bookkeeping.batch_store import batch_store_for
+from kinesis_spout.spark.pipeline.batch import failed_message_ids
 from kinesis_spout.testing.kinesis import KinesisEndpoint, put_records
 from kinesis_spout.testing.process import wait_until
 from kinesis_spout.testing.spark import quick_start_env

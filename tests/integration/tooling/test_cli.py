@@ -10,7 +10,7 @@ import pytest
 
 from kinesis_spout import Checkpoint, InitialPosition, KinesisSpout, SpoutConfig, ZooKeeperCheckpointStore
 from kinesis_spout.cli import AUTH_ENV, main
-from kinesis_spout.spark.batch_store import batch_store_for
+from kinesis_spout.spark.bookkeeping.batch_store import batch_store_for
 
 
 def base_args(zookeeper: Any, stream: str = "clicks") -> list[str]:

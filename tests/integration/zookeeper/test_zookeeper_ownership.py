@@ -11,7 +11,7 @@ import pytest
 
 from kinesis_spout import SpoutConfig, ZooKeeperCheckpointStore
 from kinesis_spout.checkpoint.memory import MemoryCheckpointStore
-from kinesis_spout.spark.ownership import MemoryOwnership, OwnershipStore, OwnershipTaken, ownership_for
+from kinesis_spout.spark.bookkeeping.ownership import MemoryOwnership, OwnershipStore, OwnershipTaken, ownership_for
 from kinesis_spout.testing.process import in_background, wait_until
 from kinesis_spout.testing.zkproxy import Op, ZooKeeperFaultProxy
 

@@ -226,7 +226,7 @@ def test_close_twice_is_fine_ends_kazoos_threads_and_a_new_start_makes_a_new_ses
 
 def test_a_store_closes_the_session_it_made_and_leaves_a_given_one_open(zookeeper: Any) -> None:
     from kinesis_spout import Checkpoint, ZooKeeperCheckpointStore
-    from kinesis_spout.spark.batch_store import ZooKeeperBatchStore
+    from kinesis_spout.spark.bookkeeping.batch_store import ZooKeeperBatchStore
 
     path = f"{zookeeper.prefix}/app/stream/checkpoints"
     session = ZooKeeperSession(zookeeper.hosts)

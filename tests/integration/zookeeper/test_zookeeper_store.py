@@ -23,7 +23,7 @@ from kinesis_spout import (
     ZooKeeperCheckpointStore,
 )
 from kinesis_spout.checkpoint.zookeeper import ZooKeeperSecurity
-from kinesis_spout.spark.batch_store import ZooKeeperBatchStore
+from kinesis_spout.spark.bookkeeping.batch_store import ZooKeeperBatchStore
 from kinesis_spout.testing.plugin import ZooKeeperHandle
 from kinesis_spout.testing.process import free_port, wait_until
 from kinesis_spout.zookeeper.session import ZooKeeperSession

@@ -21,7 +21,7 @@ from kinesis_spout import (
     SpoutConfig,
     ZooKeeperCheckpointStore,
 )
-from kinesis_spout.spark.batch_store import ZooKeeperBatchStore
+from kinesis_spout.spark.bookkeeping.batch_store import ZooKeeperBatchStore
 from kinesis_spout.testing.kinesis import KinesisEndpoint
 from kinesis_spout.testing.process import in_background, wait_until
 from kinesis_spout.testing.spout import drain

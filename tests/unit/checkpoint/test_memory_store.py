@@ -8,7 +8,7 @@ import pytest
 from kinesis_spout.checkpoint.base import Checkpoint
 from kinesis_spout.checkpoint.memory import MemoryCheckpointStore
 from kinesis_spout.errors import CheckpointConflict, CheckpointError
-from kinesis_spout.spark.batch_store import batch_store_for
+from kinesis_spout.spark.bookkeeping.batch_store import batch_store_for
 
 SEQ = "49590338271490256608559692538361571095921575989136588898"
 

@@ -12,8 +12,8 @@ from kinesis_spout.checkpoint.base import Checkpoint, CheckpointStore, zookeeper
 from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore
 from kinesis_spout.config import SpoutConfig
 from kinesis_spout.errors import ConfigError
-from kinesis_spout.spark.batch_store import MemoryBatchStore, ZooKeeperBatchStore, batch_store_for
-from kinesis_spout.spark.ownership import ZooKeeperOwnership, ownership_for
+from kinesis_spout.spark.bookkeeping.batch_store import MemoryBatchStore, ZooKeeperBatchStore, batch_store_for
+from kinesis_spout.spark.bookkeeping.ownership import ZooKeeperOwnership, ownership_for
 from kinesis_spout.spark.source.checkpoint_writes import CheckpointWriter
 from kinesis_spout.spout.membership import LeaseMembership
 from kinesis_spout.spout.opening import coordination_mode

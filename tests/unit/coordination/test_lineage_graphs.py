@@ -22,7 +22,7 @@ from kinesis_spout.coordination import lineage
 from kinesis_spout.coordination.lineage import ShardStart
 from kinesis_spout.positions import AT_TIMESTAMP_NAME, LATEST, TRIM_HORIZON, Kind, Position, at_timestamp
 from kinesis_spout.records import SequenceKey
-from kinesis_spout.spark.offsets import initial_positions
+from kinesis_spout.spark.source.offsets import initial_positions
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
 NOW = T0 + timedelta(hours=1)  # when the app (spout or query) first starts

@@ -29,7 +29,7 @@ from kinesis_spout.config import (
     ZooKeeperSettings,
 )
 from kinesis_spout.deadletters import LocalDeadLetters
-from kinesis_spout.spark.aliases import ALIASES, resolve_aliases
+from kinesis_spout.spark.source.aliases import ALIASES, resolve_aliases
 
 GROUPS: dict[str, type[Any]] = {"kinesis": KinesisSettings, "reading": ReadingSettings, "tracking": TrackingSettings,
                                 "zk": ZooKeeperSettings, "dead_letters": DeadLetterSettings,
@@ -228,7 +228,7 @@ def test_every_string_option_and_connector_alias_lands_in_its_group_field(tmp_pa
     keys = SpoutConfig.from_options({"streamName": "s", "appName": "a", **static_keys}).kinesis.credentials
     assert keys == AwsCredentials(access_key_id="AKIAEXAMPLE", secret_access_key="secret", session_token="token")
 
-    # the AWS Scala connector's names (spark/aliases.py), each to its group field
+    # the AWS Scala connector's names (spark/source/aliases.py), each to its group field
     aliased: dict[str, tuple[str, str, str, Any]] = {
         "kinesis.streamName": ("orders", "", "stream_name", "orders"),
         "kinesis.region": ("eu-west-1", "kinesis", "region", "eu-west-1"),

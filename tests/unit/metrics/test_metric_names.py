@@ -6,7 +6,7 @@ import math
 
 from kinesis_spout.metrics.names import METRICS, PIPELINE_METRICS, QUERY_METRICS, SHARD_METRICS, SPOUT_METRICS
 from kinesis_spout.metrics.shard import ShardMetrics
-from kinesis_spout.spark.metrics import LATENCY_BUCKETS_S, BatchMetrics, MetricsRecorder
+from kinesis_spout.spark.pipeline.metrics import LATENCY_BUCKETS_S, BatchMetrics, MetricsRecorder
 
 PINNED = {
     "kinesis_spout_shard_owned": ("gauge", ("stream", "app", "shard")),
@@ -75,10 +75,10 @@ def test_every_source_field_exists() -> None:
 
     assert all(isinstance(getattr(KinesisSpout, m.source, None), property) or m.source in
                ("poison_records", "unknown_message_ids") for m in SPOUT_METRICS)
-    from kinesis_spout.spark.metrics import PipelineMetrics
+    from kinesis_spout.spark.pipeline.metrics import PipelineMetrics
 
     assert {m.source for m in PIPELINE_METRICS} <= set(PipelineMetrics.__dataclass_fields__)
-    from kinesis_spout.spark.lag import ShardLag
+    from kinesis_spout.spark.source.lag import ShardLag
 
     assert {m.source for m in QUERY_METRICS} - {"total"} <= set(ShardLag.__dataclass_fields__)
 

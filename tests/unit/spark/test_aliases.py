@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from kinesis_spout import ConfigError, InitialPosition
-from kinesis_spout.spark.aliases import resolve_aliases
-from kinesis_spout.spark.offsets import parse_source_options
+from kinesis_spout.spark.source.aliases import resolve_aliases
+from kinesis_spout.spark.source.offsets import parse_source_options
 
 
 def test_the_connector_options_that_mean_the_same_are_read_under_our_names() -> None:

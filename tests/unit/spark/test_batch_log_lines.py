@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from kinesis_spout.spark.metrics import BatchMetrics
+from kinesis_spout.spark.pipeline.metrics import BatchMetrics
 
 
 def batch(lag_ms: dict[str, int | None], error: str | None = None) -> BatchMetrics:

@@ -10,9 +10,9 @@ import pytest
 
 from kinesis_spout import BatchFailedError, ConfigError, RetryBackoff
 from kinesis_spout.retry import RetryPolicy
-from kinesis_spout.spark.metrics import MetricsRecorder
 from kinesis_spout.spark.pipeline.batch_retry import BatchRetry, batch_retry_policy, summary
 from kinesis_spout.spark.pipeline.loop import RunLoop
+from kinesis_spout.spark.pipeline.metrics import MetricsRecorder
 
 TINY = RetryBackoff(initial_s=0.001, multiplier=1.0, max_s=0.001)
 

@@ -12,8 +12,8 @@ import pytest
 from kinesis_spout import CheckpointError
 from kinesis_spout.positions import TRIM_HORIZON, after
 from kinesis_spout.records import Record, SequenceKey
-from kinesis_spout.spark.batches import PlannedBatch, ShardEnd, abandoned, cut, split_limit, within
-from kinesis_spout.spark.offsets import parse_offset
+from kinesis_spout.spark.source.executor_batches import PlannedBatch, ShardEnd, abandoned, cut, split_limit, within
+from kinesis_spout.spark.source.offsets import parse_offset
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
 START = TRIM_HORIZON

@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 from kinesis_spout.kinesis.retrieval.wire_columns import RecordColumns, to_records
 from kinesis_spout.positions import Position, after_record
 from kinesis_spout.records import records_bytes
-from kinesis_spout.spark.batches import within
-from kinesis_spout.spark.offsets import first_after
-from kinesis_spout.spark.schema import records_to_arrow
+from kinesis_spout.spark.shared.schema import records_to_arrow
 from kinesis_spout.spark.source.batch import between
+from kinesis_spout.spark.source.executor_batches import within
 from kinesis_spout.spark.source.executor_read import within_rows
+from kinesis_spout.spark.source.offsets import first_after
 from kinesis_spout.spark.source.rows import ColumnRows, join_rows, keys_up_to, rows_to_arrow
 
 BASE = 1_764_400_000.0

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from kinesis_spout.spark.lag import ShardLag, latest_offset, parse_latest_offset
-from kinesis_spout.spark.lag_listener import KinesisLagListener
+from kinesis_spout.spark.source.lag import ShardLag, latest_offset, parse_latest_offset
+from kinesis_spout.spark.source.lag_listener import KinesisLagListener
 
 ARRIVED = datetime(2026, 11, 29, 9, 30, tzinfo=timezone.utc)
 SHARDS = [ShardLag("shardId-1", "42", 1500, ARRIVED, 7), ShardLag("shardId-2", "TRIM_HORIZON", None, None, None)]

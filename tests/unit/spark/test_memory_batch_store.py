@@ -7,7 +7,7 @@ import pytest
 
 from kinesis_spout.checkpoint.memory import MemoryCheckpointStore
 from kinesis_spout.errors import CheckpointConflict, CheckpointError
-from kinesis_spout.spark.batch_store import BatchStore, MemoryBatchStore, batch_store_for
+from kinesis_spout.spark.bookkeeping.batch_store import BatchStore, MemoryBatchStore, batch_store_for
 
 
 def test_batch_ends_are_recorded_once_listed_per_batch_and_deleted_below_a_batch() -> None:

@@ -22,7 +22,7 @@ from kinesis_spout.positions import (
     shard_end,
 )
 from kinesis_spout.records import WHOLE, SequenceKey
-from kinesis_spout.spark.offsets import (
+from kinesis_spout.spark.source.offsets import (
     SourceLimits,
     allocate,
     as_checkpoint,
@@ -243,7 +243,7 @@ def test_a_new_query_starts_at_checkpoints_then_children_of_read_parents_then_th
 
 def test_a_query_position_stands_for_the_checkpoint_the_lineage_rule_reads_of_a_parent() -> None:
     from kinesis_spout import Checkpoint
-    from kinesis_spout.spark.offsets import as_checkpoint, lineage_checkpoint
+    from kinesis_spout.spark.source.offsets import as_checkpoint, lineage_checkpoint
 
     when = datetime(2026, 3, 1, 12, tzinfo=timezone.utc)
     ended_at_pin = shard_end(then=at_timestamp(when))
@@ -261,7 +261,7 @@ def test_a_query_position_stands_for_the_checkpoint_the_lineage_rule_reads_of_a_
 
 def test_a_new_query_at_latest_leaves_out_the_closed_shards_and_starts_their_children_at_latest() -> None:
     from kinesis_spout import Checkpoint, SpoutConfig
-    from kinesis_spout.spark.offsets import as_checkpoint, lineage_checkpoint
+    from kinesis_spout.spark.source.offsets import as_checkpoint, lineage_checkpoint
 
     config = SpoutConfig(stream_name="s", app_name="a", initial_position=InitialPosition.LATEST)
     got = encode_offset(initial_positions({"p": (), "a": ("p",), "b": ("p",)}, {}, config, closed={"p"}))
@@ -289,7 +289,7 @@ def test_an_end_keeps_what_it_hands_down_through_the_offset_string_to_zookeeper(
     """What Spark stores (the offset string) and gives back to ``commit`` and to a restarted query must write the
     same ZooKeeper checkpoint as the position it was made from: a never-read end hands LATEST down, an end kept at
     its start time hands that time down, a plain end TRIM_HORIZON."""
-    from kinesis_spout.spark.offsets import as_checkpoint
+    from kinesis_spout.spark.source.offsets import as_checkpoint
 
     assert encode_offset({"p": position}) == {"p": text}
     back = parse_offset(encode_offset({"p": position}))["p"]

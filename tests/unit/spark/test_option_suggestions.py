@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kinesis_spout import ConfigError, SpoutConfig
-from kinesis_spout.spark.offsets import parse_source_options
+from kinesis_spout.spark.source.offsets import parse_source_options
 
 BASE = {"streamName": "s", "appName": "a"}
 

@@ -4,7 +4,7 @@ the same configuration gets the same client; another endpoint or another read ti
 from __future__ import annotations
 
 from kinesis_spout.config import KinesisSettings
-from kinesis_spout.spark.clients import WORKER_CLIENTS, ClientCache
+from kinesis_spout.spark.shared.clients import WORKER_CLIENTS, ClientCache
 from kinesis_spout.spark.source import clients as source_clients
 
 

@@ -8,9 +8,9 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from kinesis_spout import ConfigError
-from kinesis_spout.spark.offsets import parse_source_options
 from kinesis_spout.spark.source import KinesisSpoutDataSource, parse_batch_options
 from kinesis_spout.spark.source.datasource import RefusedStreamReader
+from kinesis_spout.spark.source.offsets import parse_source_options
 
 STREAM = {"streamName": "s", "appName": "a", "zookeeper": "127.0.0.1:2181"}
 

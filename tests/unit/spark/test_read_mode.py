@@ -8,9 +8,9 @@ import pytest
 from pyspark import cloudpickle  # what Spark pickles a registered data source with
 
 from kinesis_spout.errors import ConfigError
-from kinesis_spout.spark.offsets import choose_read_mode, parse_source_options
 from kinesis_spout.spark.source import ExecutorStreamReader, KinesisSpoutDataSource, KinesisSpoutStreamReader
 from kinesis_spout.spark.source.datasource import source_for
+from kinesis_spout.spark.source.offsets import choose_read_mode, parse_source_options
 
 OPTIONS = {"streamName": "s", "appName": "a", "zookeeper": "127.0.0.1:1"}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kinesis_spout.spark.offsets import allocate
+from kinesis_spout.spark.source.offsets import allocate
 from kinesis_spout.spark.source.shares import share_rows
 
 SHARDS = [f"shardId-{i:012d}" for i in range(6)]

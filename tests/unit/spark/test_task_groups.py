@@ -7,7 +7,7 @@ import pytest
 
 from kinesis_spout.errors import CheckpointError
 from kinesis_spout.positions import TRIM_HORIZON, Position, after
-from kinesis_spout.spark.batches import PlannedBatch, ShardEnd, encode_ends, recorded_ends
+from kinesis_spout.spark.source.executor_batches import PlannedBatch, ShardEnd, encode_ends, recorded_ends
 
 
 def planned(shards: int, per_task: int, **more: object) -> PlannedBatch:

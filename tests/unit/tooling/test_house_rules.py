@@ -1,7 +1,10 @@
-"""Two rules of the house's layout, read from the files (no import, no server):
+"""Three rules of the house's layout, read from the files (no import, no server):
 
 - **No library module over 400 lines.** Every ``kinesis_spout/**/*.py`` has at most ``MAX_LINES`` lines (as
   ``wc -l`` counts them); the failure names each longer module and its length. A longer module is split by concept.
+- **No loose module at the root of ``kinesis_spout/spark/``.** Only its ``__init__.py`` (the lazy public names)
+  sits there; every other module lives in the package that owns it (``source/``, ``pipeline/``, ``sink/``,
+  ``bookkeeping/``...). The failure names each loose module.
 - **No test module imported by another module of the tests.** A test module is a ``test_*.py`` file under
   ``tests/``; no module under ``tests/`` (test, support or conftest) imports one, by an absolute import
   (``import tests.a.test_b``, ``from tests.a.test_b import x``, ``from tests.a import test_b``) or a relative one
@@ -21,6 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 #: The most lines a library module may have.
 MAX_LINES = 400
+#: The packages whose root holds no module but ``__init__.py``: their modules live in the subpackage that owns them.
+NO_LOOSE_MODULES = ("kinesis_spout/spark",)
 
 
 def long_modules(root: Path) -> dict[str, int]:
@@ -31,6 +36,13 @@ def long_modules(root: Path) -> dict[str, int]:
         if lines > MAX_LINES:
             found[path.relative_to(root).as_posix()] = lines
     return found
+
+
+def loose_modules(root: Path) -> list[str]:
+    """Each module (``*.py`` but ``__init__.py``) at the root of a package of ``NO_LOOSE_MODULES``, by its path from
+    ``root``."""
+    return sorted(path.relative_to(root).as_posix() for package in NO_LOOSE_MODULES
+                  for path in (root / package).glob("*.py") if path.name != "__init__.py")
 
 
 def _is_test_module(root: Path, dotted: str) -> bool:
@@ -74,6 +86,12 @@ def test_no_library_module_is_over_400_lines() -> None:
     assert found == {}, f"library modules over {MAX_LINES} lines (split each by concept): {found}"
 
 
+def test_no_module_sits_loose_at_the_root_of_the_spark_package() -> None:
+    found = loose_modules(ROOT)
+    assert found == [], ("modules loose at the root of kinesis_spout/spark/ (move each into the package that owns "
+                         f"it: source/, pipeline/, sink/, bookkeeping/... and update its imports): {found}")
+
+
 def test_no_module_of_the_tests_imports_a_test_module() -> None:
     found = imports_of_test_modules(ROOT)
     assert found == [], ("test modules imported by other modules (move what they share into a support module, "
@@ -92,6 +110,13 @@ def test_a_module_over_400_lines_is_named_with_its_length(tmp_path: Path) -> Non
     root = _plant(tmp_path, {"kinesis_spout/__init__.py": "", "kinesis_spout/short.py": "x = 1\n" * MAX_LINES,
                              "kinesis_spout/inner/long.py": "x = 1\n" * (MAX_LINES + 1)})
     assert long_modules(root) == {"kinesis_spout/inner/long.py": MAX_LINES + 1}
+
+
+def test_a_loose_spark_module_is_named_and_a_package_s_modules_are_not(tmp_path: Path) -> None:
+    root = _plant(tmp_path, {"kinesis_spout/spark/__init__.py": "", "kinesis_spout/spark/offsets.py": "",
+                             "kinesis_spout/spark/source/__init__.py": "", "kinesis_spout/spark/source/driver.py": "",
+                             "kinesis_spout/spark/README.md": ""})
+    assert loose_modules(root) == ["kinesis_spout/spark/offsets.py"]
 
 
 def test_every_spelling_of_a_test_module_import_is_found_and_support_modules_are_not(tmp_path: Path) -> None:

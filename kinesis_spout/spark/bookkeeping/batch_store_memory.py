@@ -1,7 +1,8 @@
 """The memory batch store: batch ids, batch ends and heartbeats of executor reads kept in this process.
 
-For tests and for pipelines on a memory checkpoint store (:func:`kinesis_spout.spark.batch_store.batch_store_for`
-picks it); the same calls as :class:`kinesis_spout.spark.batch_store.ZooKeeperBatchStore`.
+For tests and for pipelines on a memory checkpoint store
+(:func:`~kinesis_spout.spark.bookkeeping.batch_store.batch_store_for` picks it); the same calls as
+:class:`~kinesis_spout.spark.bookkeeping.batch_store.ZooKeeperBatchStore`.
 """
 
 from __future__ import annotations

@@ -62,8 +62,8 @@ DEFAULT_RECORDS_PER_PARTITION = 10_000
 #: ZooKeeper node: a caught-up batch costs ZooKeeper about two requests per task, not per shard.
 DEFAULT_SHARDS_PER_TASK = 32
 #: ``readMode``: ``driver`` reads Kinesis on the driver and hands the records to the tasks; ``executors`` plans on
-#: the driver and reads on the executors (:mod:`kinesis_spout.spark.batches`); ``auto`` (the default) picks one by
-#: the Spark master (:func:`choose_read_mode`).
+#: the driver and reads on the executors (:mod:`kinesis_spout.spark.source.executor_batches`); ``auto`` (the
+#: default) picks one by the Spark master (:func:`choose_read_mode`).
 READ_MODES = ("auto", "driver", "executors")
 
 #: SpoutConfig options for per-record ack/fail, which a Structured Streaming source has no use for: a batch is
@@ -119,10 +119,10 @@ def parse_source_options(options: Mapping[str, str]) -> tuple[SpoutConfig, Sourc
     given to :meth:`SpoutConfig.from_options` (the one parser of string options) under their canonical spelling.
     Raises ``ConfigError`` naming the option: a batch read's option (``startingTimestamp``...) or no ``appName`` with
     what a stream read does instead, and ``metricsPort``, which the source does not serve
-    (:mod:`kinesis_spout.spark.batch_options`).
+    (:mod:`kinesis_spout.spark.source.read_kinds`).
     """
-    from kinesis_spout.spark.aliases import resolve_aliases
-    from kinesis_spout.spark.batch_options import metrics_port_problem, stream_read_problem
+    from kinesis_spout.spark.source.aliases import resolve_aliases
+    from kinesis_spout.spark.source.read_kinds import metrics_port_problem, stream_read_problem
 
     options = resolve_aliases(options)
     problem = metrics_port_problem(options) or stream_read_problem(options)
@@ -142,7 +142,7 @@ def parse_source_options(options: Mapping[str, str]) -> tuple[SpoutConfig, Sourc
             limits[name] = _positive_int(name, value)
         else:
             spout_options[name] = value
-    from kinesis_spout.spark.batch_options import BATCH_OPTIONS
+    from kinesis_spout.spark.source.read_kinds import BATCH_OPTIONS
 
     config = SpoutConfig.from_options(spout_options, also_known=(*SOURCE_ONLY_OPTIONS, *BATCH_OPTIONS))
     return config, SourceLimits(limits.get(MAX_RECORDS_PER_TRIGGER), limits.get(MAX_BYTES_PER_TRIGGER), read_mode,

@@ -2,16 +2,16 @@
 
 ::
 
-    from kinesis_spout.spark.lag_listener import KinesisLagListener
+    from kinesis_spout.spark.source.lag_listener import KinesisLagListener
 
     lag = KinesisLagListener()               # one INFO line per progress of each kinesis_spout source
     spark.streams.addListener(lag)
     server = lag.serve_metrics(9109)         # or registry.register(lag.collector()); needs the metrics extra
 
-Each ``StreamingQueryProgress`` carries the source's ``latestOffset`` (:mod:`kinesis_spout.spark.lag`): per shard
+Each ``StreamingQueryProgress`` carries the source's ``latestOffset`` (:mod:`kinesis_spout.spark.source.lag`): per shard
 its last read's MillisBehindLatest, the arrival time of its last record read and the records read and not processed.
 The listener keeps the last one of each query and source (``lags``), logs it (logger
-``kinesis_spout.spark.lag_listener``) and serves it at scrape time as the gauges ``kinesis_spout_query_*``
+``kinesis_spout.spark.source.lag_listener``) and serves it at scrape time as the gauges ``kinesis_spout_query_*``
 (:data:`kinesis_spout.metrics.names.QUERY_METRICS`).
 A query that terminates is forgotten. Spark calls the listener on its listener-bus thread; ``lags`` and scrapes are
 read from any thread (one lock).
@@ -27,7 +27,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 from kinesis_spout.metrics.collector import require_prometheus_client
 from kinesis_spout.metrics.names import QUERY_METRICS
-from kinesis_spout.spark.lag import QueryLag, parse_latest_offset
+from kinesis_spout.spark.source.lag import QueryLag, parse_latest_offset
 
 __all__ = ["KinesisLagListener", "QueryLagCollector"]
 

@@ -2,9 +2,10 @@
 stream read's (``spark.readStream``), and the refusals that name the other kind's way to do the same.
 
 Pure: no Spark, no I/O. Names match case-insensitively (Spark hands a Python data source its options lower-cased)
-and messages name each option as it was given. Who calls: :func:`kinesis_spout.spark.offsets.parse_source_options`
-(every stream read, and the rest of a batch read's options) and the data source's ``schema()``, which Spark runs at
-``load()`` with the same options for both kinds of read, so it tells them apart by :data:`STREAM_SIGNS`.
+and messages name each option as it was given. Who calls:
+:func:`kinesis_spout.spark.source.offsets.parse_source_options` (every stream read, and the rest of a batch read's
+options) and the data source's ``schema()``, which Spark runs at ``load()`` with the same options for both kinds of
+read, so it tells them apart by :data:`STREAM_SIGNS`.
 """
 
 from __future__ import annotations

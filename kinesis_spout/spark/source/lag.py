@@ -12,8 +12,8 @@ shard, the latest position they know and the shard's lag as their last read saw 
 ``lastArrival`` the arrival time of the last record read; ``recordsBehind`` the records read and not yet in a planned
 batch. Each is left out where the reader does not know it (``readMode=executors``: the driver reads no records, its
 tasks say only whether they reached the tip). :func:`latest_offset` makes the dict, :func:`parse_latest_offset`
-reads it back from a progress (as :class:`~kinesis_spout.spark.lag_listener.KinesisLagListener` does). Pure data: no
-pyspark here.
+reads it back from a progress (as :class:`~kinesis_spout.spark.source.lag_listener.KinesisLagListener` does).
+Pure data: no pyspark here.
 """
 
 from __future__ import annotations

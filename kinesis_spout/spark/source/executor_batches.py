@@ -20,7 +20,7 @@ Offset (JSON object)::
      "cutoff": "<ISO-8601>", "idle": [shard id, ...], "shardsPerTask": n}
 
 ``batch`` is -1 in a query's initial offset (nothing planned); positions are those of
-:mod:`kinesis_spout.spark.offsets`; ``maxRecords``/``maxBytes`` are per shard task (absent: no limit);
+:mod:`kinesis_spout.spark.source.offsets`; ``maxRecords``/``maxBytes`` are per shard task (absent: no limit);
 ``cutoff`` is the start of a ``Trigger.AvailableNow`` run (absent otherwise); ``idle`` lists the shards that get no
 task in this batch (each was at its tip and the driver's probe saw nothing new in it: no task, no recorded end, the
 next batch starts it where this one did; absent: none). ``query`` names the query's batch
@@ -49,7 +49,7 @@ from typing import Any, Mapping, Sequence
 from kinesis_spout.errors import CheckpointError
 from kinesis_spout.positions import Position
 from kinesis_spout.records import Record
-from kinesis_spout.spark.offsets import end_after, first_after, in_range
+from kinesis_spout.spark.source.offsets import end_after, first_after, in_range
 
 __all__ = ["PlannedBatch", "ShardEnd", "abandoned", "cut", "encode_ends", "recorded_ends", "split_limit", "within"]
 

@@ -2,7 +2,7 @@
 
 - **Batch ids** (``SpoutPipeline``): ``{prefix}/{app}/{stream}/batch_id`` holds the last batch id taken, as
   decimal text. Ids only increase (compare-and-set), so two pipelines never share one.
-- **Batch ends** (``readMode=executors``, see :mod:`kinesis_spout.spark.batches`):
+- **Batch ends** (``readMode=executors``, see :mod:`kinesis_spout.spark.source.executor_batches`):
   ``{prefix}/{app}/{stream}/batches/{query}/{batch}/{shard_id}`` holds the end an executor task recorded (first
   writer wins); the ``batches/{query}`` node's modification time is the query's heartbeat.
 
@@ -23,7 +23,7 @@ from kinesis_spout.checkpoint.base import ZooKeeperHome, zookeeper_home
 from kinesis_spout.checkpoint.memory import MemoryCheckpointStore
 from kinesis_spout.checkpoint.zookeeper import CAS_ATTEMPTS, TryAgain, compare_and_set, retry_compare_and_set
 from kinesis_spout.errors import CheckpointError
-from kinesis_spout.spark.batch_store_memory import MemoryBatchStore
+from kinesis_spout.spark.bookkeeping.batch_store_memory import MemoryBatchStore
 from kinesis_spout.zookeeper.errors import NodeExistsError, NoNodeError, RolledBackError
 from kinesis_spout.zookeeper.session import ZooKeeperSession
 
