@@ -71,7 +71,7 @@ READ_MODES = ("auto", "driver", "executors")
 UNUSED_BY_SOURCE = frozenset({
     "retryLimit", "retryBackoffInitialS", "retryBackoffMultiplier", "retryBackoffMaxS", "messageTimeoutS",
     "maxInflightRecords", "maxInflightBytes", "prefetchRecords", "prefetchBytes", "readerThreads",
-    "maxEmptyRecordBackoffS", "reliable",
+    "reliable",
     "scheme",
 })
 

@@ -409,3 +409,10 @@ def test_a_batch_ending_inside_an_aggregate_holds_the_user_record_it_ends_at() -
     assert in_range(SequenceKey(42, 3), after("42", 2), inside)
     assert not in_range(SequenceKey(42, 3), inside, after("42", 5))  # consumed by the batch before
     assert in_range(SequenceKey(43, 0), after("42"), after("43", 0))
+
+
+def test_the_idle_backoff_options_pace_both_read_modes_and_are_not_reported_as_unused() -> None:
+    options = {"streamName": "s", "appName": "a", "emptyRecordBackoffS": "0.5", "maxEmptyRecordBackoffS": "4"}
+    config, _ = parse_source_options(options)
+    assert config.reading.max_empty_record_backoff_s == 4.0
+    assert unused_options(options) == []
