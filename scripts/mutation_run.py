@@ -23,6 +23,9 @@ it (move the full round's aside).
 mutmut records that once per test, so a test that reaches a function added or moved since keeps its old record
 (the function's mutants then have "no tests") until it is recorded again: pass it for a test file edited since
 its tests were first recorded. ``MUTATION_DEBUG=1`` shows pytest's output (e.g. which test failed mutmut's stats run).
+``MUTATION_TIMEOUT_MULTIPLIER=N`` (mutmut's default 15) sets mutmut's limit per mutant, (measured test time +
+``timeout_constant``) x N seconds of wall clock (twice that of CPU): on a machine so loaded that a worker at nice 19
+waits minutes for a CPU, the default counts slow survivors as timeouts; a change tests the timeouts again only.
 Run from the project root, in the mutation venv (``make mutation`` does both).
 
 mutmut copies the package into ``mutants/`` once and rewrites only the mutated modules when they change (it copies
@@ -468,6 +471,8 @@ def main() -> None:
         # the survivors now get a first pass again: the next second pass must test all of them again too
         SECOND_PASS.unlink(missing_ok=True)
 
+    if os.environ.get("MUTATION_TIMEOUT_MULTIPLIER"):  # a wall-clock limit to match a loaded machine's waits
+        config().timeout_multiplier = float(os.environ["MUTATION_TIMEOUT_MULTIPLIER"])
     if os.environ.get("MUTATION_DEBUG"):  # pytest's output shown, e.g. to see which test failed the stats run
         config().debug = True
     collect = mutmut_main.collect_or_load_stats
