@@ -16,11 +16,16 @@ and mutant names]``.
 ``--retest-survivors`` tests every surviving and untested mutant again (after tests were added),
 ``MUTATION_ONLY=PREFIX`` (e.g. ``kinesis_spout/tracking/``) mutates only the modules of ``only_mutate`` whose path
 starts with it; when the unit tests alone test all of them, mutmut records the calls of ``tests/unit`` only (no server
-starts): a partial round in minutes. Use a ``mutants/`` of its own for it (move the full round's aside).
+starts), or of the modules' own test files when each names its own (``own_test_files``), and no test has a wall-clock
+limit (a loop meets mutmut's own): a partial round in minutes on a quiet machine. Use a ``mutants/`` of its own for
+it (move the full round's aside).
 ``--restat GLOB`` (repeatable) records again which functions the tests matching GLOB (fnmatch on node ids) call:
 mutmut records that once per test, so a test that reaches a function added or moved since keeps its old record
 (the function's mutants then have "no tests") until it is recorded again: pass it for a test file edited since
 its tests were first recorded. ``MUTATION_DEBUG=1`` shows pytest's output (e.g. which test failed mutmut's stats run).
+``MUTATION_TIMEOUT_MULTIPLIER=N`` (mutmut's default 15) sets mutmut's limit per mutant, (measured test time +
+``timeout_constant``) x N seconds of wall clock (twice that of CPU): on a machine so loaded that a worker at nice 19
+waits minutes for a CPU, the default counts slow survivors as timeouts; a change tests the timeouts again only.
 Run from the project root, in the mutation venv (``make mutation`` does both).
 
 mutmut copies the package into ``mutants/`` once and rewrites only the mutated modules when they change (it copies
@@ -281,6 +286,21 @@ def unit_tested(module: str) -> bool:
     return bool(patterns) and all(p.startswith("tests/unit/") for p in patterns or ())
 
 
+def own_test_files(mutated: frozenset[str]) -> list[str]:
+    """The test files that the patterns of the modules ``mutated`` (paths) name, when every one of those patterns
+    names files (``tests/unit/core/test_spans*.py::*``), else []. A partial round records only their calls: ``narrow``
+    would keep no other test for a function they reach, and the rest of the unit tests takes most of the stats run
+    (mutmut traces every call of every test)."""
+    files: set[str] = set()
+    for path in mutated:
+        for pattern in patterns_for(path.removesuffix(".py").replace("/", ".")) or ["*"]:
+            glob = pattern.split("::")[0]
+            if "::" not in pattern or "/" not in glob.rstrip("*") or glob.endswith("/*"):
+                return []
+            files |= {p.as_posix() for p in Path().glob(glob)}
+    return sorted(files)
+
+
 def patterns_for(module: str) -> list[str] | None:
     """The patterns of ``TESTS_BY_MODULE`` for ``module`` (see ``listed_as``), None when it has none."""
     listed = listed_as(module)
@@ -423,8 +443,15 @@ def main() -> None:
         config().only_mutate = sorted(mutated)
         unit_only_run = all(unit_tested(path.removesuffix(".py").replace("/", ".")) for path in mutated)
         if unit_only_run:
-            # the unit tests of the library (tests/unit/tooling tests the project's scripts and pages)
-            config().pytest_add_cli_args_test_selection = ["tests/unit", "--ignore=tests/unit/tooling"]
+            # the modules' own test files when each lists files of its own, else the unit tests of the library
+            # (tests/unit/tooling tests the project's scripts and pages)
+            config().pytest_add_cli_args_test_selection = own_test_files(mutated) or [
+                "tests/unit", "--ignore=tests/unit/tooling"]
+            # no per-test wall-clock limit: a pure test waits on nothing, and on a loaded machine a worker at the
+            # lowest priority can wait longer than it for a CPU, which would count its mutant killed; a mutant that
+            # loops meets mutmut's own limits instead (a timeout)
+            config().pytest_add_cli_args = [arg for arg in config().pytest_add_cli_args
+                                            if not arg.startswith("--timeout")]
         print(f"MUTATION_ONLY={only}: mutating {len(mutated)} modules"
               + (", recording the unit tests' calls only" if unit_only_run else ""))
     copied = refresh_copies(mutated=mutated) + sum(refresh_copies(Path(folder)) for folder in ALSO_COPY)
@@ -444,6 +471,8 @@ def main() -> None:
         # the survivors now get a first pass again: the next second pass must test all of them again too
         SECOND_PASS.unlink(missing_ok=True)
 
+    if os.environ.get("MUTATION_TIMEOUT_MULTIPLIER"):  # a wall-clock limit to match a loaded machine's waits
+        config().timeout_multiplier = float(os.environ["MUTATION_TIMEOUT_MULTIPLIER"])
     if os.environ.get("MUTATION_DEBUG"):  # pytest's output shown, e.g. to see which test failed the stats run
         config().debug = True
     collect = mutmut_main.collect_or_load_stats

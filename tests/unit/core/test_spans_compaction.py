@@ -115,3 +115,63 @@ def test_spans_acked_whole_but_a_few_records_are_compacted(monkeypatch: pytest.M
     first = keys.index(held[0][0])
     assert tr.checkpoint == (keys[first - 1] if first else None)
     assert tr.ack_many([key for keep in held for key in keep]) == 60 and tr.checkpoint == keys[-1]
+
+
+
+def _spans_with_gaps(tr: SpanTracker, c_len: int, c_pending: list[int]) -> list[int]:
+    """Spans A (100..104: 101 failed and waiting, 103 pending) and B (200..207: 201, 203, 205 pending), emitted whole;
+    100 and 102 acked (the first look at the spans' size, which finds nothing to compact, at the 2nd record done with
+    a slack of 1); then C (``c_len`` keys from 300, the offsets ``c_pending`` pending) emitted whole and every other
+    record done one at a time: A's and B's, a record of C failed then acked, the rest of C's. Returns the records
+    done, in order."""
+    a, b, c = list(range(100, 105)), list(range(200, 208)), list(range(300, 300 + c_len))
+    assert tr.emit_span(a, 0.0) is not None and tr.emit_span(b, 0.0) is not None
+    assert tr.fail(101, 0.0) is FailOutcome.RETRY
+    done = [100, 102]
+    for key in done:
+        assert tr.ack(key)
+    assert tr.emit_span(c, 0.0) is not None
+    rest = [k for k in c if k - 300 not in c_pending]
+    assert tr.fail(rest[0], 0.0) is FailOutcome.RETRY  # done through its ack after a failure
+    for key in [104, 200, 202, 204, 206, 207, *rest]:
+        assert tr.ack(key)
+        done.append(key)
+    return done
+
+
+def test_compaction_is_decided_every_17_done_records_span_by_span_at_twice_its_pending_plus_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a slack of 1 key, the spans' size is first looked at the 2nd record done, then 17 records later (16 at
+    least between looks): at the 19th, 6 records pending, the 25 keys held exceed 3 x 6 + 1, so each span holding
+    more than twice its pending records plus one is compacted to its pending records and their predecessors: B (8
+    keys, 3 pending) to 6, C (12 keys, its first pending) to 1; A (5 keys, 2 pending, one of them failed) stays."""
+    monkeypatch.setattr(span_mod, "COMPACT_SLACK", 1)
+    tr = SpanTracker("shardId-000000000000", backoff=RetryBackoff(1.0, 1.0, 1.0))
+    done = _spans_with_gaps(tr, 12, [0])
+    assert len(done) == 19 and tr.inflight_count == 6
+    assert tr.retained_count == 5 + 6 + 1
+    assert tr.checkpoint == SequenceKey(0, 100)  # 101 still pending: compaction moves no checkpoint
+
+
+def test_spans_holding_exactly_the_compaction_bound_are_not_compacted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At the 19th record done (slack 1) the spans hold 28 keys for 9 pending records: 3 x 9 + 1, not more, so
+    nothing is compacted (not even C, which holds far more than its pending records)."""
+    monkeypatch.setattr(span_mod, "COMPACT_SLACK", 1)
+    tr = SpanTracker("shardId-000000000000", backoff=RetryBackoff(1.0, 1.0, 1.0))
+    done = _spans_with_gaps(tr, 15, [0, 5, 10, 14])
+    assert len(done) == 19 and tr.inflight_count == 9
+    assert tr.retained_count == 5 + 8 + 15
+
+
+def test_a_span_acked_down_to_exactly_the_records_left_before_the_next_look_is_not_compacted_yet(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """After the first look (the 2nd record done, slack 1) 16 more records may be done before the next: a span acked
+    whole but its last two, 16 records, is left as it is; the next record done looks, and compacts it to its two
+    pending records and the one before them."""
+    monkeypatch.setattr(span_mod, "COMPACT_SLACK", 1)
+    tr = SpanTracker("shardId-000000000000")
+    span = tr.emit_span(list(range(100, 121)), 0.0)
+    assert span is not None and tr.ack(100) and tr.ack(101)
+    assert tr.ack_span(span, exclude=[118, 119, 120]) == 16
+    assert tr.retained_count == 21
+    assert tr.ack(118) and tr.retained_count == 3
