@@ -248,8 +248,12 @@ def plot(curve: dict[str, Any], out: Path) -> None:
         ax.set_xlabel("shards")
         ax.set_ylabel(form.unit or "per batch")
         ax.set_title(form.label, fontsize=9)
+        ax.set_ylim(bottom=0)
         ax.legend(fontsize=7)
-    fig.suptitle("Spark executor reads at scale (readMode=executors, 3-node cluster on 2 cores)")
+    fig.suptitle("Spark executor reads at scale (readMode=executors, 3-node cluster on 2 cores)\n"
+                 "dashed: the model at each measured point's own load; square: on paper at "
+                 f"{paper['shards']:,.0f} shards, {stated['batches_per_s']:g} batch/s, one shard in "
+                 f"{1 / stated['busy_share']:g} busy, {stated['records_per_s']:,.0f} records/s", fontsize=10)
     fig.tight_layout()
     fig.savefig(out, dpi=90)
     plt.close(fig)
@@ -279,6 +283,8 @@ def build(sources: list[Path], out: Path, command: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.scale.spark_curve [--out PATH]``: the curve from the committed runs; exit code 1 (and
+    what to run) when one of them is missing."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=RESULTS / "scale-spark-curve.md", help="the report's path")
     args = parser.parse_args(argv)
