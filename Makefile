@@ -116,11 +116,13 @@ scale: setup
 
 # The curve, on demand: the scale run at 16, 64 and 256 shards (one worker per 64 shards, at least 2, a quarter
 # killed), the 1,024-shard point reused from scale.json, a model fitted to them and carried to 10,000 shards.
-# Results: benchmarks/results/scale-curve.md, .json and .png (matplotlib: the benchmarks' own venv).
+# Results: benchmarks/results/scale-curve.md, .json and .png (matplotlib: the benchmarks' own venv). Then the Spark
+# curve, from the committed Spark runs (scale-spark*.json, no Spark run): scale-spark-curve.md, .json and .png.
 CURVE_ARGS ?= --curve 16,64,256 --rest 10 --phase-timeout 300
 scale-curve: setup
 	@benchmarks/setup.sh
 	benchmarks/.venv/bin/python -m benchmarks.scale $(CURVE_ARGS)
+	benchmarks/.venv/bin/python -m benchmarks.scale.spark_curve
 
 # Mutation testing of the modules where a mistake loses data, on demand (not part of `make test`): its own venv
 # (.venv-mutation), mutmut at nice 19 with MUTATION_JOBS workers; prints the score per module and the survivors.
