@@ -109,10 +109,15 @@ soak: setup
 # each on a node of its own), readMode=executors against driver reads (backlog and caught up), readMode=auto, a
 # worker node cut during a batch counted exactly once. Results: benchmarks/results/scale-spark.md (and .json).
 # 256 shards by default; SCALE_SPARK_ARGS="--shards 256,1024" adds the 1,024-shard size, --quick is 16 shards.
+# Last, the plots (matplotlib: the benchmarks' own venv): the lease workers' curve from its committed points and the
+# Spark curve with this run's Spark figures (scale-curve.png, scale-spark-curve.png and their reports).
 SCALE_SPARK_ARGS ?= --shards 256
 scale: setup
 	$(PY) -m benchmarks.scale $(SCALE_ARGS)
 	$(PY) -m benchmarks.scale.spark $(SCALE_SPARK_ARGS)
+	@benchmarks/setup.sh
+	benchmarks/.venv/bin/python -m benchmarks.scale --curve-report
+	benchmarks/.venv/bin/python -m benchmarks.scale.spark_curve
 
 # The curve, on demand: the scale run at 16, 64 and 256 shards (one worker per 64 shards, at least 2, a quarter
 # killed), the 1,024-shard point reused from scale.json, a model fitted to them and carried to 10,000 shards.
