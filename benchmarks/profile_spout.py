@@ -1,5 +1,5 @@
 """Where a spout read spends its CPU, by thread: ``python -m benchmarks.profile_spout [--single] [--plain]
-[--freeze] [--kpl] [--batch-acks] [--columns]``.
+[--freeze] [--kpl] [--batch-acks] [--columns] [--flat-out] [--interval=S]``.
 
 A 4-shard kinesalite stream of 40,000 records of 100 B is read from TRIM_HORIZON by a KinesisSpout with checkpoints
 in a private ZooKeeper; the consumer takes batches of 1,000 and acks them with ``ack_many`` (``--single``: one
@@ -8,7 +8,9 @@ reader pool's threads; the report gives each side's profiled CPU per record and 
 Profiling multiplies the costs: compare the sides, not the absolute figures with the read benchmark's.
 ``--kpl`` puts the same number of user records as KPL aggregates of 100 (this project's encoder, each aggregate to
 its own shard); ``--batch-acks`` acks each batch whole (``batch.ack()``); ``--columns`` takes columnar batches
-(``next_columns()``), builds each one's Arrow batch and acks it whole.
+(``next_columns()``), builds each one's Arrow batch and acks it whole. ``--flat-out`` is the checkpoint benchmark's
+flat-out consumer (:mod:`benchmarks.bench_checkpoint`): batches of 50, a 2 ms sink (a sleep) before each batch's
+acks, one ``ack`` per record; ``--interval=S`` sets ``checkpoint_interval_s`` (default: the setting's default).
 ``--plain`` runs without the profilers: the process CPU per record as the read benchmark sees it, the consumer
 thread's share of it (next_batch, the acks: what the spout adds to a read), and the garbage collector's share.
 The profiled report also sums the consumer's CPU by group of functions (:data:`GROUPS`: taking records, emitting
@@ -31,6 +33,8 @@ import sys
 import time
 from typing import Any
 
+from benchmarks.bench_checkpoint import BATCH as FLAT_OUT_BATCH
+from benchmarks.bench_checkpoint import SINK_S as FLAT_OUT_SINK_S
 from benchmarks.machine import relative_paths
 from kinesis_spout import InitialPosition, KinesisSpout, SpoutConfig, ZooKeeperCheckpointStore
 from kinesis_spout.kinesis.client import make_client
@@ -107,7 +111,7 @@ def _aggregates(count: int) -> tuple[list[bytes], list[str]]:
 
 
 def main(single: bool, plain: bool = False, freeze: bool = False, kpl: bool = False, batch_acks: bool = False,
-         columns: bool = False) -> None:
+         columns: bool = False, flat_out: bool = False, interval_s: float | None = None) -> None:
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "test")  # emulators take any credentials
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "test")
     profiles: list[tuple[str, cProfile.Profile]] = []
@@ -140,7 +144,9 @@ def main(single: bool, plain: bool = False, freeze: bool = False, kpl: bool = Fa
         else:
             put_records(client, "profile", [os.urandom(100) for _ in range(RECORDS)])
         config = SpoutConfig(stream_name="profile", app_name="profile", endpoint_url=kinesis.endpoint_url,
-                             region="us-east-1", zookeeper=zk.hosts, initial_position=InitialPosition.TRIM_HORIZON)
+                             region="us-east-1", zookeeper=zk.hosts, initial_position=InitialPosition.TRIM_HORIZON,
+                             **({} if interval_s is None else {"checkpoint_interval_s": interval_s}))
+        take = FLAT_OUT_BATCH if flat_out else 1000
         spout = KinesisSpout(config, ZooKeeperCheckpointStore.from_config(config),
                              client=make_client("us-east-1", kinesis.endpoint_url))
         consumer = cProfile.Profile(time.thread_time)
@@ -167,11 +173,13 @@ def main(single: bool, plain: bool = False, freeze: bool = False, kpl: bool = Fa
                 ack_cpu += time.thread_time() - acked_at
                 count += len(taken)
                 continue
-            batch = spout.next_batch(max_records=1000, timeout_s=0.5)
+            batch = spout.next_batch(max_records=take, timeout_s=0.5)
+            if flat_out and batch:
+                time.sleep(FLAT_OUT_SINK_S)
             acked_at = time.thread_time()
             if batch_acks:
                 batch.ack()
-            elif single:
+            elif single or flat_out:
                 for tup in batch:
                     spout.ack(tup.message_id)
             else:
@@ -183,8 +191,8 @@ def main(single: bool, plain: bool = False, freeze: bool = False, kpl: bool = Fa
         cpu = time.process_time() - cpu
         gc.callbacks.remove(gc_clock)
         spout.close()
-    how = "columnar batches, ack()" if columns else "batch.ack()" if batch_acks else "one by one" if single else \
-        "with ack_many"
+    how = ("columnar batches, ack()" if columns else "one by one, flat out" if flat_out else "batch.ack()"
+           if batch_acks else "one by one" if single else "with ack_many")
     print(f"{RECORDS:,} {'user records in aggregates' if kpl else 'records'}, acks {how}: process CPU "
           f"{cpu / RECORDS * 1e6:.1f} µs per record{'' if plain else ' (profiled)'}")
     print(f"consumer thread: {consumer_cpu / RECORDS * 1e6:.1f} µs per record{'' if plain else ' (profiled)'}, of "
@@ -209,5 +217,6 @@ def main(single: bool, plain: bool = False, freeze: bool = False, kpl: bool = Fa
 
 if __name__ == "__main__":
     flags = sys.argv[1:]
+    intervals = [float(flag.split("=", 1)[1]) for flag in flags if flag.startswith("--interval=")]
     main("--single" in flags, "--plain" in flags, "--freeze" in flags, "--kpl" in flags, "--batch-acks" in flags,
-         "--columns" in flags)
+         "--columns" in flags, "--flat-out" in flags, intervals[-1] if intervals else None)
