@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kinesis_spout import lazy_names
+
 if TYPE_CHECKING:  # the names below, for type checkers and IDEs; at run time they are loaded on first use
     from kinesis_spout.checkpoint import Checkpoint, CheckpointStore, MemoryCheckpointStore
     from kinesis_spout.checkpoint.zookeeper import ZooKeeperCheckpointStore, ZooKeeperSecurity
@@ -122,26 +124,18 @@ def _version() -> str:
 
 
 def __getattr__(name: str) -> Any:
-    """A public name, imported from its module on first use and kept in the package's namespace (later uses do not
-    come here); ``__version__`` is read on first use too (``importlib.metadata`` costs tens of milliseconds). Called
-    by Python for a name the package does not hold yet (PEP 562). Threads that ask for one name at once all store the
-    same object (the import system imports a module once), so the namespace needs no lock of its own."""
+    """A public name, imported from its module on first use and kept in the package's namespace
+    (:func:`kinesis_spout.lazy_names.load`); ``__version__`` is read on first use too (``importlib.metadata`` costs
+    tens of milliseconds). Called by Python for a name the package does not hold yet (PEP 562)."""
     if name == "__version__":
         version = globals()["__version__"] = _version()
         return version
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'kinesis_spout' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    return lazy_names.load(globals(), _WHERE, name)
 
 
 def __dir__() -> list[str]:
     """The package's names and its public names not loaded yet, for ``dir(kinesis_spout)`` and completion."""
-    return sorted(set(globals()) | set(_WHERE))
+    return lazy_names.names(globals(), _WHERE)
 
 __all__ = [
     "AwsCredentials",

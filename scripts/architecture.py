@@ -92,6 +92,7 @@ HOLDS: dict[str, str] = {
     "config/": "`SpoutConfig`, its groups of settings, option names and parsing, credentials",
     "retry.py": "pure: the retry policy (delays, cap, jitter, attempts, deadline), `call()` and a `Backoff` for loops",
     "schemes.py": "record schemes (bytes to values)",
+    "lazy_names.py": "pure: a package's public names loaded on first use (the packages' `__getattr__` and `__dir__`)",
 }
 
 BEGIN = "<!-- BEGIN GENERATED: {name} (scripts/architecture.py --write renders it from pyproject.toml and the code) -->"

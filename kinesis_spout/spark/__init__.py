@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kinesis_spout import lazy_names
+
 if TYPE_CHECKING:
     from kinesis_spout.spark.pipeline import SpoutPipeline, TransactionalBatch
     from kinesis_spout.spark.pipeline.batch import Batch
@@ -36,9 +38,11 @@ _WHERE = {
 
 
 def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'kinesis_spout.spark' has no attribute {name!r}")
-    import importlib
+    """A public name, imported from its module on first use and kept in the package's namespace
+    (:func:`kinesis_spout.lazy_names.load`). Called by Python for a name the package does not hold yet (PEP 562)."""
+    return lazy_names.load(globals(), _WHERE, name)
 
-    return getattr(importlib.import_module(module), name)
+
+def __dir__() -> list[str]:
+    """The package's names and its public names not loaded yet, for ``dir()`` and completion."""
+    return lazy_names.names(globals(), _WHERE)

@@ -16,6 +16,8 @@ per shard (:mod:`kinesis_spout.testing.checkpoints`).
 
 from typing import TYPE_CHECKING, Any
 
+from kinesis_spout import lazy_names
+
 if TYPE_CHECKING:  # the names below, for type checkers and IDEs; at run time they are loaded on first use
     from kinesis_spout.testing.checkpoints import SHARD_END, StoredCheckpoint, stored_checkpoints
     from kinesis_spout.testing.crash import CrashPoint, CrashRun, kill_at
@@ -51,21 +53,14 @@ _WHERE: dict[str, str] = {
 
 
 def __getattr__(name: str) -> Any:
-    """A public name, imported from its module on first use and kept in the package's namespace. Called by Python
-    for a name the package does not hold yet (PEP 562)."""
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'kinesis_spout.testing' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    """A public name, imported from its module on first use and kept in the package's namespace
+    (:func:`kinesis_spout.lazy_names.load`). Called by Python for a name the package does not hold yet (PEP 562)."""
+    return lazy_names.load(globals(), _WHERE, name)
 
 
 def __dir__() -> list[str]:
-    """The package's names and its public names not loaded yet."""
-    return sorted(set(globals()) | set(_WHERE))
+    """The package's names and its public names not loaded yet, for ``dir()`` and completion."""
+    return lazy_names.names(globals(), _WHERE)
 
 
 __all__ = [

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kinesis_spout import lazy_names
+
 if TYPE_CHECKING:
     from kinesis_spout.spark.source.batch import KinesisBatchReader, ShardSpan, parse_batch_options
     from kinesis_spout.spark.source.clients import WORKER_CLIENTS, ClientCache
@@ -95,19 +97,11 @@ _WHERE: dict[str, str] = {
 
 
 def __getattr__(name: str) -> Any:
-    """A public name, imported from its module on first use and kept in the package's namespace (later uses do not
-    come here). Called by Python for a name the package does not hold yet (PEP 562); a submodule not imported yet is
-    not a name here (``from kinesis_spout.spark.source import clients`` imports it as usual)."""
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'kinesis_spout.spark.source' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    """A public name, imported from its module on first use and kept in the package's namespace
+    (:func:`kinesis_spout.lazy_names.load`). Called by Python for a name the package does not hold yet (PEP 562)."""
+    return lazy_names.load(globals(), _WHERE, name)
 
 
 def __dir__() -> list[str]:
     """The package's names and its public names not loaded yet, for ``dir()`` and completion."""
-    return sorted(set(globals()) | set(_WHERE))
+    return lazy_names.names(globals(), _WHERE)
