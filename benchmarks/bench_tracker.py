@@ -54,6 +54,7 @@ import sys
 import time
 import tracemalloc
 from array import array
+from collections.abc import Callable
 from typing import Any
 
 from benchmarks.context import BenchContext
@@ -270,10 +271,8 @@ def bytes_per_inflight(inflight: int, shards: int, with_acks: bool = True, seed:
         keys = [(shard, seq * RANK_BASE) for shard, seq in sequence_numbers(emitted, shards)]
         to_ack = random.Random(seed).sample(keys, acked)
         payload = object()
-        gc.collect()
-        tracemalloc.start()
-        try:
-            before = tracemalloc.get_traced_memory()[0]
+
+        def fill() -> list[Any]:
             trackers = [kind(shard_id(i)) for i in range(shards)]
             emit = [t.emit for t in trackers]
             start = 1_000.0
@@ -290,13 +289,9 @@ def bytes_per_inflight(inflight: int, shards: int, with_acks: bool = True, seed:
                     emit[shard](key, start + i * 1e-6, payload, 100)
             for shard, key in to_ack:
                 trackers[shard].ack(key)
-            gc.collect()
-            held = tracemalloc.get_traced_memory()[0] - before
-        finally:
-            tracemalloc.stop()
-        if sum(t.inflight_count for t in trackers) != inflight:
-            raise AssertionError("tracker memory benchmark: wrong number of records in flight")
-        return held / inflight
+            return trackers
+
+        return held_per_inflight(fill, inflight)
 
     out = [measure(inflight, 0)]
     if with_acks:
@@ -343,10 +338,7 @@ def columnar_bytes_per_inflight(inflight: int, shards: int, by_ends: bool) -> fl
             n = len(seqs)
             pieces.append((shard, RecordColumns(shard_id(shard), seqs, None, ["key"] * n, [payload] * n,
                                                 [1.7e9] * n, True, None)))
-    gc.collect()
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
+    def fill() -> list[Any]:
         trackers = [SpanTracker(shard_id(i)) for i in range(shards)]
         for shard, cols in pieces:
             n = len(cols)
@@ -359,6 +351,19 @@ def columnar_bytes_per_inflight(inflight: int, shards: int, by_ends: bool) -> fl
             else:
                 ranks = ranks_of(cols)
                 trackers[shard].emit_span(ranks, 1_000.0, [RowSource(cols, ranks)] * n, _sizes(cols))
+        return trackers
+
+    return held_per_inflight(fill, inflight)
+
+
+def held_per_inflight(fill: Callable[[], list[Any]], inflight: int) -> float:
+    """Bytes per in-flight record that the trackers ``fill()`` makes and fills hold, measured by tracemalloc from
+    before they are made (after a full collection) to after (another); raises if they do not hold ``inflight``."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        trackers = fill()
         gc.collect()
         held = tracemalloc.get_traced_memory()[0] - before
     finally:
