@@ -18,12 +18,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Sequence, cast
+from typing import cast
 
-from kinesis_spout.positions import Position, after_record
-from kinesis_spout.records import Record, SequenceKey
+from kinesis_spout.positions import Position
+from kinesis_spout.records import Record
 from kinesis_spout.spark.source.driver_planner import DriverPlanner, ShardCursor
-from kinesis_spout.spark.source.lag import ShardLag
 from kinesis_spout.spark.source.rows import ColumnGetter, ColumnRows, column_getter
 
 __all__ = ["ColumnCursor", "ColumnDriverPlanner"]
@@ -59,16 +58,3 @@ class ColumnDriverPlanner(DriverPlanner):
         if isinstance(getter, ColumnGetter):
             made = self._cursors[shard_id] = ColumnCursor(shard_id, position, getter, idle=made.idle)
         return made
-
-    def lags(self) -> list[ShardLag]:
-        """The planner's lags, the last pending key read off the columns (no record made per pending record)."""
-        out = []
-        for c in self._cursors.values():
-            pending = c.pending[:]  # one view: a read-ahead may extend the cursor's rows meanwhile
-            position = after_record(_last_key(pending), True).encode() if pending else c.position.encode()
-            out.append(ShardLag(c.shard_id, position, c.millis_behind_latest, c.last_arrival, len(pending)))
-        return out
-
-
-def _last_key(rows: Sequence[Record]) -> SequenceKey:
-    return rows.key(-1) if isinstance(rows, ColumnRows) else rows[-1].key

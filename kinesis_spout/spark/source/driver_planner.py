@@ -33,6 +33,7 @@ from kinesis_spout.spark.source.offsets import (
     waiting_for_parents,
 )
 from kinesis_spout.spark.source.planning import QueryPlanning
+from kinesis_spout.spark.source.rows import key_at
 from kinesis_spout.spark.source.shard_reads import MAX_RETRIES, skip_consumed
 from kinesis_spout.spark.source.shares import share_rows
 
@@ -176,8 +177,8 @@ class DriverPlanner:
         its figures are those of the reply before)."""
         out = []
         for c in self._cursors.values():
-            pending = list(c.pending)
-            position = after_record(pending[-1].key, True).encode() if pending else c.position.encode()
+            pending = c.pending[:]  # one view: a read-ahead may extend the cursor's rows meanwhile
+            position = after_record(key_at(pending, -1), True).encode() if pending else c.position.encode()
             out.append(ShardLag(c.shard_id, position, c.millis_behind_latest, c.last_arrival, len(pending)))
         return out
 
