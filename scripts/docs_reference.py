@@ -112,6 +112,9 @@ MEANINGS: dict[str, str] = {
                     "`static` (by `task_index`/`task_count`) or `leases` (workers share the shards through "
                     "ZooKeeper leases)",
     "worker_id": "recorded as the owner of checkpoints and leases; unique per live worker",
+    "lease_settle_s": "leases: a worker that just joined takes at most 16 leases until the live workers have not "
+                      "changed for this long (at most 10 s after it joined), so workers started together take their "
+                      "own shares instead of moving them after; 0 takes its share at once",
     "retrieval": "`polling`: GetRecords, shared by every app reading the stream (5 calls, 2 MiB/s per shard); "
                  "`fanout`: enhanced fan-out, records pushed to this app's own stream consumer over "
                  "SubscribeToShard (2 MiB/s per shard of its own, billed per consumer-shard hour and GB; on Spark "

@@ -37,6 +37,7 @@ class LeaseRunSize:
     put_every_s: float
     rest_s: float
     phase_timeout_s: float
+    stagger_s: float = 0.0  # seconds between two workers' launches in the balance phase (0: all at once)
 
 
 def _timed(predicate: Callable[[], bool], since: float, timeout_s: float) -> float | None:
@@ -59,7 +60,9 @@ def _balance(cluster: ScaleCluster, watch: LeaseWatch, size: LeaseRunSize, log: 
     names = {f"w{i + 1}" for i in range(size.workers)}
     cluster.make_nodes(sorted(names))
     t0 = time.monotonic()
-    for name in sorted(names, key=lambda n: int(n[1:])):
+    for i, name in enumerate(sorted(names, key=lambda n: int(n[1:]))):
+        if i and size.stagger_s:
+            time.sleep(size.stagger_s)
         cluster.start_worker(name)
     started_s = round(time.monotonic() - t0, 2)
     owned = _timed(lambda: watch.owned_by(names, size.shards), t0, size.phase_timeout_s)
@@ -72,8 +75,10 @@ def _balance(cluster: ScaleCluster, watch: LeaseWatch, size: LeaseRunSize, log: 
            "all_registered_s": watch.last("join", t0, names),
            "first_lease_s": watch.first("first-take", t0), "all_owned_s": owned, "balanced_s": balanced,
            "even_s": even, "moves_until_balanced": moves_at_balanced, "moves_until_even": moves,
-           "moves_per_shard": round(moves / size.shards, 3), "fair_share_limit": size.shards // size.workers + 1}
-    log(f"balance: owned {owned} s, balanced {balanced} s, even {even} s, {moves} moves")
+           "moves_per_shard": round(moves / size.shards, 3), "fair_share_limit": size.shards // size.workers + 1,
+           "peak_held": watch.peak_held}
+    log(f"balance: owned {owned} s, balanced {balanced} s, even {even} s, {moves} moves, at most {watch.peak_held} "
+        f"leases held by one worker")
     return out
 
 

@@ -38,6 +38,8 @@ a worker other than the last owner (``take``)."""
         self.workers: set[str] = set()
         self.events: list[tuple[float, str, str]] = []
         self._watched: set[str] = set()
+        self._held: Counter[str] = Counter()  # leases each worker holds now
+        self.peak_held = 0  # the most leases one worker held at once
 
     def start(self) -> "LeaseWatch":
         from kazoo.recipe.watchers import ChildrenWatch
@@ -64,18 +66,23 @@ a worker other than the last owner (``take``)."""
         return changed
 
     def _on_lease(self, shard: str, data: bytes | None) -> None:
-        if data is None:
-            with self.lock:
-                self.owners.pop(shard, None)
-            return
-        try:
-            owner = json.loads(data.decode())["owner"]
-        except (ValueError, KeyError, UnicodeDecodeError):
-            return
+        owner: str | None = None
+        if data is not None:
+            try:
+                owner = json.loads(data.decode())["owner"]
+            except (ValueError, KeyError, UnicodeDecodeError):
+                return
         with self.lock:
+            was = self.owners.pop(shard, None) if data is None else self.owners.get(shard)
+            if was is not None:
+                self._held[was] -= 1
+            if data is None:
+                return
             self.owners[shard] = owner
             if owner is None:
                 return
+            self._held[owner] += 1
+            self.peak_held = max(self.peak_held, self._held[owner])
             previous = self.last_holder.get(shard)
             if previous is None:
                 self.events.append((time.monotonic(), "first-take", shard))

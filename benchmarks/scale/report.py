@@ -19,7 +19,8 @@ ROWS: dict[str, list[tuple[str, str]]] = {
                 ("p90_taken_s", "90 % of the leases taken"), ("all_owned_s", "every shard owned by one live worker"),
                 ("balanced_s", "balanced: nobody above S // N + 1"), ("even_s", "even: counts within one"),
                 ("moves_until_balanced", "lease moves until balanced"), ("moves_until_even", "lease moves until even"),
-                ("moves_per_shard", "moves per shard (until even)")],
+                ("moves_per_shard", "moves per shard (until even)"),
+                ("peak_held", "most leases one worker held at once (fair share + 1: S // N + 1)")],
     "rest": [("zk_requests_per_s", "ZooKeeper requests/s (reads + writes)"), ("zk_writes_per_s", "of which writes/s"),
              ("zk_reads_per_s_per_shard", "ZooKeeper reads/s per shard"),
              ("zk_requests_per_s_per_worker", "ZooKeeper requests/s per worker (a round a second)"),
@@ -43,7 +44,7 @@ ROWS: dict[str, list[tuple[str, str]]] = {
                 ("drain_s", "drain after the producer stopped, s"), ("lease_lost_refusals",
                                                                      "checkpoint writes refused by the lease fence")],
 }
-TITLES = {"balance": "Balance: N workers started at once (seconds from their launch)",
+TITLES = {"balance": "Balance: N workers started (seconds from the first launch)",
           "rest": "At rest: the producer paused, every record read",
           "failover": "Failover: K workers SIGKILLed at once (seconds from the kill)",
           "join": "Join: one more worker (seconds from its launch)", "records": "Records"}
@@ -56,13 +57,14 @@ def _cell(value: Any) -> str:
 def markdown(doc: dict[str, Any]) -> str:
     """The report: how it ran, the goals, then each phase's table."""
     setup = doc["setup"]
+    launched = f"one every {setup['stagger_s']:g} s" if setup.get("stagger_s") else "all at once"
     lines = ["# Scale: lease workers", "",
              f"Run {doc['finished']} on {doc['machine'].get('cores')} cores (load before {doc['load_before']}, "
              f"after {doc['load_after']}), `{doc['command']}`, {doc['wall_s'] / 60:.1f} min in all.", "",
              f"{setup['shards']} shards (kinesalite, `--shardLimit {max(setup['shards'], 10)}`), {setup['workers']} "
              f"lease worker processes (default config of `kinesis_spout.testing.lease_worker`, session timeout "
              f"{setup['session_timeout_s']:g} s), {setup['kill']} killed at once, one record put to every shard every "
-             f"{setup['put_every_s']:g} s. Nodes: {doc['nodes']}.", ""]
+             f"{setup['put_every_s']:g} s. Workers launched {launched}. Nodes: {doc['nodes']}.", ""]
     if doc.get("error"):
         lines += ["**The run failed:**", "", "```", *doc["error"].splitlines(), "```", ""]
     if doc.get("goals"):

@@ -37,6 +37,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--session-timeout", type=float, default=4.0, help="the workers' ZooKeeper session timeout, s")
     p.add_argument("--put-every", type=float, default=5.0, help="seconds between rounds of one record per shard")
     p.add_argument("--rest", type=float, default=15.0, help="seconds measured at rest (default 15)")
+    p.add_argument("--stagger", type=float, default=0.0,
+                   help="seconds between two workers' launches in the balance phase (default 0: all at once)")
     p.add_argument("--phase-timeout", type=float, default=600.0, help="the longest wait of a phase, s")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"the Markdown report (default {DEFAULT_OUT})")
     p.add_argument("--curve", type=str, default=None, metavar="SHARDS,...",
@@ -70,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_curve(args, argv, run_size)
     size = leases.LeaseRunSize(shards=args.shards, workers=args.workers, kill=args.kill,
                                session_timeout_s=args.session_timeout, put_every_s=args.put_every,
-                               rest_s=args.rest, phase_timeout_s=args.phase_timeout)
+                               rest_s=args.rest, phase_timeout_s=args.phase_timeout, stagger_s=args.stagger)
     doc = run_size(size, argv)
     write(doc, args.out)
     print(f"report: {args.out}", flush=True)
@@ -88,7 +90,8 @@ def run_size(size: leases.LeaseRunSize, argv: list[str]) -> dict[str, Any]:
 
     doc: dict[str, Any] = {"command": "python -m benchmarks.scale " + shlex.join(argv), "setup": {
         "shards": size.shards, "workers": size.workers, "kill": size.kill,
-        "session_timeout_s": size.session_timeout_s, "put_every_s": size.put_every_s}, "machine": describe_machine(),
+        "session_timeout_s": size.session_timeout_s, "put_every_s": size.put_every_s, "stagger_s": size.stagger_s},
+        "machine": describe_machine(),
         "load_before": load_average(), "notes": []}
     cluster = ScaleCluster(shards=size.shards, session_timeout_s=size.session_timeout_s)
     try:

@@ -292,22 +292,30 @@ class CheckpointWriter:
         shard's lease was lost: ``on_conflict`` heard of it); a failed write stays pending, so it is False until a
         retry succeeds. Who calls: the spout's hand-over, on the shard sync thread, holding none of the spout's
         locks (the writer's thread takes the spout's lock to make a value: see :meth:`offer_latest`)."""
+        return shard_id in self.flush_shards([shard_id], timeout_s)
+
+    def flush_shards(self, shard_ids: list[str], timeout_s: float = 10.0) -> set[str]:
+        """:meth:`flush_shard` for several shards at once, within one ``timeout_s``: all are due now, written one
+        after another by the writer's thread; returns those that ended with nothing pending and nothing being
+        written (their last value stored, nothing new, or a conflict)."""
         deadline = time.monotonic() + timeout_s
         with self._cond:
-            self._urgent[shard_id] = self._urgent.get(shard_id, 0) + 1
+            for shard_id in shard_ids:
+                self._urgent[shard_id] = self._urgent.get(shard_id, 0) + 1
             self._cond.notify_all()
             try:
-                while shard_id in self._pending or shard_id in self._failed or self._writing == shard_id:
+                while True:
+                    busy = [s for s in shard_ids if s in self._pending or s in self._failed or self._writing == s]
                     left = deadline - time.monotonic()
-                    if left <= 0 or self._thread is None:
-                        return False
+                    if not busy or left <= 0 or self._thread is None:
+                        return set(shard_ids) - set(busy)
                     self._cond.wait(left)
             finally:
-                if self._urgent[shard_id] == 1:
-                    del self._urgent[shard_id]
-                else:
-                    self._urgent[shard_id] -= 1
-        return True
+                for shard_id in shard_ids:
+                    if self._urgent[shard_id] == 1:
+                        del self._urgent[shard_id]
+                    else:
+                        self._urgent[shard_id] -= 1
 
     def close(self, timeout_s: float = 10.0) -> None:
         if self._thread is None:

@@ -75,6 +75,7 @@ class FlatSettings(TypedDict, total=False):
     task_count: int
     coordination: str
     worker_id: str
+    lease_settle_s: float
     max_dead_letters_in_a_row: int | None
     max_dead_letter_ratio: float | None
     dead_letter_window: int | None
@@ -309,6 +310,11 @@ class FlatView:
     def worker_id(self) -> str:
         """``worker.worker_id`` (WorkerSettings)."""
         return self.worker.worker_id
+
+    @cached_property
+    def lease_settle_s(self) -> float:
+        """``worker.lease_settle_s`` (WorkerSettings)."""
+        return self.worker.lease_settle_s
 
     @cached_property
     def max_dead_letters_in_a_row(self) -> int | None:

@@ -219,12 +219,16 @@ class WorkerSettings:
     workers running the same configuration share the shards) or Storm's static split (``"static"``: this worker
     reads the shards of its ``task_index`` of ``task_count``); ``"auto"``, the default, is leases where the
     checkpoints are in ZooKeeper and static otherwise (:meth:`mode`). ``worker_id`` is recorded as the owner of
-    checkpoints and leases (unique per live worker)."""
+    checkpoints and leases (unique per live worker). ``lease_settle_s`` (leases): a worker that just joined takes at
+    most 16 leases until the app's live workers have not changed for this long (at most 10 s after it joined), so
+    that workers started together each take their own share instead of the first to look taking the shares of
+    those not registered yet and giving them back; 0 takes its share at once."""
 
     coordination: str = "auto"
     task_index: int = 0
     task_count: int = 1
     worker_id: str = field(default_factory=default_worker_id)
+    lease_settle_s: float = 2.0
 
     def __post_init__(self) -> None:
         require_int("worker", "task_count", self.task_count, 1, 100_000)
@@ -237,6 +241,7 @@ class WorkerSettings:
                                                  "does not go with task_count > 1 (Storm's static split): set one "
                                                  "or the other")
         require_text("worker", "worker_id", self.worker_id)
+        require_float("worker", "lease_settle_s", self.lease_settle_s, 0.0, 60.0)
 
     def mode(self, zookeeper_store: bool) -> str:
         """The coordination this worker uses, ``"static"`` or ``"leases"``, given whether its checkpoint store is

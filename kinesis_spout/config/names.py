@@ -92,6 +92,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("task_count", "worker", "task_count", "int"),
     Setting("coordination", "worker", "coordination", "text"),
     Setting("worker_id", "worker", "worker_id", "text"),
+    Setting("lease_settle_s", "worker", "lease_settle_s", "float"),
     Setting("max_dead_letters_in_a_row", "dead_letters", "max_in_a_row", "int_or_off"),
     Setting("max_dead_letter_ratio", "dead_letters", "max_ratio", "float_or_off"),
     Setting("dead_letter_window", "dead_letters", "window", "int_or_off"),

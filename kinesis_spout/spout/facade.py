@@ -83,7 +83,7 @@ class KinesisSpout:
         self._membership = LeaseMembership(
             self._registry, config.stream_name, config.app_name, config.worker.worker_id,
             session_timeout_s=config.zk.session_timeout_s, message_timeout_s=config.tracking.message_timeout_s,
-            on_conflict=on_checkpoint_conflict)
+            settle_s=config.worker.lease_settle_s, on_conflict=on_checkpoint_conflict)
         self._writer: CheckpointWriter | None = None
         self._last_expire = 0.0
         self._deferred: BaseException | None = None  # raised by the next next_tuple/next_batch call

@@ -38,14 +38,17 @@ class LeaseMembership:
     """This worker's place among its app's workers. ``leases`` is set by :meth:`join` (leases mode), ``store`` by
     :meth:`join` too; ``on_conflict`` is the user's checkpoint-conflict handler. The worker ``worker_id`` reads
     ``stream_name`` for ``app_name``; ``session_timeout_s`` (ZooKeeper's) bounds how long it keeps its shards while
-    ZooKeeper is away, ``message_timeout_s`` (tracking's) how long a hand-over waits for records in flight."""
+    ZooKeeper is away, ``message_timeout_s`` (tracking's) how long a hand-over waits for records in flight,
+    ``settle_s`` (the worker's ``lease_settle_s``) how long the live workers must stay unchanged before this worker,
+    holding no lease, takes any."""
 
     def __init__(self, registry: ShardRegistry, stream_name: str, app_name: str, worker_id: str, *,
-                 session_timeout_s: float, message_timeout_s: float | None,
+                 session_timeout_s: float, message_timeout_s: float | None, settle_s: float = 2.0,
                  on_conflict: Callable[[CheckpointConflict], None] | None = None) -> None:
         self.registry = registry
         self.stream_name, self.app_name, self.worker_id = stream_name, app_name, worker_id
         self.session_timeout_s, self.message_timeout_s = session_timeout_s, message_timeout_s
+        self.settle_s = settle_s
         self.on_conflict = on_conflict
         self.leases: ZooKeeperLeases | None = None
         self.store: Any = None
@@ -69,7 +72,8 @@ class LeaseMembership:
         self.leases = ZooKeeperLeases(home, self.worker_id)
         self.leases.join()
         home.add_listener(self.on_zookeeper_state)
-        return LeaseBalancer(self.leases, hand_back=self.hand_back, drop_all=self.drop_all, drop=self.drop).owns
+        return LeaseBalancer(self.leases, hand_back=self.hand_back, drop_all=self.drop_all, drop=self.drop,
+                             settle_s=self.settle_s).owns
 
     def refuse_beside_lease_workers(self, store: CheckpointStore) -> None:
         """Static mode (in ``open()``): refuse to read an app's stream while workers share it through leases: both
@@ -102,58 +106,69 @@ class LeaseMembership:
             self.drop_all()
         return True
 
-    def hand_back(self, shard_id: str) -> HandBack:
-        """Leases (shard sync thread): drain the shard (no new records), wait up to ``HANDOFF_TIMEOUT_S`` for its
-        records in flight (dead letters pending included), forget it and write its checkpoint. Says ``stored`` when
-        the checkpoint is stored: only then does the caller release the lease, and the next owner resumes after that
-        checkpoint without replays (records still in flight after the wait are replayed). ``kept`` when it could not
-        be written: the lease is kept and a later round calls again; the shard is no longer read, so that call only
-        waits (a round's time) for the shard's pending checkpoint. ``lost`` when the shard was dropped during the
-        wait (its lease was lost: the writer met ``LeaseLost``): there is nothing to give back.
+    def hand_back(self, shard_ids: list[str]) -> dict[str, HandBack]:
+        """Leases (shard sync thread): drain the shards (no new records), wait up to ``HANDOFF_TIMEOUT_S`` for
+        their records in flight (dead letters pending included; one wait for them all), forget them and write
+        their checkpoints. Says, per shard, ``stored`` when its checkpoint is stored: only then does the caller
+        release the lease, and the next owner resumes after that checkpoint without replays (records still in
+        flight after the wait are replayed). ``kept`` when it could not be written: the lease is kept and a later
+        round calls again; the shard is no longer read, so that call only waits (a round's time) for the shard's
+        pending checkpoint. ``lost`` when the shard was dropped during the wait (its lease was lost: the writer met
+        ``LeaseLost``): there is nothing to give back.
 
-        Only the wait for the records in flight holds the lock (and releases it while waiting); the checkpoint is
-        waited for without it, since the writer's thread takes it to make the shard's checkpoint."""
+        Only the wait for the records in flight holds the lock (and releases it while waiting); the checkpoints are
+        waited for without it, since the writer's thread takes it to make a shard's checkpoint."""
         registry = self.registry
-        lost = False
         with registry.lock:
-            state = registry.shards.get(shard_id)
-            if state is not None:
-                lost = not self._settle(state)
-                if not lost:
+            states = {s: registry.shards[s] for s in shard_ids if s in registry.shards}
+            self._settle(list(states.values()))
+            lost = {s for s, state in states.items() if state.phase is ShardPhase.DROPPED}
+            for shard_id, state in states.items():
+                if shard_id not in lost:
                     if state.checkpoint_unoffered():  # else the writer has it (a failure is retried)
                         registry.offer_checkpoint(state)
                     state.hand_back()
                     del registry.shards[shard_id]
-        if state is not None and lost:  # drop() took it out of the round-robin; its reader is ours to close
-            state.reader.close()
+        for shard_id in sorted(lost):  # drop() took it out of the round-robin; its reader is ours to close
+            states[shard_id].reader.close()
             log.warning("hand-over of %s ended: its lease was lost while it waited for its records in flight (the "
                         "next owner reads them again)", shard_id)
-            return "lost"
         assert registry.writer is not None
-        stored = registry.writer.flush_shard(shard_id, HANDOFF_FLUSH_S if state is not None else LEASE_ROUND_S)
-        if state is not None:
-            state.reader.close()
-        return "stored" if stored else "kept"
+        flushed = [s for s in shard_ids if s not in lost]
+        stored = registry.writer.flush_shards(flushed, HANDOFF_FLUSH_S if states else LEASE_ROUND_S)
+        for shard_id, state in states.items():
+            if shard_id not in lost:
+                state.reader.close()
+        return {s: "lost" if s in lost else "stored" if s in stored else "kept" for s in shard_ids}
 
-    def _settle(self, state: ShardLifecycle) -> bool:
-        """Drain a shard being handed over and wait (lock held, released while waiting) for its records in flight,
-        within the hand-over's bound. False when the shard was dropped meanwhile (its lease was lost)."""
+    def _settle(self, states: list[ShardLifecycle]) -> None:
+        """Drain the shards being handed over and wait (lock held, released while waiting) for their records in
+        flight, within one hand-over's bound for them all. A shard dropped meanwhile (its lease was lost) ends up
+        DROPPED."""
         registry = self.registry
-        if state.phase is ShardPhase.READING:
-            state.drain(registry.rr)
+        for state in states:
+            if state.phase is ShardPhase.READING:
+                state.drain(registry.rr)
+        if not states:
+            return
         wait_s = min(HANDOFF_TIMEOUT_S, self.message_timeout_s or HANDOFF_TIMEOUT_S)
-        log.info("handing %s over to another worker: waiting up to %.0f s for its %d records in flight, then "
-                 "writing its checkpoint and giving its lease back", state.shard_id, wait_s,
-                 state.tracker.inflight_count)
+
+        def waiting() -> list[ShardLifecycle]:
+            return [s for s in states if s.phase is ShardPhase.DRAINING and s.tracker.inflight_count]
+
+        for state in states:
+            log.info("handing %s over to another worker: waiting up to %.0f s for its %d records in flight, then "
+                     "writing its checkpoint and giving its lease back", state.shard_id, wait_s,
+                     state.tracker.inflight_count)
         deadline = time.monotonic() + wait_s
-        while state.phase is ShardPhase.DRAINING and state.tracker.inflight_count and registry.phase == "open":
+        while registry.phase == "open" and (late := waiting()):
             left = deadline - time.monotonic()
             if left <= 0:
-                log.warning("handing %s over with %d records still in flight: the next owner reads them again",
-                            state.shard_id, state.tracker.inflight_count)
+                for state in late:
+                    log.warning("handing %s over with %d records still in flight: the next owner reads them again",
+                                state.shard_id, state.tracker.inflight_count)
                 break
             registry.wait_settled(min(left, 0.5))
-        return state.phase is not ShardPhase.DROPPED
 
     def give_back_leases(self) -> None:
         """At ``close()``, after the last checkpoints were written: release the leases and leave, so the next owners

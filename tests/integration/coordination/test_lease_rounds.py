@@ -27,6 +27,16 @@ def shard(shard_id: str) -> Shard:
     return Shard(shard_id, None, None, "0", None)
 
 
+class FakeClock:
+    """Monotonic seconds that move only when a test says so."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 class Worker:
     """One worker's lease rounds, with the spout's side (hand-back, drops) recorded instead of reading records."""
 
@@ -38,12 +48,20 @@ class Worker:
         self.leases = ZooKeeperLeases(self.store, name, refresh_s=refresh_s)
         self.leases.join()
         self.handed_back: list[str] = []
-        self.balancer = LeaseBalancer(self.leases, hand_back=self.hand_back, drop_all=lambda: None)
+        self.hand_overs: list[list[str]] = []  # each call of hand_back: the shards it was given
+        self.clock = FakeClock()
+        self.balancer = self.balancer_with(settle_s=0.0)
 
-    def hand_back(self, shard_id: str) -> HandBack:
-        """The spout's part of giving a lease back: here nothing is read, so the checkpoint is as good as stored."""
-        self.handed_back.append(shard_id)
-        return "stored"
+    def balancer_with(self, **options: Any) -> LeaseBalancer:
+        """A balancer of this worker's leases, on this worker's clock (``options``: the constructor's)."""
+        return LeaseBalancer(self.leases, hand_back=self.hand_back, drop_all=lambda: None, clock=self.clock,
+                             **options)
+
+    def hand_back(self, shard_ids: list[str]) -> dict[str, HandBack]:
+        """The spout's part of giving leases back: here nothing is read, so the checkpoints are as good as stored."""
+        self.handed_back += shard_ids
+        self.hand_overs.append(list(shard_ids))
+        return {shard_id: "stored" for shard_id in shard_ids}
 
     def round(self, *shard_ids: str) -> list[str]:
         """One lease round over ``shard_ids``: the shards this worker reads after it."""
@@ -210,7 +228,7 @@ def test_a_held_lease_that_moved_on_is_dropped_at_the_next_round(
     taken while this worker was thought gone): the round drops the shard instead of reading it on unfenced."""
     dropped: list[str] = []
     a = workers("a")
-    a.balancer = LeaseBalancer(a.leases, hand_back=a.hand_back, drop_all=lambda: None, drop=dropped.append)
+    a.balancer = a.balancer_with(settle_s=0.0, drop=dropped.append)
     assert a.round(X) == [X]
     write_lease(zookeeper, X, "c")  # c, not live
     assert a.round(X) == [X] and dropped == [X]
@@ -255,7 +273,7 @@ def test_a_round_at_rest_reads_no_lease_node_however_many_shards_there_are(
     a = workers("a", through_proxy=True)
     assert len(a.round(*shards)) == 64
     b = workers("b")
-    for _ in range(32):  # a gives back at most two leases a round (max_moves), b takes them
+    for _ in range(32):  # a gives back at most max_moves leases a round, b takes them
         counts = len(a.round(*shards)), len(b.round(*shards))
         if counts == (32, 32):
             break
@@ -288,8 +306,60 @@ def test_a_lease_written_without_moving_the_generation_is_read_again_within_the_
     lease states read under the generation are older than ``refresh_s``."""
     dropped: list[str] = []
     a = workers("a", refresh_s=0.5)
-    a.balancer = LeaseBalancer(a.leases, hand_back=a.hand_back, drop_all=lambda: None, drop=dropped.append)
+    a.balancer = a.balancer_with(settle_s=0.0, drop=dropped.append)
     assert a.round(X) == [X] and a.round(X) == [X]  # the second reads what the take changed: at rest after it
     write_lease(zookeeper, X, "c", announce=False)  # c, not live
     assert wait_until(lambda: a.round(X) == [X] and dropped == [X], 30.0), "the silent change was never read"
     assert lease(zookeeper, X) == ("a", 2)
+
+
+def test_workers_started_together_take_their_shares_once_the_live_workers_settle(
+        zookeeper: Any, workers: Callable[..., Worker]) -> None:
+    """Workers started together register one after another: the first to look must not take the shares of those
+    not registered yet (it would give them back, each a move). A worker that just joined takes at most 16 leases
+    until the live workers it reads have not changed for ``settle_s``: every lease is taken once, by its final
+    owner."""
+    shards = [f"shardId-{i:012d}" for i in range(64)]
+    a = workers("a")
+    a.balancer = a.balancer_with()  # the default settle time
+    assert len(a.round(*shards)) == 16  # alone, just joined: 16 at most while the others may still register
+    a.clock.now = 1.5
+    b = workers("b")
+    b.balancer = b.balancer_with()
+    b.clock.now = 1.5
+    assert len(a.round(*shards)) == 16 and len(b.round(*shards)) == 16  # b joined at 1.5: not settled yet
+    a.clock.now = b.clock.now = 3.5
+    read_a, read_b = a.round(*shards), b.round(*shards)
+    assert len(read_a) == len(read_b) == 32 and not set(read_a) & set(read_b)
+    assert all(lease(zookeeper, s)[1] == 0 for s in shards), "a lease was taken more than once: it moved"
+    assert a.handed_back == [] and b.handed_back == []
+    b.store.close()  # b leaves: a, settled once, takes its leases at once though the live workers just changed
+    assert len(a.round(*shards)) == 64
+
+
+def test_a_worker_that_just_joined_waits_no_longer_than_settle_max_s_however_often_workers_come(
+        zookeeper: Any, workers: Callable[..., Worker]) -> None:
+    shards = [f"shardId-{i:012d}" for i in range(200)]
+    a = workers("a")
+    a.balancer = a.balancer_with(settle_s=2.0, settle_max_s=5.0)
+    for step, name in enumerate(["b", "c", "d"]):  # a worker joins before each of a's rounds, 1.5 s apart
+        a.clock.now = 1.5 * step
+        workers(name)  # registered, and never takes a lease (it runs no rounds)
+        assert len(a.round(*shards)) == 16, f"a took more than 16 leases at {a.clock.now} s, workers still joining"
+    a.clock.now = 5.0  # 5 s after its first round a takes its share, though a worker joins again
+    workers("e")
+    assert len(a.round(*shards)) == 40  # 200 shards over a, b, c, d and e
+
+
+def test_a_round_hands_its_moves_over_in_one_hand_back(zookeeper: Any, workers: Callable[..., Worker]) -> None:
+    """Leases given back for balance in one round are handed over together (one wait for their records in flight,
+    in the spout), at most ``max_moves`` of them."""
+    shards = [f"shardId-{i:012d}" for i in range(40)]
+    a = workers("a")
+    assert len(a.round(*shards)) == 40
+    b = workers("b")
+    assert b.round(*shards) == []  # a holds all: b waits for a to give its share back
+    assert len(a.round(*shards)) == 40 - 16
+    assert [len(call) for call in a.hand_overs] == [16]
+    assert len(a.round(*shards)) == 20 and [len(call) for call in a.hand_overs] == [16, 4]
+    assert len(b.round(*shards)) == 20

@@ -88,6 +88,7 @@ OLD_FLAT: dict[str, tuple[str, str, Any]] = {
     "retrieval": ("reading", "retrieval", "polling"),
     "consumer_name": ("reading", "consumer_name", None),
     "subscription_renewal_s": ("reading", "subscription_renewal_s", 300.0),
+    "lease_settle_s": ("worker", "lease_settle_s", 2.0),
 }
 #: the string options of the storm rules: named, but parsed by config/options.py only once it knows their types
 STORM_OPTIONS = {"maxDeadLettersInARow", "maxDeadLetterRatio", "deadLetterWindow", "minDeadLettersInWindow"}
@@ -112,6 +113,7 @@ def samples(tmp_path) -> dict[str, Any]:
         "dead_letter_deadline_s": 5.0, "metrics_port": 9108, "task_index": 0, "task_count": 1,
         "coordination": "leases", "worker_id": "worker-7", "max_dead_letters_in_a_row": 7,
         "max_dead_letter_ratio": 0.25, "dead_letter_window": 50, "min_dead_letters_in_window": 5,
+        "lease_settle_s": 0.5,
     }
 
 
@@ -207,6 +209,7 @@ def test_every_string_option_and_connector_alias_lands_in_its_group_field(tmp_pa
         "retrieval": ("fanout", "reading", "retrieval", "fanout"),
         "consumerName": ("billing", "reading", "consumer_name", "billing"),
         "subscriptionRenewalS": ("60", "reading", "subscription_renewal_s", 60.0),
+        "leaseSettleS": ("0", "worker", "lease_settle_s", 0.0),
     }
     backoff = {"retryBackoffInitialS": "0.2", "retryBackoffMultiplier": "3", "retryBackoffMaxS": "5"}
     aws = {"awsProfile": "etl", "awsRoleArn": ROLE, "awsRoleSessionName": "job-1", "awsExternalId": "ext",
