@@ -232,16 +232,54 @@ class ZooKeeperLeases:
         except (BadVersionError, NodeExistsError, NoNodeError):
             self._seen = {}  # what this worker read is out of date: the next round reads the leases again
             return None
+        self._taken(shard_id, seen, epoch)
+        return epoch
+
+    def _taken(self, shard_id: str, seen: LeaseState, epoch: int) -> None:
+        """The lease of ``shard_id`` now names this worker at ``epoch``: fence its checkpoint writes, hold it."""
         # From here the lease names this worker. Should fencing fail (ZooKeeper unreachable), the error goes to the
         # caller and the shard is not held (nothing of it is read unfenced): the next round reads the lease naming
         # this worker and takes it again under a new epoch, or gives it back. The same holds for a take whose reply
         # was lost (the write happened, the retry found the version moved on and returned None above).
-        self.store.fence(shard_id, node, epoch)
+        self.store.fence(shard_id, self._node(shard_id), epoch)
         with self._lock:
             self._held[shard_id] = epoch
         log.info("worker %s took the lease of %s (epoch %d, from %s)", self.worker_id, shard_id, epoch,
                  seen[0] or "nobody")
-        return epoch
+
+    def acquire_many(self, seen: dict[str, LeaseState]) -> dict[str, int | None]:
+        """:meth:`acquire` for each shard of ``seen``, the takes sent to ZooKeeper at once and their answers
+        collected after (one round trip, not one per lease). A take that got no answer (the connection lost
+        meanwhile) or found the leases' node gone is made again on its own with :meth:`acquire`, as a lost reply
+        always is. Returns each shard's new epoch, or None when someone else changed its lease first."""
+        if len(seen) < 2 or not self.session.connected:
+            return {shard_id: self.acquire(shard_id, state) for shard_id, state in seen.items()}
+        docs = {shard_id: _lease_doc(self.worker_id) for shard_id in seen}
+
+        def build(shard_id: str) -> Callable[[Any], None]:
+            node, (_, version) = self._node(shard_id), seen[shard_id]
+
+            def add(txn: Any) -> None:
+                if version < 0:
+                    txn.create(node, docs[shard_id])
+                else:
+                    txn.set_data(node, docs[shard_id], version)
+                txn.set_data(self.leases_path, b"", -1)
+            return add
+
+        answers = self.session.pipelined_commits({shard_id: build(shard_id) for shard_id in seen})
+        out: dict[str, int | None] = {}
+        for shard_id, answer in answers.items():
+            if isinstance(answer, list) and not any(isinstance(r, Exception) for r in answer):
+                change = answer[0]
+                self._taken(shard_id, seen[shard_id], 0 if seen[shard_id][1] < 0 else change.version)
+                out[shard_id] = self.held.get(shard_id)
+            elif isinstance(answer, list) and isinstance(answer[0], (BadVersionError, NodeExistsError, NoNodeError)):
+                self._seen = {}  # moved on: the next round reads the leases again
+                out[shard_id] = None
+            else:  # no answer, or the generation node missing: on its own, bounded and retried
+                out[shard_id] = self.acquire(shard_id, seen[shard_id])
+        return out
 
     def release(self, shard_id: str, epoch: int | None = None) -> bool:
         """Give the lease of ``shard_id`` back (owner none, a new epoch) if it is still at ``epoch``: by default the

@@ -119,8 +119,8 @@ class LeaseBalancer:
             log.info("worker %s takes %d of the %d leases it may take until the live workers settle (%d live; the "
                      "rest once they have not changed for %.0f s)", me, len(take), len(step.take), len(workers),
                      self.settle_s)
-        for shard_id in take:
-            leases.acquire(shard_id, states[shard_id])
+        if take:
+            leases.acquire_many({shard_id: states[shard_id] for shard_id in take})
         if take or step.release:
             log.info("worker %s: %d live workers, %d shards to read; took %s, gave back %s; waits for %s",
                      me, len(workers), len(ids), _some(take), _some(step.release), _some(step.wait))

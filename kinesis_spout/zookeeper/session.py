@@ -358,6 +358,28 @@ class ZooKeeperSession:
                 out[path] = translated(exc)
         return out
 
+    def pipelined_commits(self, builds: dict[str, Callable[[Any], None]]) -> dict[str, Any]:
+        """One transaction per key of ``builds`` (``build(txn)`` adds its operations), all sent at once, then each
+        answer waited for up to ``operation_timeout_s``: key -> each operation's result, as :meth:`commit` returns
+        them, or the exception the whole transaction raised (not retried: the caller repeats a failed one with
+        :meth:`commit`)."""
+        from kinesis_spout.zookeeper.translation import translated
+
+        client = self._open_client()
+        pending = []
+        for key, build in builds.items():
+            txn = client.transaction()
+            build(txn)
+            pending.append((key, txn.commit_async()))
+        out: dict[str, Any] = {}
+        for key, result in pending:
+            try:
+                out[key] = [translated(r) if isinstance(r, BaseException) else r
+                            for r in result.get(timeout=self.operation_timeout_s)]
+            except Exception as exc:  # noqa: BLE001 - handed to the caller, who decides
+                out[key] = translated(exc)
+        return out
+
     def delete_once(self, path: str, version: int) -> None:
         """Send one delete at ``version`` and wait up to ``operation_timeout_s`` for its answer; never retried
         (kazoo would send a retry on a new session after an expiry). ``NoAnswerError`` when no answer came (whether

@@ -239,9 +239,12 @@ def test_a_take_whose_fence_could_not_be_set_is_not_read_and_is_taken_again_once
         zookeeper: Any, proxy: ZooKeeperFaultProxy, workers: Callable[..., Worker]) -> None:
     """The lease of ``X`` is written, then ZooKeeper goes away (past the 1 s operation deadline) before the shard's
     checkpoint writes are fenced: the round fails and ``X`` is not read (it would be read unfenced). The lease names
-    ``a``; the next round takes it again under a new epoch, fenced."""
+    ``a``; the next round takes it again under a new epoch, fenced. (The checkpoints' node is made by a session's
+    first fence only: ``b`` leaves the free lease, so that ``a``'s take is its first.)"""
+    b = workers("b")
+    free_lease(b, X)
+    b.store.close()
     a = workers("a", through_proxy=True, operation_timeout_s=1.0)
-    free_lease(a, X)
     proxy.cut_request(Op.EXISTS, nth=3, hold=True)  # is a registered, the leases' generation, then: fencing X
     with pytest.raises(CheckpointError, match="creating .*/checkpoints failed within 1 s"):
         a.round(X)
@@ -363,3 +366,20 @@ def test_a_round_hands_its_moves_over_in_one_hand_back(zookeeper: Any, workers: 
     assert [len(call) for call in a.hand_overs] == [16]
     assert len(a.round(*shards)) == 20 and [len(call) for call in a.hand_overs] == [16, 4]
     assert len(b.round(*shards)) == 20
+
+
+def test_a_round_sends_all_its_takes_before_it_waits_for_an_answer(
+        zookeeper: Any, proxy: ZooKeeperFaultProxy, workers: Callable[..., Worker]) -> None:
+    """Taking N leases costs one round trip to ZooKeeper, not N (a failover's or a start's takes would otherwise
+    queue one behind the other): with the answer to ``a``'s first take held back, all N takes still reach
+    ZooKeeper. The last one is answered with an error (an operation time-out, the server never saw it): ``a`` makes
+    that take again on its own. Every lease then names ``a`` at its first epoch, fenced."""
+    shards = [f"shardId-{i:012d}" for i in range(32)]
+    a = workers("a", through_proxy=True)
+    proxy.hold(Op.MULTI)  # the answer to a's first take, and every answer after it
+    proxy.refuse(Op.MULTI, ZK_OPERATION_TIMEOUT, nth=len(shards))  # a's last take
+    a_round = in_background(lambda: a.round(*shards))
+    proxy.wait_acted(2)  # the first answer held back and the last take sent: a did not wait for one before the next
+    proxy.release()
+    assert a_round() == shards
+    assert all(lease(zookeeper, s) == ("a", 0) for s in shards) and a.leases.held == {s: 0 for s in shards}
