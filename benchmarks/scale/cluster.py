@@ -50,9 +50,10 @@ def start_servers(network: NodeNetwork, counts_file: Path, stream: str, shards: 
 class ScaleCluster:
     """ZooKeeper, kinesalite and the lease workers of one run, each on a node of its own."""
 
-    def __init__(self, *, shards: int, session_timeout_s: float) -> None:
+    def __init__(self, *, shards: int, session_timeout_s: float, keep_logs: bool = False) -> None:
         self.shards = shards
         self.session_timeout_s = session_timeout_s
+        self.keep_logs = keep_logs  # the workers log at INFO, and their directory stays after close()
         self.network = NodeNetwork()
         self.directory = Path(tempfile.mkdtemp(prefix="kinesis-spout-scale-"))
         self.counts_file = self.directory / "kinesalite-requests.json"
@@ -80,7 +81,8 @@ class ScaleCluster:
         wait_for_stream(client, self.stream, timeout_s=600)
         self.workers = WorkerProcesses(stream=self.stream, endpoint_url=self.kinesalite.endpoint_url,
                                        zookeeper=self.zookeeper.hosts, prefix=PREFIX, app=self.app,
-                                       directory=self.directory, session_timeout_s=self.session_timeout_s)
+                                       directory=self.directory, session_timeout_s=self.session_timeout_s,
+                                       log_level="INFO" if self.keep_logs else "WARNING")
         return self
 
     def zk_client(self) -> Any:
@@ -120,4 +122,5 @@ class ScaleCluster:
             if server is not None:
                 server.close()
         self.network.close()
-        shutil.rmtree(self.directory, ignore_errors=True)
+        if not self.keep_logs:
+            shutil.rmtree(self.directory, ignore_errors=True)

@@ -39,6 +39,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--rest", type=float, default=15.0, help="seconds measured at rest (default 15)")
     p.add_argument("--stagger", type=float, default=0.0,
                    help="seconds between two workers' launches in the balance phase (default 0: all at once)")
+    p.add_argument("--keep-logs", action="store_true",
+                   help="the workers log at INFO into the run's directory, which is kept (its path is printed)")
     p.add_argument("--phase-timeout", type=float, default=600.0, help="the longest wait of a phase, s")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"the Markdown report (default {DEFAULT_OUT})")
     p.add_argument("--curve", type=str, default=None, metavar="SHARDS,...",
@@ -73,14 +75,14 @@ def main(argv: list[str] | None = None) -> int:
     size = leases.LeaseRunSize(shards=args.shards, workers=args.workers, kill=args.kill,
                                session_timeout_s=args.session_timeout, put_every_s=args.put_every,
                                rest_s=args.rest, phase_timeout_s=args.phase_timeout, stagger_s=args.stagger)
-    doc = run_size(size, argv)
+    doc = run_size(size, argv, args.keep_logs)
     write(doc, args.out)
     print(f"report: {args.out}", flush=True)
     lost = doc.get("figures", {}).get("records", {}).get("lost")
     return 0 if doc.get("error") is None and lost == 0 else 1
 
 
-def run_size(size: leases.LeaseRunSize, argv: list[str]) -> dict[str, Any]:
+def run_size(size: leases.LeaseRunSize, argv: list[str], keep_logs: bool = False) -> dict[str, Any]:
     """One run at ``size``: servers up, the lease phases, servers down. Returns the report's document (an error
     reported in it). Called by :func:`main` once, or by the curve once per size."""
     began = time.monotonic()
@@ -93,12 +95,14 @@ def run_size(size: leases.LeaseRunSize, argv: list[str]) -> dict[str, Any]:
         "session_timeout_s": size.session_timeout_s, "put_every_s": size.put_every_s, "stagger_s": size.stagger_s},
         "machine": describe_machine(),
         "load_before": load_average(), "notes": []}
-    cluster = ScaleCluster(shards=size.shards, session_timeout_s=size.session_timeout_s)
+    cluster = ScaleCluster(shards=size.shards, session_timeout_s=size.session_timeout_s, keep_logs=keep_logs)
     try:
         cluster.start()
         doc["nodes"] = (f"network namespaces on {cluster.network.subnet} (bridge {cluster.network.host_address})"
                         if cluster.isolated else f"loopback addresses ({cluster.network.reason})")
         log(f"servers up, stream of {size.shards} shards active; nodes: {doc['nodes']}")
+        if keep_logs:
+            log(f"the workers' logs: {cluster.directory}")
         doc["figures"] = leases.run(cluster, size, log)
         doc["goals"] = leases.goals(doc["figures"], size)
     except Exception:  # noqa: BLE001 - reported in the results, and the exit code says so

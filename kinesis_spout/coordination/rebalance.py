@@ -16,7 +16,7 @@ from kinesis_spout.coordination.leases import ZooKeeperLeases
 from kinesis_spout.errors import SpoutError
 from kinesis_spout.kinesis.shards import Shard
 
-__all__ = ["MAX_MOVES", "SETTLE_MAX_S", "SETTLE_S", "TAKES_BEFORE_SETTLED", "HandBack",
+__all__ = ["MAX_MOVES", "SETTLE_MAX_S", "SETTLE_S", "TAKES_BEFORE_SETTLED", "TAKE_PASSES", "HandBack",
            "LeaseBalancer"]
 
 log = logging.getLogger(__name__)
@@ -32,6 +32,11 @@ SETTLE_S = 2.0
 SETTLE_MAX_S = 10.0
 #: Leases one worker gives back for balance in one round, at most (their hand-overs share one wait).
 MAX_MOVES = 16
+
+#: A round whose takes lost their race (another worker changed the lease first) reads the leases and plans again at
+#: once, up to this many passes in all, instead of a round later: workers planning from views a few takes apart
+#: disagree on a few free shards, and a failover's takes would otherwise trickle in a round at a time.
+TAKE_PASSES = 3
 
 #: What a hand-back says: ``stored`` (the shard's checkpoint is stored: release the lease), ``kept`` (not stored
 #: yet: keep the lease, a later round tries again), ``lost`` (the lease was lost meanwhile: the worker forgot it,
@@ -96,9 +101,20 @@ class LeaseBalancer:
             leases.join()
             self._joined_at, self._settled_once = None, False
         ids = [s.shard_id for s in ready]
+        for _ in range(TAKE_PASSES):
+            if not self._pass(ids):
+                break
+        now_held = leases.held
+        return [s for s in ready if s.shard_id in now_held and s.shard_id not in self._handing]
+
+    def _pass(self, ids: list[str]) -> bool:
+        """Read the leases and the live workers, plan, give back and take (see :meth:`owns`); True when a take
+        lost its race (another worker changed the lease first, planning from an older or a newer view)."""
+        leases = self.leases
+        me = leases.worker_id
         held = leases.held
         states = leases.read(sorted(set(ids) | set(held)))
-        workers = leases.workers()  # after the leases: see above
+        workers = leases.workers()  # after the leases: see owns()
         for shard_id, epoch in held.items():
             if states[shard_id] != (me, epoch):
                 log.warning("worker %s: the lease of %s moved past epoch %d (now %s at %d); dropping the shard",
@@ -119,13 +135,14 @@ class LeaseBalancer:
             log.info("worker %s takes %d of the %d leases it may take until the live workers settle (%d live; the "
                      "rest once they have not changed for %.0f s)", me, len(take), len(step.take), len(workers),
                      self.settle_s)
-        if take:
-            leases.acquire_many({shard_id: states[shard_id] for shard_id in take})
+        epochs = leases.acquire_many({shard_id: states[shard_id] for shard_id in take}) if take else {}
+        taken = [shard_id for shard_id, epoch in epochs.items() if epoch is not None]
+        lost = [shard_id for shard_id, epoch in epochs.items() if epoch is None]
         if take or step.release:
-            log.info("worker %s: %d live workers, %d shards to read; took %s, gave back %s; waits for %s",
-                     me, len(workers), len(ids), _some(take), _some(step.release), _some(step.wait))
-        now_held = leases.held
-        return [s for s in ready if s.shard_id in now_held and s.shard_id not in self._handing]
+            log.info("worker %s: %d live workers, %d shards to read; took %s, gave back %s; waits for %s%s",
+                     me, len(workers), len(ids), _some(taken), _some(step.release), _some(step.wait),
+                     f"; lost the race for {_some(lost)}" if lost else "")
+        return bool(lost)
 
     def _settled(self, workers: list[str]) -> bool:
         """Notes the live workers read this round; says whether they settled since this worker (re)joined: they
