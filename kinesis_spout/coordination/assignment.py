@@ -9,15 +9,21 @@ records are done and their checkpoint is written), so a lease moves without repl
 The rule:
 
 - quotas: with ``S`` shards and ``n`` live workers, each worker gets ``S // n`` and ``S % n`` of them one more;
-  the extra ones go to the workers that hold the most shards now (ties by worker id), so nothing moves needlessly;
+  the extra ones go first to the workers that hold more than ``S // n`` now, then to the others, by worker id in
+  each group, so nothing moves needlessly;
 - sticky: a live owner keeps its shards, up to its quota (its lowest shard ids first);
-- the rest go, in shard-id order, to the worker furthest below its quota (ties by worker id).
+- the rest go, in shard-id order, each to the worker below its quota that ranks highest for that shard by a hash
+  of the shard's and the worker's ids (rendezvous hashing).
 
-So counts differ by at most one, and when nothing changes nothing moves.
+So counts differ by at most one, and when nothing changes nothing moves. And workers that plan from views a few
+takes apart agree: a worker that took its free shards (or the first of them by id) changes neither the quotas nor
+any other worker's free shards, because a free shard's worker depends on the hash, not on how many shards went
+before it; so workers taking a failed worker's shards at once do not race each other for the same leases.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -37,7 +43,7 @@ def assign(shards: Sequence[str], workers: Sequence[str], owners: Mapping[str, s
         if owner is not None and owner in held:
             held[owner].append(shard)
     base, extra = divmod(len(ordered), len(live))
-    by_holding = sorted(live, key=lambda w: (-len(held[w]), w))
+    by_holding = sorted(live, key=lambda w: (len(held[w]) <= base, w))
     quota = {w: base + (1 if i < extra else 0) for i, w in enumerate(by_holding)}
     target: dict[str, str] = {}
     count = {w: 0 for w in live}
@@ -47,10 +53,15 @@ def assign(shards: Sequence[str], workers: Sequence[str], owners: Mapping[str, s
             count[worker] += 1
     for shard in ordered:
         if shard not in target:
-            worker = min(live, key=lambda w: (count[w] - quota[w], w))
+            worker = max((w for w in live if count[w] < quota[w]), key=lambda w: _rank(shard, w))
             target[shard] = worker
             count[worker] += 1
     return target
+
+
+def _rank(shard: str, worker: str) -> int:
+    """How highly ``worker`` ranks for the free ``shard``: a hash of both ids, the same on every worker."""
+    return int.from_bytes(hashlib.blake2b(f"{shard}\n{worker}".encode(), digest_size=8).digest(), "big")
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from kinesis_spout import ZooKeeperCheckpointStore
+from kinesis_spout.coordination.assignment import assign
 from kinesis_spout.coordination.leases import ZooKeeperLeases
 from kinesis_spout.coordination.rebalance import HandBack, LeaseBalancer
 from kinesis_spout.errors import CheckpointError
@@ -395,11 +396,12 @@ def test_a_round_whose_take_lost_its_race_plans_again_at_once_and_takes_its_shar
     a, b = workers("a", through_proxy=True), workers("b")
     for shard_id in shards:
         free_lease(a, shard_id)
-    proxy.hold(Op.GET_CHILDREN)  # a's listing of the live workers answers only once b has taken a's first target
+    target = min(s for s, w in assign(shards, ["a", "b"], {}).items() if w == "a")  # one a plans to take
+    proxy.hold(Op.GET_CHILDREN)  # a's listing of the live workers answers only once b has taken it
     a_round = in_background(lambda: a.round(*shards))
     proxy.wait_acted()
-    assert b.leases.acquire(shards[0], b.leases.read([shards[0]])[shards[0]]) == 2  # a's first target (by id)
+    assert b.leases.acquire(target, b.leases.read([target])[target]) == 2
     proxy.release()
     read = a_round()
-    assert len(read) == 2 and shards[0] not in read, read
-    assert lease(zookeeper, shards[0]) == ("b", 2) and all(lease(zookeeper, s) == ("a", 2) for s in read)
+    assert len(read) == 2 and target not in read, read
+    assert lease(zookeeper, target) == ("b", 2) and all(lease(zookeeper, s) == ("a", 2) for s in read)
