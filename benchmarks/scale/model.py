@@ -88,11 +88,11 @@ FORMS: dict[str, tuple[str, Regressor, bool, str]] = {
     "register_s": ("b * workers", lambda s, w, k, g: float(w), True,
                    "the worker processes start and register one after another on the machine's cores (b each)"),
     "take_s": ("a + b * shards/worker", _per_worker, False,
-               "once registered, a lease round (a), then each worker takes its fair share one lease at a time "
-               "(b each)"),
+               "once registered, the group settling and a lease round (a), then each worker takes its share (the "
+               "takes go to ZooKeeper together) and starts each shard's reader one after another (b each)"),
     "failover_s": ("a + b * orphans/survivor", _orphans_per_survivor, False,
                    "the session timeout and a lease round (a), then each survivor takes its part of the dead "
-                   "workers' shards one at a time (b each)"),
+                   "workers' shards (together) and starts their readers one after another (b each)"),
     "zk_requests_per_s": ("b * workers", lambda s, w, k, g: float(w), True,
                           "every worker's lease round reads the leases' generation about once a second, whatever "
                           "the shards"),
