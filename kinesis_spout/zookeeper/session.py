@@ -2,7 +2,7 @@
 
 Who uses it: the checkpoint store, the lease manager, the Spark batch store and the pipeline's ownership, each
 through the public operations below (``get``, ``create``, ``set``, ``delete``, ``exists``, ``get_children``,
-``ensure_path``, ``commit``, ``pipelined``, ``delete_once``, ``watch_children``) and the connection's view
+``ensure_path``, ``commit``, ``pipelined*``, ``delete_once``, ``watch_children``) and the connection's view
 (``connected``, ``state``, ``add_listener``, ``session_id``, ``kept_session``, ``take_session_lost``).
 """
 
@@ -245,7 +245,7 @@ class ZooKeeperSession:
         )
         from kazoo.handlers.threading import KazooTimeoutError
 
-        from kinesis_spout.zookeeper.translation import translated
+        from kinesis_spout.zookeeper.translation import PERMANENT, translated
 
         transient = (ConnectionLoss, OperationTimeoutError, SessionExpiredError, KazooTimeoutError)
         if self.command_retries < 0 or not self.operation_timeout_s > 0:
@@ -275,9 +275,9 @@ class ZooKeeperSession:
                 raise
             except KazooException as exc:
                 name = type(exc).__name__
-                if name in _PERMANENT:
+                if name in PERMANENT:
                     raise CheckpointError(f"ZooKeeper at {self.hosts} refused {what}: {name} {exc}".rstrip()
-                                          + f"; trying again cannot help: {_PERMANENT[name]}") from exc
+                                          + f"; trying again cannot help: {PERMANENT[name]}") from exc
                 raise CheckpointError(f"ZooKeeper at {self.hosts}: {what} failed: {name} {exc}",
                                       retriable=True) from exc
 
@@ -346,36 +346,28 @@ class ZooKeeperSession:
         """Send ``op`` ("get", "exists" or "get_children") for every path at once, then wait for each answer up to
         ``operation_timeout_s``: path -> the answer, or the exception it raised (kazoo's translated: not retried,
         the caller repeats a failed one with a bounded call)."""
-        from kinesis_spout.zookeeper.translation import translated
-
         send = getattr(self._open_client(), f"{op}_async")
-        pending = [(path, send(path)) for path in paths]
-        out: dict[str, Any] = {}
-        for path, result in pending:
-            try:
-                out[path] = result.get(timeout=self.operation_timeout_s)
-            except Exception as exc:  # noqa: BLE001 - handed to the caller, who decides
-                out[path] = translated(exc)
-        return out
+        return self._answers([(path, send(path)) for path in paths])
 
     def pipelined_commits(self, builds: dict[str, Callable[[Any], None]]) -> dict[str, Any]:
-        """One transaction per key of ``builds`` (``build(txn)`` adds its operations), all sent at once, then each
-        answer waited for up to ``operation_timeout_s``: key -> each operation's result, as :meth:`commit` returns
-        them, or the exception the whole transaction raised (not retried: the caller repeats a failed one with
-        :meth:`commit`)."""
-        from kinesis_spout.zookeeper.translation import translated
-
-        client = self._open_client()
-        pending = []
+        """A transaction per key of ``builds`` (as :meth:`commit` makes it), all sent at once and answered as
+        :meth:`pipelined`: key -> each operation's result, or the exception the whole transaction raised."""
+        client, pending = self._open_client(), []
         for key, build in builds.items():
             txn = client.transaction()
             build(txn)
             pending.append((key, txn.commit_async()))
+        return self._answers(pending, each=True)
+
+    def _answers(self, pending: list[tuple[str, Any]], each: bool = False) -> dict[str, Any]:
+        """Each request's answer (``each``: a transaction's, each result translated) or its exception, translated."""
+        from kinesis_spout.zookeeper.translation import translated
+
         out: dict[str, Any] = {}
         for key, result in pending:
             try:
-                out[key] = [translated(r) if isinstance(r, BaseException) else r
-                            for r in result.get(timeout=self.operation_timeout_s)]
+                answer = result.get(timeout=self.operation_timeout_s)
+                out[key] = [translated(r) if isinstance(r, BaseException) else r for r in answer] if each else answer
             except Exception as exc:  # noqa: BLE001 - handed to the caller, who decides
                 out[key] = translated(exc)
         return out
@@ -406,16 +398,3 @@ class _GiveUp(Exception):
         super().__init__(problem)
         self.problem = problem
 
-
-#: kazoo's errors that no retry can mend (everything else it raises is retriable), with what to do about each.
-_PERMANENT = {
-    "NotEmptyError": "the node has children this library did not write; remove them or use another path",
-    "NoChildrenForEphemeralsError": "a node of this path is ephemeral (written by another program?); use another "
-                                    "path",
-    "InvalidACLError": "the ACL this store sets is invalid for the server; check zookeeper_auth",
-    "AuthFailedError": "the server rejected the credentials; check zookeeper_auth",
-    "BadArgumentsError": "the server rejected the request's arguments (a node name or a value too large?)",
-    "QuotaExceededError": "a quota of the server is exceeded; raise it or delete old nodes under this path",
-    "UnimplementedError": "the server does not support this request; check the ZooKeeper version (3.5 or later)",
-    "MarshallingError": "the request could not be encoded (a value over the server's jute.maxbuffer?)",
-}

@@ -16,7 +16,7 @@ from kazoo.handlers import threading as kazoo_threading
 
 from kinesis_spout.zookeeper import errors
 
-__all__ = ["translated"]
+__all__ = ["PERMANENT", "translated"]
 
 #: kazoo's classes -> the library's type they become (the first that matches, subclasses first); others: ZooKeeperError.
 _OURS: tuple[tuple[type[BaseException], type[errors.ZooKeeperError]], ...] = (
@@ -57,3 +57,17 @@ def translated(exc: BaseException) -> BaseException:
     out = both(str(exc))
     out.__cause__ = exc
     return out
+
+
+#: kazoo's errors that no retry can mend (everything else it raises is retriable), with what to do about each.
+PERMANENT = {
+    "NotEmptyError": "the node has children this library did not write; remove them or use another path",
+    "NoChildrenForEphemeralsError": "a node of this path is ephemeral (written by another program?); use another "
+                                    "path",
+    "InvalidACLError": "the ACL this store sets is invalid for the server; check zookeeper_auth",
+    "AuthFailedError": "the server rejected the credentials; check zookeeper_auth",
+    "BadArgumentsError": "the server rejected the request's arguments (a node name or a value too large?)",
+    "QuotaExceededError": "a quota of the server is exceeded; raise it or delete old nodes under this path",
+    "UnimplementedError": "the server does not support this request; check the ZooKeeper version (3.5 or later)",
+    "MarshallingError": "the request could not be encoded (a value over the server's jute.maxbuffer?)",
+}
