@@ -30,6 +30,9 @@ __all__ = ["ShardSync"]
 
 log = logging.getLogger(__name__)
 
+#: A round that takes this long (listing, lease round and starting its new shards) says where its time went (INFO).
+SLOW_ROUND_S = 5.0
+
 
 class ShardSync:
     """Finds the shards a running spout should start reading.
@@ -67,6 +70,7 @@ class ShardSync:
         self._thread: threading.Thread | None = None
         self.rounds = 0
         self.listed: list[Shard] = []
+        self.listing_s = 0.0  # the time the current round spent listing the shards (the sync thread's)
         self._schedule = ListingSchedule(interval_s)  # when the shards are listed next
         self.finished: set[str] = set()  # shards whose end is stored (closed shards only ever join this set)
         self.initial_position = initial_position
@@ -118,7 +122,9 @@ class ShardSync:
 
     def _list(self) -> None:
         """List the stream's shards now (``listed``) and clean up after those that left the listing."""
+        began = time.monotonic()
         self.listed = list_shards(self.client, self.stream_name)
+        self.listing_s += time.monotonic() - began
         self._schedule.listed(time.monotonic())
         self._clean_up(self.listed)
 
@@ -182,11 +188,14 @@ class ShardSync:
                 # while records keep coming
                 if woken and self._may_have_finished():
                     self._flush(10.0)
+                began, self.listing_s = time.monotonic(), 0.0
                 ready = self.sync(relist=False)
+                synced = time.monotonic()
                 if ready and not self._stop.is_set():
                     log.info("starting %d new shards of %r: %s", len(ready), self.stream_name,
                              ", ".join(s.shard_id for s in ready))
                     self._add(ready)
+                self._log_slow_round(began, synced, len(ready))
             except (StreamNotFoundError, LeaseError) as exc:  # retrying cannot fix these: the user must hear
                 log.error("shard sync: %s", exc)
                 self._on_error(exc)
@@ -196,6 +205,14 @@ class ShardSync:
             except Exception as exc:  # noqa: BLE001 - the spout must hear of a bug here, not lose the thread
                 log.exception("shard sync of %r failed", self.stream_name)
                 self._on_error(SpoutError(f"shard sync of {self.stream_name!r} failed: {exc!r}"))
+
+    def _log_slow_round(self, began: float, synced: float, started: int) -> None:
+        """Say where a round's time went when it took over ``SLOW_ROUND_S`` (the thread's own wall clock)."""
+        took = time.monotonic() - began
+        if took >= SLOW_ROUND_S:
+            log.info("a shard sync round of %r took %.1f s: listing the shards %.1f s, the lease round %.1f s, "
+                     "starting %d new shards %.1f s", self.stream_name, took, self.listing_s,
+                     synced - began - self.listing_s, started, took - (synced - began))
 
     def close(self, timeout_s: float = 30.0) -> None:
         self._stop.set()
