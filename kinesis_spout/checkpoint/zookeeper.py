@@ -257,6 +257,9 @@ class ZooKeeperCheckpointStore:
             raise LeaseLost(f"checkpoint of {shard_id} not written: this worker no longer holds its lease "
                             f"({lease_node} moved past epoch {epoch}: another worker took the shard)",
                             shard_id=shard_id)
+        if isinstance(write, NoNodeError) and version is None:  # the checkpoints' node itself is gone (a reset)
+            self.session.ensure_path(self.path)
+            return False
         if isinstance(write, Exception) and not isinstance(write, RolledBackError):
             return False  # the checkpoint changed (or appeared) since it was read
         return True

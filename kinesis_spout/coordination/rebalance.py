@@ -101,15 +101,17 @@ class LeaseBalancer:
             leases.join()
             self._joined_at, self._settled_once = None, False
         ids = [s.shard_id for s in ready]
-        for _ in range(TAKE_PASSES):
-            if not self._pass(ids):
+        for attempt in range(TAKE_PASSES):
+            if not self._pass(ids, give_back=attempt == 0):
                 break
         now_held = leases.held
         return [s for s in ready if s.shard_id in now_held and s.shard_id not in self._handing]
 
-    def _pass(self, ids: list[str]) -> bool:
-        """Read the leases and the live workers, plan, give back and take (see :meth:`owns`); True when a take
-        lost its race (another worker changed the lease first, planning from an older or a newer view)."""
+    def _pass(self, ids: list[str], give_back: bool) -> bool:
+        """Read the leases and the live workers, plan, give back (the round's first pass only: ``max_moves`` is a
+        round's, and a hand-over that could not finish waits for the next round) and take (see :meth:`owns`); True
+        when a take lost its race (another worker changed the lease first, planning from an older or a newer
+        view)."""
         leases = self.leases
         me = leases.worker_id
         held = leases.held
@@ -128,7 +130,7 @@ class LeaseBalancer:
         for shard_id in list(self._handing):
             if shard_id not in step.release:  # the lease moved on, or the shard is this worker's to read again
                 del self._handing[shard_id]
-        if step.release:
+        if step.release and give_back:
             self._give_back({shard_id: states[shard_id][1] for shard_id in step.release})
         take = step.take if self._settled(workers) else step.take[:max(0, TAKES_BEFORE_SETTLED - len(held))]
         if len(take) < len(step.take):
@@ -138,9 +140,10 @@ class LeaseBalancer:
         epochs = leases.acquire_many({shard_id: states[shard_id] for shard_id in take}) if take else {}
         taken = [shard_id for shard_id, epoch in epochs.items() if epoch is not None]
         lost = [shard_id for shard_id, epoch in epochs.items() if epoch is None]
-        if take or step.release:
+        released = step.release if give_back else []
+        if take or released:
             log.info("worker %s: %d live workers, %d shards to read; took %s, gave back %s; waits for %s%s",
-                     me, len(workers), len(ids), _some(taken), _some(step.release), _some(step.wait),
+                     me, len(workers), len(ids), _some(taken), _some(released), _some(step.wait),
                      f"; lost the race for {_some(lost)}" if lost else "")
         return bool(lost)
 

@@ -354,19 +354,19 @@ class ZooKeeperSession:
         :meth:`pipelined`: key -> each operation's result, or the exception the whole transaction raised."""
         client, pending = self._open_client(), []
         for key, build in builds.items():
-            txn = client.transaction()
-            build(txn)
+            build(txn := client.transaction())
             pending.append((key, txn.commit_async()))
         return self._answers(pending, each=True)
 
     def _answers(self, pending: list[tuple[str, Any]], each: bool = False) -> dict[str, Any]:
-        """Each request's answer (``each``: a transaction's, each result translated) or its exception, translated."""
+        """Each answer (``each``: a transaction's, results translated) or its exception, in one operation timeout."""
         from kinesis_spout.zookeeper.translation import translated
 
         out: dict[str, Any] = {}
+        deadline = self._clock() + self.operation_timeout_s  # one wait for them all, not one each
         for key, result in pending:
             try:
-                answer = result.get(timeout=self.operation_timeout_s)
+                answer = result.get(timeout=max(0.001, deadline - self._clock()))
                 out[key] = [translated(r) if isinstance(r, BaseException) else r for r in answer] if each else answer
             except Exception as exc:  # noqa: BLE001 - handed to the caller, who decides
                 out[key] = translated(exc)

@@ -343,6 +343,25 @@ def test_a_flush_of_one_shard_completes_while_other_shards_keep_offering_and_lea
         writer.close(2.0)
 
 
+def test_a_flush_of_several_shards_writes_them_all_now_and_says_which_are_stored(make_store: MakeStore) -> None:
+    """A round's hand-overs wait on their shards together: every one of them is due at once (an hour's interval
+    would otherwise hold all but the first), and the flush says which are stored (a shard never offered is)."""
+    store = make_store(_Faults())
+    writer = CheckpointWriter(store, 3600.0, "me", deadline_s=TIMEOUT_S)
+    writer.start()
+    try:
+        shards = [f"moving{i}" for i in range(4)]
+        for shard in shards:  # each shard's first write goes at once: offer a second value to have one pending
+            writer.offer(Checkpoint(shard, "1", None))
+        assert wait_until(lambda: writer.writes >= len(shards), TIMEOUT_S)
+        for shard in shards:
+            writer.offer(Checkpoint(shard, "2", None))
+        assert writer.flush_shards([*shards, "never-offered"], TIMEOUT_S) == {*shards, "never-offered"}
+        assert all(store.load(s).sequence_number == "2" for s in shards)  # type: ignore[union-attr]
+    finally:
+        writer.close(2.0)
+
+
 def test_a_flush_of_one_shard_is_false_while_its_write_fails_and_true_once_it_is_stored(
         make_store: MakeStore) -> None:
     """A failed write of the shard keeps it unstored: the flush says so (the hand-over keeps the lease); once a

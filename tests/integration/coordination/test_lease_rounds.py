@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from kinesis_spout import ZooKeeperCheckpointStore
+from kinesis_spout import Checkpoint, ZooKeeperCheckpointStore
 from kinesis_spout.coordination.assignment import assign
 from kinesis_spout.coordination.leases import ZooKeeperLeases
 from kinesis_spout.coordination.rebalance import HandBack, LeaseBalancer
@@ -405,3 +405,15 @@ def test_a_round_whose_take_lost_its_race_plans_again_at_once_and_takes_its_shar
     read = a_round()
     assert len(read) == 2 and target not in read, read
     assert lease(zookeeper, target) == ("b", 2) and all(lease(zookeeper, s) == ("a", 2) for s in read)
+
+
+def test_a_fenced_checkpoint_written_after_the_checkpoints_node_was_deleted_makes_it_again(
+        zookeeper: Any, workers: Callable[..., Worker]) -> None:
+    """A session's first fence makes the checkpoints' node; if it is deleted afterwards (an operator's reset), the
+    next fenced write of a shard's first checkpoint makes it again instead of failing as if raced."""
+    a = workers("a")
+    assert a.round(X) == [X]
+    zookeeper.client().delete(a.store.path, recursive=True)
+    a.store.save(Checkpoint(X, "49590338271490256608559692538361571095921575989136588898"))
+    stored = a.store.load(X)
+    assert stored is not None and stored.sequence_number == "49590338271490256608559692538361571095921575989136588898"
