@@ -89,7 +89,8 @@ FORMS: dict[str, tuple[str, Regressor, bool, str]] = {
                    "the worker processes start and register one after another on the machine's cores (b each)"),
     "take_s": ("a + b * shards/worker", _per_worker, False,
                "once registered, the group settling and a lease round (a), then each worker takes its share (the "
-               "takes go to ZooKeeper together) and starts each shard's reader one after another (b each)"),
+               "takes go to ZooKeeper together) and starts its shards, its rounds sharing a thread with the shard "
+               "listing (b each)"),
     "failover_s": ("a + b * orphans/survivor", _orphans_per_survivor, False,
                    "the session timeout and a lease round (a), then each survivor takes its part of the dead "
                    "workers' shards (together) and starts their readers one after another (b each)"),

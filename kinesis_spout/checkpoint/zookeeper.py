@@ -98,7 +98,7 @@ class ZooKeeperCheckpointStore:
             name=f"checkpoint store for {self.path}")
         self._lock = threading.Lock()
         self._fences: dict[str, tuple[str, int | None]] = {}  # shard id -> (lease node, epoch: None = revoked)
-        self._fence_path_session: int | None = None  # the session whose first fence made ``path`` (lease thread's)
+        self._fence_path_made = False  # whether a fence made ``path`` (the lease thread's)
 
     @classmethod
     def from_config(cls, config: SpoutConfig) -> "ZooKeeperCheckpointStore":
@@ -201,12 +201,12 @@ class ZooKeeperCheckpointStore:
     def fence(self, shard_id: str, lease_node: str, epoch: int) -> None:
         """From now on, write ``shard_id``'s checkpoint only while ``lease_node`` is at version ``epoch`` (one
         ZooKeeper transaction checks it and writes): a worker that lost the lease cannot write. Called by the lease
-        manager when it takes a lease. The checkpoints' node is made (if missing) by the first fence of a session
-        only: a worker taking many leases at once does not ask ZooKeeper again for each."""
-        session = self.session.session_id
-        if self._fence_path_session is None or self._fence_path_session != session:
+        manager when it takes a lease. The checkpoints' node is made (if missing) by the store's first fence only,
+        so a worker taking many leases at once does not ask ZooKeeper again for each; a fenced write that finds it
+        deleted since (a reset) makes it again."""
+        if not self._fence_path_made:
             self.session.ensure_path(self.path)
-            self._fence_path_session = session
+            self._fence_path_made = True
         with self._lock:
             self._fences[shard_id] = (lease_node, epoch)
 

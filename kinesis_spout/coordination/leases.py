@@ -201,10 +201,7 @@ class ZooKeeperLeases:
         """Change a lease node (``op``: ``create``, ``set_data`` or ``delete`` of a kazoo transaction, with
         ``args``) and move the generation on, in one transaction. Returns the change's result; its
         ``BadVersionError``, ``NoNodeError`` or ``NodeExistsError`` is raised as the plain call would."""
-        def build(txn: Any) -> None:
-            getattr(txn, op)(node, *args)
-            txn.set_data(self.leases_path, b"", -1)
-
+        build = self._build(op, node, *args)
         for _ in range(2):
             change, bump = self.session.commit(what, build)
             if isinstance(change, Exception) and not isinstance(change, RolledBackError):
@@ -217,21 +214,31 @@ class ZooKeeperLeases:
                              f"{self.leases_path})")
         return change
 
+    def _build(self, op: str, node: str, *args: Any) -> Callable[[Any], None]:
+        """A lease change's transaction: ``op`` on ``node`` with ``args``, then the generation moved on."""
+        def build(txn: Any) -> None:
+            getattr(txn, op)(node, *args)
+            txn.set_data(self.leases_path, b"", -1)
+        return build
+
+    def _take(self, shard_id: str, seen: LeaseState) -> tuple[str, str, str, tuple[Any, ...]]:
+        """What taking ``shard_id``'s lease writes (``what``, ``op``, node, args): the node created when there is
+        none yet (its epoch is then 0), else set at the version ``seen``."""
+        node, doc = self._node(shard_id), _lease_doc(self.worker_id)
+        if seen[1] < 0:
+            return f"creating {node}", "create", node, (doc,)
+        return f"taking {node}", "set_data", node, (doc, seen[1])
+
     def acquire(self, shard_id: str, seen: LeaseState) -> int | None:
         """Take the lease of ``shard_id`` if it is still as ``seen`` (compare-and-set); returns the new epoch, or
         None when someone else changed it first. Fences the shard's checkpoint writes with the new epoch."""
-        node = self._node(shard_id)
-        doc = _lease_doc(self.worker_id)
+        what, op, node, args = self._take(shard_id, seen)
         try:
-            if seen[1] < 0:
-                self._change(f"creating {node}", "create", node, doc)
-                epoch = 0
-            else:
-                stat = self._change(f"taking {node}", "set_data", node, doc, seen[1])
-                epoch = stat.version
+            change = self._change(what, op, node, *args)
         except (BadVersionError, NodeExistsError, NoNodeError):
             self._seen = {}  # what this worker read is out of date: the next round reads the leases again
             return None
+        epoch = 0 if op == "create" else change.version
         self._taken(shard_id, seen, epoch)
         return epoch
 
@@ -254,26 +261,15 @@ class ZooKeeperLeases:
         always is. Returns each shard's new epoch, or None when someone else changed its lease first."""
         if len(seen) < 2 or not self.session.connected:
             return {shard_id: self.acquire(shard_id, state) for shard_id, state in seen.items()}
-        docs = {shard_id: _lease_doc(self.worker_id) for shard_id in seen}
-
-        def build(shard_id: str) -> Callable[[Any], None]:
-            node, (_, version) = self._node(shard_id), seen[shard_id]
-
-            def add(txn: Any) -> None:
-                if version < 0:
-                    txn.create(node, docs[shard_id])
-                else:
-                    txn.set_data(node, docs[shard_id], version)
-                txn.set_data(self.leases_path, b"", -1)
-            return add
-
-        answers = self.session.pipelined_commits({shard_id: build(shard_id) for shard_id in seen})
+        takes = {shard_id: self._take(shard_id, state) for shard_id, state in seen.items()}
+        answers = self.session.pipelined_commits({shard_id: self._build(op, node, *args)
+                                                  for shard_id, (_, op, node, args) in takes.items()})
         out: dict[str, int | None] = {}
         for shard_id, answer in answers.items():
             if isinstance(answer, list) and not any(isinstance(r, Exception) for r in answer):
-                change = answer[0]
-                self._taken(shard_id, seen[shard_id], 0 if seen[shard_id][1] < 0 else change.version)
-                out[shard_id] = self.held.get(shard_id)
+                epoch = 0 if takes[shard_id][1] == "create" else answer[0].version
+                self._taken(shard_id, seen[shard_id], epoch)
+                out[shard_id] = epoch
             elif isinstance(answer, list) and isinstance(answer[0], (BadVersionError, NodeExistsError, NoNodeError)):
                 self._seen = {}  # moved on: the next round reads the leases again
                 out[shard_id] = None

@@ -70,7 +70,7 @@ class ShardSync:
         self._thread: threading.Thread | None = None
         self.rounds = 0
         self.listed: list[Shard] = []
-        self.listing_s = 0.0  # the time the current round spent listing the shards (the sync thread's)
+        self._listing_s = 0.0  # the time the current round spent listing the shards (the sync thread's)
         self._schedule = ListingSchedule(interval_s)  # when the shards are listed next
         self.finished: set[str] = set()  # shards whose end is stored (closed shards only ever join this set)
         self.initial_position = initial_position
@@ -124,7 +124,7 @@ class ShardSync:
         """List the stream's shards now (``listed``) and clean up after those that left the listing."""
         began = time.monotonic()
         self.listed = list_shards(self.client, self.stream_name)
-        self.listing_s += time.monotonic() - began
+        self._listing_s += time.monotonic() - began
         self._schedule.listed(time.monotonic())
         self._clean_up(self.listed)
 
@@ -188,7 +188,7 @@ class ShardSync:
                 # while records keep coming
                 if woken and self._may_have_finished():
                     self._flush(10.0)
-                began, self.listing_s = time.monotonic(), 0.0
+                began, self._listing_s = time.monotonic(), 0.0
                 ready = self.sync(relist=False)
                 synced = time.monotonic()
                 if ready and not self._stop.is_set():
@@ -211,8 +211,8 @@ class ShardSync:
         took = time.monotonic() - began
         if took >= SLOW_ROUND_S:
             log.info("a shard sync round of %r took %.1f s: listing the shards %.1f s, the lease round %.1f s, "
-                     "starting %d new shards %.1f s", self.stream_name, took, self.listing_s,
-                     synced - began - self.listing_s, started, took - (synced - began))
+                     "starting %d new shards %.1f s", self.stream_name, took, self._listing_s,
+                     synced - began - self._listing_s, started, took - (synced - began))
 
     def close(self, timeout_s: float = 30.0) -> None:
         self._stop.set()
