@@ -61,7 +61,7 @@ TESTS_BY_MODULE: dict[str, list[str]] = {
     # per-record cases, the model and the differential test, and of the public name (a mutant of a function every
     # spout test reaches ran against some 300 unit tests otherwise)
     "kinesis_spout.tracking": [f"tests/unit/core/{name}::*" for name in (
-        "test_spans*.py", "test_tracker_checkpoints.py", "test_tracker_retries.py", "test_tracker_model.py",
+        "test_span*.py", "test_tracker_checkpoints.py", "test_tracker_retries.py", "test_tracker_model.py",
         "test_public_names.py")],
     # the retry policy (RetryBackoff among it): its own tests, the tracker's delays and the pipeline's batch retries
     # (every unit test that builds a configuration reaches the policy's checks: some 600 tests a mutant otherwise)

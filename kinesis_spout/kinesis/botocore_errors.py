@@ -54,9 +54,16 @@ class EmulatorCredentialsMissing(NoCredentialsError):
     fmt = "Unable to locate credentials for the endpoint {endpoint_url}"
 
 
+def where(region: str | None, endpoint_url: str | None) -> str:
+    """``"region us-east-1 at endpoint http://..."`` (``"region us-east-1"`` without an endpoint; ``default`` for no
+    region): where calls go, in the words of every error message that says it. Pure."""
+    place = f"region {region or 'default'}"
+    return f"{place} at endpoint {endpoint_url}" if endpoint_url else place
+
+
 def asked(client: Any) -> str:
-    """``"region us-east-1 at endpoint http://..."``: where a client sends its calls, for error messages."""
-    return f"region {client.meta.region_name} at endpoint {client.meta.endpoint_url}"
+    """:func:`where` a client sends its calls."""
+    return where(client.meta.region_name, client.meta.endpoint_url)
 
 
 def translate(exc: Exception, what: str) -> KinesisError:

@@ -24,7 +24,7 @@ from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailable
 
 from kinesis_spout.config import SpoutConfig
 from kinesis_spout.errors import ConfigError, StreamNotFoundError
-from kinesis_spout.kinesis.botocore_errors import translate
+from kinesis_spout.kinesis.botocore_errors import asked, translate
 from kinesis_spout.kinesis.client import kinesis_client
 from kinesis_spout.spark.shared.schema import SCHEMA_DDL
 from kinesis_spout.spark.source.batch import KinesisBatchReader, parse_batch_options
@@ -208,10 +208,9 @@ def check_stream_exists(config: SpoutConfig) -> None:
     except Exception as exc:  # noqa: BLE001 - only "not found" is an answer; the rest is checked when reading
         err = translate(exc, f"describing stream {config.stream_name!r}")
         if isinstance(err, StreamNotFoundError):
-            where = f"endpoint {client.meta.endpoint_url} (region {client.meta.region_name})"
             raise StreamNotFoundError(
-                f"stream {config.stream_name!r} does not exist at {where}; check the options streamName, region "
-                f"and endpointUrl; if the stream was deleted, this query's checkpoint location and the app's "
+                f"stream {config.stream_name!r} does not exist in {asked(client)}; check the options streamName, "
+                f"region and endpointUrl; if the stream was deleted, this query's checkpoint location and the app's "
                 f"ZooKeeper checkpoints refer to the old stream: start with a new checkpoint location and a new "
                 f"appName, or reset the checkpoints (kinesis-spout checkpoints reset)", code=err.code) from exc
         log.debug("could not check that stream %r exists at load(): %s", config.stream_name, err)

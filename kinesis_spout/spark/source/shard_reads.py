@@ -13,6 +13,7 @@ from typing import Any, Sequence, cast
 
 from kinesis_spout.config import MIN_POLL_INTERVAL_S, ReadingSettings, SpoutConfig
 from kinesis_spout.errors import KinesisError, StreamNotFoundError
+from kinesis_spout.kinesis.botocore_errors import where
 from kinesis_spout.kinesis.retrieval.factory import paced_getter as paced
 from kinesis_spout.kinesis.retrieval.factory import polling_getter, waiting_fan_out
 from kinesis_spout.kinesis.retrieval.fanout import WaitingFanOut
@@ -110,25 +111,25 @@ def stream_gone(exc: KinesisError, cfg: SpoutConfig, known: str) -> KinesisError
     says why the query knows the stream: its checkpoint location's batch, or that it started on it) and around a
     task's read or replay on an executor (the batch planned on it)."""
     kinesis = cfg.kinesis
-    where = f"endpoint {kinesis.endpoint_url}" if kinesis.endpoint_url else f"region {kinesis.region or 'default'}"
+    place = where(kinesis.region, kinesis.endpoint_url)
     fix = (f"Its records are gone: start the query with a new checkpoint location, and with a new appName or after "
            f"resetting app {cfg.app_name!r}'s ZooKeeper checkpoints (`kinesis-spout checkpoints reset`), which hold "
            f"positions in the old stream")
     text = str(exc)
     if isinstance(exc, StreamNotFoundError) and "Shard " in text:  # a shard: Kinesis says the same when it expired
         return StreamNotFoundError(
-            f"a shard of stream {cfg.stream_name!r} at {where} does not exist, but this query read it ({known}): "
+            f"a shard of stream {cfg.stream_name!r} in {place} does not exist, but this query read it ({known}): "
             f"was the stream deleted, or is the shard older than the stream's retention? If the stream was "
             f"deleted: {fix}. [{exc}]", code=exc.code)
     if isinstance(exc, StreamNotFoundError):
         return StreamNotFoundError(
-            f"stream {cfg.stream_name!r} does not exist at {where}, but this query read it ({known}): was it "
+            f"stream {cfg.stream_name!r} does not exist in {place}, but this query read it ({known}): was it "
             f"deleted? {fix}. (If it was not deleted, check the options streamName, region and endpointUrl.) "
             f"[{exc}]", code=exc.code)
     if exc.code == "InvalidArgumentException" and ("did not come from this stream" in text
                                                    or "StartingSequenceNumber" in text):
         return KinesisError(
-            f"stream {cfg.stream_name!r} at {where} is not the stream this query read ({known}): Kinesis says a "
+            f"stream {cfg.stream_name!r} in {place} is not the stream this query read ({known}): Kinesis says a "
             f"position of it does not come from this stream, so the stream was deleted and re-created. {fix}. "
             f"[{exc}]", code=exc.code)
     return exc

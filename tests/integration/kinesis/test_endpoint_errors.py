@@ -45,8 +45,8 @@ def test_the_spark_source_load_check_names_the_region_and_the_endpoint(kinesalit
 
     config = SpoutConfig(stream_name="no-such-stream", app_name="a", endpoint_url=kinesalite.endpoint_url,
                          region="eu-west-1")
-    with pytest.raises(StreamNotFoundError, match=f"stream 'no-such-stream' does not exist at endpoint "
-                                                  f"{kinesalite.endpoint_url} \\(region eu-west-1\\)"):
+    with pytest.raises(StreamNotFoundError, match=f"stream 'no-such-stream' does not exist in region eu-west-1 at "
+                                                  f"endpoint {kinesalite.endpoint_url}"):
         check_stream_exists(config)
 
 

@@ -441,8 +441,8 @@ def test_a_stream_deleted_under_a_driver_read_is_an_error_saying_what_to_do(kine
 def test_a_stream_that_does_not_exist_fails_at_load_naming_it(spark: Any, moto_kinesis: KinesisEndpoint,
                                                                 zookeeper: Any) -> None:
     options = source_options(moto_kinesis, zookeeper, "no-such-stream")
-    with pytest.raises(Exception, match=r"stream 'no-such-stream' does not exist at endpoint http://127\.0\.0\.1:"
-                                        r"\d+ \(region us-east-1\); check the options streamName, region and "
+    with pytest.raises(Exception, match=r"stream 'no-such-stream' does not exist in region us-east-1 at endpoint "
+                                        r"http://127\.0\.0\.1:\d+; check the options streamName, region and "
                                         r"endpointUrl"):
         load(spark, options)
     stream = moto_kinesis.create_stream(shards=1)
