@@ -293,10 +293,12 @@ def test_a_span_of_another_tracker_acks_nothing() -> None:
 
 def test_bad_batches_and_settings_are_refused_naming_the_problem() -> None:
     tr = tracker()
-    with pytest.raises(ValueError, match="strictly increasing keys"):
+    with pytest.raises(ValueError, match="^emit_span needs strictly increasing keys"):
         tr.emit_span([B, A], 0.0)
-    with pytest.raises(ValueError, match="as many items and sizes as keys"):
+    with pytest.raises(ValueError, match="^emit_span needs as many items and sizes as keys"):
         tr.emit_span([A, B], 0.0, sizes=[1])
+    with pytest.raises(ValueError, match="^emit_many needs strictly increasing keys"):
+        tr.emit_many([B, A], 0.0)
     assert tr.inflight_count == 0
     with pytest.raises(ConfigError, match="retry_limit"):
         tracker(retry_limit=-1)
@@ -337,6 +339,17 @@ def test_ack_many_of_a_span_s_records_with_gaps_acks_exactly_those() -> None:
     assert tr.ack_many([keys[0].rank, keys[2].rank]) == 2  # the run of the span's records breaks after the first
     assert (tr.inflight_count, tr.checkpoint) == (1, keys[0])
     assert tr.ack(keys[1]) and tr.checkpoint == keys[2]
+
+
+def test_ack_many_of_records_out_of_order_after_an_ack_alone_acks_exactly_those() -> None:
+    """After an ack alone the next record is where ack_many looks first: keys given out of order from there are
+    acked as given, none skipped and none taken for another."""
+    keys = sparse_keys(5, seed=17)
+    tr = tracker()
+    assert tr.emit_span(keys, 0.0) is not None and tr.ack(keys[0])
+    assert tr.ack_many([keys[1].rank, keys[4].rank, keys[2].rank]) == 3
+    assert (tr.inflight_count, tr.checkpoint) == (1, keys[2])  # keys[3] alone in flight
+    assert tr.ack(keys[3]) and (tr.inflight_count, tr.checkpoint) == (0, keys[4])
 
 
 def test_the_next_timeout_is_that_of_the_oldest_record_still_in_its_first_emission() -> None:
