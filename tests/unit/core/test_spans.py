@@ -167,11 +167,12 @@ def test_a_failed_record_inside_a_span_holds_the_checkpoint_until_its_retry_is_a
 
 
 def test_ack_span_except_leaves_the_excluded_records_in_flight() -> None:
-    keys = sparse_keys(6, seed=7)
+    keys, above = sparse_keys(7, seed=7)[:6], sparse_keys(7, seed=7)[6]
     tr = tracker()
     span = tr.emit_span(keys, 0.0, sizes=[1, 2, 4, 8, 16, 32])
     assert span is not None
-    assert tr.ack_span(span, exclude=[keys[1], keys[4].rank, A]) == 4  # A is not in the span: ignored
+    # A (below the span) and ``above`` (past its last record) are not in the span: ignored
+    assert tr.ack_span(span, exclude=[keys[1], keys[4].rank, A, above]) == 4
     assert tr.inflight_count == 2 and tr.inflight_bytes == 2 + 16
     assert tr.checkpoint == keys[0]
     assert tr.fail(keys[1], 0.0) is FailOutcome.RETRY  # still in its first emission: it can fail
