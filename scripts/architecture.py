@@ -67,7 +67,8 @@ HOLDS: dict[str, str] = {
                 "as the library's, shard listing, the lean calls, the KPL format (aggregation.py, pure)",
     "kinesis/retrieval/": "reading: the getter protocol and the one factory that makes a getter, polling "
                           "(GetRecords) or fan-out (SubscribeToShard, consumers), the buffered and round-robin "
-                          "readers and their thread pool, replies decoded into columns",
+                          "readers and their thread pool, the one rule for retriable read errors (read_retries), "
+                          "replies decoded into columns",
     "kinesis/writing/": "writing: the putter (PutRecords with retries), routing by shard, the KPL aggregator and "
                         "aggregate writer, the service's limits",
     "zookeeper/": "one bounded kazoo session shared by the stores built on it, its security (ACL, TLS, secrets "

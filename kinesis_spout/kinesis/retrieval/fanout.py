@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Callable
 
@@ -28,10 +27,11 @@ from kinesis_spout.errors import KinesisError
 from kinesis_spout.kinesis.retrieval.conversion import ConvertedRecords, RecordConversion
 from kinesis_spout.kinesis.retrieval.eventstream import SubscriptionEvent
 from kinesis_spout.kinesis.retrieval.protocol import LATEST_MARGIN, FetchResult, ShardRetrieval
+from kinesis_spout.kinesis.retrieval.read_retries import pause_after, read_backoff
 from kinesis_spout.kinesis.retrieval.subscribe_to_shard import Subscription, starting_position
 from kinesis_spout.kinesis.shards import HashKeyRange
 from kinesis_spout.positions import Kind, Position, after, at_timestamp
-from kinesis_spout.retry import Backoff, RetryPolicy
+from kinesis_spout.retry import RetryPolicy
 
 __all__ = ["DEFAULT_RENEW_S", "RESUBSCRIBE_S", "SUBSCRIBE_RETRY", "FanOutGetter", "Subscription", "WaitingFanOut",
            "starting_position"]
@@ -204,7 +204,7 @@ class WaitingFanOut:
         self.events = 0
         self._wake = threading.Event()
         getter.on_pending = self._wake.set
-        self._backoff = Backoff(replace(SUBSCRIBE_RETRY, max_attempts=max(max_retries, 0) + 1))
+        self._backoff = read_backoff(SUBSCRIBE_RETRY, max_retries)
         self._handed_out = False
 
     def subscribe(self) -> float:
@@ -250,13 +250,7 @@ class WaitingFanOut:
     def _delay(self, exc: KinesisError) -> float:
         """The pause before the next try after ``exc``; raises ``exc`` when it is not retriable or the retries
         ran out."""
-        if not exc.retriable:
-            raise exc
-        pause = self._backoff.next_delay()
-        if self._backoff.exhausted:
-            raise exc
-        log.info("%s; trying again in %.2f s", exc, pause)
-        return pause
+        return pause_after(self._backoff, exc, self.getter.shard_id)
 
     def close(self) -> None:
         """End the subscription. Idempotent."""

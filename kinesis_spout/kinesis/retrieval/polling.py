@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Callable, NamedTuple
 
@@ -16,6 +15,7 @@ from kinesis_spout.errors import KinesisError
 from kinesis_spout.kinesis.botocore_errors import translate
 from kinesis_spout.kinesis.retrieval.conversion import ALL_HASH_KEYS, ConvertedRecords, RecordConversion
 from kinesis_spout.kinesis.retrieval.protocol import LATEST_MARGIN, FetchResult
+from kinesis_spout.kinesis.retrieval.read_retries import pause_after, read_backoff
 from kinesis_spout.kinesis.retrieval.wire_columns import (
     RecordColumns,
     ReplyColumns,
@@ -169,7 +169,7 @@ class PacedGetter:
         self.getter = getter
         self.interval_s = interval_s
         self.max_retries = max_retries
-        self._backoff = Backoff(replace(GET_RECORDS_RETRY, max_attempts=max(max_retries, 0) + 1))
+        self._backoff = read_backoff(GET_RECORDS_RETRY, max_retries)
         self._next_call = 0.0
 
     def fetch(self) -> FetchResult:
@@ -180,12 +180,7 @@ class PacedGetter:
             try:
                 result = self.getter.fetch()
             except KinesisError as exc:
-                if not exc.retriable:
-                    raise
-                pause = self._backoff.next_delay()
-                if self._backoff.exhausted:
-                    raise
-                self._next_call = time.monotonic() + pause
+                self._next_call = time.monotonic() + pause_after(self._backoff, exc, self.getter.shard_id)
                 continue
             self._backoff.reset()
             self._next_call = time.monotonic() + self.interval_s

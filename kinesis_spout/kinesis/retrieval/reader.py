@@ -14,17 +14,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import replace
 from datetime import datetime
 from typing import Callable, Iterable, NamedTuple, TypeVar
 
-from kinesis_spout import retry
 from kinesis_spout.config import MIN_POLL_INTERVAL_S
 from kinesis_spout.errors import KinesisError, SpoutError
 from kinesis_spout.kinesis.retrieval.chunks import ChunkBuffer
 from kinesis_spout.kinesis.retrieval.polling import GET_RECORDS_RETRY, idle_backoff
 from kinesis_spout.kinesis.retrieval.pool import PARK, ReaderPool
 from kinesis_spout.kinesis.retrieval.protocol import FetchResult, ShardRetrieval
+from kinesis_spout.kinesis.retrieval.read_retries import QUIET_RETRIES, pause_after, read_backoff
 from kinesis_spout.kinesis.retrieval.wire_columns import (
     RecordColumns,
     first_arrived_after,
@@ -36,24 +35,6 @@ from kinesis_spout.records import Record, SequenceKey
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")  # what a take hands out: records, or pieces of columns
-
-#: Retried errors in a row (throttles, 500s) logged at DEBUG only: a shard throttled now and then, or an emulator's
-#: occasional 500, is routine. The next one is logged at WARNING with the count, and so is each doubling of the run
-#: (2x, 4x...); a reader that recovers after a WARNING says so at INFO.
-QUIET_RETRIES = 3
-
-
-def log_retried_error(exc: KinesisError, shard_id: str, failures: int, failing_for_s: float, pause: float) -> None:
-    """Log one retried read error of ``shard_id``, the ``failures``-th in a row: at DEBUG while the run is at most
-    :data:`QUIET_RETRIES` long, at WARNING (with the count) when it passes that and at each doubling of the run.
-    Who calls: the shard readers and the Spark source's driver reads, after each retriable error."""
-    run = failures // (QUIET_RETRIES + 1)
-    if failures > QUIET_RETRIES and failures % (QUIET_RETRIES + 1) == 0 and run & (run - 1) == 0:
-        log.warning("%s; %d failed calls in a row on %s for %.1f s, retrying in %.2f s (the first %d of a run are "
-                    "logged at DEBUG)", exc, failures, shard_id, failing_for_s, pause, QUIET_RETRIES)
-    else:
-        log.debug("%s; retrying %s in %.2f s (failure %d in a row)", exc, shard_id, pause, failures)
-
 
 class ShardTip(NamedTuple):
     """Where a reader first found its shard's tip: ``key`` is the last record it had read up to there (None: it
@@ -133,7 +114,7 @@ class BufferedShardReader:
         self._own_pool: ReaderPool | None = None
         self._started = False
         self._polling = threading.Lock()  # held during a poll: close() waits for the call in progress
-        self._backoff = retry.Backoff(replace(GET_RECORDS_RETRY, max_attempts=max(max_retries, 0) + 1))
+        self._backoff = read_backoff(GET_RECORDS_RETRY, max_retries)
         self._error: BaseException | None = None
         self.parked = False  # set by the pool (under its lock) while the buffer is full
         self.ended = False
@@ -247,13 +228,8 @@ class BufferedShardReader:
             self.calls += 1
             result = self._fetch_columns() if self._fetch_columns is not None else self.getter.fetch()
         except KinesisError as exc:
-            if not exc.retriable:
-                raise
-            pause = backoff.next_delay()
-            if backoff.exhausted:
-                raise KinesisError(f"{exc} (gave up after {backoff.failures - 1} retries)", code=exc.code) from exc
+            pause = pause_after(backoff, exc, self.shard_id)
             self.retried_errors += 1
-            log_retried_error(exc, self.shard_id, backoff.failures, backoff.failing_for(), pause)
             return time.monotonic() + pause
         if backoff.failures > QUIET_RETRIES:
             log.info("reads of %s recovered after %d failed calls in a row", self.shard_id, backoff.failures)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Mapping, Sequence
 
@@ -21,7 +21,7 @@ from kinesis_spout.errors import KinesisError
 from kinesis_spout.kinesis.retrieval.factory import shard_retrieval
 from kinesis_spout.kinesis.retrieval.polling import GET_RECORDS_RETRY, LATEST_MARGIN, idle_backoff
 from kinesis_spout.kinesis.retrieval.protocol import ShardRetrieval
-from kinesis_spout.kinesis.retrieval.reader import log_retried_error
+from kinesis_spout.kinesis.retrieval.read_retries import pause_after, read_backoff
 from kinesis_spout.positions import TRIM_HORIZON, Position, after_record, at_timestamp
 from kinesis_spout.records import Record
 from kinesis_spout.retry import Backoff
@@ -42,8 +42,6 @@ __all__ = ["DriverPlanner", "ShardCursor"]
 log = logging.getLogger(__name__)
 
 FETCH_THREADS = 32
-#: The driver's GetRecords retries: the readers' delays, MAX_RETRIES retriable errors in a row at most.
-PLANNER_READ_RETRY = replace(GET_RECORDS_RETRY, max_attempts=MAX_RETRIES + 1)
 
 
 def _end(getter: ShardRetrieval) -> None:
@@ -65,7 +63,8 @@ class ShardCursor:
     getter: ShardRetrieval
     pending: list[Record] = field(default_factory=list)
     next_poll: float = 0.0
-    backoff: Backoff = field(default_factory=lambda: Backoff(PLANNER_READ_RETRY))
+    #: the driver's GetRecords retries: the readers' delays, MAX_RETRIES retriable errors in a row at most
+    backoff: Backoff = field(default_factory=lambda: read_backoff(GET_RECORDS_RETRY, MAX_RETRIES))
     #: the pause after an empty read at the tip: ``empty_record_backoff_s``, doubling while the shard stays idle
     idle: Backoff = field(default_factory=lambda: idle_backoff(MIN_POLL_INTERVAL_S, None))
     at_tip: bool = False   # an empty read at the stream's tip since prepareForTriggerAvailableNow
@@ -262,14 +261,8 @@ class DriverPlanner:
         pace, the empty-read backoff, or a retry backoff after a retriable error, which is not raised)."""
         try:
             result = cursor.getter.fetch()
-        except KinesisError as exc:
-            if not exc.retriable:
-                raise
-            failure = cursor.backoff.failed()
-            if failure.stop is not None:  # MAX_RETRIES retriable errors in a row before this one
-                raise
-            log_retried_error(exc, cursor.shard_id, failure.attempt, failure.elapsed_s, failure.pause_s)
-            cursor.next_poll = time.monotonic() + failure.pause_s
+        except KinesisError as exc:  # raised when not retriable or after MAX_RETRIES retriable ones in a row
+            cursor.next_poll = time.monotonic() + pause_after(cursor.backoff, exc, cursor.shard_id)
             return
         cursor.backoff.reset()
         cursor.pending.extend(skip_consumed(result.records, cursor.position))

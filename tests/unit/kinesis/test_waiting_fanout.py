@@ -28,6 +28,7 @@ class ScriptedGetter:
 
     def __init__(self, script: list[Any]) -> None:
         self.script = script
+        self.shard_id = "shardId-000000000000"
         self.on_pending: Callable[[], None] = lambda: None
         self.fetches = 0
         self.prepared = 0

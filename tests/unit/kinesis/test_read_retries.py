@@ -1,0 +1,64 @@
+"""The one rule for retriable read errors (``read_backoff``, ``pause_after``): what is raised at once, how many
+retriable errors in a row are tried again, what the error says when the reads give up, and how retries are logged.
+No servers: errors are made here and the backoff's clock and draws are fixed."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from kinesis_spout.errors import KinesisError, StreamNotFoundError, ThrottledError
+from kinesis_spout.kinesis.retrieval.read_retries import QUIET_RETRIES, pause_after, read_backoff
+from kinesis_spout.retry import RetryPolicy
+
+POLICY = RetryPolicy(initial_s=0.5, multiplier=2.0, max_s=4.0, jitter=0.0)
+
+
+def throttled() -> ThrottledError:
+    return ThrottledError("GetRecords throttled (ProvisionedThroughputExceededException)",
+                          code="ProvisionedThroughputExceededException")
+
+
+def test_an_error_that_retrying_cannot_fix_is_raised_at_once_and_not_counted() -> None:
+    backoff = read_backoff(POLICY, 3)
+    gone = StreamNotFoundError("stream 's' not found", code="ResourceNotFoundException")
+    with pytest.raises(StreamNotFoundError) as caught:
+        pause_after(backoff, gone, "shardId-000000000000")
+    assert caught.value is gone and backoff.failures == 0
+
+
+@pytest.mark.parametrize("retries", [0, 1, 3])
+def test_retries_retriable_errors_in_a_row_are_tried_again_after_the_policy_s_delays_then_the_reads_give_up(
+        retries: int) -> None:
+    backoff = read_backoff(POLICY, retries)
+    pauses = [pause_after(backoff, throttled(), "shardId-000000000000") for _ in range(retries)]
+    assert pauses == [0.5, 1.0, 2.0][:retries]
+    last = throttled()
+    with pytest.raises(KinesisError, match=rf"throttled .* \(gave up after {retries} retries\)$") as caught:
+        pause_after(backoff, last, "shardId-000000000000")
+    assert caught.value.code == last.code and caught.value.__cause__ is last
+
+
+def test_a_read_that_succeeds_starts_the_count_again() -> None:
+    backoff = read_backoff(POLICY, 2)
+    for _ in range(2):
+        assert pause_after(backoff, throttled(), "shardId-000000000000") > 0
+        assert pause_after(backoff, throttled(), "shardId-000000000000") > 0
+        backoff.reset()
+
+
+def test_a_negative_number_of_retries_raises_the_first_retriable_error() -> None:
+    with pytest.raises(KinesisError, match=r"gave up after 0 retries"):
+        pause_after(read_backoff(POLICY, -1), throttled(), "shardId-000000000000")
+
+
+def test_the_first_retries_of_a_run_are_logged_at_debug_and_the_next_at_warning_with_the_shard(
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="kinesis_spout.kinesis")
+    backoff = read_backoff(POLICY, 30)
+    for _ in range(QUIET_RETRIES + 1):
+        pause_after(backoff, throttled(), "shardId-000000000007")
+    levels = [r.levelname for r in caplog.records if "shardId-000000000007" in r.getMessage()]
+    assert levels == ["DEBUG"] * QUIET_RETRIES + ["WARNING"]
+    assert f"{QUIET_RETRIES + 1} failed calls in a row on shardId-000000000007" in caplog.records[-1].getMessage()
