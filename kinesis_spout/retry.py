@@ -17,6 +17,8 @@ Following a policy:
   succeeds, or raises :class:`RetryError`, which says what was tried, how often and for how long, with the last
   error as its cause.
 - :func:`wait` is the interruptible sleep on its own.
+- :class:`Outage` is the alarm clock of a writer that never gives up (the checkpoint writer, the dead-letter
+  worker): how long its writes have kept failing, and whether that passed its deadline.
 
 ``sleep``, ``clock`` and ``random`` are injectable everywhere, so a test needs no real time. Core layer: the
 standard library and :mod:`kinesis_spout.errors` only; no threads (an interrupt is passed in). Validation errors
@@ -30,12 +32,12 @@ import math
 import time
 from dataclasses import dataclass
 from random import random as _uniform
-from typing import TYPE_CHECKING, Callable, Literal, Protocol, TypeVar, Union, runtime_checkable
+from typing import TYPE_CHECKING, Callable, Literal, Protocol, TypeVar, Union, cast, runtime_checkable
 
 from kinesis_spout.errors import ConfigError, RetryError
 
-__all__ = ["POLL_S", "Backoff", "Delays", "Failure", "Interrupt", "InterruptHook", "RetryBackoff", "RetryError",
-           "RetryPolicy", "StopReason", "call", "check_exponential", "exponential_delay", "wait"]
+__all__ = ["POLL_S", "Backoff", "Delays", "Failure", "Interrupt", "InterruptHook", "Outage", "RetryBackoff",
+           "RetryError", "RetryPolicy", "StopReason", "call", "check_exponential", "exponential_delay", "wait"]
 
 T = TypeVar("T")
 
@@ -313,6 +315,34 @@ class Backoff:
         """A try succeeded: the next failure starts from the first delay again (and the deadline with it)."""
         self.failures = 0
         self._since = None
+
+
+class Outage:
+    """How long a writer that never gives up has kept failing, against ``deadline_s``: the clock starts at the
+    first failure in a row (:meth:`failed`), or earlier at :meth:`start` (a lost connection seen before a write),
+    and stops at :meth:`recovered`. The writer raises its alarm when :meth:`failed` answers a duration, and clears
+    it when a write succeeds. Not thread-safe: the writer's thread owns it."""
+
+    def __init__(self, deadline_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.deadline_s = deadline_s
+        self.clock = clock
+        self._since: float | None = None
+
+    def start(self) -> None:
+        """Writes are failing from now, unless they already were."""
+        if self._since is None:
+            self._since = self.clock()
+
+    def failed(self) -> float | None:
+        """A write failed: the seconds writes have kept failing when that reached ``deadline_s``, else None."""
+        self.start()
+        elapsed = self.clock() - cast(float, self._since)
+        return elapsed if elapsed >= self.deadline_s else None
+
+    def recovered(self) -> bool:
+        """A write succeeded: the clock stops. True when writes had been failing."""
+        failing, self._since = self._since is not None, None
+        return failing
 
 
 def call(fn: Callable[[], T], policy: RetryPolicy, *, what: str,

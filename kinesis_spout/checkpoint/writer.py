@@ -10,7 +10,7 @@ from typing import Callable
 from kinesis_spout.checkpoint.base import Checkpoint, CheckpointStore
 from kinesis_spout.checkpoint.throttle import CheckpointThrottle
 from kinesis_spout.errors import CheckpointConflict, CheckpointError, SpoutError
-from kinesis_spout.retry import Backoff, RetryPolicy
+from kinesis_spout.retry import Backoff, Outage, RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ class CheckpointWriter:
         self._busy = False
         self._writing: str | None = None  # the shard whose value the thread took and is writing (or looking at)
         self._thread: threading.Thread | None = None
-        self._failing_since: float | None = None
+        self._outage = Outage(deadline_s)  # how long writes have kept failing (the writer's thread)
         self._waited_for_connection = False
         self._flushing = 0  # flush() calls under way: every pending shard is due at once
         self._urgent: dict[str, int] = {}  # flush_shard() calls under way, per shard: that shard is due at once
@@ -186,8 +186,7 @@ class CheckpointWriter:
         self._waited_for_connection = False
         wait_connected = getattr(self.store, "wait_connected", None)
         if wait_connected is not None and not wait_connected(0.0):
-            if self._failing_since is None:
-                self._failing_since = time.monotonic()
+            self._outage.start()
             if not wait_connected(0.5 if self._stop else 2.0):
                 self._waited_for_connection = not self._stop
                 self.failures += 1
@@ -214,11 +213,8 @@ class CheckpointWriter:
                     f"worker reading this shard?"))
 
     def _check_deadline(self) -> None:
-        now = time.monotonic()
-        if self._failing_since is None:
-            self._failing_since = now
-        elapsed = now - self._failing_since
-        if elapsed >= self.deadline_s and self.unreachable is None:
+        elapsed = self._outage.failed()
+        if elapsed is not None and self.unreachable is None:
             cause = f": {self.last_error}" if self.last_error else ""
             self.unreachable = CheckpointError(
                 f"checkpoints could not be written for {elapsed:.0f} s (deadline {self.deadline_s:g} s){cause}. "
@@ -264,9 +260,9 @@ class CheckpointWriter:
         return True
 
     def _recovered(self) -> None:
+        self._outage.recovered()
         if self.unreachable is not None:
             log.info("checkpoints are being written again")
-        self._failing_since = None
         self.unreachable = None
 
     def flush(self, timeout_s: float = 10.0) -> bool:

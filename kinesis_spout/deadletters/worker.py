@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 from kinesis_spout.deadletters.base import DeadLetter, DeadLetterError, DeadLetterWriter, HandlerWriter
 from kinesis_spout.deadletters.local import LocalDeadLetterWriter
 from kinesis_spout.errors import DeadLetterStormError
-from kinesis_spout.retry import Backoff, RetryPolicy
+from kinesis_spout.retry import Backoff, Outage, RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ class DeadLetterWorker:
         self._stop = False
         self._give_up_at: float | None = None  # set by close(): stop retrying after this moment
         self._thread: threading.Thread | None = None
-        self._failing_since: float | None = None
+        self._outage = Outage(deadline_s)  # how long writes have kept failing (the thread's)
         self.written = 0
         self.failures = 0
         self.last_error: BaseException | None = None
@@ -262,9 +262,8 @@ class DeadLetterWorker:
             self.written += len(written)
             if error is None:
                 self._backoff.reset()
-                if self._failing_since is not None:
+                if self._outage.recovered():
                     log.info("dead letters are written again")
-                self._failing_since = None
                 self._unreachable = None
                 continue
             self._failed(error, len(batch) - len(written))
@@ -301,16 +300,14 @@ class DeadLetterWorker:
         return batch, None
 
     def _failed(self, error: BaseException, left: int) -> None:
-        now = time.monotonic()
         self.failures += 1
         self.last_error = error
-        if self._failing_since is None:
-            self._failing_since = now
         log.warning("could not write %d dead letters (%s: %s); retrying, the shards' checkpoints wait for them",
                     left, type(error).__name__, error)
-        if now - self._failing_since >= self.deadline_s and self._unreachable is None:
+        elapsed = self._outage.failed()
+        if elapsed is not None and self._unreachable is None:
             unreachable = DeadLetterError(
-                f"dead letters could not be written for {now - self._failing_since:.0f} s "
+                f"dead letters could not be written for {elapsed:.0f} s "
                 f"(dead_letter_deadline_s={self.deadline_s:g}): {type(error).__name__}: {error}. Nothing was "
                 f"dropped: the records stay pending and their shards' checkpoints wait; check the dead-letter "
                 f"destination. This error clears once a write succeeds")

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from kinesis_spout.errors import ConfigError
-from kinesis_spout.retry import POLL_S, Backoff, Failure, Interrupt, RetryPolicy, wait
+from kinesis_spout.retry import POLL_S, Backoff, Failure, Interrupt, Outage, RetryPolicy, wait
 
 from .fake_time import FakeTime
 
@@ -178,3 +178,36 @@ def test_min_s_lets_full_jitter_go_down_to_no_pause() -> None:
     with pytest.raises(ConfigError, match="RetryPolicy.min_s must be from 0"):
         RetryPolicy(min_s=-1.0)
     assert RetryPolicy(initial_s=0.1, jitter=1.0, min_s=0.1).delay(2, lambda: 0.0) == 0.1, "min_s may be initial_s"
+
+
+# ------------------------------------------------------------------ Outage: the alarm of a writer that never gives up
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_an_outage_reaches_its_deadline_counted_from_the_first_failure_in_a_row() -> None:
+    clock = Clock()
+    outage = Outage(10.0, clock)
+    assert outage.failed() is None  # the clock starts here
+    clock.now += 9.9
+    assert outage.failed() is None
+    clock.now += 0.1
+    assert outage.failed() == pytest.approx(10.0)
+    assert outage.recovered() and not outage.recovered()  # says once that writes had been failing
+    clock.now += 50.0
+    assert outage.failed() is None, "a write that succeeded starts the count again"
+
+
+def test_an_outage_started_before_its_first_failed_write_counts_from_the_start() -> None:
+    clock = Clock()
+    outage = Outage(5.0, clock)
+    outage.start()  # e.g. the store reported a lost connection
+    clock.now += 6.0
+    outage.start()  # a second report does not move the start
+    assert outage.failed() == pytest.approx(6.0)
