@@ -36,6 +36,7 @@ from kinesis_spout.spout.batch import SpoutBatch
 from kinesis_spout.spout.emission import TAKE_CHUNK
 
 if TYPE_CHECKING:
+    from kinesis_spout.records import SequenceKey
     from kinesis_spout.spout.emission import Emitter
     from kinesis_spout.spout.shards import ShardLifecycle
 
@@ -167,7 +168,6 @@ class ColumnTaker:
 
     def __init__(self, emitter: Emitter) -> None:
         self.emitter = emitter
-        self._retry_cursor = 0
 
     def fill(self, batch: SpoutBatch, pieces: list[RecordColumns], tries: list[int], now: float, limit: int,
              byte_limit: int) -> None:
@@ -251,19 +251,8 @@ class ColumnTaker:
     def _next_retry(self, now: float, into: SpoutBatch) -> tuple[Record, int] | None:
         """The next due retry of any shard in turn (the record and its attempt), told to ``into``; None when none
         is due."""
-        states = list(self.emitter.registry.shards.values())
-        n = len(states)
-        for i in range(n):
-            state = states[(self._retry_cursor + i) % n]
-            if not state.emits_retries:
-                continue
-            tracker = state.tracker
-            if tracker.retry_queue_len and tracker.has_due_retry(now):
-                got = tracker.next_retry(now)
-                if got is None:
-                    continue
-                key, item, attempt = got
-                self._retry_cursor = (self._retry_cursor + i + 1) % n
-                into.add_single(state, key.rank, message_id(state.shard_id, key), attempt)
-                return record_of(item, key.rank), attempt
-        return None
+        def use(state: ShardLifecycle, key: SequenceKey, item: Any, attempt: int) -> tuple[Record, int]:
+            into.add_single(state, key.rank, message_id(state.shard_id, key), attempt)
+            return record_of(item, key.rank), attempt
+
+        return self.emitter.next_due_retry(now, use)

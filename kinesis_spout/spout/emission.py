@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from kinesis_spout.kinesis.retrieval.wire_columns import record_of
 from kinesis_spout.records import RANK_BASE, Record, SpoutTuple, message_id, record_sizes, records_bytes
@@ -20,6 +20,7 @@ from kinesis_spout.spout.shards import ShardPhase
 
 if TYPE_CHECKING:
     from kinesis_spout.config import TrackingSettings
+    from kinesis_spout.records import SequenceKey
     from kinesis_spout.schemes import RecordScheme
     from kinesis_spout.spout.batch import SpoutBatch
     from kinesis_spout.spout.dead_letters import DeadLetterGlue
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 __all__ = ["NO_BYTE_LIMIT", "TAKE_CHUNK", "Emitter"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")  # what a caller of Emitter.next_due_retry makes of a retry
 
 _POISON: Any = object()  # what _values returns for a record its scheme refused
 NO_BYTE_LIMIT = 1 << 62
@@ -127,26 +130,39 @@ class Emitter:
             size += records_bytes([t[1] for t in taken])  # t[1]: t.record
 
     def _next_retry(self, now: float, into: SpoutBatch | None) -> SpoutTuple | None:
+        def use(state: ShardLifecycle, key: SequenceKey, item: Any, attempt: int) -> SpoutTuple | None:
+            record = record_of(item, key.rank)  # put in flight from columns: made now
+            values = self._values(state, record)
+            if values is _POISON:
+                return None  # the scheme refused it this time: dead-lettered
+            mid = message_id(state.shard_id, key)
+            if into is not None:
+                into.add_single(state, key.rank, mid, attempt)
+            return SpoutTuple(mid, record, values, attempt)
+
+        return self.next_due_retry(now, use)
+
+    def next_due_retry(self, now: float, use: Callable[[ShardLifecycle, SequenceKey, Any, int], T | None]) -> T | None:
+        """The next due retry of any shard in turn, as ``use(state, key, item, attempt)`` makes it; None when none
+        is due. ``use`` answering None has consumed the retry (e.g. dead-lettered it): the shard's next due retry is
+        looked at. One cursor for every kind of batch (records or columns), so the shards take turns whichever the
+        consumer asks for. Called on the consumer's thread only."""
         states = list(self.registry.shards.values())
         n = len(states)
         for i in range(n):
             state = states[(self._retry_cursor + i) % n]
             if not state.emits_retries:
                 continue
-            while state.tracker.retry_queue_len and state.tracker.has_due_retry(now):
-                got = state.tracker.next_retry(now)
+            tracker = state.tracker
+            while tracker.retry_queue_len and tracker.has_due_retry(now):
+                got = tracker.next_retry(now)
                 if got is None:
                     break
-                key, item, attempt = got
-                record = record_of(item, key.rank)  # put in flight from columns: made now
-                values = self._values(state, record)
-                if values is _POISON:
-                    continue  # the scheme refused it this time: dead-lettered
+                used = use(state, *got)
+                if used is None:
+                    continue
                 self._retry_cursor = (self._retry_cursor + i + 1) % n
-                mid = message_id(state.shard_id, key)
-                if into is not None:
-                    into.add_single(state, key.rank, mid, attempt)
-                return SpoutTuple(mid, record, values, attempt)
+                return used
         return None
 
     def _values(self, state: ShardLifecycle, record: Record) -> Any:
