@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -363,7 +363,9 @@ class Differential(RuleBasedStateMachine):
 
 #: Under mutation testing (mutmut runs a copy of the tests in mutants/, each test within 20 s): fewer examples.
 UNDER_MUTATION = "mutants" in Path(__file__).resolve().parts
+#: A mutant a test kills is killed by the first failing example: no shrinking of it (seconds a mutant).
+PHASES = (Phase.explicit, Phase.reuse, Phase.generate) if UNDER_MUTATION else tuple(Phase)
 Differential.TestCase.settings = settings(max_examples=15 if UNDER_MUTATION else 250, stateful_step_count=50,
-                                          deadline=None,
+                                          deadline=None, phases=PHASES,
                                           suppress_health_check=[HealthCheck.too_slow])
 TestSpanTrackerAgainstPerRecordTracker = Differential.TestCase

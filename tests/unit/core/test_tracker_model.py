@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -407,6 +407,8 @@ UNDER_MUTATION = "mutants" in Path(__file__).resolve().parts
 for machine in (TrackerMachine, ReferenceMachine):
     machine.TestCase.settings = settings(
         max_examples=10 if UNDER_MUTATION else 200,
+        # a mutant a test kills is killed by the first failing example: no shrinking of it (seconds a mutant)
+        phases=(Phase.explicit, Phase.reuse, Phase.generate) if UNDER_MUTATION else tuple(Phase),
         stateful_step_count=50,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow],
