@@ -189,6 +189,16 @@ def _decode(data: bytes) -> tuple[list[str], list[str | None] | None, list[bytes
     ehk_index: list[int | None] = []  # one entry per user record once any has an explicit hash key index
     datas: list[bytes] = []
     add_pk, add_data = pk_index.append, datas.append
+
+    def add_record(pk: int, ehk: int | None, payload: bytes) -> None:
+        """A user record decoded by :func:`_record` (the fast path below adds its own inline, the same way)."""
+        if ehk is not None or ehk_index:
+            if not ehk_index:  # the first explicit hash key index: the records before it had none
+                ehk_index.extend([None] * len(datas))
+            ehk_index.append(ehk)
+        add_pk(pk)
+        add_data(payload)
+
     pos = 4
     try:
         while pos < end:
@@ -224,13 +234,7 @@ def _decode(data: bytes) -> tuple[list[str], list[str | None] | None, list[bytes
                             add_data(data[first:stop])
                             pos = stop
                             continue
-                pk, ehk, payload = _record(data, pos, stop)
-                if ehk is not None or ehk_index:
-                    if not ehk_index:
-                        ehk_index.extend([None] * len(datas))
-                    ehk_index.append(ehk)
-                add_pk(pk)
-                add_data(payload)
+                add_record(*_record(data, pos, stop))
                 pos = stop
                 continue
             if tag == 0x0A and data[pos + 1] < 0x80:  # field 1 (a partition key) under 128 bytes: _text, inlined
@@ -255,13 +259,7 @@ def _decode(data: bytes) -> tuple[list[str], list[str | None] | None, list[bytes
                 length, pos = _varint(data, pos, end)
                 if pos + length > end:
                     raise _Malformed("truncated record")
-                pk, ehk, payload = _record(data, pos, pos + length)
-                if ehk is not None or ehk_index:
-                    if not ehk_index:
-                        ehk_index.extend([None] * len(datas))
-                    ehk_index.append(ehk)
-                add_pk(pk)
-                add_data(payload)
+                add_record(*_record(data, pos, pos + length))
                 pos += length
             elif field == 0:  # not valid protobuf: KCL rejects it too
                 raise _Malformed("field number 0")
