@@ -14,16 +14,16 @@ failed, and a consumer that iterates the batch gets each row's :class:`~kinesis_
 
 from __future__ import annotations
 
-from array import array
 from bisect import bisect_right
 from itertools import accumulate
-from operator import add
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from kinesis_spout.kinesis.retrieval.arrow_columns import batch_of_pieces
 from kinesis_spout.kinesis.retrieval.wire_columns import (
     RecordColumns,
     RowSource,
+    column_sizes,
+    columns_bytes,
     columns_of_records,
     in_rank_order,
     ranks_of,
@@ -31,7 +31,7 @@ from kinesis_spout.kinesis.retrieval.wire_columns import (
     slice_columns,
     to_records,
 )
-from kinesis_spout.records import Record, SpoutTuple, message_id
+from kinesis_spout.records import Record, SpoutTuple, message_id, records_bytes
 from kinesis_spout.spout.batch import SpoutBatch
 from kinesis_spout.spout.emission import TAKE_CHUNK
 
@@ -78,6 +78,11 @@ class ColumnBatch:
     def __iter__(self) -> Iterator[Record]:
         for piece in self._pieces:
             yield from to_records(piece)
+
+    @property
+    def nbytes(self) -> int:
+        """The rows' bytes, as :attr:`Record.size <kinesis_spout.records.Record.size>` counts a record's."""
+        return sum(map(columns_bytes, self._pieces))
 
     @property
     def attempts(self) -> list[int]:
@@ -157,11 +162,6 @@ def _note_aggregates(aggregates: dict[int, int], columns: RecordColumns) -> None
             aggregates.setdefault(int(sequence), count)
 
 
-def _sizes(columns: RecordColumns) -> array[int]:
-    """Each record's size (data and partition key), as :attr:`Record.size <kinesis_spout.records.Record.size>`."""
-    return array("q", map(add, map(len, columns.data), map(len, columns.partition_keys)))
-
-
 class ColumnTaker:
     """Fills columnar batches for the facade (the spout's lock held), through the facade's :class:`Emitter`: its
     room per shard, its housekeeping, its dead-letter glue. Owns its retry cursor (under the same lock)."""
@@ -186,7 +186,7 @@ class ColumnTaker:
                     pieces.append(columns_of_records([record]))
                     tries.append(attempt)
                     rows += 1
-                    size += len(record.data) + len(record.partition_key)
+                    size += record.size
                     continue
                 retries = False  # none due now: new records
             taken = rr.next_columns(emitter.room(byte_limit - size), min(limit - rows, TAKE_CHUNK))
@@ -214,18 +214,18 @@ class ColumnTaker:
                 ends = slice_columns(columns, 0, 1), slice_columns(columns, n - 1, n)
                 low, high = ranks_of(ends[0])[0], ranks_of(ends[1])[0]
                 span = tracker.emit_span_of_ends(
-                    n, low, high, now, lambda: (ranks_of(columns), _sizes(columns)), [RowSource(columns)] * n,
-                    sum(map(len, columns.data)) + sum(map(len, columns.partition_keys)))
+                    n, low, high, now, lambda: (ranks_of(columns), column_sizes(columns)), [RowSource(columns)] * n,
+                    columns_bytes(columns))
             else:
                 ranks = ranks_of(columns)
-                span = tracker.emit_span(ranks, now, [RowSource(columns, ranks)] * n, _sizes(columns))
+                span = tracker.emit_span(ranks, now, [RowSource(columns, ranks)] * n, column_sizes(columns))
         except ValueError:  # not in increasing order (never seen from one reader): as the record path does it
             _state, records, _span = emitter.put_in_flight(to_records(columns), now, into)
             if records:
                 self._settle(state, records, None)
             emitter.dead_letters.decoded(len(records))
             return (columns_of_records(records) if records else slice_columns(columns, 0, 0)), \
-                sum(len(r.data) + len(r.partition_key) for r in records)
+                records_bytes(records)
         skip = n - len(span) if span is not None else n
         kept = slice_columns(columns, skip, n) if skip else columns
         nbytes = span.first_bytes if span is not None else 0

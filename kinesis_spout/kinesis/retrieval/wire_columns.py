@@ -28,19 +28,21 @@ shard getter (``fetch_columns``), the readers' buffer, the spout's columnar batc
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left
 from datetime import datetime, timezone
 from itertools import compress, islice, repeat
-from operator import attrgetter, eq, itemgetter, le, lt
+from operator import add, attrgetter, eq, itemgetter, le, lt
 from typing import Any, Callable, NamedTuple
 
 from kinesis_spout.kinesis.aggregation import MAGIC, deaggregate_columns, hash_key
 from kinesis_spout.kinesis.retrieval.lean import Fallback, get_records, lean_of, parse_reply
 from kinesis_spout.records import RANK_BASE, Record, SequenceKey
 
-__all__ = ["HAVE_MSGSPEC", "RecordColumns", "ReplyColumns", "RowSource", "arrival_datetimes", "columns_of_records",
-           "columns_of_reply", "decode_reply", "expand", "first_arrived_after", "get_record_columns", "in_rank_order",
-           "keep_inside", "ranks_of", "record_of", "slice_columns", "to_records"]
+__all__ = ["HAVE_MSGSPEC", "RecordColumns", "ReplyColumns", "RowSource", "arrival_datetimes", "column_sizes",
+           "columns_bytes", "columns_of_records", "columns_of_reply", "decode_reply", "expand", "first_arrived_after",
+           "get_record_columns", "in_rank_order", "keep_inside", "ranks_of", "record_of", "slice_columns",
+           "to_records"]
 
 try:  # optional: without it every reply goes through the lean path's parser
     import msgspec
@@ -271,6 +273,17 @@ def columns_of_records(records: list[Record]) -> RecordColumns:
     return RecordColumns(records[0][0] if records else "", list(map(get[1], records)), subs,
                          list(map(get[3], records)), list(map(get[4], records)), list(map(get[5], records)), False,
                          agg)
+
+
+def column_sizes(columns: RecordColumns) -> array[int]:
+    """Each record's size as :attr:`Record.size <kinesis_spout.records.Record.size>` counts it (data bytes plus
+    partition key), computed in C."""
+    return array("q", map(add, map(len, columns.data), map(len, columns.partition_keys)))
+
+
+def columns_bytes(columns: RecordColumns) -> int:
+    """The sum of :func:`column_sizes` (as :func:`kinesis_spout.records.records_bytes` for records)."""
+    return sum(map(len, columns.data)) + sum(map(len, columns.partition_keys))
 
 
 def ranks_of(columns: RecordColumns) -> list[int]:

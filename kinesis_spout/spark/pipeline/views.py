@@ -58,8 +58,7 @@ class ColumnView:
         self.max_attempt = max(attempts)
         self.retries = 0 if self.max_attempt == 1 else sum(1 for a in attempts if a > 1)
         self._attempts: list[int] | int = 1 if self.max_attempt == 1 else attempts
-        self.bytes = int(pc.sum(pc.binary_length(rows.column(4))).as_py() or 0) + \
-            int(pc.sum(pc.utf8_length(rows.column(3))).as_py() or 0)  # as Record.size: data bytes + key characters
+        self.bytes = columns.nbytes
         self.shards = tuple(sorted(pc.unique(rows.column(0)).to_pylist()))
         self._table: Any = None
 

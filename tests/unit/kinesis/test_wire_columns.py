@@ -22,13 +22,15 @@ from kinesis_spout.kinesis.retrieval.arrow_columns import FIELDS, batch_of_colum
 from kinesis_spout.kinesis.retrieval.lean import parse_reply
 from kinesis_spout.kinesis.retrieval.wire_columns import (
     HAVE_MSGSPEC,
+    column_sizes,
+    columns_bytes,
     columns_of_reply,
     decode_reply,
     expand,
     keep_inside,
     to_records,
 )
-from kinesis_spout.records import Record, SequenceKey
+from kinesis_spout.records import Record, SequenceKey, record_sizes, records_bytes
 
 from .aggregates import aggregate
 
@@ -89,6 +91,8 @@ def test_columns_records_and_arrow_rows_match_the_record_path(items: list[tuple[
     for reply in (decoded, fallback):
         columns = expand(reply, SHARD, deaggregated, keep_inside(low, high))
         assert to_records(columns) == expected
+        assert (list(column_sizes(columns)), columns_bytes(columns)) == (record_sizes(expected),
+                                                                          records_bytes(expected))
         rows = batch_of_columns(columns).to_pylist()
         assert rows == [{name: record[i] for i, name in enumerate(FIELDS)} for record in expected]
     assert batch_of_records(expected).to_pylist() == rows
