@@ -81,14 +81,7 @@ class AtLeastOnceRunner:
             log.info("pipeline %s on stream %r: %d shards, batches from id %d, trigger %.3g s, at most %d records "
                      "or %d bytes per batch", cfg.app_name, cfg.stream_name, len(spout.shard_ids), last_id + 1,
                      settings.trigger_interval_s, settings.max_batch_records, settings.max_batch_bytes)
-            next_start = time.monotonic()
-            while not loop.finished():
-                if not loop.wait_until(next_start):
-                    break
-                view, started = self._collect(spout)
-                if view is None:
-                    continue
-                next_start = started + settings.trigger_interval_s
+            for view, started in loop.batches(lambda: self._collect(spout), settings.trigger_interval_s):
                 batch_id = self._store_batch_id(batch_ids, last_id)
                 if batch_id is None:
                     break  # the run ends while the id cannot be stored: these records are read again next run

@@ -119,15 +119,13 @@ class ExactlyOnceRunner:
                         return
                     through = replace(entry, committed=True).committed_through()
                     loop.processed += 1
-                next_start = time.monotonic()
-                while not loop.finished():
-                    if not loop.wait_until(next_start):
-                        break
+                def collect() -> tuple[list[SpoutTuple] | None, float]:
+                    nonlocal carry  # handed to the first batch only; ``through`` is read as the loop moved it
                     tuples, started = self._collect_fresh(spout, ownership, carry, through)
                     carry = []
-                    if not tuples:
-                        continue
-                    next_start = started + settings.trigger_interval_s
+                    return tuples or None, started
+
+                for tuples, started in loop.batches(collect, settings.trigger_interval_s):
                     spans: dict[str, tuple[Any, int]] = {}
                     for t in tuples:
                         last, count = spans.get(t.record.shard_id, (t.record.key, 0))

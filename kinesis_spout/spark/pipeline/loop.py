@@ -11,7 +11,7 @@ import logging
 import signal
 import threading
 import time
-from typing import Callable
+from typing import Callable, Iterator, TypeVar
 
 from kinesis_spout.records import SpoutTuple
 from kinesis_spout.spark.pipeline.batch import Batch
@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 CAUGHT_UP = "caught_up"
 #: What ``run(until=...)`` takes: a callable (the run ends when it returns True), or :data:`CAUGHT_UP`.
 Until = Callable[[], bool] | str | None
+
+B = TypeVar("B")  # a runner's batch (a view, or tuples)
 
 #: The longest wait between looks at stop requests and run limits.
 POLL_S = 0.2
@@ -83,6 +85,18 @@ class RunLoop:
             if left <= 0:
                 return True
             self._stop.wait(min(left, POLL_S))
+
+    def batches(self, collect: Callable[[], tuple[B | None, float]], interval_s: float) -> Iterator[tuple[B, float]]:
+        """The run's batches at the trigger's pace, until it should end: ``collect()`` answers a batch (None:
+        nothing came, or the run should end) and when its first record was taken; a batch is yielded with that time,
+        and the next is collected ``interval_s`` after it (at once when the batch took longer). Both runners' loop."""
+        next_start = time.monotonic()
+        while not self.finished() and self.wait_until(next_start):
+            batch, started = collect()
+            if batch is None:
+                continue
+            next_start = started + interval_s
+            yield batch, started
 
     def collect(self, spout: KinesisSpout | MultiStreamSpout, max_records: int,
                 max_bytes: int) -> tuple[list[SpoutTuple], float]:
