@@ -33,7 +33,7 @@ from typing import Sequence
 from kinesis_spout.errors import ServerStartError
 from kinesis_spout.testing.nodes import Node, NodeNetwork
 from kinesis_spout.testing.process import ServerProcess, free_port, wait_until
-from kinesis_spout.testing.zookeeper import INSTALL_HINT, default_jar, four_letter
+from kinesis_spout.testing.zookeeper import check_runtime, default_jar, four_letter, server_classpath
 
 __all__ = ["EnsembleServer", "ZooKeeperEnsemble"]
 
@@ -166,17 +166,14 @@ class ZooKeeperEnsemble:
             return
         cfg = self._write_config(server)
         argv = node.command(["java", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                             "-Dzookeeper.cnxTimeout=1000", "-cp", f"{self.jar}:{self.jar.parent / 'slf4j-simple.jar'}",
+                             "-Dzookeeper.cnxTimeout=1000", "-cp", server_classpath(self.jar),
                              "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(cfg)])
         server.process = ServerProcess(f"ZooKeeper {node.name}", argv, cfg.parent / "zookeeper.log")
         server.process.start()
 
     def start(self) -> "ZooKeeperEnsemble":
         """Start every server and wait until one leads and the others follow."""
-        if not self.jar.exists():
-            raise ServerStartError(f"ZooKeeper is not installed: {self.jar} is missing; {INSTALL_HINT}")
-        if shutil.which("java") is None:
-            raise ServerStartError("java is not on PATH: ZooKeeper needs a Java runtime (17 works)")
+        check_runtime(self.jar)
         if self.directory is None:
             self.directory = Path(tempfile.mkdtemp(prefix="kinesis-spout-zk-ensemble-"))
         for server in self.servers:

@@ -43,6 +43,27 @@ def _manifest_names_dependencies(jar: Path) -> bool:
     return any(line.startswith("Class-Path:") for line in manifest.splitlines())
 
 
+def check_runtime(jar: Path) -> None:
+    """Raise ``ServerStartError`` saying what to install when the server ``jar`` or ``java`` is missing."""
+    if not jar.exists():
+        raise ServerStartError(f"ZooKeeper is not installed: {jar} is missing; {INSTALL_HINT}")
+    if shutil.which("java") is None:
+        raise ServerStartError("java is not on PATH: ZooKeeper needs a Java runtime (17 works)")
+
+
+def server_classpath(jar: Path, tls: bool = False) -> str:
+    """The server ``jar`` and its dependencies (named by its manifest, else the jars beside it: Apache's release
+    layout) plus a simple slf4j binding for a readable log (Debian's; a release's lib folder has logback); with
+    ``tls``, the Netty jars its connection factory needs that Debian's manifest does not name. Every server the
+    library starts (one, or an ensemble's) runs on it."""
+    if not _manifest_names_dependencies(jar):
+        return ":".join([str(jar), str(jar.parent / "*")])
+    extra = [jar.parent / "slf4j-simple.jar"]
+    if tls:
+        extra += [jar.parent / f"netty-{name}.jar" for name in ("codec", "resolver")]
+    return ":".join([str(jar)] + [str(p) for p in extra if p.exists()])
+
+
 def four_letter(host: str, port: int, command: str, timeout_s: float = 1.0) -> str:
     """Send a ZooKeeper four-letter command and return the reply ('' when the server does not answer)."""
     try:
@@ -151,23 +172,13 @@ class ZooKeeperServer:
         ]
 
     def _classpath(self) -> str:
-        """The server jar and its dependencies (named by its manifest, else the jars beside it) plus a simple slf4j
-        binding for a readable log (Debian's; a release's lib folder has logback)."""
-        if not _manifest_names_dependencies(self.jar):
-            return ":".join([str(self.jar), str(self.jar.parent / "*")])
-        extra = [self.jar.parent / "slf4j-simple.jar"]
-        if self.tls:  # the Netty connection factory needs jars the server's manifest does not name
-            extra += [self.jar.parent / f"netty-{name}.jar" for name in ("codec", "resolver")]
-        return ":".join([str(self.jar)] + [str(p) for p in extra if p.exists()])
+        return server_classpath(self.jar, self.tls)
 
     def start(self) -> "ZooKeeperServer":
         """Start (or restart on the same port and data) and wait until it serves."""
         if self.running:
             return self
-        if not self.jar.exists():
-            raise ServerStartError(f"ZooKeeper is not installed: {self.jar} is missing; {INSTALL_HINT}")
-        if shutil.which("java") is None:
-            raise ServerStartError("java is not on PATH: ZooKeeper needs a Java runtime (17 works)")
+        check_runtime(self.jar)
         if self._data_dir is None:
             self._data_dir = Path(tempfile.mkdtemp(prefix="kinesis-spout-zk-"))
         if self._port is None:
