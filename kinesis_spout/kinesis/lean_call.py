@@ -94,6 +94,18 @@ class LeanCall:
         self.calls += 1
         return response
 
+    def answer(self, response: Any, parse: Callable[[bytes], dict[str, Any]]) -> dict[str, Any]:
+        """The reply in ``response``: ``parse(content)`` of a 200 the lean parser knows, else (an error reply, a
+        shape it does not know: :class:`Fallback` or a malformed document) what botocore makes of it, counted in
+        ``fallbacks``."""
+        if response.status_code == 200:
+            try:
+                return parse(response.content)
+            except (Fallback, ValueError, KeyError, TypeError, AttributeError):
+                pass
+        self.fallbacks += 1
+        return self.botocore_parse(response)
+
     def botocore_parse(self, response: Any) -> dict[str, Any]:
         """What botocore makes of ``response``: the parsed reply, or the exception it raises for an error."""
         client = self._client

@@ -51,14 +51,7 @@ class LeanGetRecords(LeanCall):
     def __call__(self, shard_iterator: str, limit: int) -> dict[str, Any]:
         if not self.ready:
             self.capture(lambda: self._client.get_records(ShardIterator=shard_iterator, Limit=limit))
-        response = self.request(shard_iterator, limit)
-        if response.status_code == 200:
-            try:
-                return parse_reply(response.content)
-            except (Fallback, ValueError, KeyError, TypeError, AttributeError):
-                pass
-        self.fallbacks += 1
-        return self.botocore_parse(response)
+        return self.answer(self.request(shard_iterator, limit), parse_reply)
 
     def request(self, shard_iterator: str, limit: int) -> Any:
         """One signed GetRecords request; the raw ``AWSResponse`` (after a first call through botocore)."""

@@ -28,7 +28,8 @@ from typing import Any, Sequence
 
 from kinesis_spout.kinesis.lean_call import Fallback, LeanCall
 
-__all__ = ["Fallback", "LeanPutRecords", "enable", "lean_of", "parse_reply", "put_records", "request_body"]
+__all__ = ["Fallback", "LeanPutRecords", "botocore_records", "enable", "lean_of", "parse_reply", "put_records",
+           "request_body"]
 
 _REPLY_FIELDS = frozenset({"FailedRecordCount", "Records", "EncryptionType"})
 _RESULT_FIELDS = frozenset({"SequenceNumber", "ShardId", "ErrorCode", "ErrorMessage"})
@@ -81,17 +82,15 @@ class LeanPutRecords(LeanCall):
         """Put ``entries`` in one call; Kinesis' answer (``Records`` in the order of ``entries``), or the exception
         botocore raises for an error reply or a failed connection."""
         if not self.ready:
-            first = [{"Data": d, "PartitionKey": pk, **({} if h is None else {"ExplicitHashKey": h})}
-                     for d, pk, h in entries[:1]]
+            first = botocore_records(entries[:1])
             self.capture(lambda: self._client.put_records(StreamName=stream_name, Records=first))
-        response = self.send(request_body(stream_name, entries))
-        if response.status_code == 200:
-            try:
-                return parse_reply(response.content, len(entries))
-            except (Fallback, ValueError, KeyError, TypeError, AttributeError):
-                pass
-        self.fallbacks += 1
-        return self.botocore_parse(response)
+        return self.answer(self.send(request_body(stream_name, entries)),
+                           lambda content: parse_reply(content, len(entries)))
+
+
+def botocore_records(entries: Sequence[Entry]) -> list[dict[str, Any]]:
+    """``entries`` as botocore's ``put_records`` takes them (``ExplicitHashKey`` only where there is one)."""
+    return [{"Data": d, "PartitionKey": pk, **({} if h is None else {"ExplicitHashKey": h})} for d, pk, h in entries]
 
 
 def enable(client: Any) -> Any:
@@ -114,7 +113,5 @@ def put_records(client: Any, stream_name: str, entries: Sequence[Entry]) -> dict
     if lean is not None:
         reply: dict[str, Any] = lean(stream_name, entries)
         return reply
-    records = [{"Data": d, "PartitionKey": pk, **({} if h is None else {"ExplicitHashKey": h})}
-               for d, pk, h in entries]
-    plain: dict[str, Any] = client.put_records(StreamName=stream_name, Records=records)
+    plain: dict[str, Any] = client.put_records(StreamName=stream_name, Records=botocore_records(entries))
     return plain

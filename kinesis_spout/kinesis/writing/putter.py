@@ -40,7 +40,7 @@ from kinesis_spout.kinesis.writing.limits import (
 from kinesis_spout.retry import Backoff, RetryPolicy
 
 __all__ = ["MAX_BYTES_PER_CALL", "MAX_PARTITION_KEY_LENGTH", "MAX_RECORDS_PER_CALL", "MAX_RECORD_BYTES", "Landed",
-           "PutCounters", "PutEntry", "RecordPutter", "chunks", "entry_problem"]
+           "PutCounters", "PutEntry", "RecordPutter", "chunks", "entry_problem", "put_size"]
 
 T = TypeVar("T")
 
@@ -60,15 +60,8 @@ class PutEntry:
 
     @property
     def size(self) -> int:
-        """What Kinesis counts against its limits: the data plus the partition key's UTF-8 bytes."""
-        return len(self.data) + len(self.partition_key.encode("utf-8"))
-
-    def request(self) -> dict[str, Any]:
-        """The entry of a PutRecords request."""
-        out: dict[str, Any] = {"Data": self.data, "PartitionKey": self.partition_key}
-        if self.explicit_hash_key is not None:
-            out["ExplicitHashKey"] = self.explicit_hash_key
-        return out
+        """What Kinesis counts against its limits (:func:`put_size`)."""
+        return put_size(self.data, self.partition_key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +71,11 @@ class Landed(Generic[T]):
     item: T
     shard_id: str
     sequence_number: str
+
+
+def put_size(data: bytes | bytearray, partition_key: str) -> int:
+    """What Kinesis counts of a record against its limits: the data plus the partition key's UTF-8 bytes."""
+    return len(data) + len(partition_key.encode("utf-8"))
 
 
 def entry_problem(data: Any, partition_key: Any, explicit_hash_key: Any = None) -> str | None:
@@ -96,7 +94,7 @@ def entry_problem(data: Any, partition_key: Any, explicit_hash_key: Any = None) 
                                           or hash_key(partition_key, explicit_hash_key) is None
                                           or int(explicit_hash_key) >> 128):
         return f"its explicit hash key {explicit_hash_key!r} is not a decimal number from 0 to 2**128 - 1"
-    size = len(data) + len(partition_key.encode("utf-8"))
+    size = put_size(data, partition_key)
     if size > MAX_RECORD_BYTES:
         return f"it has {size} bytes of data and partition key (Kinesis takes at most 1 MiB, {MAX_RECORD_BYTES})"
     return None
