@@ -36,3 +36,31 @@ def test_ends_that_cannot_be_a_spans_ends_make_the_ranks_at_once(count: int, low
     span = tracker.emit_span_of_ends(count, low, high, 0.0, lambda: (ranks, [1] * count))
     assert span is not None and tracker.ack_span(span) == count
     assert tracker.checkpoint is not None and tracker.checkpoint.rank == ranks[-1]
+
+
+@pytest.mark.parametrize("made, said", [
+    ([7, 8, 9], "made 3 ranks from [7] to [9], not the 4 increasing from 7 to 9"),  # one record short
+    ([6, 7, 8, 9], "made 4 ranks from [6] to [9], not the 4 increasing from 7 to 9"),  # the first end wrong
+    ([7, 8, 8, 9], "made 4 ranks from [7] to [9], not the 4 increasing from 7 to 9"),  # not increasing inside
+    ([7, 8, 9, 9], "made 4 ranks from [7] to [9], not the 4 increasing from 7 to 9"),  # nor at the end
+])
+def test_ranks_made_later_that_do_not_fit_the_ends_are_an_error_naming_both(made: list[int], said: str) -> None:
+    """The caller vouches for a span's ends; when the ranks it makes later (a record looked at alone) break that,
+    nothing is guessed: the look fails, naming what was made and what the span was emitted with."""
+    tracker = SpanTracker("shardId-000000000000")
+    assert tracker.emit_span_of_ends(4, 7, 9, 0.0, lambda: (made, None)) is not None
+    with pytest.raises(RuntimeError) as caught:
+        tracker.ack(8)
+    assert str(caught.value) == f"a span emitted by its ends {said} it was emitted with"
+
+
+def test_ranks_and_sizes_made_later_in_any_sequence_serve_every_record_alone() -> None:
+    tracker = SpanTracker("shardId-000000000000")
+    tracker.emit_span_of_ends(3, 7, 9, 0.0, lambda: ((7, 8, 9), (10, 20, 40)), nbytes=70)
+    assert tracker.inflight_bytes == 70
+    assert tracker.ack(8) and tracker.inflight_count == 2 and tracker.inflight_bytes == 50
+    assert tracker.ack(7) and tracker.ack(9) and tracker.inflight_count == 0
+    assert tracker.checkpoint is not None and tracker.checkpoint.rank == 9
+    unsized = SpanTracker("shardId-000000000000")
+    unsized.emit_span_of_ends(2, 7, 9, 0.0, lambda: ([7, 9], None))
+    assert unsized.ack(9) and unsized.inflight_count == 1 and unsized.inflight_bytes == 0
