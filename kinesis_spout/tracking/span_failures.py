@@ -46,11 +46,14 @@ class SpanFailures(SpanList):
             return None
         span, j = found
         code = FIRST if span.state is None else span.state[j]
-        if code == FIRST:
-            return 1
-        if code == FAILED and rank not in self._retries:
-            return self._attempts[rank]
-        return None
+        if not self._in_flight(code, rank):
+            return None
+        return 1 if code == FIRST else self._attempts[rank]
+
+    def _in_flight(self, code: int, rank: int) -> bool:
+        """Whether a record whose state is ``code`` is in flight: in its first emission, or failed and out again
+        (not waiting for its retry). The rule of :meth:`attempt_of`, :meth:`fail` and :meth:`give_up`."""
+        return code == FIRST or (code == FAILED and rank not in self._retries)
 
     def fail_attempt(self, key: Key, attempt: int, now: float) -> FailOutcome:
         """:meth:`fail` of ONE emission of a record: only while the record is in flight at ``attempt``; otherwise
@@ -71,8 +74,7 @@ class SpanFailures(SpanList):
         found = self._locate(rank)
         if found is not None:
             span, j = found
-            code = state_of(span)[j]
-            if code == FIRST or (code == FAILED and rank not in self._retries):
+            if self._in_flight(state_of(span)[j], rank):
                 return self._fail_at(span, j, rank, now)
         self._stats.unknown_fails += 1
         return FailOutcome.UNKNOWN
@@ -88,10 +90,10 @@ class SpanFailures(SpanList):
             return False
         span, j = found
         code = state_of(span)[j]
+        if not self._in_flight(code, rank):
+            return False
         if code == FIRST:
             leave_first(span, j)
-        elif code != FAILED or rank in self._retries:
-            return False
         self._retries.forget(rank)
         self._start_dead_letter(span, j, rank, self._attempts.pop(rank, 1))
         return True
