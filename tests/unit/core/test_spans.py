@@ -364,6 +364,18 @@ def test_ack_many_of_records_in_order_after_an_unknown_ack_inside_their_span_ack
     assert (tr.inflight_count, tr.checkpoint) == (0, keys[3])
 
 
+def test_ack_many_of_a_run_holding_a_record_waiting_for_its_retry_takes_it_off_the_retry_queue() -> None:
+    keys = sparse_keys(8, seed=20)
+    tr = tracker(backoff=NO_WAIT)
+    span = tr.emit_span(keys[:7], 0.0)
+    assert span is not None and tr.ack_span(span, exclude=keys[:4]) == 3  # e, f, g done; a, b, c, d in flight
+    assert tr.fail(keys[2], 0.0) is FailOutcome.RETRY and tr.retry_queue_len == 1
+    assert not tr.ack(keys[1].rank + 1)  # no record: the span is where ack_many looks first, at its start
+    assert tr.ack_many([keys[0].rank, keys[1].rank, keys[2].rank]) == 3
+    assert (tr.inflight_count, tr.retry_queue_len, tr.checkpoint) == (1, 0, keys[2])
+    assert tr.next_retry(10.0) is None
+
+
 def test_ack_many_of_a_run_broken_by_one_key_acks_the_run_then_the_others_alone() -> None:
     keys = sparse_keys(6, seed=19)
     tr = tracker()
