@@ -11,20 +11,18 @@
 from __future__ import annotations
 
 import argparse
-import getpass
-import os
 import shlex
-import socket
 import sys
 from typing import Any
 
 from kinesis_spout.cli.common import (
     AUTH_ENV,
-    ENDPOINT_ENV,
+    add_kinesis_arguments,
     add_zookeeper_arguments,
     check_app_and_stream,
     describe,
     open_store,
+    owner_stamp,
     print_table,
     spout_config,
 )
@@ -46,10 +44,7 @@ def register(sub: Any) -> None:
     cps.add_argument("--force", action="store_true",
                      help="reset: write it without the checks (app and stream names in ZooKeeper, the shard and "
                           "the sequence number with Kinesis)")
-    cps.add_argument("--endpoint-url", default=os.environ.get(ENDPOINT_ENV),
-                     help=f"reset: Kinesis endpoint, to check the shard and the sequence number "
-                          f"(default ${ENDPOINT_ENV}; none: AWS)")
-    cps.add_argument("--region", default=None, help="reset: AWS region of the stream")
+    add_kinesis_arguments(cps, used_for="reset, to check the shard and the sequence number: ")
     cps.add_argument("--tls", action="store_true", help="connect to ZooKeeper over TLS")
     cps.add_argument("--tls-ca", help="PEM file of the CA that signed ZooKeeper's certificate")
     cps.add_argument("--tls-cert", help="PEM client certificate (with --tls-key)")
@@ -228,7 +223,7 @@ def reset(args: argparse.Namespace) -> int:
             print("not changed: add --yes to rewrite it (stop the app first: a running spout's next write would "
                   "win)", file=sys.stderr)
             return 2
-        store.save(new.stamped(f"kinesis-spout reset by {getpass.getuser()}@{socket.gethostname()}"), force=True)
+        store.save(new.stamped(owner_stamp()), force=True)
     finally:
         store.close()
     print("rewritten: the app resumes this shard from there on its next start")
@@ -267,7 +262,7 @@ def reset_all(args: argparse.Namespace) -> int:
             print(f"not changed: add --yes to rewrite these {len(shard_ids)} checkpoints (stop the app first: a "
                   f"running spout's next write would win)", file=sys.stderr)
             return 2
-        owner = f"kinesis-spout reset by {getpass.getuser()}@{socket.gethostname()}"
+        owner = owner_stamp()
         for shard_id in shard_ids:
             store.save(Checkpoint.at(shard_id, position).stamped(owner), force=True)
     finally:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import getpass
 import os
+import socket
 from typing import Any
 
 from kinesis_spout.errors import CheckpointError, ConfigError
@@ -41,6 +43,20 @@ def add_zookeeper_arguments(parser: argparse.ArgumentParser, *, app_found: bool 
     parser.add_argument("--timeout", type=float, default=15.0, help="seconds to wait for ZooKeeper (default 15)")
     required = (("stream", STREAM_ENV),) if app_found else (("stream", STREAM_ENV), ("app", APP_ENV))
     parser.set_defaults(required_from_env=required, usage_error=parser.error)
+
+
+def add_kinesis_arguments(parser: argparse.ArgumentParser, *, used_for: str = "") -> None:
+    """``--endpoint-url`` (default ``$KINESIS_SPOUT_ENDPOINT_URL``, read when the parser is built; none: AWS) and
+    ``--region`` of a command that calls Kinesis; ``used_for`` says what for in their help (``"reset: "``...). Who
+    calls: ``register`` of the ``checkpoints``, ``consumers``, ``dead-letters`` and ``status`` groups."""
+    parser.add_argument("--endpoint-url", default=os.environ.get(ENDPOINT_ENV),
+                        help=f"{used_for}Kinesis endpoint (default ${ENDPOINT_ENV}; none: AWS)")
+    parser.add_argument("--region", default=None, help=f"{used_for}AWS region of the stream")
+
+
+def owner_stamp() -> str:
+    """What a checkpoint rewritten by the command line says its owner is: who reset it, where."""
+    return f"kinesis-spout reset by {getpass.getuser()}@{socket.gethostname()}"
 
 
 def missing_from_env(args: argparse.Namespace) -> str | None:

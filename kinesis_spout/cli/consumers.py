@@ -8,7 +8,7 @@ import argparse
 import os
 from typing import Any
 
-from kinesis_spout.cli.common import ENDPOINT_ENV, STREAM_ENV, print_table
+from kinesis_spout.cli.common import STREAM_ENV, add_kinesis_arguments, print_table
 
 
 def register(sub: Any) -> None:
@@ -19,9 +19,7 @@ def register(sub: Any) -> None:
                            help=f"the stream (default ${STREAM_ENV})")
     consumers.add_argument("--name", help="deregister: the consumer's name (an app's consumer_name, else its app "
                                           "name)")
-    consumers.add_argument("--endpoint-url", default=os.environ.get(ENDPOINT_ENV),
-                           help=f"Kinesis endpoint (default ${ENDPOINT_ENV}; none: AWS)")
-    consumers.add_argument("--region", default=None, help="AWS region of the stream")
+    add_kinesis_arguments(consumers)
     consumers.set_defaults(run=run, required_from_env=(("stream", STREAM_ENV),), usage_error=consumers.error)
 
 

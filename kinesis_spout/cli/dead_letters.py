@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
 
-from kinesis_spout.cli.common import ENDPOINT_ENV
+from kinesis_spout.cli.common import add_kinesis_arguments
 
 
 def register(sub: Any) -> None:
@@ -17,8 +16,7 @@ def register(sub: Any) -> None:
     dl.add_argument("--to-stream", help="replay onto this stream (default: each letter's own stream)")
     dl.add_argument("--journal", help="positions replayed: skipped, then added to (default SOURCE.replayed)")
     dl.add_argument("--no-journal", action="store_true", help="replay every letter and keep no journal")
-    dl.add_argument("--endpoint-url", default=os.environ.get(ENDPOINT_ENV))
-    dl.add_argument("--region")
+    add_kinesis_arguments(dl, used_for="a dead-letter stream, and replay: ")
     dl.set_defaults(run=run)
 
 

@@ -7,13 +7,12 @@ live workers. Without ``--app`` (nor
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
 
 from kinesis_spout.cli.behind import behind_latest
 from kinesis_spout.cli.common import (
     AUTH_ENV,
-    ENDPOINT_ENV,
+    add_kinesis_arguments,
     add_zookeeper_arguments,
     check_app_and_stream,
     describe,
@@ -31,9 +30,7 @@ def register(sub: Any) -> None:
                                            "MillisBehindLatest at the checkpoint; live workers",
                             description=f"ZooKeeper credentials: ${AUTH_ENV}.")
     add_zookeeper_arguments(status, app_found=True)
-    status.add_argument("--endpoint-url", default=os.environ.get(ENDPOINT_ENV),
-                        help=f"Kinesis endpoint, for open/closed and parents (default ${ENDPOINT_ENV}; none: AWS)")
-    status.add_argument("--region", default=None, help="AWS region of the stream")
+    add_kinesis_arguments(status, used_for="open/closed and parents: ")
     status.set_defaults(tls=False, tls_ca=None, tls_cert=None, tls_key=None, run=run)
 
 

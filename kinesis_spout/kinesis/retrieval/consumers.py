@@ -35,6 +35,11 @@ class Consumer(NamedTuple):
     arn: str
     status: str
 
+    @classmethod
+    def of(cls, described: dict[str, Any]) -> "Consumer":
+        """The consumer a reply of Kinesis describes (``ConsumerName``, ``ConsumerARN``, ``ConsumerStatus``)."""
+        return cls(str(described["ConsumerName"]), str(described["ConsumerARN"]), str(described["ConsumerStatus"]))
+
 
 def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
@@ -81,7 +86,7 @@ def describe_consumer(client: Any, arn: str, name: str) -> Consumer | None:
         raise _fail(client, exc, f"describing stream consumer {name!r}") from exc
     except BotoCoreError as exc:
         raise _fail(client, exc, f"describing stream consumer {name!r}") from exc
-    return Consumer(str(found["ConsumerName"]), str(found["ConsumerARN"]), str(found["ConsumerStatus"]))
+    return Consumer.of(found)
 
 
 def ensure_consumer(client: Any, stream_name: str, name: str, *, timeout_s: float = 120.0, poll_s: float = 0.1,
@@ -105,7 +110,7 @@ def ensure_consumer(client: Any, stream_name: str, name: str, *, timeout_s: floa
     while consumer is None:
         try:
             reply = client.register_stream_consumer(StreamARN=arn, ConsumerName=name)["Consumer"]
-            consumer = Consumer(str(reply["ConsumerName"]), str(reply["ConsumerARN"]), str(reply["ConsumerStatus"]))
+            consumer = Consumer.of(reply)
         except ClientError as exc:
             code = _code(exc)
             if code == "ResourceInUseException":  # registered meanwhile by another worker of the app
@@ -155,8 +160,7 @@ def list_consumers(client: Any, stream_name: str) -> list[Consumer]:
             page = client.list_stream_consumers(**kwargs)
         except (ClientError, BotoCoreError) as exc:
             raise _fail(client, exc, f"listing the consumers of stream {stream_name!r}") from exc
-        out.extend(Consumer(str(c["ConsumerName"]), str(c["ConsumerARN"]), str(c["ConsumerStatus"]))
-                   for c in page.get("Consumers") or ())
+        out.extend(map(Consumer.of, page.get("Consumers") or ()))
         token = page.get("NextToken")
         if not token:
             return out
