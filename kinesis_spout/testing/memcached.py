@@ -16,7 +16,7 @@ from pathlib import Path
 from types import TracebackType
 
 from kinesis_spout.errors import ServerStartError
-from kinesis_spout.testing.process import ServerProcess, free_port, stop_all
+from kinesis_spout.testing.process import ServerProcess, find_binary, free_port, stop_all
 
 BINARY_ENV = "KINESIS_SPOUT_MEMCACHED"
 INSTALL_HINT = ("install Debian's memcached package (apt-get update && apt-get install -y memcached; "
@@ -24,10 +24,8 @@ INSTALL_HINT = ("install Debian's memcached package (apt-get update && apt-get i
 
 
 def memcached_binary() -> str | None:
-    env = os.environ.get(BINARY_ENV)
-    if env:
-        return env if Path(env).exists() else None
-    return shutil.which("memcached") or ("/usr/bin/memcached" if Path("/usr/bin/memcached").exists() else None)
+    """The memcached to run, or None when there is none."""
+    return find_binary(BINARY_ENV, "memcached")
 
 
 def version(host: str, port: int, timeout_s: float = 1.0) -> str:

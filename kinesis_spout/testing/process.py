@@ -6,6 +6,7 @@ import contextlib
 import ctypes
 import os
 import queue
+import shutil
 import signal
 import socket
 import subprocess
@@ -52,6 +53,16 @@ def in_background(call: Callable[[], Any], timeout_s: float = 30.0, what: str = 
         return out.get("value")
 
     return result
+
+
+def find_binary(env_var: str, name: str) -> str | None:
+    """A server binary: ``$env_var`` when set (None when that path does not exist), else ``name`` on PATH, else
+    ``/usr/bin/name``; None when there is none."""
+    given = os.environ.get(env_var)
+    if given:
+        return given if Path(given).exists() else None
+    fallback = Path("/usr/bin") / name
+    return shutil.which(name) or (str(fallback) if fallback.exists() else None)
 
 
 def wait_until(predicate: Callable[[], bool], timeout_s: float, interval_s: float = 0.05) -> bool:

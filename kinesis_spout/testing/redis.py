@@ -7,7 +7,6 @@ from the package ``redis-server``). Persistence is off (no RDB, no AOF): the ser
 from __future__ import annotations
 
 import atexit
-import os
 import shutil
 import socket
 import tempfile
@@ -15,7 +14,7 @@ from pathlib import Path
 from types import TracebackType
 
 from kinesis_spout.errors import ServerStartError
-from kinesis_spout.testing.process import ServerProcess, free_port, stop_all
+from kinesis_spout.testing.process import ServerProcess, find_binary, free_port, stop_all
 
 BINARY_ENV = "KINESIS_SPOUT_REDIS_SERVER"
 INSTALL_HINT = ("install Debian's redis-server package (apt-get update && apt-get install -y redis-server; "
@@ -24,11 +23,7 @@ INSTALL_HINT = ("install Debian's redis-server package (apt-get update && apt-ge
 
 def redis_binary() -> str | None:
     """The redis-server to run, or None when there is none."""
-    env = os.environ.get(BINARY_ENV)
-    if env:
-        return env if Path(env).exists() else None
-    return shutil.which("redis-server") or ("/usr/bin/redis-server" if Path("/usr/bin/redis-server").exists()
-                                            else None)
+    return find_binary(BINARY_ENV, "redis-server")
 
 
 def ping(host: str, port: int, timeout_s: float = 1.0) -> bool:
