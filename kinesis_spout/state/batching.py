@@ -246,15 +246,22 @@ class BatchedMap:
     def _same_write(self, stored: Any) -> bool:
         return self._call is not None and stored.call == self._call
 
-    def _check_tx(self, key: Key, stored: Any, txid: int, cls: type[TransactionalValue] | type[OpaqueValue]
-                  ) -> None:
-        if stored is None:
-            return
+    def _check_stored(self, key: Key, stored: Any, txid: int,
+                      cls: type[TransactionalValue] | type[OpaqueValue]) -> None:
+        """What batch ``txid`` may read of a key: a value of this map's kind (``cls``), of this run, of no newer
+        batch. Raises the error that says which rule ``stored`` breaks. Who calls: :meth:`_check_tx` and the opaque
+        map's reads during a batch."""
         if not isinstance(stored, cls):
             raise self._wrong(key, stored)
         self._check_run(key, stored, txid)
         if stored.txid > txid:
             raise self._order(key, stored.txid, txid)
+
+    def _check_tx(self, key: Key, stored: Any, txid: int, cls: type[TransactionalValue] | type[OpaqueValue]
+                  ) -> None:
+        if stored is None:
+            return
+        self._check_stored(key, stored, txid, cls)
         if stored.txid == txid and newer_call(stored.call, self._call):
             raise StateError(
                 f"key {key!r} holds a newer write of batch {txid} (write {stored.call}) than this task's (write "

@@ -45,20 +45,26 @@ class CachedMap:
 
     def multi_get(self, keys: Sequence[Key]) -> list[Any]:
         """The stored values of ``keys``: cached ones from the cache, the others in one bulk read (then cached)."""
+        return [versioned.value for versioned in self._lookup(keys, need_token=False)]
+
+    def _lookup(self, keys: Sequence[Key], need_token: bool) -> list[Versioned]:
+        """The values of ``keys`` with their tokens: from the cache (with ``need_token``, only where it knows the
+        token), the others in one bulk read (:meth:`_read`, then cached); counts hits and misses."""
         keys = as_keys(keys)
-        out: list[Any] = [None] * len(keys)
+        out: list[Versioned] = [Versioned(None, None)] * len(keys)
         missing: list[int] = []
         for i, key in enumerate(keys):
-            if key in self._cache:
+            cached = self._cache.get(key)
+            if cached is not None and not (need_token and cached[1] is _UNKNOWN):
                 self._cache.move_to_end(key)
-                out[i] = self._cache[key][0]
+                out[i] = Versioned(*cached)
             else:
                 missing.append(i)
         self.hits += len(keys) - len(missing)
         self.misses += len(missing)
         if missing:
             for i, versioned in zip(missing, self._read([keys[i] for i in missing])):
-                out[i] = versioned.value
+                out[i] = versioned
                 self._remember(keys[i], versioned.value, versioned.token)
         return out
 
@@ -95,23 +101,7 @@ class ConditionalCachedMap(CachedMap):
     def multi_get_versioned(self, keys: Sequence[Key]) -> list[Versioned]:
         """The values of ``keys`` with their tokens: from the cache where it knows the token, the others in one
         bulk versioned read (then cached). Called by the map states before a conditional write."""
-        keys = as_keys(keys)
-        out: list[Versioned] = [Versioned(None, None)] * len(keys)
-        missing: list[int] = []
-        for i, key in enumerate(keys):
-            cached = self._cache.get(key)
-            if cached is not None and cached[1] is not _UNKNOWN:
-                self._cache.move_to_end(key)
-                out[i] = Versioned(*cached)
-            else:
-                missing.append(i)
-        self.hits += len(keys) - len(missing)
-        self.misses += len(missing)
-        if missing:
-            for i, versioned in zip(missing, self.backing.multi_get_versioned([keys[i] for i in missing])):
-                out[i] = versioned
-                self._remember(keys[i], versioned.value, versioned.token)
-        return out
+        return self._lookup(keys, need_token=True)
 
     def multi_put_if(self, keys: Sequence[Key], values: Sequence[Any], tokens: Sequence[Any]) -> list[bool]:
         """Write each key whose stored token is still ``tokens[i]`` (the backing map's compare-and-set). A written

@@ -148,11 +148,7 @@ class OpaqueMap(_KindMap):
             if stored is None:
                 out.append(None)
                 continue
-            if not isinstance(stored, OpaqueValue):
-                raise self._wrong(key, stored)
-            self._check_run(key, stored, txid)
-            if stored.txid > txid:
-                raise self._order(key, stored.txid, txid)
+            self._check_stored(key, stored, txid, OpaqueValue)
             out.append(stored.prev if stored.txid == txid else stored.curr)
         return out
 
