@@ -34,7 +34,7 @@ from __future__ import annotations
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Iterator, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Protocol, Sequence, TypeGuard
 
 from kinesis_spout.errors import ConfigError
 from kinesis_spout.state.aggregators import CombineInto, ReduceInto
@@ -50,6 +50,9 @@ from kinesis_spout.state.base import (
     check_pair,
     tx_batch,
 )
+
+if TYPE_CHECKING:
+    from kinesis_spout.state.maps import MapFactory
 
 __all__ = ["PersistResult", "StateUpdater", "partition_persist", "persistent_aggregate", "state_query"]
 
@@ -114,7 +117,7 @@ def _batch(df: Any, batch: Any, state: Any) -> TxBatch:
         if query:
             tx = TxBatch(tx.txid, tx.kind, f"query:{query}")
     check_pair(state.kind, tx.kind)
-    if tx.run is None and _namespace(state) is not None:
+    if tx.run is None and _stores_txids(state):
         bare = isinstance(batch, int) and not isinstance(batch, bool)
         what = "a bare batch id outside a streaming query" if bare else f"a {type(batch).__name__} without a run"
         raise StateNoRunError(
@@ -173,21 +176,24 @@ def _same_attempt(a: Any, b: Any) -> bool:
     return a is not None and a == b
 
 
-def _namespace(state: Any) -> str | None:
-    """An identity of the namespace a transactional or opaque map factory of this package writes (None for other
-    states: a NonTransactionalMap stores no txid, so its second call of a batch is no replay to confuse)."""
+def _stores_txids(state: Any) -> TypeGuard["MapFactory"]:
+    """Whether ``state`` is a map factory of this package whose maps store txids (transactional or opaque)."""
     from kinesis_spout.state.maps import MapFactory
 
-    if not isinstance(state, MapFactory) or state.kind is MapKind.NON_TRANSACTIONAL:
-        return None
-    return repr(state.backing)
+    return isinstance(state, MapFactory) and state.kind is not MapKind.NON_TRANSACTIONAL
+
+
+def _tracked_namespace(state: Any, attempt: Any) -> str | None:
+    """The namespace whose calls of a batch attempt are tracked (what a map factory storing txids writes); None for
+    other states (no txid stored: a second call of a batch is no replay to confuse) or an unknown attempt."""
+    return repr(state.backing) if attempt is not None and _stores_txids(state) else None
 
 
 def _check_second_write(state: Any, tx: TxBatch, attempt: Any) -> None:
     """Refuse a second operation call of this batch attempt on the namespace (StateSecondWriteError). Called on the
     driver before the call's Spark job; reads _last_writes under its lock."""
-    namespace = _namespace(state)
-    if namespace is None or attempt is None:
+    namespace = _tracked_namespace(state, attempt)
+    if namespace is None:
         return
     with _WRITES_LOCK:
         last = _last_writes.get((namespace, tx.run))
@@ -204,8 +210,8 @@ def _check_second_write(state: Any, tx: TxBatch, attempt: Any) -> None:
 
 def _wrote(state: Any, tx: TxBatch, attempt: Any) -> None:
     """Remember that this batch attempt's call on the namespace completed (driver, after the call's Spark job)."""
-    namespace = _namespace(state)
-    if namespace is None or attempt is None:
+    namespace = _tracked_namespace(state, attempt)
+    if namespace is None:
         return
     with _WRITES_LOCK:
         _last_writes[(namespace, tx.run)] = (tx.txid, attempt)
@@ -224,11 +230,11 @@ def _write_partitions(rdd: Any, state: StateFactory, tx: TxBatch, num: int, appl
     (the map state's write); (partitions, keys, trips). The map states of this package are told the run and the
     write (a new id for this call, and the partition number); other states get ``begin_commit(txid)``. A second
     call of the batch ``attempt`` on one namespace is refused first (StateSecondWriteError)."""
-    from kinesis_spout.state.maps import BatchedMap, MapFactory, SnapshottableMap, new_call_id
+    from kinesis_spout.state.maps import BatchedMap, SnapshottableMap, new_call_id
 
     _check_second_write(state, tx, attempt)
     txid, run_id, call = tx.txid, tx.run, new_call_id()
-    if run_id is not None and isinstance(state, MapFactory) and state.kind is not MapKind.NON_TRANSACTIONAL:
+    if run_id is not None and _stores_txids(state):
         state.claim_run(run_id)
 
     def run(index: int, items: Iterator[Any]) -> Iterator[tuple[int, int]]:
