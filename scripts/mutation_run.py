@@ -87,6 +87,8 @@ TESTS_BY_MODULE: dict[str, list[str]] = {
         "zookeeper/test_zookeeper_trouble.py", "zookeeper/test_zookeeper_ownership.py")],
     # the one place getters are made: its own unit tests (which getter the settings choose, each setting reaching it)
     "kinesis_spout.kinesis.retrieval.factory": ["tests/unit/kinesis/test_retrieval_factory.py::*"],
+    # the one rule for retriable read errors: its own tests (the readers' integration tests run it too)
+    "kinesis_spout.kinesis.retrieval.read_retries": ["tests/unit/kinesis/test_read_retries.py::*"],
     # the records of a reply (KPL de-aggregation, foreign user records), shared by both getters
     "kinesis_spout.kinesis.retrieval.conversion": ["tests/unit/kinesis/test_retrieval_factory.py::*",
                                                    INTEGRATION + "kinesis/test_getter.py::*"],

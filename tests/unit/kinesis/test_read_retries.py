@@ -61,4 +61,16 @@ def test_the_first_retries_of_a_run_are_logged_at_debug_and_the_next_at_warning_
         pause_after(backoff, throttled(), "shardId-000000000007")
     levels = [r.levelname for r in caplog.records if "shardId-000000000007" in r.getMessage()]
     assert levels == ["DEBUG"] * QUIET_RETRIES + ["WARNING"]
-    assert f"{QUIET_RETRIES + 1} failed calls in a row on shardId-000000000007" in caplog.records[-1].getMessage()
+    last = caplog.records[-1].getMessage()
+    assert last.startswith("GetRecords throttled (ProvisionedThroughputExceededException); ")
+    assert f"{QUIET_RETRIES + 1} failed calls in a row on shardId-000000000007" in last
+
+
+def test_a_long_run_of_retries_is_logged_at_warning_each_time_it_doubles(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="kinesis_spout.kinesis")
+    backoff = read_backoff(POLICY, 100)
+    for _ in range(40):
+        pause_after(backoff, throttled(), "shardId-000000000007")
+    warned = [i + 1 for i, r in enumerate(caplog.records) if r.levelname == "WARNING"]
+    assert len(caplog.records) == 40
+    assert warned == [QUIET_RETRIES + 1, 2 * (QUIET_RETRIES + 1), 4 * (QUIET_RETRIES + 1), 8 * (QUIET_RETRIES + 1)]
