@@ -129,3 +129,18 @@ def test_a_row_failed_past_its_retries_is_dead_lettered_as_its_record(kinesalite
         assert dead == [records[row]]
     assert [(c.sequence_number, c.sub_sequence_number) for c in store.list().values()] == \
         [(records[-1].sequence_number, None)]
+
+
+def test_record_and_columnar_batches_take_the_shards_due_retries_in_one_turn(kinesalite: KinesisEndpoint) -> None:
+    """A consumer that asks for both kinds of batch gets the due retries of the shards in turn across them: the
+    shard whose retry a record batch just took waits for the other's in the next columnar batch."""
+    stream = kinesalite.create_stream(shards=2)
+    placed = kinesalite.put(stream, [f"r{i}".encode() for i in range(16)], partition_keys=[f"k{i}" for i in range(16)])
+    assert len({shard for shard, _ in placed}) == 2
+    backoff = RetryBackoff(initial_s=0.0, multiplier=1.0, max_s=0.0)
+    with KinesisSpout(make_config(kinesalite, stream, retry_backoff=backoff), MemoryCheckpointStore()) as spout:
+        spout.fail_many([t.message_id for t in take_tuples(spout, 16)])
+        by_record = take_tuples(spout, 1)[0]
+        by_columns = take_columns(spout, 1, max_records=1)[0]
+        assert (by_record.attempt, by_columns.attempts) == (2, [2])
+        assert by_columns.record(0).shard_id != by_record.record.shard_id
