@@ -177,6 +177,18 @@ def aggregate_problem(data: bytes) -> str | None:
     return None
 
 
+def _add_record(pk_index: list[int], ehk_index: list[int | None], datas: list[bytes], pk: int, ehk: int | None,
+                payload: bytes) -> None:
+    """Add a user record decoded by :func:`_record` to :func:`_decode`'s columns (its fast path adds its own inline,
+    the same way, for speed)."""
+    if ehk is not None or ehk_index:
+        if not ehk_index:  # the first explicit hash key index: the records before it had none
+            ehk_index.extend([None] * len(datas))
+        ehk_index.append(ehk)
+    pk_index.append(pk)
+    datas.append(payload)
+
+
 def _decode(data: bytes) -> tuple[list[str], list[str | None] | None, list[bytes]]:
     if len(data) < len(MAGIC) + _DIGEST or data[:4] != MAGIC:
         raise _Malformed("no KPL magic" if data[:4] != MAGIC else "shorter than the magic and the digest")
@@ -189,15 +201,6 @@ def _decode(data: bytes) -> tuple[list[str], list[str | None] | None, list[bytes
     ehk_index: list[int | None] = []  # one entry per user record once any has an explicit hash key index
     datas: list[bytes] = []
     add_pk, add_data = pk_index.append, datas.append
-
-    def add_record(pk: int, ehk: int | None, payload: bytes) -> None:
-        """A user record decoded by :func:`_record` (the fast path below adds its own inline, the same way)."""
-        if ehk is not None or ehk_index:
-            if not ehk_index:  # the first explicit hash key index: the records before it had none
-                ehk_index.extend([None] * len(datas))
-            ehk_index.append(ehk)
-        add_pk(pk)
-        add_data(payload)
 
     pos = 4
     try:
@@ -234,7 +237,7 @@ def _decode(data: bytes) -> tuple[list[str], list[str | None] | None, list[bytes
                             add_data(data[first:stop])
                             pos = stop
                             continue
-                add_record(*_record(data, pos, stop))
+                _add_record(pk_index, ehk_index, datas, *_record(data, pos, stop))
                 pos = stop
                 continue
             if tag == 0x0A and data[pos + 1] < 0x80:  # field 1 (a partition key) under 128 bytes: _text, inlined
@@ -259,7 +262,7 @@ def _decode(data: bytes) -> tuple[list[str], list[str | None] | None, list[bytes
                 length, pos = _varint(data, pos, end)
                 if pos + length > end:
                     raise _Malformed("truncated record")
-                add_record(*_record(data, pos, pos + length))
+                _add_record(pk_index, ehk_index, datas, *_record(data, pos, pos + length))
                 pos += length
             elif field == 0:  # not valid protobuf: KCL rejects it too
                 raise _Malformed("field number 0")

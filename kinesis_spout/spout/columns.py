@@ -164,7 +164,7 @@ def _note_aggregates(aggregates: dict[int, int], columns: RecordColumns) -> None
 
 class ColumnTaker:
     """Fills columnar batches for the facade (the spout's lock held), through the facade's :class:`Emitter`: its
-    room per shard, its housekeeping, its dead-letter glue. Owns its retry cursor (under the same lock)."""
+    room per shard, its housekeeping, its dead-letter glue, its turn over the shards' due retries."""
 
     def __init__(self, emitter: Emitter) -> None:
         self.emitter = emitter

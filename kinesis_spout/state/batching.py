@@ -62,8 +62,8 @@ class BatchedMap:
     ``_pending``, the keys the batch touched (cleared by begin_commit, written and cleared by commit). Nothing is
     written before commit(). The kinds (:mod:`kinesis_spout.state.kinds`) say what is stored: they override
     ``_check``, ``_first``, ``_more`` and ``_value_of``, and may read ``_run``, ``_call`` and ``_part`` and use the
-    helpers ``_parts``, ``_run_for``, ``_same_write``, ``_check_tx`` and ``_wrong`` (this class's protected
-    interface to its subclasses); the rest is not theirs to change."""
+    helpers ``_parts``, ``_run_for``, ``_same_write``, ``_check_tx``, ``_check_stored`` and ``_wrong`` (this class's
+    protected interface to its subclasses); the rest is not theirs to change."""
 
     kind: ClassVar[MapKind]
 

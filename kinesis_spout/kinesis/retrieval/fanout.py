@@ -27,7 +27,7 @@ from kinesis_spout.errors import KinesisError
 from kinesis_spout.kinesis.retrieval.conversion import ConvertedRecords, RecordConversion
 from kinesis_spout.kinesis.retrieval.eventstream import SubscriptionEvent
 from kinesis_spout.kinesis.retrieval.protocol import LATEST_MARGIN, FetchResult, ShardRetrieval
-from kinesis_spout.kinesis.retrieval.read_retries import pause_after, read_backoff
+from kinesis_spout.kinesis.retrieval.read_retries import pause_after, read_backoff, read_succeeded
 from kinesis_spout.kinesis.retrieval.subscribe_to_shard import Subscription, starting_position
 from kinesis_spout.kinesis.shards import HashKeyRange
 from kinesis_spout.positions import Kind, Position, after, at_timestamp
@@ -209,14 +209,15 @@ class WaitingFanOut:
 
     def subscribe(self) -> float:
         """Subscribe now, waiting out retriable refusals; returns when (``time.monotonic()``) the subscription was
-        accepted. Raises what retrying cannot fix, or the last error after ``max_retries`` retriable ones in a row."""
+        accepted. Raises what retrying cannot fix, or, after ``max_retries`` retriable ones in a row, an error that says
+        it gave up (:func:`~kinesis_spout.kinesis.retrieval.read_retries.pause_after`)."""
         while True:
             try:
                 self.getter.prepare()
             except KinesisError as exc:
                 self._backoff.wait(self._delay(exc))
                 continue
-            self._backoff.reset()
+            read_succeeded(self._backoff, self.getter.shard_id)
             return time.monotonic()
 
     def fetch(self, deadline: float) -> FetchResult:
@@ -238,7 +239,7 @@ class WaitingFanOut:
                 self._backoff.wait(pause)
                 continue
             if result.fetched or result.shard_end or result.millis_behind_latest is not None:
-                self._backoff.reset()
+                read_succeeded(self._backoff, self.getter.shard_id)
                 self._handed_out = self._handed_out or bool(result.records)
                 self.events += 1
                 return result
@@ -248,8 +249,8 @@ class WaitingFanOut:
             self._wake.wait(remaining)
 
     def _delay(self, exc: KinesisError) -> float:
-        """The pause before the next try after ``exc``; raises ``exc`` when it is not retriable or the retries
-        ran out."""
+        """The pause before the next try after ``exc``; raises ``exc`` when it is not retriable, and an error that
+        says it gave up when the retries ran out."""
         return pause_after(self._backoff, exc, self.getter.shard_id)
 
     def close(self) -> None:

@@ -15,7 +15,7 @@ from kinesis_spout.errors import KinesisError
 from kinesis_spout.kinesis.botocore_errors import translate
 from kinesis_spout.kinesis.retrieval.conversion import ALL_HASH_KEYS, ConvertedRecords, RecordConversion
 from kinesis_spout.kinesis.retrieval.protocol import LATEST_MARGIN, FetchResult
-from kinesis_spout.kinesis.retrieval.read_retries import pause_after, read_backoff
+from kinesis_spout.kinesis.retrieval.read_retries import pause_after, read_backoff, read_succeeded
 from kinesis_spout.kinesis.retrieval.wire_columns import (
     RecordColumns,
     ReplyColumns,
@@ -173,8 +173,8 @@ class PacedGetter:
         self._next_call = 0.0
 
     def fetch(self) -> FetchResult:
-        """The next reply, waiting for the shard's pace; raises what retrying cannot fix, or the last error after
-        ``max_retries`` retriable ones in a row."""
+        """The next reply, waiting for the shard's pace; raises what retrying cannot fix, or, after ``max_retries``
+        retriable ones in a row, an error that says it gave up (see ``read_retries.pause_after``)."""
         while True:
             time.sleep(max(0.0, self._next_call - time.monotonic()))
             try:
@@ -182,6 +182,6 @@ class PacedGetter:
             except KinesisError as exc:
                 self._next_call = time.monotonic() + pause_after(self._backoff, exc, self.getter.shard_id)
                 continue
-            self._backoff.reset()
+            read_succeeded(self._backoff, self.getter.shard_id)
             self._next_call = time.monotonic() + self.interval_s
             return result

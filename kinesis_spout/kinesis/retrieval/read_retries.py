@@ -5,7 +5,8 @@ meet the same errors (throttling, a 500, a connection cut, a subscription refuse
 keeps a :class:`~kinesis_spout.retry.Backoff` made by :func:`read_backoff` and asks :func:`pause_after` what to do
 after an error: not retriable, it is raised at once; retriable, the next try comes after the policy's next delay,
 and after ``retries`` retriable errors in a row the next one is raised, saying that the reads gave up. Each retry
-is logged by :func:`log_retried_error`: the first :data:`QUIET_RETRIES` of a run at DEBUG, then at WARNING.
+is logged by :func:`log_retried_error`: the first :data:`QUIET_RETRIES` of a run at DEBUG, then at WARNING; the
+first read that succeeds after a WARNING says so at INFO (:func:`read_succeeded`).
 
 Pure but for logging: the backoff is the caller's (one thread owns it).
 """
@@ -18,7 +19,7 @@ from dataclasses import replace
 from kinesis_spout.errors import KinesisError
 from kinesis_spout.retry import Backoff, RetryPolicy
 
-__all__ = ["QUIET_RETRIES", "log_retried_error", "pause_after", "read_backoff"]
+__all__ = ["QUIET_RETRIES", "log_retried_error", "pause_after", "read_backoff", "read_succeeded"]
 
 log = logging.getLogger(__name__)
 
@@ -36,16 +37,27 @@ def read_backoff(policy: RetryPolicy, retries: int) -> Backoff:
 
 def pause_after(backoff: Backoff, exc: KinesisError, shard_id: str) -> float:
     """The pause before the next read of ``shard_id`` after ``exc``, the failure counted in ``backoff`` and logged.
-    Raises ``exc`` when it is not retriable, and a :class:`KinesisError` that says the reads gave up (with ``exc``'s
-    code, ``exc`` as its cause) when it is the first past the backoff's retries. The caller resets the backoff after
-    a read that succeeds."""
+    Raises ``exc`` when it is not retriable, and an error of ``exc``'s kind that says the reads gave up (with
+    ``exc``'s code and retriable flag, ``exc`` as its cause) when it is the first past the backoff's retries. The
+    caller tells :func:`read_succeeded` of a read that succeeds."""
     if not exc.retriable:
         raise exc
     pause = backoff.next_delay()
     if backoff.exhausted:
-        raise KinesisError(f"{exc} (gave up after {backoff.failures - 1} retries)", code=exc.code) from exc
+        # the same kind of error (a throttle stays a ThrottledError, still retriable later), saying it gave up
+        kind = type(exc) if type(exc).__init__ is KinesisError.__init__ else KinesisError
+        raise kind(f"{exc} (gave up after {backoff.failures - 1} retries)", code=exc.code,
+                   retriable=exc.retriable) from exc
     log_retried_error(exc, shard_id, backoff.failures, backoff.failing_for(), pause)
     return pause
+
+
+def read_succeeded(backoff: Backoff, shard_id: str) -> None:
+    """A read of ``shard_id`` succeeded: the count of failures in a row starts again, and a run long enough to have
+    been logged at WARNING is said to be over (INFO)."""
+    if backoff.failures > QUIET_RETRIES:
+        log.info("reads of %s recovered after %d failed calls in a row", shard_id, backoff.failures)
+    backoff.reset()
 
 
 def log_retried_error(exc: KinesisError, shard_id: str, failures: int, failing_for_s: float, pause: float) -> None:

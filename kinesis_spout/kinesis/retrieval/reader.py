@@ -23,7 +23,7 @@ from kinesis_spout.kinesis.retrieval.chunks import ChunkBuffer
 from kinesis_spout.kinesis.retrieval.polling import GET_RECORDS_RETRY, idle_backoff
 from kinesis_spout.kinesis.retrieval.pool import PARK, ReaderPool
 from kinesis_spout.kinesis.retrieval.protocol import FetchResult, ShardRetrieval
-from kinesis_spout.kinesis.retrieval.read_retries import QUIET_RETRIES, pause_after, read_backoff
+from kinesis_spout.kinesis.retrieval.read_retries import pause_after, read_backoff, read_succeeded
 from kinesis_spout.kinesis.retrieval.wire_columns import (
     RecordColumns,
     first_arrived_after,
@@ -231,9 +231,7 @@ class BufferedShardReader:
             pause = pause_after(backoff, exc, self.shard_id)
             self.retried_errors += 1
             return time.monotonic() + pause
-        if backoff.failures > QUIET_RETRIES:
-            log.info("reads of %s recovered after %d failed calls in a row", self.shard_id, backoff.failures)
-        backoff.reset()
+        read_succeeded(backoff, self.shard_id)
         self.millis_behind_latest = result.millis_behind_latest
         if self._pushed:  # the next event may be taken at once; none there: parked until the getter calls
             pause = 0.0

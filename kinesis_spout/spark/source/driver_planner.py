@@ -21,7 +21,7 @@ from kinesis_spout.errors import KinesisError
 from kinesis_spout.kinesis.retrieval.factory import shard_retrieval
 from kinesis_spout.kinesis.retrieval.polling import GET_RECORDS_RETRY, LATEST_MARGIN, idle_backoff
 from kinesis_spout.kinesis.retrieval.protocol import ShardRetrieval
-from kinesis_spout.kinesis.retrieval.read_retries import pause_after, read_backoff
+from kinesis_spout.kinesis.retrieval.read_retries import pause_after, read_backoff, read_succeeded
 from kinesis_spout.positions import TRIM_HORIZON, Position, after_record, at_timestamp
 from kinesis_spout.records import Record
 from kinesis_spout.retry import Backoff
@@ -264,7 +264,7 @@ class DriverPlanner:
         except KinesisError as exc:  # raised when not retriable or after MAX_RETRIES retriable ones in a row
             cursor.next_poll = time.monotonic() + pause_after(cursor.backoff, exc, cursor.shard_id)
             return
-        cursor.backoff.reset()
+        read_succeeded(cursor.backoff, cursor.shard_id)
         cursor.pending.extend(skip_consumed(result.records, cursor.position))
         cursor.millis_behind_latest = result.millis_behind_latest
         if result.records:

@@ -12,7 +12,8 @@ import pytest
 
 from kinesis_spout.kinesis.client import make_client
 from kinesis_spout.kinesis.retrieval.polling import ShardGetter
-from kinesis_spout.kinesis.retrieval.reader import QUIET_RETRIES, BufferedShardReader
+from kinesis_spout.kinesis.retrieval.read_retries import QUIET_RETRIES
+from kinesis_spout.kinesis.retrieval.reader import BufferedShardReader
 from kinesis_spout.positions import TRIM_HORIZON
 from kinesis_spout.records import Record
 from kinesis_spout.testing.faults import FaultProxy

@@ -137,7 +137,7 @@ class ReleaseOnRefusal(logging.Handler):
     """Closes ``holder`` when the task logs that its subscription was refused (the task then tries again)."""
 
     def __init__(self, holder: Subscription) -> None:
-        super().__init__(logging.INFO)
+        super().__init__(logging.DEBUG)  # the first refusals of a run are logged at DEBUG
         self.holder = holder
         self.refusals = 0
 
@@ -153,7 +153,7 @@ def test_a_fan_out_task_waits_for_a_subscription_that_still_holds_its_shard(kine
     """Another subscription of the app's consumer holds the shard (a speculative copy, the previous batch's task
     not yet gone): the task's subscribe is refused with ResourceInUseException and tried again until it passes.
     Only a shard that was behind its tip subscribes: the first batch of a new query reads with GetRecords."""
-    caplog.set_level(logging.INFO, logger="kinesis_spout.kinesis")
+    caplog.set_level(logging.DEBUG, logger="kinesis_spout.kinesis")
     stream = kinesis_local.create_stream(shards=1)
     placed = kinesis_local.put(stream, [f"h{i}".encode() for i in range(20)])
     reader = ExecutorStreamReader(executor_options(kinesis_local, zookeeper, stream, retrieval="fanout",
