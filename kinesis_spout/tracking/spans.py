@@ -44,6 +44,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from itertools import islice
 from operator import lt
+from typing import cast
 
 from kinesis_spout.errors import ConfigError
 from kinesis_spout.records import SequenceKey
@@ -181,11 +182,18 @@ class SpanTracker(SpanFailures):
         if (items is not None and len(items) != n) or (sizes is not None and len(sizes) != n):
             raise ValueError(f"{what} needs as many items and sizes as keys ({n}), got "
                              f"{None if items is None else len(items)} and {None if sizes is None else len(sizes)}")
-        if set(map(type, keys)) == _INTS:  # ranks (the spout's batches): taken as they are
-            ranks: Sequence[int] = keys  # type: ignore[assignment]
-        else:
+        # ranks (the spout's batches) are taken as they are: told by their ends, since looking at every key's type
+        # would cost as much as the order check; a key inside that is not an int fails that check with TypeError,
+        # and every key is converted then
+        ranks = cast("Sequence[int]", keys)
+        if keys[0].__class__ is not int or keys[-1].__class__ is not int:
             ranks = [rank_of_key(key) for key in keys]
-        if not all(map(lt, ranks, islice(ranks, 1, None))):
+        try:
+            increasing = all(map(lt, ranks, islice(ranks, 1, None)))
+        except TypeError:  # SequenceKeys among ranks
+            ranks = [rank_of_key(key) for key in keys]
+            increasing = all(map(lt, ranks, islice(ranks, 1, None)))
+        if not increasing:
             raise ValueError(f"{what} needs strictly increasing keys (the records of one shard in read order); "
                              "emit them one by one otherwise")
         last = self._last
