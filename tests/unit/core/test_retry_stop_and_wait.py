@@ -183,17 +183,9 @@ def test_min_s_lets_full_jitter_go_down_to_no_pause() -> None:
 # ------------------------------------------------------------------ Outage: the alarm of a writer that never gives up
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_an_outage_reaches_its_deadline_counted_from_the_first_failure_in_a_row() -> None:
-    clock = Clock()
-    outage = Outage(10.0, clock)
+    clock = FakeTime()
+    outage = Outage(10.0, clock.clock)
     assert outage.failed() is None  # the clock starts here
     clock.now += 9.9
     assert outage.failed() is None
@@ -205,8 +197,8 @@ def test_an_outage_reaches_its_deadline_counted_from_the_first_failure_in_a_row(
 
 
 def test_an_outage_started_before_its_first_failed_write_counts_from_the_start() -> None:
-    clock = Clock()
-    outage = Outage(5.0, clock)
+    clock = FakeTime()
+    outage = Outage(5.0, clock.clock)
     outage.start()  # e.g. the store reported a lost connection
     clock.now += 6.0
     outage.start()  # a second report does not move the start
