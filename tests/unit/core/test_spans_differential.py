@@ -13,10 +13,9 @@ rule provably does not change with spans.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -26,6 +25,7 @@ from kinesis_spout.records import SequenceKey
 from kinesis_spout.tracker import FailOutcome, RetryBackoff
 from kinesis_spout.tracking.spans import Span, SpanTracker
 
+from ..mutation import PHASES, UNDER_MUTATION
 from .reference_tracker import PerRecordTracker
 
 BASE = 49590338271490256608559692538361571095921575989136588898
@@ -361,10 +361,7 @@ class Differential(RuleBasedStateMachine):
         assert self.new.span_count <= live
 
 
-#: Under mutation testing (mutmut runs a copy of the tests in mutants/, each test within 20 s): fewer examples.
-UNDER_MUTATION = "mutants" in Path(__file__).resolve().parts
-#: A mutant a test kills is killed by the first failing example: no shrinking of it (seconds a mutant).
-PHASES = (Phase.explicit, Phase.reuse, Phase.generate) if UNDER_MUTATION else tuple(Phase)
+#: Under mutation testing (mutmut runs a copy of the tests in mutants/): fewer examples, none shrunk.
 Differential.TestCase.settings = settings(max_examples=15 if UNDER_MUTATION else 250, stateful_step_count=50,
                                           deadline=None, phases=PHASES,
                                           suppress_health_check=[HealthCheck.too_slow])

@@ -12,10 +12,9 @@ Hypothesis switches rules on and off per example, so setup emits a first batch.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -24,6 +23,7 @@ import kinesis_spout.tracking.span as span_mod
 from kinesis_spout.records import SequenceKey
 from kinesis_spout.tracker import FailOutcome, InflightRecordTracker, RetryBackoff
 
+from ..mutation import PHASES, UNDER_MUTATION
 from . import reference_records as inflight_mod
 from .reference_tracker import PerRecordTracker
 
@@ -402,13 +402,11 @@ class ReferenceMachine(TrackerMachine):
         return 2 * self.tr.retained_count <= factor * pending + 2 * slack + 2
 
 
-#: Under mutation testing (mutmut runs a copy of the tests in mutants/, each test within 20 s): fewer examples.
-UNDER_MUTATION = "mutants" in Path(__file__).resolve().parts
+#: Under mutation testing (mutmut runs a copy of the tests in mutants/): fewer examples, none shrunk.
 for machine in (TrackerMachine, ReferenceMachine):
     machine.TestCase.settings = settings(
         max_examples=10 if UNDER_MUTATION else 200,
-        # a mutant a test kills is killed by the first failing example: no shrinking of it (seconds a mutant)
-        phases=(Phase.explicit, Phase.reuse, Phase.generate) if UNDER_MUTATION else tuple(Phase),
+        phases=PHASES,
         stateful_step_count=50,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow],

@@ -14,6 +14,8 @@ from kinesis_spout.kinesis.retrieval.chunks import ChunkBuffer
 from kinesis_spout.kinesis.retrieval.wire_columns import ReplyColumns, expand, to_records
 from kinesis_spout.records import Record
 
+from ..mutation import PHASES
+
 counter = iter(range(10 ** 9))
 
 
@@ -37,7 +39,7 @@ def model_take(buffer: list[Record], n: int, max_bytes: int) -> list[Record]:
     return out
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=80, deadline=None, phases=PHASES)
 @given(pieces=st.lists(st.tuples(st.lists(st.integers(1, 40), min_size=1, max_size=8), st.booleans()), max_size=6),
        takes=st.lists(st.tuples(st.integers(0, 12), st.integers(0, 120), st.booleans()), max_size=10))
 def test_takes_follow_the_readers_rule_for_count_and_bytes(pieces: list[tuple[list[int], bool]],

@@ -32,6 +32,7 @@ from kinesis_spout.kinesis.retrieval.wire_columns import (
 )
 from kinesis_spout.records import Record, SequenceKey, record_sizes, records_bytes
 
+from ..mutation import PHASES
 from .aggregates import aggregate
 
 SHARD = "shardId-000000000007"
@@ -76,7 +77,7 @@ def model(content: bytes, deaggregated: bool, low: int, high: int) -> list[Recor
     return out
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow], phases=PHASES)
 @given(items=entries, stamps=st.lists(arrivals, min_size=12, max_size=12), deaggregated=st.booleans(),
        first=st.integers(0, 10 ** 50), bounds=st.tuples(st.integers(0, TOP), st.integers(0, TOP)))
 def test_columns_records_and_arrow_rows_match_the_record_path(items: list[tuple[Any, ...]], stamps: list[Any],
