@@ -97,7 +97,9 @@ TESTS_BY_MODULE: dict[str, list[str]] = {
     "kinesis_spout.kinesis.retrieval.reader": [INTEGRATION + f + "::*" for f in (
         "kinesis/test_reader_backoff.py", "kinesis/test_faults.py", "kinesis/test_reader.py")],
     # the columnar decoding (its differential test against the record path) and the readers' buffer of columns
-    "kinesis_spout.kinesis.retrieval.wire_columns": ["tests/unit/kinesis/test_wire_columns.py::*"],
+    "kinesis_spout.kinesis.retrieval.wire_columns": [f"tests/unit/{name}::*" for name in (
+        "kinesis/test_wire_columns.py", "kinesis/test_column_ranks.py", "kinesis/test_tip_columns.py",
+        "kinesis/test_chunks.py", "kinesis/test_aggregation_columns.py", "spark/test_column_rows.py")],
     "kinesis_spout.kinesis.retrieval.chunks": ["tests/unit/kinesis/test_chunks.py::*"],
     "kinesis_spout.spout": [INTEGRATION + f + "::*" for f in (  # its modules but shards
         "spout/test_spout.py", "spout/test_spout_loss_paths.py", "spout/test_next_tuple.py",

@@ -22,12 +22,16 @@ from kinesis_spout.kinesis.retrieval.arrow_columns import FIELDS, batch_of_colum
 from kinesis_spout.kinesis.retrieval.lean import parse_reply
 from kinesis_spout.kinesis.retrieval.wire_columns import (
     HAVE_MSGSPEC,
+    RowSource,
     column_sizes,
     columns_bytes,
+    columns_of_records,
     columns_of_reply,
     decode_reply,
     expand,
     keep_inside,
+    ranks_of,
+    record_of,
     to_records,
 )
 from kinesis_spout.records import Record, SequenceKey, record_sizes, records_bytes
@@ -94,6 +98,11 @@ def test_columns_records_and_arrow_rows_match_the_record_path(items: list[tuple[
         assert to_records(columns) == expected
         assert (list(column_sizes(columns)), columns_bytes(columns)) == (record_sizes(expected),
                                                                           records_bytes(expected))
+        assert to_records(columns_of_records(expected)) == expected  # records made elsewhere, as columns again
+        # a run in flight stands for each of its records by its columns, and makes the one asked for
+        for source in (RowSource(columns), RowSource(columns, ranks_of(columns))):
+            assert [record_of(source, r.rank) for r in reversed(expected)] == expected[::-1]
+        assert all(record_of(r, r.rank) is r for r in expected)
         rows = batch_of_columns(columns).to_pylist()
         assert rows == [{name: record[i] for i, name in enumerate(FIELDS)} for record in expected]
     assert batch_of_records(expected).to_pylist() == rows
