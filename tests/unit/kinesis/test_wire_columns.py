@@ -106,7 +106,8 @@ def test_columns_records_and_arrow_rows_match_the_record_path(items: list[tuple[
         rows = batch_of_columns(columns).to_pylist()
         assert rows == [{name: record[i] for i, name in enumerate(FIELDS)} for record in expected]
     assert batch_of_records(expected).to_pylist() == rows
-    assert (decoded.next_shard_iterator, decoded.millis_behind_latest) == ("AAAA", 0)
+    for reply in (decoded, fallback):
+        assert (reply.next_shard_iterator, reply.millis_behind_latest) == ("AAAA", 0)
 
 
 def test_a_reply_the_decoder_does_not_know_is_left_to_the_lean_parser() -> None:
