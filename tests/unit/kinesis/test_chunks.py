@@ -55,3 +55,19 @@ def test_takes_follow_the_readers_rule_for_count_and_bytes(pieces: list[tuple[li
             buffer.take_records(n, max_bytes)
         assert got == expected
         assert len(buffer) == len(model) and buffer.nbytes == sum(r.size for r in model)
+
+
+def test_a_budget_of_one_byte_still_takes_the_first_record_and_one_left_takes_the_next_piece_s_first() -> None:
+    """The rule at its smallest: a 1-byte budget takes the first record (the first always); a budget with 1 byte
+    left when a piece runs out takes the next piece's first record (the one whose bytes reach the budget is the
+    last taken)."""
+    for as_columns in (False, True):
+        buffer, model = ChunkBuffer(), []
+        for sizes in ([1, 1], [2], [5], [3]):
+            p = piece(sizes, as_columns)
+            buffer.add(p)  # type: ignore[arg-type]
+            model.extend(to_records(p) if not isinstance(p, list) else p)  # type: ignore[arg-type]
+        for n, max_bytes in ((5, 1), (5, 4), (5, 100)):
+            expected = model_take(model, n, max_bytes)
+            got = buffer.take_records(n, max_bytes)
+            assert got == expected and len(got) == {1: 1, 4: 3, 100: 1}[max_bytes]

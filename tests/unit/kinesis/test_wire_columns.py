@@ -22,6 +22,7 @@ from kinesis_spout.kinesis.retrieval.arrow_columns import FIELDS, batch_of_colum
 from kinesis_spout.kinesis.retrieval.lean import parse_reply
 from kinesis_spout.kinesis.retrieval.wire_columns import (
     HAVE_MSGSPEC,
+    ReplyColumns,
     RowSource,
     column_sizes,
     columns_bytes,
@@ -142,3 +143,18 @@ def test_without_msgspec_every_reply_is_left_to_the_lean_parser() -> None:
             "records = w.to_records(w.expand(w.columns_of_reply(parse_reply(content)), 's', True))\n"
             "assert [(r.sequence_number, r.data) for r in records] == [('7', b'a')]\n")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_an_aggregate_that_does_not_decode_stays_whole_and_is_told_with_its_sequence_number() -> None:
+    blob = aggregate([("a", b"1", None), ("b", b"2", None)])
+    broken = blob[:-1] + bytes([blob[-1] ^ 0xFF])  # the digest no longer matches
+    reply = ReplyColumns(["7", "8"], ["a", "a"], [broken, blob], [1.5, 2.5], True, None, None)
+    told: list[tuple[str, bytes]] = []
+    columns = expand(reply, SHARD, True, corrupt=lambda seq, data: told.append((seq, data)))
+    assert told == [("7", broken)]
+    assert (columns.sequence_numbers, columns.sub_sequence_numbers, columns.data) == (["7", "8", "8"], [None, 0, 1],
+                                                                                        [broken, b"1", b"2"])
+    assert columns.aggregated == [0, 2, 2]
+    # none of an aggregate's user records kept by the shard's hash range: none delivered, counted as none
+    nothing = expand(reply, SHARD, True, keep_inside(0, -1))
+    assert (nothing.sequence_numbers, nothing.aggregated) == (["7"], [0])
