@@ -96,6 +96,23 @@ def test_a_call_whose_reply_is_held_ends_within_the_operation_timeout(
     assert elapsed < 1.9, f"gave up after {elapsed:.2f} s, with a 1 s limit"
 
 
+def test_pipelined_reads_whose_replies_are_held_end_within_one_operation_timeout_for_them_all(
+        zookeeper: Any, proxy: ZooKeeperFaultProxy, sessions: Callable[..., ZooKeeperSession]) -> None:
+    """Reads sent at once wait for their answers together: eight held replies cost one operation timeout, not
+    eight (a lease round reading a thousand lease nodes through a stalled server must not wait a thousand)."""
+    session = sessions(proxy.hosts, operation_timeout_s=1.0)
+    nodes = [f"{zookeeper.prefix}/pipelined/n{i}" for i in range(8)]
+    for node in nodes:
+        session.create(node, b"x", makepath=True)
+    proxy.hold(Op.GET_DATA)
+    started = time.monotonic()
+    answers = in_background(lambda: session.pipelined("get", nodes), TIMEOUT_S, "the pipelined reads")()
+    elapsed = time.monotonic() - started
+    proxy.release()
+    assert sorted(answers) == nodes and all(isinstance(a, Exception) for a in answers.values()), answers
+    assert elapsed < 4.0, f"eight held replies took {elapsed:.2f} s, with a 1 s limit for them all"
+
+
 def test_commands_are_tried_command_retries_more_times_then_fail_retriably(
         zookeeper: Any, proxy: ZooKeeperFaultProxy, sessions: Callable[..., ZooKeeperSession]) -> None:
     session = sessions(proxy.hosts, command_retries=3)
