@@ -101,3 +101,45 @@ def test_lease_workers_keep_delivering_while_the_leader_is_partitioned_away(
     assert all(seqs == sorted(seqs) for seqs in checkpoints.values()), "a stored checkpoint moved backwards"
     print(f"leader {leader.name} partitioned, {new_leader.name} elected; {workers.lease_lost()} checkpoint writes "
           f"fenced; {len(workers.deliveries())} deliveries of {len(sent)} records")
+
+
+def release_layout(jar: Path, lib: Path) -> Path:
+    """The server ``jar`` laid out as Apache's binary release lays it out: a jar whose manifest names no class path,
+    its dependencies beside it in ``lib``."""
+    import zipfile
+
+    with zipfile.ZipFile(jar) as source:
+        manifest = source.read("META-INF/MANIFEST.MF").decode()
+        unfolded = manifest.replace("\r\n ", "").replace("\n ", "")
+        names = next(line for line in unfolded.splitlines() if line.startswith("Class-Path:")).split()[1:]
+        lib.mkdir(parents=True)
+        released = lib / "zookeeper-3.8.jar"
+        with zipfile.ZipFile(released, "w") as target:
+            for item in source.infolist():
+                data = source.read(item)
+                if item.filename == "META-INF/MANIFEST.MF":
+                    data = "".join(line + "\n" for line in unfolded.splitlines()
+                                   if not line.startswith("Class-Path:")).encode()
+                target.writestr(item, data)
+    for name in names:
+        (lib / Path(name).name).symlink_to(name)
+    return released
+
+
+def test_an_ensemble_runs_from_apache_s_release_layout(ensemble_network: Any, tmp_path: Path) -> None:
+    """``KINESIS_SPOUT_ZOOKEEPER_JAR`` may name a release's server jar, whose dependencies are the jars beside it:
+    each server of an ensemble runs on them, as the single test server does."""
+    from kinesis_spout.testing.zookeeper import default_jar
+
+    if not default_jar().exists():
+        pytest.skip(f"no ZooKeeper jar at {default_jar()}")
+    jar = release_layout(default_jar(), tmp_path / "lib")
+    nodes = [ensemble_network.add_node(f"rel{i}") for i in range(1, 4)]
+    with ZooKeeperEnsemble(nodes, jar=jar, start_timeout_s=60.0) as ensemble:
+        client = ensemble_client(ensemble)
+        try:
+            client.create("/released", b"up")
+            assert client.get("/released")[0] == b"up"
+        finally:
+            client.stop()
+            client.close()
